@@ -1,0 +1,265 @@
+// Package check holds the syntax checks that several dlc packages share:
+// names, tags, environment variables, Ray node labels and logical
+// resources, advanced parameters and image references. Each takes the
+// field's path and the rule ID to report, and returns every problem.
+package check
+
+import (
+	"fmt"
+	"math"
+	"regexp"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/aidlc/dlc/errs"
+)
+
+// Limits shared by clusters and jobs.
+const (
+	MaxTags          = 50  // tags per object
+	MaxTagKeyLen     = 127 // characters in a tag key
+	MaxTagValueLen   = 255 // characters in a tag value
+	MaxAdvancedValue = 4096
+	MaxNodeGroupName = 63
+)
+
+var (
+	dns1123Label = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+	envVarName   = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	labelName    = regexp.MustCompile(`^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$`)
+	dnsSubdomain = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`)
+	resourceName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_.:/-]*$`)
+	advancedKey  = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_.-]*$`)
+)
+
+// HasControl reports whether s holds a control character or invalid UTF-8.
+func HasControl(s string) bool {
+	if !utf8.ValidString(s) {
+		return true
+	}
+	for _, r := range s {
+		if unicode.IsControl(r) {
+			return true
+		}
+	}
+	return false
+}
+
+// NodeGroupName checks a head or worker group name: it becomes part of
+// Kubernetes object names and labels, so it is a DNS-1123 label.
+func NodeGroupName(p errs.Path, rule, name string) errs.List {
+	switch {
+	case name == "":
+		return errs.List{errs.Required(p, rule, "a node group needs a name")}
+	case len(name) > MaxNodeGroupName:
+		return errs.List{errs.TooLong(p, rule, name, MaxNodeGroupName)}
+	case !dns1123Label.MatchString(name):
+		return errs.List{errs.Invalid(p, rule, name,
+			"must be lower-case letters, digits and '-', starting and ending with a letter or digit")}
+	}
+	return nil
+}
+
+// Tags checks key–value tags (J4, C3).
+func Tags(p errs.Path, rule string, tags map[string]string) errs.List {
+	var l errs.List
+	if len(tags) > MaxTags {
+		l = append(l, errs.TooMany(p, rule, len(tags), MaxTags))
+	}
+	for _, k := range errs.SortedKeys(tags) {
+		v := tags[k]
+		kp := p.Key(k)
+		switch {
+		case strings.TrimSpace(k) == "":
+			l = append(l, errs.Invalid(kp, rule, k, "a tag key must not be empty"))
+		case utf8.RuneCountInString(k) > MaxTagKeyLen:
+			l = append(l, errs.TooLong(kp, rule, k, MaxTagKeyLen))
+		case HasControl(k):
+			l = append(l, errs.Invalid(kp, rule, k, "must not contain control characters"))
+		}
+		switch {
+		case utf8.RuneCountInString(v) > MaxTagValueLen:
+			l = append(l, errs.TooLong(kp, rule, v, MaxTagValueLen))
+		case HasControl(v):
+			l = append(l, errs.Invalid(kp, rule, v, "must not contain control characters"))
+		}
+	}
+	return l
+}
+
+// EnvVars checks environment variable names, as Kubernetes and a shell
+// accept them.
+func EnvVars(p errs.Path, rule string, env map[string]string) errs.List {
+	var l errs.List
+	for _, k := range errs.SortedKeys(env) {
+		if !envVarName.MatchString(k) {
+			l = append(l, errs.Invalid(p.Key(k), rule, k,
+				"an environment variable name is letters, digits and '_', not starting with a digit"))
+		}
+		if strings.ContainsRune(env[k], 0) {
+			l = append(l, errs.Invalid(p.Key(k), rule, env[k], "must not contain NUL"))
+		}
+	}
+	return l
+}
+
+// NodeLabels checks Ray node labels: keys are [prefix/]name as in
+// Kubernetes, values at most 63 characters of the same alphabet, and the
+// ray.io/ prefix is Ray's own.
+func NodeLabels(p errs.Path, rule string, labels map[string]string) errs.List {
+	var l errs.List
+	for _, k := range errs.SortedKeys(labels) {
+		kp := p.Key(k)
+		if msg := labelKeyProblem(k); msg != "" {
+			l = append(l, errs.Invalid(kp, rule, k, msg))
+		}
+		if v := labels[k]; v != "" && (len(v) > 63 || !labelName.MatchString(v)) {
+			l = append(l, errs.Invalid(kp, rule, v,
+				"a label value is at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit"))
+		}
+	}
+	return l
+}
+
+func labelKeyProblem(k string) string {
+	prefix, name, hasPrefix := strings.Cut(k, "/")
+	if !hasPrefix {
+		name, prefix = prefix, ""
+	}
+	switch {
+	case hasPrefix && (prefix == "" || len(prefix) > 253 || !dnsSubdomain.MatchString(prefix)):
+		return "a label key prefix must be a DNS subdomain (lower case, at most 253 characters)"
+	case hasPrefix && (prefix == "ray.io" || strings.HasSuffix(prefix, ".ray.io")):
+		return "the ray.io/ prefix is reserved for Ray's own labels"
+	case name == "" || len(name) > 63 || !labelName.MatchString(name):
+		return "a label name is at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit"
+	}
+	return ""
+}
+
+// reservedResources are the resources Ray derives from the node itself.
+var reservedResources = map[string]bool{
+	"CPU": true, "GPU": true, "TPU": true, "memory": true, "object_store_memory": true,
+}
+
+// LogicalResources checks Ray logical (custom) resources: a name Ray
+// accepts, not one of Ray's own (CPU, GPU, memory, ...), and a finite
+// quantity that is not negative.
+func LogicalResources(p errs.Path, rule string, res map[string]float64) errs.List {
+	var l errs.List
+	for _, k := range errs.SortedKeys(res) {
+		kp := p.Key(k)
+		switch {
+		case reservedResources[k]:
+			l = append(l, errs.Invalid(kp, rule, k,
+				"CPU, GPU, memory and object store memory come from the node spec; choose a different node spec instead"))
+		case len(k) > 128 || !resourceName.MatchString(k):
+			l = append(l, errs.Invalid(kp, rule, k,
+				"a logical resource name starts with a letter or '_' and holds letters, digits, '_', '.', ':', '/' or '-'"))
+		}
+		if v := res[k]; math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
+			l = append(l, errs.Invalid(kp, rule, v, "a logical resource quantity is a finite number ≥ 0"))
+		}
+	}
+	return l
+}
+
+// managedKeys maps each platform-managed advanced-parameter key (written
+// lower case, '-' for '_' and '.') to the setting that controls it (J11).
+var managedKeys = map[string]string{
+	// compute resources
+	"num-cpus": "the node spec (headGroup.nodeSpec, workerGroups[].nodeSpec)",
+	"num-gpus": "the node spec (headGroup.nodeSpec, workerGroups[].nodeSpec)",
+	"memory":   "the node spec (headGroup.nodeSpec, workerGroups[].nodeSpec)",
+	"cpu":      "the node spec (headGroup.nodeSpec, workerGroups[].nodeSpec)",
+	"gpu":      "the node spec (headGroup.nodeSpec, workerGroups[].nodeSpec)",
+	"resources": "the node group's logical resources (headGroup.resources, workerGroups[].resources)",
+	"labels":    "the node group's labels (headGroup.labels, workerGroups[].labels)",
+	// instance counts
+	"replicas":     "the worker group's instance range (workerGroups[].instances)",
+	"min-replicas": "the worker group's instance range (workerGroups[].instances)",
+	"max-replicas": "the worker group's instance range (workerGroups[].instances)",
+	"num-workers":  "the worker group's instance range (workerGroups[].instances)",
+	"instances":    "the worker group's instance range (workerGroups[].instances)",
+	// image and runtime version
+	"image":           "the image setting",
+	"ray-version":     "the image setting (the image fixes the Ray version)",
+	"python-version":  "the image setting (the image fixes the Python version)",
+	"runtime-version": "the image setting (the image fixes the runtime version)",
+	// start command and start parameters
+	"entrypoint":       "the job's entrypoint",
+	"command":          "the job's entrypoint",
+	"start-command":    "nothing: the platform starts Ray itself",
+	"ray-start-params": "nothing: the platform sets Ray's start parameters",
+	"block":            "nothing: the platform starts Ray itself",
+	"head":             "nothing: the platform starts Ray itself",
+	"address":          "nothing: the platform connects the nodes itself",
+	"port":             "nothing: the platform chooses Ray's ports",
+	"node-ip-address":  "nothing: the platform connects the nodes itself",
+	// environment variables
+	"env":      "the environment variables setting (envVars)",
+	"env-vars": "the environment variables setting (envVars)",
+}
+
+// NormalizeKey writes an advanced-parameter key the way managedKeys does.
+func NormalizeKey(k string) string {
+	k = strings.ToLower(strings.TrimLeft(k, "-"))
+	k = strings.NewReplacer("_", "-", ".", "-").Replace(k)
+	// camelCase keys: rayStartParams → raystartparams; match those too.
+	return k
+}
+
+var managedCompact = func() map[string]string {
+	m := make(map[string]string, len(managedKeys))
+	for k, v := range managedKeys {
+		m[strings.ReplaceAll(k, "-", "")] = v
+	}
+	return m
+}()
+
+// ManagedSetting returns the setting to use instead when key is a
+// platform-managed advanced parameter, and "" when key may be set.
+func ManagedSetting(key string) string {
+	n := NormalizeKey(key)
+	if s, ok := managedKeys[n]; ok {
+		return s
+	}
+	return managedCompact[strings.ReplaceAll(n, "-", "")]
+}
+
+// Advanced checks advanced parameters: at most max entries (max < 0: no
+// limit, reported under countRule), keys of a sane syntax, and no
+// platform-managed key (J11).
+func Advanced(p errs.Path, countRule string, max int, params map[string]string) errs.List {
+	var l errs.List
+	if max >= 0 && len(params) > max {
+		l = append(l, errs.TooMany(p, countRule, len(params), max))
+	}
+	for _, k := range errs.SortedKeys(params) {
+		kp := p.Key(k)
+		if s := ManagedSetting(k); s != "" {
+			l = append(l, errs.Forbidden(kp, "J11",
+				fmt.Sprintf("%q is managed by the platform and cannot be overridden; use %s", k, s)))
+			continue
+		}
+		if len(k) > 128 || !advancedKey.MatchString(k) {
+			l = append(l, errs.Invalid(kp, countRule, k,
+				"an advanced parameter key starts with a letter and holds letters, digits, '_', '.' or '-'"))
+		}
+		if v := params[k]; len(v) > MaxAdvancedValue || HasControl(v) {
+			l = append(l, errs.Invalid(kp, countRule, v,
+				fmt.Sprintf("a value is at most %d bytes without control characters", MaxAdvancedValue)))
+		}
+	}
+	return l
+}
+
+// Priority checks a priority: 0 means unset (the default 5 applies),
+// otherwise 1–9.
+func Priority(p errs.Path, rule string, v int) errs.List {
+	if v != 0 && (v < 1 || v > 9) {
+		return errs.List{errs.Invalid(p, rule, v, "priority is 1–9 (default 5)")}
+	}
+	return nil
+}
