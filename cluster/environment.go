@@ -1,0 +1,50 @@
+package cluster
+
+import "github.com/aidlc/dlc/errs"
+
+// SetHead replaces the head group's name, node spec and options, keeping
+// its high-availability setting.
+func (e *Environment) SetHead(name, nodeSpec string, opts ...NodeOption) {
+	e.Head.NodeGroup = newNodeGroup(name, nodeSpec, opts)
+}
+
+// AddWorkerGroup appends a worker group with the instance range min–max.
+func (e *Environment) AddWorkerGroup(name, nodeSpec string, min, max int, opts ...NodeOption) {
+	e.Workers = append(e.Workers, WorkerGroup{NodeGroup: newNodeGroup(name, nodeSpec, opts), Instances: Range(min, max)})
+}
+
+// EditWorkerGroup calls edit on the worker group called name and reports
+// whether there was one.
+func (e *Environment) EditWorkerGroup(name string, edit func(*WorkerGroup)) bool {
+	for i := range e.Workers {
+		if e.Workers[i].Name == name {
+			edit(&e.Workers[i])
+			return true
+		}
+	}
+	return false
+}
+
+// RemoveWorkerGroup removes the worker group called name, if there is one.
+func (e *Environment) RemoveWorkerGroup(name string) {
+	out := e.Workers[:0:0]
+	for _, w := range e.Workers {
+		if w.Name != name {
+			out = append(out, w)
+		}
+	}
+	e.Workers = out
+}
+
+// NoSuchWorkerGroup is the error for editing a worker group that is not there.
+func NoSuchWorkerGroup(p errs.Path, name string) *errs.FieldError {
+	return errs.Invalid(p, "C8", name, "no worker group of that name to edit")
+}
+
+func newNodeGroup(name, nodeSpec string, opts []NodeOption) NodeGroup {
+	g := NodeGroup{Name: name, NodeSpec: nodeSpec}
+	for _, o := range opts {
+		o(&g)
+	}
+	return g
+}

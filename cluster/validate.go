@@ -1,0 +1,196 @@
+package cluster
+
+import (
+	"regexp"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/aidlc/dlc/errs"
+	"github.com/aidlc/dlc/internal/check"
+	"github.com/aidlc/dlc/quota"
+	"github.com/aidlc/dlc/storage"
+)
+
+// Catalogs are what validation looks names up in: node specs and built-in
+// images. The zero Catalogs means the defaults.
+type Catalogs struct {
+	Nodes  quota.Catalog
+	Images ImageCatalog
+}
+
+// DefaultCatalogs returns the built-in node spec and image catalogs.
+func DefaultCatalogs() Catalogs {
+	return Catalogs{Nodes: quota.DefaultCatalog(), Images: DefaultImages()}
+}
+
+func (c Catalogs) orDefault() Catalogs {
+	if c.Nodes.Len() == 0 {
+		c.Nodes = quota.DefaultCatalog()
+	}
+	if c.Images.refs == nil {
+		c.Images = DefaultImages()
+	}
+	return c
+}
+
+// Rules names the rule IDs that environment validation reports: a
+// cluster's environment answers to C5, C7 and C8, an on-demand job's to
+// J7.
+type Rules struct {
+	Image, Head, Workers string
+}
+
+var (
+	clusterRules = Rules{Image: "C5", Head: "C7", Workers: "C8"}
+	// JobRules are the rule IDs for an on-demand job's environment (J7).
+	JobRules = Rules{Image: "J7", Head: "J7", Workers: "J7"}
+)
+
+var clusterName = regexp.MustCompile(`^[\p{Han}A-Za-z0-9_]+$`)
+
+// Validate checks the spec against every rule a spec alone can break,
+// with the default catalogs, and returns every problem at once (nil when
+// valid). errors.Is(err, errs.ErrInvalid) holds for the result, and
+// errs.Fields(err) lists each *errs.FieldError with its path and rule.
+func (s *Spec) Validate() error { return s.ValidateWith(Catalogs{}) }
+
+// ValidateWith is Validate with the given catalogs.
+func (s *Spec) ValidateWith(c Catalogs) error { return s.Problems(c).ToError() }
+
+// Problems returns the spec's problems as a list.
+func (s *Spec) Problems(c Catalogs) errs.List {
+	c = c.orDefault()
+	var l errs.List
+	l = append(l, ValidateName(errs.NewPath("name"), s.Name)...)
+	p := errs.NewPath("groups")
+	if len(s.Groups) == 0 {
+		l = append(l, errs.Required(p, "C2", "a cluster joins at least one cluster group"))
+	}
+	seen := map[string]bool{}
+	for i, g := range s.Groups {
+		switch {
+		case strings.TrimSpace(g) == "":
+			l = append(l, errs.Required(p.Index(i), "C2", "a cluster group id"))
+		case seen[g]:
+			l = append(l, errs.Duplicate(p.Index(i), "C2", g))
+		}
+		seen[g] = true
+	}
+	l = append(l, check.Priority(errs.NewPath("priority"), "C3", s.Priority)...)
+	l = append(l, check.Tags(errs.NewPath("tags"), "C3", s.Tags)...)
+	if s.ResourcePackage == "" {
+		l = append(l, errs.Required(errs.NewPath("resourcePackage"), "C4", "the resource package the cluster draws from"))
+	}
+	if s.ResourceGroup == "" {
+		l = append(l, errs.Required(errs.NewPath("resourceGroup"), "C4", "the resource group the cluster draws from"))
+	}
+	l = append(l, s.Environment.Problems(c, clusterRules)...)
+	l = append(l, storage.ValidateMounts(errs.NewPath("mounts"), "C9", s.Mounts)...)
+	l = append(l, check.Advanced(errs.NewPath("advanced"), "C10", MaxAdvanced, s.Advanced)...)
+	return l
+}
+
+// ValidateName checks a cluster name (C1): required; Chinese characters,
+// English letters, digits and underscore; at most 64 characters.
+func ValidateName(p errs.Path, name string) errs.List {
+	switch {
+	case name == "":
+		return errs.List{errs.Required(p, "C1", "a cluster needs a name")}
+	case utf8.RuneCountInString(name) > MaxNameLen:
+		return errs.List{errs.TooLong(p, "C1", name, MaxNameLen)}
+	case !clusterName.MatchString(name):
+		return errs.List{errs.Invalid(p, "C1", name, "a cluster name holds Chinese characters, English letters, digits and '_' only")}
+	}
+	return nil
+}
+
+// Validate checks the environment with the default catalogs and the
+// cluster's rule IDs.
+func (e *Environment) Validate() error { return e.Problems(Catalogs{}, clusterRules).ToError() }
+
+// Problems checks the image, the head group and 1–7 worker groups with
+// unique names and known node specs (C5, C7, C8, J7), reporting the rule
+// IDs in r.
+func (e *Environment) Problems(c Catalogs, r Rules) errs.List {
+	c = c.orDefault()
+	var l errs.List
+	if e.Image == "" {
+		l = append(l, errs.Required(errs.NewPath("image"), r.Image, "a built-in image name or a registry address"))
+	} else if msg := c.Images.problem(e.Image); msg != "" {
+		l = append(l, errs.Invalid(errs.NewPath("image"), r.Image, e.Image, msg))
+	}
+	names := map[string]errs.Path{}
+	hp := errs.NewPath("headGroup")
+	l = append(l, e.Head.NodeGroup.problems(hp, r.Head, c.Nodes)...)
+	if e.Head.Name != "" {
+		names[e.Head.Name] = hp
+	}
+	wp := errs.NewPath("workerGroups")
+	switch n := len(e.Workers); {
+	case n < MinWorkerGroups:
+		l = append(l, errs.Required(wp, r.Workers, "at least one worker group"))
+	case n > MaxWorkerGroups:
+		l = append(l, errs.TooMany(wp, r.Workers, n, MaxWorkerGroups))
+	}
+	for i, w := range e.Workers {
+		ip := wp.Index(i)
+		l = append(l, w.NodeGroup.problems(ip, r.Workers, c.Nodes)...)
+		if _, dup := names[w.Name]; dup && w.Name != "" {
+			l = append(l, &errs.FieldError{Path: ip.Child("name"), Rule: r.Workers, Type: errs.TypeDuplicate,
+				BadValue: w.Name, Detail: "node group names are unique in a cluster (also against the head group)"})
+		} else if w.Name != "" {
+			names[w.Name] = ip
+		}
+		l = append(l, w.Instances.problems(ip.Child("instances"), r.Workers)...)
+	}
+	return l
+}
+
+func (g *NodeGroup) problems(p errs.Path, rule string, nodes quota.Catalog) errs.List {
+	var l errs.List
+	l = append(l, check.NodeGroupName(p.Child("name"), rule, g.Name)...)
+	sp := p.Child("nodeSpec")
+	if g.NodeSpec == "" {
+		l = append(l, errs.Required(sp, rule, "a CU or GU node spec from the catalog"))
+	} else if _, ok := nodes.Lookup(g.NodeSpec); !ok {
+		// Every catalog entry meets the node limits: NewCatalog checks them.
+		l = append(l, errs.Invalid(sp, rule, g.NodeSpec, nodes.UnknownDetail(g.NodeSpec)))
+	}
+	l = append(l, check.EnvVars(p.Child("envVars"), rule, g.Env)...)
+	l = append(l, check.NodeLabels(p.Child("labels"), rule, g.Labels)...)
+	l = append(l, check.LogicalResources(p.Child("resources"), rule, g.Resources)...)
+	return l
+}
+
+func (in Instances) problems(p errs.Path, rule string) errs.List {
+	var l errs.List
+	if in.Min < 0 {
+		l = append(l, errs.Invalid(p.Child("min"), rule, in.Min, "at least 0"))
+	}
+	switch {
+	case in.Max == nil:
+		l = append(l, errs.Required(p.Child("max"), rule, "the most instances the group may scale to"))
+	case *in.Max < 1:
+		l = append(l, errs.Invalid(p.Child("max"), rule, *in.Max, "at least 1"))
+	case *in.Max < in.Min:
+		l = append(l, errs.Invalid(p.Child("max"), rule, *in.Max, "must be at least min ("+strconv.Itoa(in.Min)+")"))
+	}
+	return l
+}
+
+// Validate checks the template: a name and a valid environment (C6).
+func (t *Template) Validate() error { return t.Problems(Catalogs{}).ToError() }
+
+// Problems returns the template's problems as a list.
+func (t *Template) Problems(c Catalogs) errs.List {
+	var l errs.List
+	switch {
+	case strings.TrimSpace(t.Name) == "":
+		l = append(l, errs.Required(errs.NewPath("name"), "C6", "a template needs a name"))
+	case utf8.RuneCountInString(t.Name) > 100 || check.HasControl(t.Name):
+		l = append(l, errs.Invalid(errs.NewPath("name"), "C6", t.Name, "at most 100 characters, no control characters"))
+	}
+	return append(l, t.Environment.Problems(c, clusterRules)...)
+}
+

@@ -1,0 +1,295 @@
+package cluster_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/aidlc/dlc/cluster"
+	"github.com/aidlc/dlc/errs"
+	"github.com/aidlc/dlc/storage"
+)
+
+// validSpec returns a spec that passes every rule; each case breaks one.
+func validSpec() *cluster.Spec {
+	s, err := cluster.NewBuilder("训练集群_01").
+		Groups("grp-a").
+		Resources("pkg-1", "rg-1").
+		Image("ray-2.46.0-py310-cpu").
+		Head("head", "cu.4c16g").
+		WorkerGroup("cpu", "cu.8c32g", 1, 4).
+		Build()
+	if err != nil {
+		panic(err)
+	}
+	return s
+}
+
+// want is one expected problem: its path and rule.
+type want struct{ path, rule string }
+
+func checkProblems(t *testing.T, err error, wants []want) {
+	t.Helper()
+	got := errs.Fields(err)
+	if len(wants) == 0 {
+		if err != nil {
+			t.Fatalf("want valid, got %v", err)
+		}
+		return
+	}
+	if !errors.Is(err, errs.ErrInvalid) {
+		t.Fatalf("error %v is not ErrInvalid", err)
+	}
+	var fe *errs.FieldError
+	if !errors.As(err, &fe) {
+		t.Fatalf("errors.As(*FieldError) failed on %v", err)
+	}
+	for _, w := range wants {
+		found := false
+		for _, g := range got {
+			if string(g.Path) == w.path && g.Rule == w.rule {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("missing problem %s [%s] in:\n%v", w.path, w.rule, err)
+		}
+	}
+	if len(got) != len(wants) {
+		t.Errorf("got %d problems, want %d:\n%v", len(got), len(wants), err)
+	}
+}
+
+func TestSpecValidate(t *testing.T) {
+	long := strings.Repeat("集", 65)
+	cases := []struct {
+		name  string
+		edit  func(*cluster.Spec)
+		wants []want
+	}{
+		{"valid", func(*cluster.Spec) {}, nil},
+		// C1
+		{"C1 valid chinese letters digits underscore", func(s *cluster.Spec) { s.Name = "集群_A1" }, nil},
+		{"C1 valid 64 characters", func(s *cluster.Spec) { s.Name = strings.Repeat("集", 64) }, nil},
+		{"C1 required", func(s *cluster.Spec) { s.Name = "" }, []want{{"name", "C1"}}},
+		{"C1 too long", func(s *cluster.Spec) { s.Name = long }, []want{{"name", "C1"}}},
+		{"C1 hyphen not allowed", func(s *cluster.Spec) { s.Name = "my-cluster" }, []want{{"name", "C1"}}},
+		{"C1 space not allowed", func(s *cluster.Spec) { s.Name = "my cluster" }, []want{{"name", "C1"}}},
+		// C2
+		{"C2 valid two groups", func(s *cluster.Spec) { s.Groups = []string{"a", "b"} }, nil},
+		{"C2 required", func(s *cluster.Spec) { s.Groups = nil }, []want{{"groups", "C2"}}},
+		{"C2 duplicate", func(s *cluster.Spec) { s.Groups = []string{"a", "a"} }, []want{{"groups[1]", "C2"}}},
+		{"C2 empty id", func(s *cluster.Spec) { s.Groups = []string{"a", " "} }, []want{{"groups[1]", "C2"}}},
+		// C3
+		{"C3 valid priority 9", func(s *cluster.Spec) { s.Priority = 9 }, nil},
+		{"C3 unset priority is default", func(s *cluster.Spec) { s.Priority = 0 }, nil},
+		{"C3 priority 10", func(s *cluster.Spec) { s.Priority = 10 }, []want{{"priority", "C3"}}},
+		{"C3 priority -1", func(s *cluster.Spec) { s.Priority = -1 }, []want{{"priority", "C3"}}},
+		{"C3 valid tags", func(s *cluster.Spec) { s.Tags = map[string]string{"team": "推荐", "env": ""} }, nil},
+		{"C3 empty tag key", func(s *cluster.Spec) { s.Tags = map[string]string{"": "x"} }, []want{{"tags[]", "C3"}}},
+		{"C3 tag value too long", func(s *cluster.Spec) { s.Tags = map[string]string{"k": strings.Repeat("v", 256)} }, []want{{"tags[k]", "C3"}}},
+		// C4
+		{"C4 resource package required", func(s *cluster.Spec) { s.ResourcePackage = "" }, []want{{"resourcePackage", "C4"}}},
+		{"C4 resource group required", func(s *cluster.Spec) { s.ResourceGroup = "" }, []want{{"resourceGroup", "C4"}}},
+		// C5
+		{"C5 valid custom registry", func(s *cluster.Spec) { s.Image = "ccr.ccs.tencentyun.com/team/ray:2.46.0" }, nil},
+		{"C5 valid registry with port and digest", func(s *cluster.Spec) {
+			s.Image = "registry.local:5000/ml/ray@sha256:" + strings.Repeat("ab", 32)
+		}, nil},
+		{"C5 image required", func(s *cluster.Spec) { s.Image = "" }, []want{{"image", "C5"}}},
+		{"C5 unknown built-in", func(s *cluster.Spec) { s.Image = "ray-9.9" }, []want{{"image", "C5"}}},
+		{"C5 no registry host", func(s *cluster.Spec) { s.Image = "team/ray:2.46.0" }, []want{{"image", "C5"}}},
+		{"C5 bad reference", func(s *cluster.Spec) { s.Image = "ccr.ccs.tencentyun.com/Team/ray:bad tag" }, []want{{"image", "C5"}}},
+		// C7
+		{"C7 valid HA head with env labels resources", func(s *cluster.Spec) {
+			s.Head.HighAvailability = true
+			s.Head.Env = map[string]string{"OMP_NUM_THREADS": "4"}
+			s.Head.Labels = map[string]string{"zone": "gz-3", "example.com/tier": "a"}
+			s.Head.Resources = map[string]float64{"accelerator_type:A10": 1}
+		}, nil},
+		{"C7 head name required", func(s *cluster.Spec) { s.Head.Name = "" }, []want{{"headGroup.name", "C7"}}},
+		{"C7 head name syntax", func(s *cluster.Spec) { s.Head.Name = "Head_1" }, []want{{"headGroup.name", "C7"}}},
+		{"C7 head node spec required", func(s *cluster.Spec) { s.Head.NodeSpec = "" }, []want{{"headGroup.nodeSpec", "C7"}}},
+		{"C7 head unknown node spec", func(s *cluster.Spec) { s.Head.NodeSpec = "cu.1c1g" }, []want{{"headGroup.nodeSpec", "C7"}}},
+		{"C7 env var name", func(s *cluster.Spec) { s.Head.Env = map[string]string{"1BAD": "x"} }, []want{{"headGroup.envVars[1BAD]", "C7"}}},
+		{"C7 label key reserved prefix", func(s *cluster.Spec) { s.Head.Labels = map[string]string{"ray.io/node-id": "x"} }, []want{{"headGroup.labels[ray.io/node-id]", "C7"}}},
+		{"C7 label value", func(s *cluster.Spec) { s.Head.Labels = map[string]string{"k": "a b"} }, []want{{"headGroup.labels[k]", "C7"}}},
+		{"C7 logical resource reserved", func(s *cluster.Spec) { s.Head.Resources = map[string]float64{"GPU": 1} }, []want{{"headGroup.resources[GPU]", "C7"}}},
+		{"C7 logical resource negative", func(s *cluster.Spec) { s.Head.Resources = map[string]float64{"tokens": -1} }, []want{{"headGroup.resources[tokens]", "C7"}}},
+		// C8
+		{"C8 valid fixed size", func(s *cluster.Spec) { s.Workers[0].Instances = cluster.Range(3, 3) }, nil},
+		{"C8 valid seven groups", func(s *cluster.Spec) {
+			for _, n := range []string{"w2", "w3", "w4", "w5", "w6", "w7"} {
+				s.AddWorkerGroup(n, "cu.4c8g", 0, 2)
+			}
+		}, nil},
+		{"C8 no worker group", func(s *cluster.Spec) { s.Workers = nil }, []want{{"workerGroups", "C8"}}},
+		{"C8 eight worker groups", func(s *cluster.Spec) {
+			for _, n := range []string{"w2", "w3", "w4", "w5", "w6", "w7", "w8"} {
+				s.AddWorkerGroup(n, "cu.4c8g", 0, 2)
+			}
+		}, []want{{"workerGroups", "C8"}}},
+		{"C8 duplicate worker names", func(s *cluster.Spec) { s.AddWorkerGroup("cpu", "cu.4c8g", 1, 1) }, []want{{"workerGroups[1].name", "C8"}}},
+		{"C8 worker named like head", func(s *cluster.Spec) { s.Workers[0].Name = "head" }, []want{{"workerGroups[0].name", "C8"}}},
+		{"C8 max below min", func(s *cluster.Spec) { s.Workers[0].Instances = cluster.Range(5, 3) }, []want{{"workerGroups[0].instances.max", "C8"}}},
+		{"C8 max zero", func(s *cluster.Spec) { s.Workers[0].Instances = cluster.Range(0, 0) }, []want{{"workerGroups[0].instances.max", "C8"}}},
+		{"C8 max unset", func(s *cluster.Spec) { s.Workers[0].Instances.Max = nil }, []want{{"workerGroups[0].instances.max", "C8"}}},
+		{"C8 min negative", func(s *cluster.Spec) { s.Workers[0].Instances = cluster.Range(-1, 2) }, []want{{"workerGroups[0].instances.min", "C8"}}},
+		{"C8 unknown worker node spec", func(s *cluster.Spec) { s.Workers[0].NodeSpec = "gpu-big" }, []want{{"workerGroups[0].nodeSpec", "C8"}}},
+		// C9
+		{"C9 valid mounts", func(s *cluster.Spec) {
+			s.Mounts = []storage.Mount{
+				{Type: storage.COS, Instance: "data-1250000000", SubPath: "datasets", MountPath: "/data", ReadOnly: true},
+				{Type: storage.CFS, Instance: "cfs-1a2b3c4d", SubPathKind: storage.DynamicSubPath, SubPath: "ckpt", MountPath: "/ckpt"},
+			}
+		}, nil},
+		{"C9 two mounts on one path", func(s *cluster.Spec) {
+			s.Mounts = []storage.Mount{
+				{Type: storage.COS, Instance: "data-1250000000", MountPath: "/data"},
+				{Type: storage.CFS, Instance: "cfs-1a2b3c4d", MountPath: "/data/"},
+			}
+		}, []want{{"mounts[1].mountPath", "C9"}}},
+		{"C9 relative mount path", func(s *cluster.Spec) {
+			s.Mounts = []storage.Mount{{Type: storage.CFS, Instance: "cfs-1a2b3c4d", MountPath: "data"}}
+		}, []want{{"mounts[0].mountPath", "C9"}}},
+		{"C9 reserved mount path", func(s *cluster.Spec) {
+			s.Mounts = []storage.Mount{{Type: storage.CFS, Instance: "cfs-1a2b3c4d", MountPath: "/tmp/ray/session"}}
+		}, []want{{"mounts[0].mountPath", "C9"}}},
+		{"C9 dotdot sub-path and bad instance", func(s *cluster.Spec) {
+			s.Mounts = []storage.Mount{{Type: storage.GooseFS, Instance: "cfs-1a2b3c4d", SubPath: "a/../b", MountPath: "/mnt/x"}}
+		}, []want{{"mounts[0].instance", "C9"}, {"mounts[0].subPath", "C9"}}},
+		{"C9 unknown type", func(s *cluster.Spec) {
+			s.Mounts = []storage.Mount{{Type: "NFS", Instance: "x", MountPath: "/mnt/x"}}
+		}, []want{{"mounts[0].type", "C9"}}},
+		// C10, J11
+		{"C10 valid advanced", func(s *cluster.Spec) { s.Advanced = map[string]string{"object-store-memory": "1000000000"} }, nil},
+		{"C10 21 advanced params", func(s *cluster.Spec) {
+			s.Advanced = map[string]string{}
+			for i := range 21 {
+				s.Advanced["metrics-export-port-"+string(rune('a'+i))] = "1"
+			}
+		}, []want{{"advanced", "C10"}}},
+		{"J11 platform-managed key on cluster", func(s *cluster.Spec) { s.Advanced = map[string]string{"num_cpus": "8"} }, []want{{"advanced[num_cpus]", "J11"}}},
+		// all at once
+		{"every problem at once", func(s *cluster.Spec) {
+			s.Name, s.Groups, s.Priority, s.Image = "", nil, 12, ""
+			s.Workers[0].Instances = cluster.Range(3, 2)
+		}, []want{{"name", "C1"}, {"groups", "C2"}, {"priority", "C3"}, {"image", "C5"}, {"workerGroups[0].instances.max", "C8"}}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s := validSpec()
+			tc.edit(s)
+			checkProblems(t, s.Validate(), tc.wants)
+		})
+	}
+}
+
+func TestManagedKeyErrorNamesSetting(t *testing.T) {
+	s := validSpec()
+	s.Advanced = map[string]string{"image": "x", "minReplicas": "2", "env_vars": "A=1"}
+	err := s.Validate()
+	for _, want := range []string{`"image" is managed by the platform`, "use the image setting",
+		`"minReplicas" is managed`, "instance range", `"env_vars" is managed`, "environment variables"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error does not say %q:\n%v", want, err)
+		}
+	}
+}
+
+func TestBuilderIsCopy(t *testing.T) {
+	b := cluster.NewBuilder("a").Groups("g").Resources("p", "r").Image("ray-2.46.0-py310-cpu").
+		Head("head", "cu.4c16g", cluster.Env("A", "1")).WorkerGroup("w", "cu.4c8g", 1, 2)
+	s1, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s1.Head.Env["A"] = "changed"
+	*s1.Workers[0].Instances.Max = 99
+	s1.Groups[0] = "other"
+	s2, _ := b.Build()
+	if s2.Head.Env["A"] != "1" || *s2.Workers[0].Instances.Max != 2 || s2.Groups[0] != "g" {
+		t.Fatalf("changing a built spec changed the builder: %+v", s2)
+	}
+	if s1.Priority != cluster.DefaultPriority {
+		t.Fatalf("builder priority = %d, want the default %d", s1.Priority, cluster.DefaultPriority)
+	}
+}
+
+// C6: a template fills the node configuration, the builder adjusts it, and
+// the template is left as it was.
+func TestTemplateC6(t *testing.T) {
+	tmpl, err := cluster.NewBuilder("").Image("ray-2.46.0-py310-gpu").
+		Head("head", "cu.8c32g").
+		WorkerGroup("gpu", "gu.10c40g.1xa10", 1, 4, cluster.Label("gpu", "a10")).
+		BuildTemplate("a10-training")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := cluster.NewBuilder("from_template").Groups("g").Resources("p", "r").
+		FromTemplate(tmpl).
+		EditWorkerGroup("gpu", func(w *cluster.WorkerGroup) { w.Instances = cluster.Range(2, 8); w.Labels["gpu"] = "changed" }).
+		WorkerGroup("cpu", "cu.4c8g", 0, 2).
+		Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := *s.Workers[0].Instances.Max; got != 8 || len(s.Workers) != 2 {
+		t.Fatalf("adjusted spec wrong: max=%d workers=%d", got, len(s.Workers))
+	}
+	if *tmpl.Workers[0].Instances.Max != 4 || len(tmpl.Workers) != 1 || tmpl.Workers[0].Labels["gpu"] != "a10" {
+		t.Fatalf("adjusting the cluster changed the template: %+v", tmpl.Workers)
+	}
+
+	cases := []struct {
+		name  string
+		edit  func(*cluster.Template)
+		wants []want
+	}{
+		{"C6 valid", func(*cluster.Template) {}, nil},
+		{"C6 name required", func(t *cluster.Template) { t.Name = "" }, []want{{"name", "C6"}}},
+		{"C6 environment checked", func(t *cluster.Template) { t.Workers = nil }, []want{{"workerGroups", "C8"}}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := tmpl.DeepCopy()
+			tc.edit(c)
+			checkProblems(t, c.Validate(), tc.wants)
+		})
+	}
+	_, err = cluster.NewBuilder("x").EditWorkerGroup("nope", func(*cluster.WorkerGroup) {}).Build()
+	if !strings.Contains(err.Error(), "no worker group of that name") {
+		t.Fatalf("editing a missing worker group: %v", err)
+	}
+}
+
+func TestImageCatalog(t *testing.T) {
+	imgs := cluster.DefaultImages()
+	ref, builtin, err := imgs.Resolve("ray-2.46.0-py310-gpu")
+	if err != nil || !builtin || !strings.HasPrefix(ref, cluster.DefaultRegistry+":") {
+		t.Fatalf("Resolve built-in = %q %v %v", ref, builtin, err)
+	}
+	ref, builtin, err = imgs.Resolve("ccr.ccs.tencentyun.com/me/ray:1")
+	if err != nil || builtin || ref != "ccr.ccs.tencentyun.com/me/ray:1" {
+		t.Fatalf("Resolve custom = %q %v %v", ref, builtin, err)
+	}
+	if _, _, err := imgs.Resolve("nope"); !errors.Is(err, errs.ErrInvalid) {
+		t.Fatalf("Resolve unknown: %v", err)
+	}
+	// A caller's own catalog replaces the built-in one.
+	own, err := cluster.NewImageCatalog(map[string]string{"mine": "registry.example.com/ml/ray:2.46"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := validSpec()
+	s.Image = "mine"
+	if err := s.ValidateWith(cluster.Catalogs{Images: own}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Validate(); err == nil {
+		t.Fatal("the default catalog accepted a name only the caller's catalog has")
+	}
+	if _, err := cluster.NewImageCatalog(map[string]string{"bad name": "nohost"}); err == nil {
+		t.Fatal("NewImageCatalog accepted bad entries")
+	}
+}

@@ -1,0 +1,173 @@
+// Package job models job configurations: the Config a caller builds (by
+// hand, from YAML, or with the Builder that dlc.NewJob returns), its three
+// run modes (J2), its validation against every rule a config alone can
+// break (J1–J11), and runs with their states and waiting reasons.
+//
+// It does no I/O.
+package job
+
+import (
+	"github.com/aidlc/dlc/cluster"
+	"github.com/aidlc/dlc/internal/codec"
+	"github.com/aidlc/dlc/storage"
+)
+
+// Limits of a job config.
+const (
+	MaxNameLen       = 100 // J1, in characters
+	MaxEntrypointLen = 4096
+	DefaultPriority  = 5 // J3
+)
+
+// Mode is how a job's runs find a Ray cluster (J2).
+type Mode string
+
+// The run modes.
+const (
+	// OnDemandMode creates a temporary cluster for each run, released when
+	// the run ends.
+	OnDemandMode Mode = "onDemand"
+	// ClusterMode runs on one named, existing cluster.
+	ClusterMode Mode = "cluster"
+	// GroupMode runs on a member of a cluster group, picked by the group's
+	// scheduling policy.
+	GroupMode Mode = "group"
+)
+
+// Config is a job configuration. It is a plain value: fill it by hand or
+// decode it from YAML or JSON, then call Validate. Exactly one of
+// OnDemand, Cluster and Group is set (J2).
+type Config struct {
+	Name string `json:"name"`
+
+	OnDemand *OnDemand `json:"onDemand,omitempty"` // on-demand mode (J3, J7)
+	Cluster  string    `json:"cluster,omitempty"`  // existing-cluster mode: the cluster's id
+	Group    string    `json:"group,omitempty"`    // cluster-group mode: the group's id
+
+	Tags       map[string]string `json:"tags,omitempty"` // J4
+	Package    storage.Package   `json:"package"`        // J5
+	Entrypoint string            `json:"entrypoint"`     // J5, e.g. "python main.py --config config.yaml"
+	Mounts     []storage.Mount   `json:"mounts,omitempty"`
+	Runtime    RuntimeEnv        `json:"runtimeEnv,omitempty"`
+	Advanced   map[string]string `json:"advanced,omitempty"` // J11
+}
+
+// OnDemand is the on-demand run mode: a temporary cluster drawn from a
+// resource group, queued there by priority (J3), with its own compute
+// environment (J7). Zero Priority means the default, 5.
+type OnDemand struct {
+	ResourcePackage string              `json:"resourcePackage"`
+	ResourceGroup   string              `json:"resourceGroup"`
+	Priority        int                 `json:"priority,omitempty"`
+	Environment     cluster.Environment `json:"environment"`
+}
+
+// RuntimeEnv is a run's Ray runtime environment (J10): dependencies,
+// environment variables and a container image, without changing the
+// cluster's image. Pip and Conda exclude each other, and a container
+// excludes both, as in Ray.
+type RuntimeEnv struct {
+	Pip       []string          `json:"pip,omitempty"`       // pip requirements, e.g. "torch>=2.0"
+	Conda     []string          `json:"conda,omitempty"`     // conda dependencies
+	EnvVars   map[string]string `json:"envVars,omitempty"`   // environment variables of the job's processes
+	Container string            `json:"container,omitempty"` // an image the job's workers run in (Ray's image_uri)
+}
+
+// IsZero reports whether nothing is set.
+func (r RuntimeEnv) IsZero() bool {
+	return len(r.Pip) == 0 && len(r.Conda) == 0 && len(r.EnvVars) == 0 && r.Container == ""
+}
+
+// Mode returns the run mode that is set, or "" when none or several are.
+func (c *Config) Mode() Mode {
+	var m Mode
+	n := 0
+	if c.OnDemand != nil {
+		m, n = OnDemandMode, n+1
+	}
+	if c.Cluster != "" {
+		m, n = ClusterMode, n+1
+	}
+	if c.Group != "" {
+		m, n = GroupMode, n+1
+	}
+	if n != 1 {
+		return ""
+	}
+	return m
+}
+
+// Target returns what the run mode points at: the resource group
+// (on-demand), the cluster id or the group id.
+func (c *Config) Target() string {
+	switch c.Mode() {
+	case OnDemandMode:
+		return c.OnDemand.ResourceGroup
+	case ClusterMode:
+		return c.Cluster
+	case GroupMode:
+		return c.Group
+	}
+	return ""
+}
+
+// Priority returns the queueing priority: the on-demand priority with its
+// default filled in, or the default for other modes.
+func (c *Config) Priority() int {
+	if c.OnDemand != nil && c.OnDemand.Priority != 0 {
+		return c.OnDemand.Priority
+	}
+	return DefaultPriority
+}
+
+// DeepCopy returns a copy of c that shares nothing with it.
+func (c *Config) DeepCopy() *Config {
+	if c == nil {
+		return nil
+	}
+	out := *c
+	if c.OnDemand != nil {
+		od := *c.OnDemand
+		od.Environment = *c.OnDemand.Environment.DeepCopy()
+		out.OnDemand = &od
+	}
+	out.Tags = cloneMap(c.Tags)
+	out.Mounts = cloneSlice(c.Mounts)
+	out.Runtime = RuntimeEnv{
+		Pip: cloneSlice(c.Runtime.Pip), Conda: cloneSlice(c.Runtime.Conda),
+		EnvVars: cloneMap(c.Runtime.EnvVars), Container: c.Runtime.Container,
+	}
+	out.Advanced = cloneMap(c.Advanced)
+	return &out
+}
+
+func cloneMap(m map[string]string) map[string]string {
+	if m == nil {
+		return nil
+	}
+	c := make(map[string]string, len(m))
+	for k, v := range m {
+		c[k] = v
+	}
+	return c
+}
+
+func cloneSlice[T any](s []T) []T {
+	if s == nil {
+		return nil
+	}
+	return append(make([]T, 0, len(s)), s...)
+}
+
+// MarshalYAML returns the config as YAML.
+func (c *Config) MarshalYAML() ([]byte, error) { return codec.MarshalYAML(c) }
+
+// UnmarshalYAML decodes YAML (or JSON) into a Config strictly: an unknown
+// field is an error naming the field and its line.
+func UnmarshalYAML(data []byte) (*Config, error) {
+	var c Config
+	if err := codec.UnmarshalStrict(data, &c); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
