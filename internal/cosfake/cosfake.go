@@ -1,0 +1,453 @@
+// Package cosfake runs a Tencent COS look-alike on loopback for tests: an
+// in-memory S3 server (github.com/johannesboyne/gofakes3) behind a front
+// that speaks the parts of COS that cos-go-sdk-v5 relies on.
+//
+// cos-go-sdk-v5 addresses buckets virtual-host style: it sends "/key" to
+// the bucket's host, https://<bucket>.cos.<region>.myqcloud.com. The front
+// takes the bucket from the Host header (a client with an endpoint
+// override keeps the bucket's host name there) and rewrites the request to
+// gofakes3's path style, /<bucket>/<key>. It also adds the
+// x-cos-hash-crc64ecma header that COS returns and the SDK checks on every
+// upload: the CRC-64 of the object or part as COS defines it (Go's
+// hash/crc64 with the ECMA table: reflected, all-ones initial value and
+// final XOR, also known as CRC-64/XZ), in decimal.
+//
+// What it does not model: authentication (signatures are not checked),
+// ACLs, versioning as COS does it, CRC headers of copied objects, and
+// COS's minimum part size (gofakes3 accepts small parts).
+package cosfake
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"hash"
+	"hash/crc64"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/johannesboyne/gofakes3"
+	"github.com/johannesboyne/gofakes3/backend/s3mem"
+	cos "github.com/tencentyun/cos-go-sdk-v5"
+)
+
+// The operations that Count reports, as COS's API names them.
+const (
+	OpPutObject       = "PutObject"
+	OpGetObject       = "GetObject"
+	OpHeadObject      = "HeadObject"
+	OpDeleteObject    = "DeleteObject"
+	OpInitiateUpload  = "InitiateMultipartUpload"
+	OpUploadPart      = "UploadPart"
+	OpCompleteUpload  = "CompleteMultipartUpload"
+	OpAbortUpload     = "AbortMultipartUpload"
+	OpListParts       = "ListParts"
+	OpListUploads     = "ListMultipartUploads"
+	OpListObjects     = "GetBucket"
+	OpHeadBucket      = "HeadBucket"
+	OpUnknownBucketOp = "Other"
+)
+
+// TB is the part of testing.TB that New needs.
+type TB interface {
+	Helper()
+	Fatalf(format string, args ...any)
+	Cleanup(func())
+}
+
+type config struct {
+	buckets    []string
+	middleware []func(http.Handler) http.Handler
+}
+
+// Option configures a Server.
+type Option func(*config)
+
+// WithBuckets creates these buckets ("<name>-<appid>"). Without it the
+// server has one bucket, DefaultBucket.
+func WithBuckets(names ...string) Option {
+	return func(c *config) { c.buckets = append(c.buckets, names...) }
+}
+
+// WithMiddleware wraps the front with h, outermost last: a test can fail
+// requests, delay them or watch them before they reach the fake.
+func WithMiddleware(h func(http.Handler) http.Handler) Option {
+	return func(c *config) { c.middleware = append(c.middleware, h) }
+}
+
+// DefaultBucket is the bucket a server has when WithBuckets is not given.
+const DefaultBucket = "jobs-1250000000"
+
+// DefaultRegion is the region the server's host names use.
+const DefaultRegion = "ap-guangzhou"
+
+// Server is a running fake. Close it when done (New does that for you).
+type Server struct {
+	// URL is the server's loopback address, http://127.0.0.1:<port>:
+	// the endpoint to send requests to.
+	URL string
+	// Backend is the in-memory store behind the fake.
+	Backend *s3mem.Backend
+
+	srv     *httptest.Server
+	buckets []string
+
+	mu     sync.Mutex
+	counts map[string]int
+	crcs   map[string]uint64 // "<bucket>/<key>" → CRC-64 of the object
+}
+
+// Start starts a server on 127.0.0.1.
+func Start(opts ...Option) (*Server, error) {
+	var c config
+	for _, o := range opts {
+		o(&c)
+	}
+	if len(c.buckets) == 0 {
+		c.buckets = []string{DefaultBucket}
+	}
+	s := &Server{
+		Backend: s3mem.New(),
+		buckets: c.buckets,
+		counts:  map[string]int{},
+		crcs:    map[string]uint64{},
+	}
+	for _, b := range c.buckets {
+		if err := s.Backend.CreateBucket(b); err != nil {
+			return nil, fmt.Errorf("cosfake: create bucket %s: %w", b, err)
+		}
+	}
+	fake := gofakes3.New(s.Backend, gofakes3.WithoutVersioning())
+	var h http.Handler = &front{s: s, next: fake.Server()}
+	for _, m := range c.middleware {
+		h = m(h)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("cosfake: %w", err)
+	}
+	s.srv = &httptest.Server{Listener: l, Config: &http.Server{Handler: h}}
+	s.srv.Start()
+	s.URL = s.srv.URL
+	return s, nil
+}
+
+// New starts a server and closes it when the test ends.
+func New(tb TB, opts ...Option) *Server {
+	tb.Helper()
+	s, err := Start(opts...)
+	if err != nil {
+		tb.Fatalf("%v", err)
+	}
+	tb.Cleanup(s.Close)
+	return s
+}
+
+// Close stops the server.
+func (s *Server) Close() { s.srv.Close() }
+
+// Host returns the virtual host name of a bucket in DefaultRegion, which
+// is what requests for it carry in their Host header.
+func Host(bucket string) string { return bucket + ".cos." + DefaultRegion + ".myqcloud.com" }
+
+// SDKClient returns an unauthenticated cos-go-sdk-v5 client for one
+// bucket of the server, for checking what a test left behind (list
+// multipart uploads, read an object) or for comparing with the SDK's own
+// upload. CRC checking stays on.
+func (s *Server) SDKClient(bucket string, hc *http.Client) *cos.Client {
+	u, _ := url.Parse(s.URL)
+	if hc == nil {
+		hc = &http.Client{}
+	}
+	c := cos.NewClient(&cos.BaseURL{BucketURL: u}, hc)
+	c.Host = Host(bucket)
+	return c
+}
+
+// Count returns how many requests of an operation (OpPutObject, ...)
+// reached the fake since the start or the last ResetCounts.
+func (s *Server) Count(op string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.counts[op]
+}
+
+// Counts returns a copy of every operation's count.
+func (s *Server) Counts() map[string]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[string]int, len(s.counts))
+	for k, v := range s.counts {
+		out[k] = v
+	}
+	return out
+}
+
+// ResetCounts sets every count back to zero.
+func (s *Server) ResetCounts() {
+	s.mu.Lock()
+	s.counts = map[string]int{}
+	s.mu.Unlock()
+}
+
+// Object returns an object's content.
+func (s *Server) Object(bucket, key string) ([]byte, error) {
+	o, err := s.Backend.GetObject(bucket, key, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer o.Contents.Close()
+	return io.ReadAll(o.Contents)
+}
+
+// PutObject stores an object directly, as if it had been uploaded.
+func (s *Server) PutObject(bucket, key string, data []byte) error {
+	if _, err := s.Backend.PutObject(bucket, key, map[string]string{}, bytes.NewReader(data), int64(len(data)), nil); err != nil {
+		return err
+	}
+	s.setCRC(bucket, key, crc64.Checksum(data, crcTable))
+	return nil
+}
+
+var crcTable = crc64.MakeTable(crc64.ECMA)
+
+func (s *Server) setCRC(bucket, key string, crc uint64) {
+	s.mu.Lock()
+	s.crcs[bucket+"/"+key] = crc
+	s.mu.Unlock()
+}
+
+func (s *Server) crc(bucket, key string) (uint64, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c, ok := s.crcs[bucket+"/"+key]
+	return c, ok
+}
+
+func (s *Server) count(op string) {
+	s.mu.Lock()
+	s.counts[op]++
+	s.mu.Unlock()
+}
+
+var cosHost = regexp.MustCompile(`^([a-z0-9][a-z0-9-]*-[0-9]+)\.cos\.[a-z0-9-]+\.(myqcloud\.com|tencentcos\.cn)$`)
+
+// front maps COS requests onto gofakes3 and adds COS's CRC header.
+type front struct {
+	s    *Server
+	next http.Handler
+}
+
+func (f *front) bucket(r *http.Request) (string, bool) {
+	host := r.Host
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	if m := cosHost.FindStringSubmatch(host); m != nil {
+		return m[1], true
+	}
+	if len(f.s.buckets) == 1 {
+		return f.s.buckets[0], true
+	}
+	return "", false
+}
+
+func operation(r *http.Request, key string) string {
+	q := r.URL.Query()
+	_, uploads := q["uploads"]
+	uploadID := q.Get("uploadId")
+	switch {
+	case r.Method == http.MethodPut && uploadID != "":
+		return OpUploadPart
+	case r.Method == http.MethodPost && uploads:
+		return OpInitiateUpload
+	case r.Method == http.MethodPost && uploadID != "":
+		return OpCompleteUpload
+	case r.Method == http.MethodDelete && uploadID != "":
+		return OpAbortUpload
+	case r.Method == http.MethodGet && uploadID != "":
+		return OpListParts
+	case r.Method == http.MethodGet && uploads:
+		return OpListUploads
+	case key == "" && r.Method == http.MethodGet:
+		return OpListObjects
+	case key == "" && r.Method == http.MethodHead:
+		return OpHeadBucket
+	case key == "":
+		return OpUnknownBucketOp
+	case r.Method == http.MethodPut:
+		return OpPutObject
+	case r.Method == http.MethodGet:
+		return OpGetObject
+	case r.Method == http.MethodHead:
+		return OpHeadObject
+	case r.Method == http.MethodDelete:
+		return OpDeleteObject
+	}
+	return OpUnknownBucketOp
+}
+
+func (f *front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	bucket, ok := f.bucket(r)
+	if !ok {
+		writeError(w, http.StatusBadRequest, "InvalidBucketName", "cannot tell the bucket from Host "+r.Host)
+		return
+	}
+	key := strings.TrimPrefix(r.URL.Path, "/")
+	op := operation(r, key)
+	f.s.count(op)
+
+	r2 := r.Clone(r.Context())
+	r2.URL.Path = "/" + bucket
+	if key != "" {
+		r2.URL.Path += "/" + key
+	}
+	r2.URL.RawPath = ""
+	r2.RequestURI = r2.URL.RequestURI()
+
+	hw := &hookWriter{ResponseWriter: w}
+	var body *crcReader
+	switch op {
+	case OpPutObject, OpUploadPart:
+		body = &crcReader{r: r.Body, h: crc64.New(crcTable)}
+		r2.Body = body
+	}
+	hw.hook = func(status int) {
+		if status < 200 || status > 299 {
+			return
+		}
+		switch op {
+		case OpPutObject, OpUploadPart:
+			sum := body.h.Sum64()
+			w.Header().Set("x-cos-hash-crc64ecma", strconv.FormatUint(sum, 10))
+			if op == OpPutObject {
+				f.s.setCRC(bucket, key, sum)
+			}
+		case OpCompleteUpload:
+			data, err := f.s.Object(bucket, key)
+			if err != nil {
+				return
+			}
+			sum := crc64.Checksum(data, crcTable)
+			f.s.setCRC(bucket, key, sum)
+			w.Header().Set("x-cos-hash-crc64ecma", strconv.FormatUint(sum, 10))
+		case OpHeadObject, OpGetObject:
+			if sum, ok := f.s.crc(bucket, key); ok {
+				w.Header().Set("x-cos-hash-crc64ecma", strconv.FormatUint(sum, 10))
+			}
+		}
+		w.Header().Set("x-cos-request-id", w.Header().Get("x-amz-request-id"))
+	}
+	f.next.ServeHTTP(hw, r2)
+	if !hw.wrote {
+		hw.WriteHeader(http.StatusOK)
+	}
+}
+
+// crcReader computes the CRC-64 of what it reads.
+type crcReader struct {
+	r io.ReadCloser
+	h hash.Hash64
+}
+
+func (c *crcReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.h.Write(p[:n])
+	return n, err
+}
+
+func (c *crcReader) Close() error { return c.r.Close() }
+
+// hookWriter calls hook once, just before the status line goes out, so
+// that headers computed from the request body can still be set.
+type hookWriter struct {
+	http.ResponseWriter
+	hook  func(status int)
+	wrote bool
+}
+
+func (w *hookWriter) WriteHeader(code int) {
+	if !w.wrote {
+		w.wrote = true
+		if w.hook != nil {
+			w.hook(code)
+		}
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *hookWriter) Write(b []byte) (int, error) {
+	if !w.wrote {
+		w.WriteHeader(http.StatusOK)
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Flush passes flushes through.
+func (w *hookWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// writeError writes a COS-style XML error.
+func writeError(w http.ResponseWriter, status int, code, msg string) {
+	w.Header().Set("Content-Type", "application/xml")
+	w.WriteHeader(status)
+	fmt.Fprintf(w, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>%s</Code><Message>%s</Message><RequestId>cosfake</RequestId></Error>", code, msg)
+}
+
+// WriteError writes a COS-style XML error response, for middleware that
+// fails requests (e.g. 503 "SlowDown").
+func WriteError(w http.ResponseWriter, status int, code, msg string) {
+	writeError(w, status, code, msg)
+}
+
+// FailFirst returns middleware that answers the first n requests matching
+// match (all requests when match is nil) with status and code, then lets
+// requests through. It drains each failed request's body, as a server
+// would.
+func FailFirst(n int, status int, code string, match func(*http.Request) bool) func(http.Handler) http.Handler {
+	var mu sync.Mutex
+	left := n
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if match == nil || match(r) {
+				mu.Lock()
+				fail := left > 0
+				if fail {
+					left--
+				}
+				mu.Unlock()
+				if fail {
+					io.Copy(io.Discard, r.Body)
+					writeError(w, status, code, "injected by cosfake.FailFirst")
+					return
+				}
+			}
+			next.ServeHTTP(w, r)
+		})
+	}
+}
+
+// DialLoopback returns an http.Transport that sends every connection to
+// the server, whatever host the URL names: a client can then use real
+// COS bucket URLs (http://<bucket>.cos.<region>.myqcloud.com) against
+// the fake.
+func (s *Server) DialLoopback() *http.Transport {
+	addr := s.srv.Listener.Addr().String()
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.Proxy = nil
+	t.DialContext = func(ctx context.Context, network, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, network, addr)
+	}
+	return t
+}
