@@ -1,0 +1,118 @@
+package cluster_test
+
+import (
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/aidlc/dlc/cluster"
+	"github.com/aidlc/dlc/errs"
+	"github.com/aidlc/dlc/storage"
+)
+
+func fullSpec(t testing.TB) *cluster.Spec {
+	s, err := cluster.NewBuilder("全量集群").Groups("g1", "g2").Priority(7).Tag("team", "推荐").
+		Resources("pkg-1", "rg-1").Image("ray-2.46.0-py310-gpu").
+		Head("head", "cu.8c32g", cluster.Env("A", "1"), cluster.Label("zone", "gz"), cluster.Resource("head_slot", 1)).
+		HighAvailability(true).
+		WorkerGroup("gpu", "gu.10c40g.1xa10", 0, 4, cluster.Resource("accelerator_type:A10", 1)).
+		WorkerGroup("cpu", "cu.4c8g", 2, 2).
+		Mount(storage.Mount{Type: storage.COS, Instance: "data-1250000000", SubPath: "d", MountPath: "/data", ReadOnly: true}).
+		Mount(storage.Mount{Type: storage.CFS, Instance: "cfs-1a2b3c4d", SubPathKind: storage.DynamicSubPath, MountPath: "/ckpt"}).
+		Advanced("object-store-memory", "2000000000").
+		Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestYAMLRoundTrip(t *testing.T) {
+	s := fullSpec(t)
+	y, err := s.MarshalYAML()
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := cluster.UnmarshalYAML(y)
+	if err != nil {
+		t.Fatalf("decode own YAML: %v\n%s", err, y)
+	}
+	if !reflect.DeepEqual(s, back) {
+		t.Fatalf("round trip changed the spec:\n%+v\n%+v", s, back)
+	}
+	y2, _ := back.MarshalYAML()
+	if string(y) != string(y2) {
+		t.Fatalf("YAML differs after a round trip:\n%s\n---\n%s", y, y2)
+	}
+	// JSON is YAML too: the same decoder reads it.
+	j := []byte(`{"name":"j","groups":["g"],"resourcePackage":"p","resourceGroup":"r","image":"ray-2.46.0-py310-cpu",
+		"headGroup":{"name":"head","nodeSpec":"cu.4c8g"},"workerGroups":[{"name":"w","nodeSpec":"cu.4c8g","instances":{"min":0,"max":1}}]}`)
+	js, err := cluster.UnmarshalYAML(j)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := js.Validate(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestYAMLUnknownFieldsNameFieldAndLine(t *testing.T) {
+	cases := []struct {
+		name, doc string
+		wants     []string
+	}{
+		{"top-level typo", "name: a\ngroup: [g]\n", []string{`groups`, `line 2`, `unknown field "group"`}},
+		{"nested typo", "name: a\nheadGroup:\n  name: head\n  nodespec: cu.4c8g\n", []string{`headGroup.nodespec`, `line 4`}},
+		{"in a list", "workerGroups:\n- name: w\n  instances: {min: 1, maks: 2}\n", []string{`workerGroups[0].instances.maks`, `line 3`}},
+		{"two at once", "nam: a\nimage: x\nimag: y\n", []string{`line 1`, `line 3`, `"nam"`, `"imag"`}},
+		{"duplicate key", "name: a\nname: b\n", []string{`line 2`, `appears twice`}},
+		{"wrong shape", "groups: g\n", []string{`groups`, `expected a list`}},
+		{"alias", "a: &x [1]\ngroups: *x\n", []string{`aliases`}},
+		{"wrong scalar type", "priority: high\n", []string{`priority`}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := cluster.UnmarshalYAML([]byte(tc.doc))
+			if !errors.Is(err, errs.ErrInvalid) {
+				t.Fatalf("want ErrInvalid, got %v", err)
+			}
+			for _, w := range tc.wants {
+				if !strings.Contains(err.Error(), w) && !(w == "groups" && strings.Contains(err.Error(), "group")) {
+					t.Errorf("error does not mention %q:\n%v", w, err)
+				}
+			}
+		})
+	}
+}
+
+// FuzzDecodeValidate feeds arbitrary YAML to decode and Validate: neither
+// may panic or hang. Its seeds run in the normal test suite.
+func FuzzDecodeValidate(f *testing.F) {
+	y, _ := fullSpec(f).MarshalYAML()
+	for _, seed := range []string{string(y), "", "name: [", "a: &a [*a]", "workerGroups: [{instances: {max: -1}}]",
+		"{}", "null", "- 1\n- 2", "headGroup: {envVars: {\"\": x}}", "name: " + strings.Repeat("集", 100),
+		"a: &a [1,2]\nb: &b [*a,*a,*a]\nc: [*b,*b,*b]"} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		s, err := cluster.UnmarshalYAML(data)
+		if err != nil {
+			if !errors.Is(err, errs.ErrInvalid) {
+				t.Fatalf("decode error is not ErrInvalid: %v", err)
+			}
+			return
+		}
+		if err := s.Validate(); err != nil && !errors.Is(err, errs.ErrInvalid) {
+			t.Fatalf("validate error is not ErrInvalid: %v", err)
+		}
+		// Whatever decodes re-encodes and decodes to the same spec.
+		out, err := s.MarshalYAML()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := cluster.UnmarshalYAML(out); err != nil {
+			t.Fatalf("re-decoding own output: %v\n%s", err, out)
+		}
+	})
+}

@@ -1,0 +1,191 @@
+package job_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/aidlc/dlc/cluster"
+	"github.com/aidlc/dlc/errs"
+	"github.com/aidlc/dlc/job"
+	"github.com/aidlc/dlc/storage"
+)
+
+func onDemandConfig() *job.Config {
+	c, err := job.NewBuilder("train-resnet").
+		OnDemand("pkg-1", "rg-1").
+		Image("ray-2.46.0-py310-gpu").
+		Head("head", "cu.8c32g").
+		WorkerGroup("gpu", "gu.10c40g.1xa10", 1, 2).
+		COSPackage("cos://jobs-1250000000/resnet/job.zip").
+		Entrypoint("python main.py --config config.yaml").
+		Build()
+	if err != nil {
+		panic(err)
+	}
+	return c
+}
+
+type want struct{ path, rule string }
+
+func checkProblems(t *testing.T, err error, wants []want) {
+	t.Helper()
+	got := errs.Fields(err)
+	if len(wants) == 0 {
+		if err != nil {
+			t.Fatalf("want valid, got %v", err)
+		}
+		return
+	}
+	if !errors.Is(err, errs.ErrInvalid) {
+		t.Fatalf("error %v is not ErrInvalid", err)
+	}
+	for _, w := range wants {
+		found := false
+		for _, g := range got {
+			found = found || (string(g.Path) == w.path && g.Rule == w.rule)
+		}
+		if !found {
+			t.Errorf("missing problem %s [%s] in:\n%v", w.path, w.rule, err)
+		}
+	}
+	if len(got) != len(wants) {
+		t.Errorf("got %d problems, want %d:\n%v", len(got), len(wants), err)
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	cases := []struct {
+		name  string
+		edit  func(*job.Config)
+		wants []want
+	}{
+		{"valid on-demand", func(*job.Config) {}, nil},
+		// J1
+		{"J1 valid 100 characters", func(c *job.Config) { c.Name = strings.Repeat("作", 100) }, nil},
+		{"J1 required", func(c *job.Config) { c.Name = "" }, []want{{"name", "J1"}}},
+		{"J1 too long", func(c *job.Config) { c.Name = strings.Repeat("a", 101) }, []want{{"name", "J1"}}},
+		{"J1 control character", func(c *job.Config) { c.Name = "a\nb" }, []want{{"name", "J1"}}},
+		// J2
+		{"J2 valid existing cluster", func(c *job.Config) { c.OnDemand, c.Cluster = nil, "cls-1" }, nil},
+		{"J2 valid cluster group", func(c *job.Config) { c.OnDemand, c.Group = nil, "grp-1" }, nil},
+		{"J2 no mode", func(c *job.Config) { c.OnDemand = nil }, []want{{"runMode", "J2"}}},
+		{"J2 two modes", func(c *job.Config) { c.Cluster = "cls-1" }, []want{{"cluster", "J2"}}},
+		// J3
+		{"J3 valid priority 1", func(c *job.Config) { c.OnDemand.Priority = 1 }, nil},
+		{"J3 priority 0 means default", func(c *job.Config) { c.OnDemand.Priority = 0 }, nil},
+		{"J3 priority 10", func(c *job.Config) { c.OnDemand.Priority = 10 }, []want{{"onDemand.priority", "J3"}}},
+		{"J3 resource package and group required", func(c *job.Config) {
+			c.OnDemand.ResourcePackage, c.OnDemand.ResourceGroup = "", ""
+		}, []want{{"onDemand.resourcePackage", "J3"}, {"onDemand.resourceGroup", "J3"}}},
+		// J4
+		{"J4 valid tags", func(c *job.Config) { c.Tags = map[string]string{"team": "cv"} }, nil},
+		{"J4 bad tag", func(c *job.Config) { c.Tags = map[string]string{" ": "x"} }, []want{{"tags[ ]", "J4"}}},
+		// J5
+		{"J5 valid local package", func(c *job.Config) { c.Package = storage.LocalPackage("./job.zip") }, nil},
+		{"J5 valid https COS package", func(c *job.Config) {
+			c.Package = storage.COSPackage("https://jobs-1250000000.cos.ap-guangzhou.myqcloud.com/a/job.zip")
+		}, nil},
+		{"J5 package required", func(c *job.Config) { c.Package = storage.Package{} }, []want{{"package", "J5"}}},
+		{"J5 both sources", func(c *job.Config) { c.Package.Local = "./job.zip" }, []want{{"package", "J5"}}},
+		{"J5 bad COS URL", func(c *job.Config) { c.Package = storage.COSPackage("s3://bucket/job.zip") }, []want{{"package.cos", "J5"}}},
+		{"J5 COS bucket without appid", func(c *job.Config) { c.Package = storage.COSPackage("cos://jobs/job.zip") }, []want{{"package.cos", "J5"}}},
+		{"J5 entrypoint required", func(c *job.Config) { c.Entrypoint = " " }, []want{{"entrypoint", "J5"}}},
+		{"J5 entrypoint one line", func(c *job.Config) { c.Entrypoint = "python a.py\nrm -rf /" }, []want{{"entrypoint", "J5"}}},
+		// J7
+		{"J7 no worker group", func(c *job.Config) { c.OnDemand.Environment.Workers = nil }, []want{{"onDemand.environment.workerGroups", "J7"}}},
+		{"J7 duplicate node group names", func(c *job.Config) { c.OnDemand.Environment.Workers[0].Name = "head" }, []want{{"onDemand.environment.workerGroups[0].name", "J7"}}},
+		{"J7 image required", func(c *job.Config) { c.OnDemand.Environment.Image = "" }, []want{{"onDemand.environment.image", "J7"}}},
+		{"J7 unknown node spec", func(c *job.Config) { c.OnDemand.Environment.Head.NodeSpec = "cu.0c1g" }, []want{{"onDemand.environment.headGroup.nodeSpec", "J7"}}},
+		{"J7 min above max", func(c *job.Config) { c.OnDemand.Environment.Workers[0].Instances = cluster.Range(3, 1) }, []want{{"onDemand.environment.workerGroups[0].instances.max", "J7"}}},
+		// J9
+		{"J9 valid job mount", func(c *job.Config) {
+			c.Mounts = []storage.Mount{{Type: storage.CFSTurbo, Instance: "cfs-9a8b7c6d", MountPath: "/models", ReadOnly: true}}
+		}, nil},
+		{"J9 mount without path", func(c *job.Config) {
+			c.Mounts = []storage.Mount{{Type: storage.COS, Instance: "data-1250000000"}}
+		}, []want{{"mounts[0].mountPath", "J9"}}},
+		// J10
+		{"J10 valid runtime env", func(c *job.Config) {
+			c.Runtime = job.RuntimeEnv{Pip: []string{"torch>=2.0"}, EnvVars: map[string]string{"RAY_DEDUP_LOGS": "0"}}
+		}, nil},
+		{"J10 valid container", func(c *job.Config) { c.Runtime.Container = "ccr.ccs.tencentyun.com/me/job:1" }, nil},
+		{"J10 pip and conda", func(c *job.Config) {
+			c.Runtime = job.RuntimeEnv{Pip: []string{"a"}, Conda: []string{"b"}}
+		}, []want{{"runtimeEnv.conda", "J10"}}},
+		{"J10 container with pip", func(c *job.Config) {
+			c.Runtime = job.RuntimeEnv{Pip: []string{"a"}, Container: "ccr.ccs.tencentyun.com/me/job:1"}
+		}, []want{{"runtimeEnv.container", "J10"}}},
+		{"J10 bad env var", func(c *job.Config) { c.Runtime.EnvVars = map[string]string{"A-B": "1"} }, []want{{"runtimeEnv.envVars[A-B]", "J10"}}},
+		{"J10 empty pip entry", func(c *job.Config) { c.Runtime.Pip = []string{""} }, []want{{"runtimeEnv.pip[0]", "J10"}}},
+		// J11
+		{"J11 valid advanced", func(c *job.Config) { c.Advanced = map[string]string{"ttl-seconds-after-finished": "600"} }, nil},
+		{"J11 image", func(c *job.Config) { c.Advanced = map[string]string{"image": "x"} }, []want{{"advanced[image]", "J11"}}},
+		{"J11 instance count", func(c *job.Config) { c.Advanced = map[string]string{"maxReplicas": "9"} }, []want{{"advanced[maxReplicas]", "J11"}}},
+		{"J11 start command", func(c *job.Config) { c.Advanced = map[string]string{"entrypoint": "x"} }, []want{{"advanced[entrypoint]", "J11"}}},
+		{"J11 compute", func(c *job.Config) { c.Advanced = map[string]string{"--num-gpus": "8"} }, []want{{"advanced[--num-gpus]", "J11"}}},
+		{"J11 env", func(c *job.Config) { c.Advanced = map[string]string{"ENV_VARS": "A=1"} }, []want{{"advanced[ENV_VARS]", "J11"}}},
+		{"J11 runtime version", func(c *job.Config) { c.Advanced = map[string]string{"ray_version": "2.9"} }, []want{{"advanced[ray_version]", "J11"}}},
+		{"J11 start parameters", func(c *job.Config) { c.Advanced = map[string]string{"rayStartParams": "{}"} }, []want{{"advanced[rayStartParams]", "J11"}}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := onDemandConfig()
+			tc.edit(c)
+			checkProblems(t, c.Validate(), tc.wants)
+		})
+	}
+}
+
+// J8: existing-cluster and group modes take the environment from the
+// cluster; the builder refuses one set on the job.
+func TestBuilderJ8(t *testing.T) {
+	cases := []struct {
+		name  string
+		b     *job.Builder
+		wants []want
+	}{
+		{"J8 valid cluster mode without environment",
+			job.NewBuilder("j").OnCluster("cls-1").LocalPackage("a.zip").Entrypoint("python a.py"), nil},
+		{"J8 image on cluster mode",
+			job.NewBuilder("j").OnCluster("cls-1").Image("ray-2.46.0-py310-cpu").LocalPackage("a.zip").Entrypoint("python a.py"),
+			[]want{{"onDemand.environment", "J8"}}},
+		{"J8 worker group on group mode",
+			job.NewBuilder("j").OnGroup("grp-1").WorkerGroup("w", "cu.4c8g", 1, 1).LocalPackage("a.zip").Entrypoint("python a.py"),
+			[]want{{"onDemand.environment", "J8"}}},
+		{"J3 priority outside on-demand",
+			job.NewBuilder("j").OnGroup("grp-1").Priority(7).LocalPackage("a.zip").Entrypoint("python a.py"),
+			[]want{{"onDemand.priority", "J3"}}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := tc.b.Build()
+			checkProblems(t, err, tc.wants)
+		})
+	}
+}
+
+func TestBuilderDefaultsAndTemplates(t *testing.T) {
+	c := onDemandConfig()
+	if c.OnDemand.Priority != job.DefaultPriority || c.Priority() != 5 || c.Mode() != job.OnDemandMode {
+		t.Fatalf("defaults: priority=%d mode=%s", c.OnDemand.Priority, c.Mode())
+	}
+	tmpl := &cluster.Template{Name: "t", Environment: c.OnDemand.Environment}
+	c2, err := job.NewBuilder("from-template").OnDemand("p", "r").Priority(8).FromTemplate(tmpl).
+		EditWorkerGroup("gpu", func(w *cluster.WorkerGroup) { w.Instances = cluster.Range(4, 4) }).
+		LocalPackage("a.zip").Entrypoint("python a.py").Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c2.OnDemand.Priority != 8 || c2.OnDemand.Environment.Workers[0].Instances.Min != 4 {
+		t.Fatalf("template adjust: %+v", c2.OnDemand)
+	}
+	if tmpl.Workers[0].Instances.Min != 1 {
+		t.Fatal("adjusting the job changed the template (C6)")
+	}
+	// Edit keeps what was there.
+	c3, err := job.Edit(c2).Entrypoint("python b.py").Build()
+	if err != nil || c3.OnDemand.Priority != 8 || c3.Entrypoint != "python b.py" || c2.Entrypoint != "python a.py" {
+		t.Fatalf("Edit: %v %+v", err, c3)
+	}
+}
