@@ -158,4 +158,3 @@ func (b *Builder) BuildWith(c Catalogs) (*Spec, error) {
 	l := append(append(errs.List{}, b.errs...), s.Problems(c)...)
 	return s, l.ToError()
 }
-

@@ -193,4 +193,3 @@ func (t *Template) Problems(c Catalogs) errs.List {
 	}
 	return append(l, t.Environment.Problems(c, clusterRules)...)
 }
-

@@ -48,7 +48,7 @@ type Config struct {
 	Package    storage.Package   `json:"package"`        // J5
 	Entrypoint string            `json:"entrypoint"`     // J5, e.g. "python main.py --config config.yaml"
 	Mounts     []storage.Mount   `json:"mounts,omitempty"`
-	Runtime    RuntimeEnv        `json:"runtimeEnv,omitempty"`
+	Runtime    RuntimeEnv        `json:"runtimeEnv,omitzero"`
 	Advanced   map[string]string `json:"advanced,omitempty"` // J11
 }
 

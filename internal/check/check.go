@@ -169,11 +169,11 @@ func LogicalResources(p errs.Path, rule string, res map[string]float64) errs.Lis
 // lower case, '-' for '_' and '.') to the setting that controls it (J11).
 var managedKeys = map[string]string{
 	// compute resources
-	"num-cpus": "the node spec (headGroup.nodeSpec, workerGroups[].nodeSpec)",
-	"num-gpus": "the node spec (headGroup.nodeSpec, workerGroups[].nodeSpec)",
-	"memory":   "the node spec (headGroup.nodeSpec, workerGroups[].nodeSpec)",
-	"cpu":      "the node spec (headGroup.nodeSpec, workerGroups[].nodeSpec)",
-	"gpu":      "the node spec (headGroup.nodeSpec, workerGroups[].nodeSpec)",
+	"num-cpus":  "the node spec (headGroup.nodeSpec, workerGroups[].nodeSpec)",
+	"num-gpus":  "the node spec (headGroup.nodeSpec, workerGroups[].nodeSpec)",
+	"memory":    "the node spec (headGroup.nodeSpec, workerGroups[].nodeSpec)",
+	"cpu":       "the node spec (headGroup.nodeSpec, workerGroups[].nodeSpec)",
+	"gpu":       "the node spec (headGroup.nodeSpec, workerGroups[].nodeSpec)",
 	"resources": "the node group's logical resources (headGroup.resources, workerGroups[].resources)",
 	"labels":    "the node group's labels (headGroup.labels, workerGroups[].labels)",
 	// instance counts

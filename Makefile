@@ -1,0 +1,13 @@
+# The README's two set-up commands are `go run ./examples/quickstart` and `make test`.
+.PHONY: test quickstart envtest
+
+# Builds (or reuses) the envtest control-plane binaries, then runs every
+# test, the integration tests against a real kube-apiserver and etcd included.
+test:
+	KUBEBUILDER_ASSETS="$$(bash hack/envtest-assets.sh)" go test -race -count=1 ./...
+
+quickstart:
+	go run ./examples/quickstart
+
+envtest:
+	bash hack/envtest-assets.sh

@@ -1,0 +1,98 @@
+package quota_test
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/aidlc/dlc/errs"
+	"github.com/aidlc/dlc/quota"
+)
+
+// J7: every node at least 1 CPU core and 2 GB; a GPU node at least 1 GPU.
+func TestNodeLimitsJ7(t *testing.T) {
+	cases := []struct {
+		name     string
+		spec     quota.NodeSpec
+		wantPath string // "" = valid
+		wantRule string
+	}{
+		{"J7 valid smallest CPU node", quota.NodeSpec{Name: "cu.1c2g", Kind: quota.CU, CPU: 1, MemoryGB: 2}, "", ""},
+		{"J7 valid GPU node", quota.NodeSpec{Name: "gu.4c16g.1xt4", Kind: quota.GU, CPU: 4, MemoryGB: 16, GPU: 1, GPUType: "T4"}, "", ""},
+		{"J7 no CPU", quota.NodeSpec{Name: "x", Kind: quota.CU, CPU: 0, MemoryGB: 2}, "nodeSpecs[0].cpu", "J7"},
+		{"J7 one GB", quota.NodeSpec{Name: "x", Kind: quota.CU, CPU: 1, MemoryGB: 1}, "nodeSpecs[0].memoryGB", "J7"},
+		{"J7 GPU node without GPU", quota.NodeSpec{Name: "x", Kind: quota.GU, CPU: 4, MemoryGB: 16, GPUType: "T4"}, "nodeSpecs[0].gpu", "J7"},
+		{"C7 CPU node with GPU", quota.NodeSpec{Name: "x", Kind: quota.CU, CPU: 4, MemoryGB: 16, GPU: 1}, "nodeSpecs[0].gpu", "C7"},
+		{"C7 unknown kind", quota.NodeSpec{Name: "x", Kind: "TPU", CPU: 4, MemoryGB: 16}, "nodeSpecs[0].kind", "C7"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := quota.NewCatalog(tc.spec)
+			if tc.wantPath == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			fs := errs.Fields(err)
+			if !errors.Is(err, errs.ErrInvalid) || len(fs) != 1 || string(fs[0].Path) != tc.wantPath || fs[0].Rule != tc.wantRule {
+				t.Fatalf("got %v, want one problem at %s [%s]", err, tc.wantPath, tc.wantRule)
+			}
+		})
+	}
+	if _, err := quota.NewCatalog(quota.NodeSpec{Name: "a", Kind: quota.CU, CPU: 1, MemoryGB: 2},
+		quota.NodeSpec{Name: "a", Kind: quota.CU, CPU: 2, MemoryGB: 4}); err == nil {
+		t.Fatal("duplicate names accepted")
+	}
+}
+
+func TestDefaultCatalog(t *testing.T) {
+	c := quota.DefaultCatalog()
+	if c.Len() < 10 {
+		t.Fatalf("default catalog has %d specs", c.Len())
+	}
+	gpus := 0
+	for _, s := range c.Specs() {
+		if s.Kind == quota.GU {
+			gpus++
+		}
+	}
+	if gpus == 0 || gpus == c.Len() {
+		t.Fatalf("default catalog should have CU and GU specs, has %d GU of %d", gpus, c.Len())
+	}
+	s, ok := c.Lookup("cu.4c16g")
+	if !ok || s.Resources() != (quota.Resources{MilliCPU: 4000, Memory: 16 * quota.GiB}) {
+		t.Fatalf("cu.4c16g = %+v %v", s, ok)
+	}
+}
+
+func TestResourcesArithmetic(t *testing.T) {
+	a := quota.Resources{MilliCPU: 4000, Memory: 16 * quota.GiB, GPU: 1}
+	b := quota.Resources{MilliCPU: 1500, Memory: 2 * quota.GiB}
+	cases := []struct {
+		name string
+		got  quota.Resources
+		want quota.Resources
+	}{
+		{"add", a.Add(b), quota.Resources{5500, 18 * quota.GiB, 1}},
+		{"sub", a.Sub(b), quota.Resources{2500, 14 * quota.GiB, 1}},
+		{"mul", b.Mul(3), quota.Resources{4500, 6 * quota.GiB, 0}},
+		{"min", a.Min(b), quota.Resources{1500, 2 * quota.GiB, 0}},
+	}
+	for _, tc := range cases {
+		if tc.got != tc.want {
+			t.Errorf("%s = %v, want %v", tc.name, tc.got, tc.want)
+		}
+	}
+	if !b.Fits(a) || a.Fits(b) || !b.Sub(a).AnyNegative() || a.AnyNegative() || !(quota.Resources{}).IsZero() {
+		t.Error("Fits/AnyNegative/IsZero wrong")
+	}
+	if n := a.CountFits(b); n != 2 {
+		t.Errorf("CountFits = %d, want 2", n)
+	}
+	if got := a.String(); got != "cpu=4 memory=16Gi gpu=1" {
+		t.Errorf("String = %q", got)
+	}
+	if got := b.String(); got != "cpu=1500m memory=2Gi gpu=0" {
+		t.Errorf("String = %q", got)
+	}
+}
