@@ -39,6 +39,9 @@ type COSOptions struct {
 	// Credentials sign the requests; zero means CredentialsFromEnv(), and
 	// when that is zero too requests go unsigned (public-read buckets).
 	Credentials Credentials
+	// Anonymous sends unsigned requests (public-read buckets) and ignores
+	// Credentials and the environment.
+	Anonymous bool
 	// Region is used for objects whose URI does not name one
 	// (cos://bucket/key), e.g. "ap-guangzhou".
 	Region string
@@ -85,7 +88,10 @@ func NewCOSClient(opt COSOptions) (*COSClient, error) {
 		max:      opt.RetryMax,
 		clients:  map[string]*cos.Client{},
 	}
-	if c.creds.IsZero() {
+	switch {
+	case opt.Anonymous:
+		c.creds = Credentials{}
+	case c.creds.IsZero():
 		c.creds = CredentialsFromEnv()
 	}
 	if (c.creds.SecretID == "") != (c.creds.SecretKey == "") {
@@ -542,7 +548,8 @@ func (c *COSClient) WorkingDir(ctx context.Context, obj COSObject, opt WorkingDi
 	if err != nil {
 		return "", err
 	}
-	var popt *cos.PresignedURLOptions
+	// A nil *PresignedURLOptions in the interface would be dereferenced.
+	var popt any
 	if c.creds.SessionToken != "" {
 		popt = &cos.PresignedURLOptions{Query: &url.Values{"x-cos-security-token": {c.creds.SessionToken}}}
 	}

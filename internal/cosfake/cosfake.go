@@ -19,7 +19,6 @@ package cosfake
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"hash"
 	"hash/crc64"
@@ -435,19 +434,4 @@ func FailFirst(n int, status int, code string, match func(*http.Request) bool) f
 			next.ServeHTTP(w, r)
 		})
 	}
-}
-
-// DialLoopback returns an http.Transport that sends every connection to
-// the server, whatever host the URL names: a client can then use real
-// COS bucket URLs (http://<bucket>.cos.<region>.myqcloud.com) against
-// the fake.
-func (s *Server) DialLoopback() *http.Transport {
-	addr := s.srv.Listener.Addr().String()
-	t := http.DefaultTransport.(*http.Transport).Clone()
-	t.Proxy = nil
-	t.DialContext = func(ctx context.Context, network, _ string) (net.Conn, error) {
-		var d net.Dialer
-		return d.DialContext(ctx, network, addr)
-	}
-	return t
 }
