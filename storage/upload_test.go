@@ -123,7 +123,10 @@ func TestUploadPackageRetries(t *testing.T) {
 	t.Parallel()
 	isPart := func(r *http.Request) bool { return r.Method == http.MethodPut && r.URL.Query().Get("uploadId") != "" }
 	isPut := func(r *http.Request) bool { return r.Method == http.MethodPut && r.URL.Query().Get("uploadId") == "" }
-	isInit := func(r *http.Request) bool { _, ok := r.URL.Query()["uploads"]; return ok && r.Method == http.MethodPost }
+	isInit := func(r *http.Request) bool {
+		_, ok := r.URL.Query()["uploads"]
+		return ok && r.Method == http.MethodPost
+	}
 	isComplete := func(r *http.Request) bool { return r.Method == http.MethodPost && r.URL.Query().Get("uploadId") != "" }
 	cases := []struct {
 		name      string

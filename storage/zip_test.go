@@ -19,11 +19,11 @@ import (
 
 // entry is one file of a test archive.
 type entry struct {
-	name   string
-	body   string
-	link   bool   // a symlink whose target is body
-	store  bool   // stored, not deflated (entries with size are always stored)
-	size   int    // when > 0, body is this many random bytes instead
+	name  string
+	body  string
+	link  bool // a symlink whose target is body
+	store bool // stored, not deflated (entries with size are always stored)
+	size  int  // when > 0, body is this many random bytes instead
 }
 
 func buildZIP(t testing.TB, entries ...entry) []byte {
