@@ -83,7 +83,7 @@ export GOFLAGS=-mod=mod
 export GO111MODULE=on
 export CGO_ENABLED="${CGO_ENABLED:-0}"
 
-go mod init dlc.local/envtest-assets >/dev/null 2>&1
+go mod init dlc.local/envtest-assets # its one line of chatter goes to stderr
 
 log "reading k8s.io/kubernetes@v${K8S_VERSION}'s go.mod"
 k8s_gomod="$(go mod download -json "k8s.io/kubernetes@v${K8S_VERSION}" |
