@@ -1,0 +1,63 @@
+package dlctest_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"testing"
+
+	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/aidlc/dlc/dlctest"
+)
+
+// A test in another repository creates a RayCluster in a real API server and
+// reads it back. The package's TestMain shares one control plane across its
+// tests:
+//
+//	func TestMain(m *testing.M) { os.Exit(dlctest.RunMain(m)) }
+//
+// Run it after building the binaries once with bash hack/envtest-assets.sh;
+// without them the test is skipped (fails when CI=true).
+func ExampleStartControlPlane() {
+	var t *testing.T // the test's own *testing.T (or *testing.B)
+
+	cp := dlctest.StartControlPlane(t)
+	ns := cp.NewNamespace(t)
+	ctx := context.Background()
+
+	rc := &rayv1.RayCluster{
+		ObjectMeta: metav1.ObjectMeta{Name: "demo", Namespace: ns},
+		Spec: rayv1.RayClusterSpec{
+			HeadGroupSpec: rayv1.HeadGroupSpec{
+				RayStartParams: map[string]string{},
+				Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+					Containers: []corev1.Container{{Name: "ray-head", Image: "rayproject/ray:2.46.0"}},
+				}},
+			},
+		},
+	}
+	if err := cp.Client().Create(ctx, rc); err != nil {
+		t.Fatalf("Create: %v", err)
+	}
+	var got rayv1.RayCluster
+	if err := cp.Client().Get(ctx, client.ObjectKeyFromObject(rc), &got); err != nil {
+		t.Fatalf("Get: %v", err)
+	}
+	fmt.Println(got.Spec.HeadGroupSpec.Template.Spec.Containers[0].Image)
+}
+
+// RunMain in a package's TestMain shares one control plane across all its
+// tests; options configure it, here with the CRDs of another API group and
+// their Go types.
+func ExampleRunMain() {
+	var m *testing.M // TestMain's argument
+
+	os.Exit(dlctest.RunMain(m,
+		dlctest.WithCRDDirs("config/crd/bases"),
+		// dlctest.WithScheme(myapiv1.AddToScheme),
+	))
+}
