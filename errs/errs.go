@@ -115,3 +115,6 @@ func (e *QuotaError) Error() string {
 
 // Is reports whether target is ErrQuota.
 func (e *QuotaError) Is(target error) bool { return target == ErrQuota }
+
+// IsNotFound reports whether err is errors.Is ErrNotFound.
+func IsNotFound(err error) bool { return errors.Is(err, ErrNotFound) }

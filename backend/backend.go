@@ -1,0 +1,139 @@
+// Package backend holds what the SDK's client and its backends share: the
+// versioned document a Store keeps, the Observer a backend reports Ray's
+// side to, and the Clock both run on. The interfaces a backend satisfies
+// (dlc.Store, dlc.Provisioner) live in package dlc, which uses them.
+package backend
+
+import (
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/aidlc/dlc/cluster"
+	"github.com/aidlc/dlc/job"
+)
+
+// Doc is one stored object: its kind and id, the store's version of it,
+// and its content as JSON.
+type Doc struct {
+	Kind    string
+	ID      string
+	Version int64 // 0 on a Put means "create"; the store sets it
+	Data    []byte
+}
+
+// Observer receives what a backend sees of Ray: cluster state changes
+// and run outcomes. A backend calls it from its own goroutine, never
+// while holding a lock the client could be waiting on, and never from
+// inside a call the client made.
+type Observer interface {
+	ClusterObserved(clusterID string, o cluster.Observation)
+	RunObserved(runID string, o job.Observation)
+}
+
+// Clock tells the time and runs functions later. Tests inject a
+// FakeClock to make every delay deterministic.
+type Clock interface {
+	Now() time.Time
+	// AfterFunc calls f in its own goroutine (RealClock) or from Advance
+	// (FakeClock) once d has passed, unless stopped first.
+	AfterFunc(d time.Duration, f func()) (stop func() bool)
+}
+
+// RealClock is the wall clock.
+type RealClock struct{}
+
+// Now returns the current time.
+func (RealClock) Now() time.Time { return time.Now() }
+
+// AfterFunc runs f after d on its own goroutine.
+func (RealClock) AfterFunc(d time.Duration, f func()) func() bool {
+	return time.AfterFunc(d, f).Stop
+}
+
+// FakeClock is a clock that moves only when Advance is called. It is safe
+// for concurrent use. Functions due at an Advance run in the caller's
+// goroutine, in time order, after the clock has moved.
+type FakeClock struct {
+	mu     sync.Mutex
+	now    time.Time
+	seq    int
+	timers map[int]fakeTimer
+}
+
+type fakeTimer struct {
+	at  time.Time
+	seq int
+	f   func()
+}
+
+// NewFakeClock returns a fake clock showing t.
+func NewFakeClock(t time.Time) *FakeClock {
+	return &FakeClock{now: t, timers: map[int]fakeTimer{}}
+}
+
+// Now returns the fake time.
+func (c *FakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+// AfterFunc schedules f for d after the fake now. It never runs f before
+// the next Advance, even when d ≤ 0.
+func (c *FakeClock) AfterFunc(d time.Duration, f func()) func() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.seq++
+	id := c.seq
+	c.timers[id] = fakeTimer{at: c.now.Add(d), seq: id, f: f}
+	return func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		_, ok := c.timers[id]
+		delete(c.timers, id)
+		return ok
+	}
+}
+
+// Advance moves the clock by d and runs every function that has come
+// due, including ones they schedule within the same span.
+func (c *FakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	target := c.now.Add(d)
+	c.mu.Unlock()
+	for {
+		c.mu.Lock()
+		var due []fakeTimer
+		for _, t := range c.timers {
+			if !t.at.After(target) {
+				due = append(due, t)
+			}
+		}
+		if len(due) == 0 {
+			c.now = target
+			c.mu.Unlock()
+			return
+		}
+		sort.Slice(due, func(i, j int) bool {
+			if !due[i].at.Equal(due[j].at) {
+				return due[i].at.Before(due[j].at)
+			}
+			return due[i].seq < due[j].seq
+		})
+		next := due[0]
+		delete(c.timers, next.seq)
+		if next.at.After(c.now) {
+			c.now = next.at
+		}
+		c.mu.Unlock()
+		next.f()
+	}
+}
+
+// Pending returns how many functions wait to run.
+func (c *FakeClock) Pending() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.timers)
+}

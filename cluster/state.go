@@ -1,0 +1,220 @@
+package cluster
+
+import (
+	"time"
+
+	"github.com/aidlc/dlc/errs"
+	"github.com/aidlc/dlc/quota"
+)
+
+// State is a cluster's lifecycle state (C11, C12).
+type State string
+
+// The cluster states. Creating, starting, hibernating and deleting are
+// transitional: no operation but clone is allowed then (C12).
+const (
+	Creating    State = "creating"
+	Created     State = "created"
+	Starting    State = "starting"
+	Running     State = "running"
+	Hibernating State = "hibernating"
+	Hibernated  State = "hibernated"
+	Deleting    State = "deleting"
+	Abnormal    State = "abnormal"
+)
+
+// Transitional reports whether s is on the way to another state (C12).
+func (s State) Transitional() bool {
+	return s == Creating || s == Starting || s == Hibernating || s == Deleting
+}
+
+// Op is a user operation on a cluster.
+type Op string
+
+// The cluster operations (C11).
+const (
+	OpStart     Op = "start"
+	OpEdit      Op = "edit"
+	OpClone     Op = "clone"
+	OpHibernate Op = "hibernate"
+	OpDelete    Op = "delete"
+)
+
+// allowed lists, per operation, the states it is allowed in (C11, C12).
+var allowed = map[Op][]State{
+	OpStart:     {Created, Hibernated, Abnormal},
+	OpEdit:      {Created, Running, Hibernated, Abnormal},
+	OpClone:     {Creating, Created, Starting, Running, Hibernating, Hibernated, Deleting, Abnormal},
+	OpHibernate: {Running, Abnormal},
+	OpDelete:    {Created, Running, Hibernated, Abnormal},
+}
+
+// AllowedIn returns the states that allow op.
+func AllowedIn(op Op) []State { return append([]State(nil), allowed[op]...) }
+
+// Allows reports whether op is allowed in state s.
+func (s State) Allows(op Op) bool {
+	for _, a := range allowed[op] {
+		if a == s {
+			return true
+		}
+	}
+	return false
+}
+
+// CheckOp returns nil when op is allowed on c in its state, and otherwise
+// a *errs.StateError naming the state and the states that would allow it.
+func CheckOp(c *Cluster, op Op) error {
+	if c.State.Allows(op) {
+		return nil
+	}
+	names := make([]string, 0, len(allowed[op]))
+	for _, a := range allowed[op] {
+		names = append(names, string(a))
+	}
+	return &errs.StateError{Kind: "cluster", ID: c.ID, Op: string(op), State: string(c.State), Allowed: names}
+}
+
+// Cluster is a compute cluster as the platform keeps it: its spec, its
+// state and its bookkeeping.
+type Cluster struct {
+	ID        string    `json:"id"`
+	Spec      Spec      `json:"spec"`
+	State     State     `json:"state"`
+	Reason    string    `json:"reason,omitempty"` // why it is abnormal, or what it waits for
+	Version   int64     `json:"version"`          // the store's version; a stale write is a conflict
+	Creator   string    `json:"creator"`
+	CreatedAt time.Time `json:"createdAt"`
+	UpdatedAt time.Time `json:"updatedAt"`
+	// Temporary marks an on-demand cluster, owned by one run and released
+	// when the run ends.
+	Temporary bool   `json:"temporary,omitempty"`
+	OwnerRun  string `json:"ownerRun,omitempty"`
+	// Replicas is the current number of workers per worker group, within
+	// its instance range; Ray's autoscaler moves it (C14).
+	Replicas map[string]int `json:"replicas,omitempty"`
+	// PendingRestart lists edited settings that take effect at the next start.
+	PendingRestart []string `json:"pendingRestart,omitempty"`
+	// Live is what the Ray cluster runs with since its last start, while it
+	// holds quota (starting, running, abnormal, hibernating); nil otherwise.
+	Live *Live `json:"live,omitempty"`
+}
+
+// Live is a started cluster's environment and the resource group its
+// quota is reserved in. Worker ranges edited while running apply here at
+// once; other edits wait for the next start.
+type Live struct {
+	ResourceGroup string `json:"resourceGroup"`
+	Environment
+}
+
+// DeepCopy returns a copy of c that shares nothing with it.
+func (c *Cluster) DeepCopy() *Cluster {
+	if c == nil {
+		return nil
+	}
+	out := *c
+	out.Spec = *c.Spec.DeepCopy()
+	out.Replicas = cloneMap(c.Replicas)
+	out.PendingRestart = cloneSlice(c.PendingRestart)
+	if c.Live != nil {
+		out.Live = &Live{ResourceGroup: c.Live.ResourceGroup, Environment: *c.Live.Environment.DeepCopy()}
+	}
+	return &out
+}
+
+// Observation is what a backend reports of a cluster's Ray side.
+type Observation struct {
+	State  State  // Running, Abnormal, Created (provisioned but suspended), Hibernated, or "" for gone
+	Reason string // why, for Abnormal
+	Pods   []Pod
+}
+
+// Pod is one Ray node's pod (C13).
+type Pod struct {
+	Name      string          `json:"name"`
+	IP        string          `json:"ip"`
+	Role      string          `json:"role"`  // "head" or "worker"
+	Group     string          `json:"group"` // the node group
+	Status    string          `json:"status"`
+	Node      string          `json:"node"`
+	Requests  quota.Resources `json:"requests"`
+	Limits    quota.Resources `json:"limits"`
+	CreatedAt time.Time       `json:"createdAt"`
+	Image     string          `json:"image"`
+	NodeSpec  string          `json:"nodeSpec"`
+}
+
+// Event is one entry of a cluster's, job's or run's operation and event
+// log (C13): a user operation or a system event.
+type Event struct {
+	Time    time.Time `json:"time"`
+	Source  string    `json:"source"` // "user" or "system"
+	Actor   string    `json:"actor,omitempty"`
+	Action  string    `json:"action"`
+	Message string    `json:"message,omitempty"`
+}
+
+// HistoryEntry is one run in a cluster's job history (C13).
+type HistoryEntry struct {
+	JobID       string        `json:"jobID"`
+	RunID       string        `json:"runID"`
+	Name        string        `json:"name"`
+	Command     string        `json:"command"`
+	Status      string        `json:"status"`
+	SubmittedAt time.Time     `json:"submittedAt"`
+	Duration    time.Duration `json:"duration"`
+	Logs        string        `json:"logs"` // where the run's logs are
+}
+
+// Details is everything a cluster's details page shows (C13).
+type Details struct {
+	Cluster   Cluster         `json:"cluster"`
+	Resources quota.Resources `json:"resources"` // what it reserves now
+	History   []HistoryEntry  `json:"history"`
+	Events    []Event         `json:"events"`
+	Pods      []Pod           `json:"pods"`
+	Dashboard string          `json:"dashboard,omitempty"` // the Ray dashboard, while running
+}
+
+// MinResources returns what the environment reserves to start: the head
+// (twice with high availability, C7) and every worker group's minimum.
+func (e *Environment) MinResources(nodes quota.Catalog) (quota.Resources, error) {
+	return e.resources(nodes, func(w WorkerGroup) int { return w.Instances.Min })
+}
+
+// MaxResources returns what the environment takes at its largest.
+func (e *Environment) MaxResources(nodes quota.Catalog) (quota.Resources, error) {
+	return e.resources(nodes, func(w WorkerGroup) int { return w.Instances.MaxOrMin() })
+}
+
+// ResourcesAt returns what the environment takes with the given worker
+// counts per group (a group not named counts its minimum).
+func (e *Environment) ResourcesAt(nodes quota.Catalog, replicas map[string]int) (quota.Resources, error) {
+	return e.resources(nodes, func(w WorkerGroup) int {
+		if n, ok := replicas[w.Name]; ok {
+			return n
+		}
+		return w.Instances.Min
+	})
+}
+
+func (e *Environment) resources(nodes quota.Catalog, count func(WorkerGroup) int) (quota.Resources, error) {
+	head, ok := nodes.Lookup(e.Head.NodeSpec)
+	if !ok {
+		return quota.Resources{}, errs.List{errs.Invalid("headGroup.nodeSpec", "C7", e.Head.NodeSpec, nodes.UnknownDetail(e.Head.NodeSpec))}.ToError()
+	}
+	heads := int64(1)
+	if e.Head.HighAvailability {
+		heads = HighAvailabilityGx
+	}
+	total := head.Resources().Mul(heads)
+	for i, w := range e.Workers {
+		s, ok := nodes.Lookup(w.NodeSpec)
+		if !ok {
+			return quota.Resources{}, errs.List{errs.Invalid(errs.NewPath("workerGroups").Index(i).Child("nodeSpec"), "C8", w.NodeSpec, nodes.UnknownDetail(w.NodeSpec))}.ToError()
+		}
+		total = total.Add(s.Resources().Mul(int64(count(w))))
+	}
+	return total, nil
+}

@@ -1,0 +1,77 @@
+// Package group models cluster groups (G1–G6): a logical set of compute
+// clusters, possibly from different resource groups, that runs are
+// scheduled onto by the group's policy. A cluster may be in many groups.
+//
+// It does no I/O. Membership is kept on the clusters (cluster.Spec.Groups),
+// so a group and its members can never disagree.
+package group
+
+import (
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/aidlc/dlc/errs"
+	"github.com/aidlc/dlc/internal/check"
+)
+
+// MaxNameLen is the longest group name, in characters.
+const MaxNameLen = 64
+
+// Policy names a group's scheduling policy (G3).
+type Policy string
+
+// Random picks a running member at random; the only policy the product
+// has today (G3).
+const Random Policy = "random"
+
+// Group is a cluster group as the platform keeps it.
+type Group struct {
+	ID        string    `json:"id"`
+	Name      string    `json:"name"`
+	Policy    Policy    `json:"policy"`
+	Version   int64     `json:"version"`
+	Creator   string    `json:"creator"`
+	CreatedAt time.Time `json:"createdAt"`
+	UpdatedAt time.Time `json:"updatedAt"`
+}
+
+// ValidateName checks a group name (G5): required, at most 64 characters,
+// no control characters.
+func ValidateName(name string) error {
+	p := errs.NewPath("name")
+	switch {
+	case strings.TrimSpace(name) == "":
+		return errs.List{errs.Required(p, "G5", "a cluster group needs a name")}.ToError()
+	case utf8.RuneCountInString(name) > MaxNameLen:
+		return errs.List{errs.TooLong(p, "G5", name, MaxNameLen)}.ToError()
+	case check.HasControl(name):
+		return errs.List{errs.Invalid(p, "G5", name, "no control characters")}.ToError()
+	}
+	return nil
+}
+
+// ValidatePolicy checks a scheduling policy (G3); "" means Random.
+func ValidatePolicy(p Policy) error {
+	if p == "" || p == Random {
+		return nil
+	}
+	return errs.List{errs.NotSupported("policy", "G3", string(p), []string{string(Random)})}.ToError()
+}
+
+// MoveMembers returns a cluster's groups with from replaced by to, once
+// (G6: deleting a group moves its clusters into a target group).
+func MoveMembers(groups []string, from, to string) []string {
+	out := make([]string, 0, len(groups))
+	seen := map[string]bool{}
+	for _, g := range groups {
+		if g == from {
+			g = to
+		}
+		if !seen[g] {
+			out = append(out, g)
+			seen[g] = true
+		}
+	}
+	return out
+}

@@ -1,0 +1,105 @@
+package dlc_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/aidlc/dlc"
+	"github.com/aidlc/dlc/cluster"
+	"github.com/aidlc/dlc/dlctest"
+	"github.com/aidlc/dlc/job"
+	"github.com/aidlc/dlc/quota"
+)
+
+// fixture: a memory client, a resource group rg-1 (32 cores, 128 GiB,
+// 4 GPUs) and a cluster group.
+type fixture struct {
+	t   *testing.T
+	m   *dlctest.Memory
+	c   *dlc.Client
+	ctx context.Context
+	grp string
+}
+
+func newFixture(t *testing.T, o dlctest.MemoryOptions) *fixture {
+	t.Helper()
+	m := dlctest.NewMemory(o)
+	ctx := dlc.WithUser(context.Background(), "alice")
+	f := &fixture{t: t, m: m, c: m.Client, ctx: ctx}
+	f.must(f.c.RegisterResourceGroup(ctx, quota.Group{ID: "rg-1", Package: "pkg-1",
+		Capacity: quota.Resources{MilliCPU: 32000, Memory: 128 * quota.GiB, GPU: 4}}))
+	g, err := f.c.CreateGroup(ctx, "训练组")
+	f.must(err)
+	f.grp = g.ID
+	return f
+}
+
+func (f *fixture) must(err error) {
+	f.t.Helper()
+	if err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// settle lets simulated time pass until nothing is pending.
+func (f *fixture) settle() { f.m.Settle(100*time.Millisecond, 10000) }
+
+func (f *fixture) spec(name string, min, max int) *cluster.Spec {
+	s, err := dlc.NewCluster(name).Groups(f.grp).Resources("pkg-1", "rg-1").Image("ray-2.46.0-py310-cpu").
+		Head("head", "cu.4c16g").WorkerGroup("cpu", "cu.4c8g", min, max).Build()
+	f.must(err)
+	return s
+}
+
+func (f *fixture) runningCluster(name string) *cluster.Cluster {
+	f.t.Helper()
+	cl, err := f.c.CreateCluster(f.ctx, f.spec(name, 1, 3))
+	f.must(err)
+	f.settle()
+	_, err = f.c.StartCluster(f.ctx, cl.ID)
+	f.must(err)
+	f.settle()
+	cl, err = f.c.GetCluster(f.ctx, cl.ID)
+	f.must(err)
+	if cl.State != cluster.Running {
+		f.t.Fatalf("cluster %s is %s, want running", cl.ID, cl.State)
+	}
+	return cl
+}
+
+func (f *fixture) job(b *job.Builder) *job.Record {
+	f.t.Helper()
+	cfg, err := b.COSPackage("cos://jobs-1250000000/job.zip").Entrypoint("python main.py").Build()
+	f.must(err)
+	rec, err := f.c.SaveJob(f.ctx, cfg)
+	f.must(err)
+	return rec
+}
+
+func (f *fixture) run(id string) *job.Run {
+	f.t.Helper()
+	r, err := f.c.GetRun(f.ctx, id)
+	f.must(err)
+	return r
+}
+
+func TestSmokeGroupRun(t *testing.T) {
+	f := newFixture(t, dlctest.MemoryOptions{})
+	cl := f.runningCluster("c1")
+	rec := f.job(dlc.NewJob("j").OnGroup(f.grp))
+	r, err := f.c.Run(f.ctx, rec.ID)
+	f.must(err)
+	if r.State != job.Provisioning || r.ClusterID != cl.ID {
+		t.Fatalf("run = %s on %q", r.State, r.ClusterID)
+	}
+	f.settle()
+	if r = f.run(r.ID); r.State != job.Succeeded {
+		t.Fatalf("run = %s %s", r.State, r.Message)
+	}
+	if err := f.c.CheckQuota(); err != nil {
+		t.Fatal(err)
+	}
+	_ = errors.Is
+}
