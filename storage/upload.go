@@ -232,7 +232,7 @@ func (p *progress) add(n, total int64) {
 func hashFile(ctx context.Context, f io.ReaderAt, size int64, prog *progress) (string, uint64, error) {
 	h := sha256.New()
 	crc := crc64.New(crcTable)
-	buf := make([]byte, 1<<20)
+	buf := make([]byte, 256<<10)
 	prog.report(PhaseHashing, 0, size, true)
 	for off := int64(0); off < size; {
 		if err := ctx.Err(); err != nil {
