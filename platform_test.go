@@ -103,3 +103,7 @@ func TestSmokeGroupRun(t *testing.T) {
 	}
 	_ = errors.Is
 }
+
+func quotaGroup(id string, cores int64) quota.Group {
+	return quota.Group{ID: id, Package: "pkg-1", Capacity: quota.Resources{MilliCPU: cores * 1000, Memory: cores * 4 * quota.GiB, GPU: 0}}
+}

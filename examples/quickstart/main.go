@@ -1,15 +1,23 @@
-// Command quickstart shows the SDK end to end on the embedded in-memory
-// backend: no Kubernetes cluster is needed.
+// Command quickstart tells the SDK's whole story on the embedded in-memory
+// backend, with no Kubernetes cluster: it validates specs (and shows every
+// problem of a broken one), registers a resource group, creates a cluster
+// group and a cluster, starts it, runs a job on the group, and queues two
+// on-demand runs behind quota, the second admitted when the first frees it.
 //
 //	go run ./examples/quickstart
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
+	"strings"
+	"time"
 
 	"github.com/aidlc/dlc"
 	"github.com/aidlc/dlc/cluster"
+	"github.com/aidlc/dlc/job"
+	"github.com/aidlc/dlc/quota"
 )
 
 func main() {
@@ -20,51 +28,177 @@ func main() {
 }
 
 func run() error {
-	fmt.Println("== a valid cluster spec")
-	spec, err := dlc.NewCluster("训练集群_01").
-		Groups("grp-1").
-		Resources("pkg-1", "rg-1").
-		Image("ray-2.46.0-py310-cpu").
-		Head("head", "cu.4c16g").
-		WorkerGroup("cpu", "cu.8c32g", 1, 4, cluster.Env("OMP_NUM_THREADS", "8")).
-		Build()
-	if err != nil {
-		return err
-	}
-	y, err := spec.MarshalYAML()
-	if err != nil {
-		return err
-	}
-	fmt.Print(string(y))
+	ctx, cancel := context.WithTimeout(dlc.WithUser(context.Background(), "alice"), 30*time.Second)
+	defer cancel()
+	c := dlc.New() // the memory backend, the real clock
 
-	fmt.Println("\n== a valid job config (on-demand cluster, priority 7)")
-	cfg, err := dlc.NewJob("train-resnet").
-		OnDemand("pkg-1", "rg-1").
-		Priority(7).
-		Image("ray-2.46.0-py310-cpu").
-		Head("head", "cu.4c8g").
-		WorkerGroup("cpu", "cu.8c32g", 1, 2).
-		COSPackage("cos://jobs-1250000000/resnet/job.zip").
-		Entrypoint("python main.py --config config.yaml").
-		Build()
-	if err != nil {
-		return err
-	}
-	if y, err = cfg.MarshalYAML(); err != nil {
-		return err
-	}
-	fmt.Print(string(y))
-
-	fmt.Println("\n== a broken cluster spec: every problem at once")
-	_, err = dlc.NewCluster("bad name!").
-		Priority(12).
-		Image("ray-9.9").
-		Head("Head", "cu.1c1g").
-		WorkerGroup("cpu", "cu.8c32g", 4, 2).
-		Advanced("num-cpus", "64").
-		Build()
+	fmt.Println("== every problem of a broken cluster spec, at once")
+	_, err := dlc.NewCluster("bad name!").Priority(12).Image("ray-9.9").
+		Head("Head", "cu.1c1g").WorkerGroup("cpu", "cu.8c32g", 4, 2).Advanced("num-cpus", "64").Build()
 	for _, fe := range dlc.Fields(err) {
-		fmt.Printf("  %-32s [%s] %s\n", fe.Path, fe.Rule, fe.Detail)
+		fmt.Printf("  %-30s [%s] %s\n", fe.Path, fe.Rule, fe.Detail)
 	}
+
+	fmt.Println("\n== a resource group of 24 cores and a cluster group")
+	if err := c.RegisterResourceGroup(ctx, quota.Group{ID: "rg-1", Package: "pkg-1",
+		Capacity: quota.Resources{MilliCPU: 24000, Memory: 96 * quota.GiB}}); err != nil {
+		return err
+	}
+	grp, err := c.CreateGroup(ctx, "训练组")
+	if err != nil {
+		return err
+	}
+	fmt.Printf("  group %s (%s), policy %s\n", grp.Name, grp.ID, grp.Policy)
+
+	fmt.Println("\n== a cluster: created, then started")
+	spec, err := dlc.NewCluster("训练集群_01").Groups(grp.ID).Resources("pkg-1", "rg-1").
+		Image("ray-2.46.0-py310-cpu").Head("head", "cu.4c16g").
+		WorkerGroup("cpu", "cu.4c8g", 1, 4, cluster.Env("OMP_NUM_THREADS", "4")).Build()
+	if err != nil {
+		return err
+	}
+	y, _ := spec.MarshalYAML()
+	fmt.Printf("%s", indent(string(y)))
+	cl, err := c.CreateCluster(ctx, spec)
+	if err != nil {
+		return err
+	}
+	if err := waitCluster(ctx, c, cl.ID, cluster.Created); err != nil {
+		return err
+	}
+	if _, err := c.StartCluster(ctx, cl.ID); err != nil {
+		return err
+	}
+	if err := waitCluster(ctx, c, cl.ID, cluster.Running); err != nil {
+		return err
+	}
+	d, err := c.ClusterDetails(ctx, cl.ID)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("  %d pods, reserving %s, dashboard %s\n", len(d.Pods), d.Resources, d.Dashboard)
+
+	fmt.Println("\n== a job on the cluster group")
+	cfg, err := dlc.NewJob("wordcount").OnGroup(grp.ID).
+		COSPackage("cos://jobs-1250000000/wordcount.zip").Entrypoint("python main.py").Build()
+	if err != nil {
+		return err
+	}
+	_, r, err := job.Submit(ctx, c, cfg)
+	if err != nil {
+		return err
+	}
+	if r, err = waitRun(ctx, c, r.ID); err != nil {
+		return err
+	}
+
+	fmt.Println("\n== two on-demand runs of 12 cores each: 16 cores are left, so one waits for quota")
+	od, err := dlc.NewJob("train-resnet").OnDemand("pkg-1", "rg-1").Priority(7).
+		Image("ray-2.46.0-py310-cpu").Head("head", "cu.4c8g").WorkerGroup("cpu", "cu.8c16g", 1, 2).
+		COSPackage("cos://jobs-1250000000/resnet.zip").Entrypoint("python train.py --epochs 1").Build()
+	if err != nil {
+		return err
+	}
+	rec, first, err := job.Submit(ctx, c, od)
+	if err != nil {
+		return err
+	}
+	second, err := c.Run(ctx, rec.ID)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("  %s: %s\n  %s: %s (%s)\n", first.ID, first.State, second.ID, second.State, second.WaitReason)
+	for _, id := range []string{first.ID, second.ID} {
+		if _, err := waitRun(ctx, c, id); err != nil {
+			return err
+		}
+	}
+
+	// The on-demand clusters are released after their runs end.
+	for {
+		cls, err := c.ListClusters(ctx)
+		if err != nil {
+			return err
+		}
+		if len(cls) == 1 {
+			break
+		}
+		if err := sleep(ctx); err != nil {
+			return err
+		}
+	}
+
+	fmt.Println("\n== the job list")
+	jobs, err := c.ListJobs(ctx)
+	if err != nil {
+		return err
+	}
+	for _, j := range jobs {
+		fmt.Printf("  %-14s %-9s %-8s running=%d priority=%d creator=%s\n", j.Name, j.Mode, j.Resource, j.Running, j.Priority, j.Creator)
+	}
+	u, err := c.ResourceGroup(ctx, "rg-1")
+	if err != nil {
+		return err
+	}
+	fmt.Printf("\n  rg-1 reserves %s of %s (the running cluster only)\n", u.Reserved, u.Capacity)
 	return nil
+}
+
+// waitCluster prints the cluster's state as it changes until it is want.
+func waitCluster(ctx context.Context, c *dlc.Client, id string, want cluster.State) error {
+	last := cluster.State("")
+	for {
+		cl, err := c.GetCluster(ctx, id)
+		if err != nil {
+			return err
+		}
+		if cl.State != last {
+			fmt.Printf("  cluster %s: %s\n", cl.Spec.Name, cl.State)
+			last = cl.State
+		}
+		if cl.State == want {
+			return nil
+		}
+		if err := sleep(ctx); err != nil {
+			return err
+		}
+	}
+}
+
+// waitRun prints the run's state, and why it waits, as it changes until it ends.
+func waitRun(ctx context.Context, c *dlc.Client, id string) (*job.Run, error) {
+	last := ""
+	for {
+		r, err := c.GetRun(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		now := string(r.State)
+		if r.WaitReason != "" {
+			now += " (" + string(r.WaitReason) + ")"
+		}
+		if now != last {
+			fmt.Printf("  run %s of %s: %s\n", r.ID, r.Config.Name, now)
+			last = now
+		}
+		if r.State.Terminal() {
+			return r, nil
+		}
+		if err := sleep(ctx); err != nil {
+			return nil, err
+		}
+	}
+}
+
+func sleep(ctx context.Context) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(5 * time.Millisecond):
+		return nil
+	}
+}
+
+func indent(s string) string {
+	return "    " + strings.ReplaceAll(strings.TrimSuffix(s, "\n"), "\n", "\n    ") + "\n"
 }
