@@ -54,7 +54,18 @@ type walker struct {
 	budget int
 }
 
+// MaxProblems bounds how many problems one decode reports.
+const MaxProblems = 100
+
 func (w *walker) fail(n *yamlv3.Node, p errs.Path, t errs.ErrorType, detail string) {
+	switch {
+	case len(w.list) > MaxProblems:
+		return
+	case len(w.list) == MaxProblems:
+		w.list = append(w.list, &errs.FieldError{Path: p, Type: errs.TypeTooMany,
+			Detail: fmt.Sprintf("line %d: more than %d problems; fix these first", n.Line, MaxProblems)})
+		return
+	}
 	w.list = append(w.list, &errs.FieldError{Path: p, Type: t,
 		Detail: fmt.Sprintf("line %d: %s", n.Line, detail)})
 }
