@@ -8,6 +8,9 @@
 package cluster
 
 import (
+	"maps"
+	"slices"
+
 	"github.com/aidlc/dlc/internal/codec"
 	"github.com/aidlc/dlc/storage"
 )
@@ -116,11 +119,11 @@ func (s *Spec) DeepCopy() *Spec {
 		return nil
 	}
 	c := *s
-	c.Groups = cloneSlice(s.Groups)
-	c.Tags = cloneMap(s.Tags)
+	c.Groups = slices.Clone(s.Groups)
+	c.Tags = maps.Clone(s.Tags)
 	c.Environment = *s.Environment.DeepCopy()
-	c.Mounts = cloneSlice(s.Mounts)
-	c.Advanced = cloneMap(s.Advanced)
+	c.Mounts = slices.Clone(s.Mounts)
+	c.Advanced = maps.Clone(s.Advanced)
 	return &c
 }
 
@@ -156,28 +159,10 @@ func (t *Template) DeepCopy() *Template {
 }
 
 func (g NodeGroup) deepCopy() NodeGroup {
-	g.Env = cloneMap(g.Env)
-	g.Labels = cloneMap(g.Labels)
-	g.Resources = cloneMap(g.Resources)
+	g.Env = maps.Clone(g.Env)
+	g.Labels = maps.Clone(g.Labels)
+	g.Resources = maps.Clone(g.Resources)
 	return g
-}
-
-func cloneMap[V any](m map[string]V) map[string]V {
-	if m == nil {
-		return nil
-	}
-	c := make(map[string]V, len(m))
-	for k, v := range m {
-		c[k] = v
-	}
-	return c
-}
-
-func cloneSlice[T any](s []T) []T {
-	if s == nil {
-		return nil
-	}
-	return append(make([]T, 0, len(s)), s...)
 }
 
 // MarshalYAML returns the spec as YAML.
@@ -185,19 +170,7 @@ func (s *Spec) MarshalYAML() ([]byte, error) { return codec.MarshalYAML(s) }
 
 // UnmarshalYAML decodes YAML (or JSON) into a Spec strictly: an unknown
 // field is an error naming the field and its line.
-func UnmarshalYAML(data []byte) (*Spec, error) {
-	var s Spec
-	if err := codec.UnmarshalStrict(data, &s); err != nil {
-		return nil, err
-	}
-	return &s, nil
-}
+func UnmarshalYAML(data []byte) (*Spec, error) { return codec.Decode[Spec](data) }
 
 // UnmarshalTemplateYAML decodes a Template strictly, like UnmarshalYAML.
-func UnmarshalTemplateYAML(data []byte) (*Template, error) {
-	var t Template
-	if err := codec.UnmarshalStrict(data, &t); err != nil {
-		return nil, err
-	}
-	return &t, nil
-}
+func UnmarshalTemplateYAML(data []byte) (*Template, error) { return codec.Decode[Template](data) }

@@ -1,6 +1,9 @@
 package cluster
 
 import (
+	"maps"
+	"slices"
+
 	"time"
 
 	"github.com/aidlc/dlc/errs"
@@ -115,8 +118,8 @@ func (c *Cluster) DeepCopy() *Cluster {
 	}
 	out := *c
 	out.Spec = *c.Spec.DeepCopy()
-	out.Replicas = cloneMap(c.Replicas)
-	out.PendingRestart = cloneSlice(c.PendingRestart)
+	out.Replicas = maps.Clone(c.Replicas)
+	out.PendingRestart = slices.Clone(c.PendingRestart)
 	if c.Live != nil {
 		out.Live = &Live{ResourceGroup: c.Live.ResourceGroup, Environment: *c.Live.Environment.DeepCopy()}
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/aidlc/dlc/cluster"
 	"github.com/aidlc/dlc/errs"
+	"github.com/aidlc/dlc/internal/fieldtest"
 	"github.com/aidlc/dlc/storage"
 )
 
@@ -30,34 +31,11 @@ type want struct{ path, rule string }
 
 func checkProblems(t *testing.T, err error, wants []want) {
 	t.Helper()
-	got := errs.Fields(err)
-	if len(wants) == 0 {
-		if err != nil {
-			t.Fatalf("want valid, got %v", err)
-		}
-		return
+	ws := make([]fieldtest.Want, len(wants))
+	for i, w := range wants {
+		ws[i] = fieldtest.Want{Path: w.path, Rule: w.rule}
 	}
-	if !errors.Is(err, errs.ErrInvalid) {
-		t.Fatalf("error %v is not ErrInvalid", err)
-	}
-	var fe *errs.FieldError
-	if !errors.As(err, &fe) {
-		t.Fatalf("errors.As(*FieldError) failed on %v", err)
-	}
-	for _, w := range wants {
-		found := false
-		for _, g := range got {
-			if string(g.Path) == w.path && g.Rule == w.rule {
-				found = true
-			}
-		}
-		if !found {
-			t.Errorf("missing problem %s [%s] in:\n%v", w.path, w.rule, err)
-		}
-	}
-	if len(got) != len(wants) {
-		t.Errorf("got %d problems, want %d:\n%v", len(got), len(wants), err)
-	}
+	fieldtest.Check(t, err, ws)
 }
 
 func TestSpecValidate(t *testing.T) {

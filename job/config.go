@@ -7,6 +7,9 @@
 package job
 
 import (
+	"maps"
+	"slices"
+
 	"github.com/aidlc/dlc/cluster"
 	"github.com/aidlc/dlc/internal/codec"
 	"github.com/aidlc/dlc/storage"
@@ -131,32 +134,14 @@ func (c *Config) DeepCopy() *Config {
 		od.Environment = *c.OnDemand.Environment.DeepCopy()
 		out.OnDemand = &od
 	}
-	out.Tags = cloneMap(c.Tags)
-	out.Mounts = cloneSlice(c.Mounts)
+	out.Tags = maps.Clone(c.Tags)
+	out.Mounts = slices.Clone(c.Mounts)
 	out.Runtime = RuntimeEnv{
-		Pip: cloneSlice(c.Runtime.Pip), Conda: cloneSlice(c.Runtime.Conda),
-		EnvVars: cloneMap(c.Runtime.EnvVars), Container: c.Runtime.Container,
+		Pip: slices.Clone(c.Runtime.Pip), Conda: slices.Clone(c.Runtime.Conda),
+		EnvVars: maps.Clone(c.Runtime.EnvVars), Container: c.Runtime.Container,
 	}
-	out.Advanced = cloneMap(c.Advanced)
+	out.Advanced = maps.Clone(c.Advanced)
 	return &out
-}
-
-func cloneMap(m map[string]string) map[string]string {
-	if m == nil {
-		return nil
-	}
-	c := make(map[string]string, len(m))
-	for k, v := range m {
-		c[k] = v
-	}
-	return c
-}
-
-func cloneSlice[T any](s []T) []T {
-	if s == nil {
-		return nil
-	}
-	return append(make([]T, 0, len(s)), s...)
 }
 
 // MarshalYAML returns the config as YAML.
@@ -164,10 +149,4 @@ func (c *Config) MarshalYAML() ([]byte, error) { return codec.MarshalYAML(c) }
 
 // UnmarshalYAML decodes YAML (or JSON) into a Config strictly: an unknown
 // field is an error naming the field and its line.
-func UnmarshalYAML(data []byte) (*Config, error) {
-	var c Config
-	if err := codec.UnmarshalStrict(data, &c); err != nil {
-		return nil, err
-	}
-	return &c, nil
-}
+func UnmarshalYAML(data []byte) (*Config, error) { return codec.Decode[Config](data) }

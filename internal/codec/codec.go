@@ -49,6 +49,15 @@ func UnmarshalStrict(data []byte, v any) error {
 	return nil
 }
 
+// Decode is UnmarshalStrict into a new T.
+func Decode[T any](data []byte) (*T, error) {
+	v := new(T)
+	if err := UnmarshalStrict(data, v); err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
 type walker struct {
 	list   errs.List
 	budget int
