@@ -1,0 +1,67 @@
+package dlc_test
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/aidlc/dlc"
+	"github.com/aidlc/dlc/dlctest"
+	"github.com/aidlc/dlc/job"
+	"github.com/aidlc/dlc/quota"
+)
+
+// The platform on the memory backend with a fake clock: a cluster is
+// started, and a job submitted to its group runs on it.
+func ExampleClient() {
+	m := dlctest.NewMemory(dlctest.MemoryOptions{})
+	c := m.Client
+	ctx := dlc.WithUser(context.Background(), "alice")
+
+	_ = c.RegisterResourceGroup(ctx, quota.Group{ID: "rg-1", Package: "pkg-1",
+		Capacity: quota.Resources{MilliCPU: 32000, Memory: 128 * quota.GiB}})
+	grp, _ := c.CreateGroup(ctx, "训练组")
+	spec, _ := dlc.NewCluster("集群_1").Groups(grp.ID).Resources("pkg-1", "rg-1").
+		Image("ray-2.46.0-py310-cpu").Head("head", "cu.4c16g").WorkerGroup("cpu", "cu.4c8g", 1, 4).Build()
+	cl, _ := c.CreateCluster(ctx, spec)
+	m.Settle(100*time.Millisecond, 100)
+	_, _ = c.StartCluster(ctx, cl.ID)
+	m.Settle(100*time.Millisecond, 100)
+
+	cfg, _ := dlc.NewJob("wordcount").OnGroup(grp.ID).
+		COSPackage("cos://jobs-1250000000/wc.zip").Entrypoint("python main.py").Build()
+	_, run, err := job.Submit(ctx, c, cfg)
+	fmt.Println(run.State, err)
+	m.Settle(100*time.Millisecond, 100)
+	run, _ = c.GetRun(ctx, run.ID)
+	fmt.Println(run.State, run.ClusterID == cl.ID, run.Creator)
+	u, _ := c.ResourceGroup(ctx, "rg-1")
+	fmt.Println(u.Reserved)
+	// Output:
+	// provisioning <nil>
+	// succeeded true alice
+	// cpu=8 memory=24Gi gpu=0
+}
+
+// An on-demand run waits, saying why, until quota frees.
+func ExampleClient_Run_onDemand() {
+	m := dlctest.NewMemory(dlctest.MemoryOptions{})
+	c := m.Client
+	ctx := context.Background()
+	_ = c.RegisterResourceGroup(ctx, quota.Group{ID: "rg-1", Package: "pkg-1",
+		Capacity: quota.Resources{MilliCPU: 16000, Memory: 64 * quota.GiB}})
+	cfg, _ := dlc.NewJob("train").OnDemand("pkg-1", "rg-1").Priority(7).
+		Image("ray-2.46.0-py310-cpu").Head("head", "cu.4c8g").WorkerGroup("w", "cu.8c16g", 1, 1).
+		COSPackage("cos://jobs-1250000000/train.zip").Entrypoint("python train.py").Build()
+	rec, _ := c.SaveJob(ctx, cfg)
+	first, _ := c.Run(ctx, rec.ID)
+	second, _ := c.Run(ctx, rec.ID)
+	fmt.Println(first.State, "|", second.State, second.WaitReason)
+	m.Settle(100*time.Millisecond, 1000)
+	first, _ = c.GetRun(ctx, first.ID)
+	second, _ = c.GetRun(ctx, second.ID)
+	fmt.Println(first.State, second.State)
+	// Output:
+	// provisioning | waiting insufficient unused quota
+	// succeeded succeeded
+}
