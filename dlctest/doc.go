@@ -1,6 +1,15 @@
 // Package dlctest holds test fixtures for code that uses the dlc SDK, in this
 // repository and in others. Each fixture takes a small [TestingT] interface
-// rather than *testing.T, so tests, benchmarks and fuzz targets can all use it.
+// rather than *testing.T (or none, where nothing needs stopping), so tests,
+// benchmarks and fuzz targets can all use it.
+//
+// # Memory client
+//
+// [NewMemory] returns a ready [dlc.Client] on the in-memory backend with a
+// fake clock and a seeded scheduling policy: time moves only when the test
+// calls Memory.Settle or Memory.Clock.Advance, and memory.RayHooks decide
+// how clusters start and how runs end (outcome, message, log lines).
+// memory.StoreHooks intercept store writes, e.g. to make one conflict.
 //
 // # Control plane
 //
