@@ -137,7 +137,9 @@ func (c *Client) admitLocked(ctx context.Context, it scheduler.Item) {
 // observer is how the backend reports to the client.
 type observer struct{ c *Client }
 
+// ClusterObserved hands a cluster observation to the client.
 func (o observer) ClusterObserved(id string, obs cluster.Observation) { o.c.clusterObserved(id, obs) }
+// RunObserved hands a run observation to the client.
 func (o observer) RunObserved(id string, obs job.Observation)         { o.c.runObserved(id, obs) }
 
 func (c *Client) clusterObserved(id string, obs cluster.Observation) {
