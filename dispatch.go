@@ -139,8 +139,9 @@ type observer struct{ c *Client }
 
 // ClusterObserved hands a cluster observation to the client.
 func (o observer) ClusterObserved(id string, obs cluster.Observation) { o.c.clusterObserved(id, obs) }
+
 // RunObserved hands a run observation to the client.
-func (o observer) RunObserved(id string, obs job.Observation)         { o.c.runObserved(id, obs) }
+func (o observer) RunObserved(id string, obs job.Observation) { o.c.runObserved(id, obs) }
 
 func (c *Client) clusterObserved(id string, obs cluster.Observation) {
 	ctx := context.Background()
