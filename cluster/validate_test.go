@@ -26,17 +26,9 @@ func validSpec() *cluster.Spec {
 	return s
 }
 
-// want is one expected problem: its path and rule.
-type want struct{ path, rule string }
+type want = fieldtest.Want
 
-func checkProblems(t *testing.T, err error, wants []want) {
-	t.Helper()
-	ws := make([]fieldtest.Want, len(wants))
-	for i, w := range wants {
-		ws[i] = fieldtest.Want{Path: w.path, Rule: w.rule}
-	}
-	fieldtest.Check(t, err, ws)
-}
+var checkProblems = fieldtest.Check
 
 func TestSpecValidate(t *testing.T) {
 	long := strings.Repeat("集", 65)

@@ -25,17 +25,9 @@ func onDemandConfig() *job.Config {
 	return c
 }
 
-// want is one expected problem: its path and rule.
-type want struct{ path, rule string }
+type want = fieldtest.Want
 
-func checkProblems(t *testing.T, err error, wants []want) {
-	t.Helper()
-	ws := make([]fieldtest.Want, len(wants))
-	for i, w := range wants {
-		ws[i] = fieldtest.Want{Path: w.path, Rule: w.rule}
-	}
-	fieldtest.Check(t, err, ws)
-}
+var checkProblems = fieldtest.Check
 
 func TestConfigValidate(t *testing.T) {
 	cases := []struct {

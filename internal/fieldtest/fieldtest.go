@@ -9,8 +9,9 @@ import (
 	"github.com/aidlc/dlc/errs"
 )
 
-// Want is one expected problem: its field path and rule ID.
-type Want struct{ Path, Rule string }
+// Want is one expected problem: its field path and its rule ID, written
+// {"workerGroups[0].instances.max", "C8"}.
+type Want [2]string
 
 // Check fails t unless err holds exactly the problems in wants (none: err
 // is nil), and works with errors.Is(ErrInvalid) and errors.As(*FieldError).
@@ -33,10 +34,10 @@ func Check(t testing.TB, err error, wants []Want) {
 	for _, w := range wants {
 		found := false
 		for _, g := range got {
-			found = found || (string(g.Path) == w.Path && g.Rule == w.Rule)
+			found = found || (string(g.Path) == w[0] && g.Rule == w[1])
 		}
 		if !found {
-			t.Errorf("missing problem %s [%s] in:\n%v", w.Path, w.Rule, err)
+			t.Errorf("missing problem %s [%s] in:\n%v", w[0], w[1], err)
 		}
 	}
 	if len(got) != len(wants) {
