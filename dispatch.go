@@ -9,6 +9,7 @@ import (
 	"github.com/aidlc/dlc/errs"
 	"github.com/aidlc/dlc/job"
 	"github.com/aidlc/dlc/scheduler"
+	"github.com/aidlc/dlc/storage"
 )
 
 // dispatchLocked places what can be placed: cluster- and group-mode runs
@@ -77,14 +78,30 @@ func (c *Client) placeLocked(ctx context.Context, r *job.Run, v int64) {
 		}
 		var cands []scheduler.Candidate
 		byID := map[string]*cluster.Cluster{}
+		clashing := 0
 		for _, cl := range all {
-			if !cl.Temporary && contains(cl.Spec.Groups, gid) {
-				cands = append(cands, scheduler.Candidate{ClusterID: cl.ID, Running: cl.State == cluster.Running, Abnormal: cl.State == cluster.Abnormal})
-				byID[cl.ID] = cl
+			if cl.Temporary || !contains(cl.Spec.Groups, gid) {
+				continue
 			}
+			cand := scheduler.Candidate{ClusterID: cl.ID, Running: cl.State == cluster.Running, Abnormal: cl.State == cluster.Abnormal}
+			// A member whose mounts take a path the job mounts on cannot
+			// host it: the job inherits the cluster's mounts (C16).
+			if len(storage.MountClashes("mounts", cl.Spec.Mounts, r.Config.Mounts)) > 0 {
+				if cand.Running {
+					clashing++
+				}
+				cand.Running = false
+			}
+			cands = append(cands, cand)
+			byID[cl.ID] = cl
 		}
 		if id, ok := c.policy.Pick(cands); ok {
 			c.submitLocked(ctx, r, v, byID[id])
+			return
+		}
+		if clashing > 0 {
+			_ = c.endRunLocked(ctx, r, v, job.Failed, fmt.Sprintf(
+				"every running member of group %s already mounts storage on a path this job mounts on; change the job's mount paths", gid))
 			return
 		}
 		c.setWaiting(ctx, r, v, job.WaitReason(scheduler.WhyNone(cands)), fmt.Sprintf("%d members in group %s", len(cands), gid))

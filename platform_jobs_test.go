@@ -245,3 +245,26 @@ func TestTemplatesC6(t *testing.T) {
 		t.Fatalf("deleted template: %v", err)
 	}
 }
+
+// C16, J9: a group run is not placed on a member whose mounts take one of
+// the job's mount paths; when every running member clashes, it fails
+// saying so.
+func TestGroupRunMountClash(t *testing.T) {
+	f := newFixture(t, dlctest.MemoryOptions{})
+	cl := f.runningCluster("mounted")
+	cl.Spec.Mounts = []storage.Mount{{Type: storage.CFS, Instance: "cfs-1a2b3c4d", MountPath: "/data"}}
+	_, err := f.c.EditCluster(f.ctx, cl)
+	f.must(err)
+	rec := f.job(dlc.NewJob("clash").OnGroup(f.grp).Mount(storage.Mount{Type: storage.COS, Instance: "d-1250000000", MountPath: "/data"}))
+	r, err := f.c.Run(f.ctx, rec.ID)
+	f.must(err)
+	if r.State != job.Failed || !strings.Contains(r.Message, "mounts storage on a path") {
+		t.Fatalf("clashing group run: %s %q", r.State, r.Message)
+	}
+	ok := f.job(dlc.NewJob("fine").OnGroup(f.grp).Mount(storage.Mount{Type: storage.COS, Instance: "d-1250000000", MountPath: "/models"}))
+	r, err = f.c.Run(f.ctx, ok.ID)
+	f.must(err)
+	if r.State != job.Provisioning {
+		t.Fatalf("non-clashing group run: %s %q", r.State, r.Message)
+	}
+}
