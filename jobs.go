@@ -22,6 +22,9 @@ func (c *Client) SaveJob(ctx context.Context, cfg *job.Config) (*job.Record, err
 	cfg = cfg.DeepCopy()
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if id, ok := c.recall(ctx, "save"); ok {
+		return c.GetJob(ctx, id)
+	}
 	if err := c.checkJobLocked(ctx, cfg); err != nil {
 		return nil, err
 	}
@@ -32,6 +35,7 @@ func (c *Client) SaveJob(ctx context.Context, cfg *job.Config) (*job.Record, err
 		return nil, err
 	}
 	rec.Version = v
+	c.remember(ctx, "save", rec.ID)
 	c.event(ctx, kindJob+"/"+rec.ID, "user", "create", cfg.Name)
 	return rec.DeepCopy(), nil
 }

@@ -268,3 +268,29 @@ func TestGroupRunMountClash(t *testing.T) {
 		t.Fatalf("non-clashing group run: %s %q", r.State, r.Message)
 	}
 }
+
+// A retried Submit under one request id saves one config and starts one run.
+func TestSubmitIdempotent(t *testing.T) {
+	f := newFixture(t, dlctest.MemoryOptions{})
+	f.runningCluster("c")
+	cfg, err := dlc.NewJob("retried").OnGroup(f.grp).COSPackage("cos://jobs-1250000000/j.zip").Entrypoint("python a.py").Build()
+	f.must(err)
+	ctx := dlc.WithRequestID(f.ctx, "req-42")
+	rec1, run1, err := job.Submit(ctx, f.c, cfg)
+	f.must(err)
+	rec2, run2, err := job.Submit(ctx, f.c, cfg)
+	f.must(err)
+	if rec1.ID != rec2.ID || run1.ID != run2.ID {
+		t.Fatalf("a retry made new objects: %s/%s vs %s/%s", rec1.ID, run1.ID, rec2.ID, run2.ID)
+	}
+	runs, _ := f.c.ListRuns(f.ctx, rec1.ID)
+	jobs, _ := f.c.ListJobs(f.ctx)
+	if len(runs) != 1 || len(jobs) != 1 {
+		t.Fatalf("%d runs, %d jobs after a retried submit", len(runs), len(jobs))
+	}
+	_, run3, err := job.Submit(dlc.WithRequestID(f.ctx, "req-43"), f.c, cfg)
+	f.must(err)
+	if run3.ID == run1.ID {
+		t.Fatal("a new request id returned the old run")
+	}
+}

@@ -13,7 +13,8 @@ import (
 // Run starts a new run of a job config's current revision (J14). The run
 // is queued, then waits with a reason while it cannot be placed (J18),
 // is provisioning while its cluster comes up or its job is submitted,
-// runs, and ends succeeded, failed or stopped. A run of a config whose
+// runs, and ends succeeded, failed or stopped. Under WithRequestID a
+// retried Run returns the first call's run. A run of a config whose
 // cluster group was deleted fails at once, saying so (J19).
 func (c *Client) Run(ctx context.Context, jobID string) (*job.Run, error) {
 	if err := ctx.Err(); err != nil {
@@ -21,6 +22,10 @@ func (c *Client) Run(ctx context.Context, jobID string) (*job.Run, error) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if id, ok := c.recall(ctx, "run/"+jobID); ok {
+		r, _, err := c.loadRun(ctx, id)
+		return r, err
+	}
 	rec, _, err := load[job.Record](ctx, c.be, kindJob, jobID)
 	if err != nil {
 		return nil, notFoundAs(err, "job", jobID)
@@ -40,6 +45,7 @@ func (c *Client) Run(ctx context.Context, jobID string) (*job.Run, error) {
 	if r.Version, err = save(ctx, c.be, kindRun, r.ID, 0, r); err != nil {
 		return nil, err
 	}
+	c.remember(ctx, "run/"+jobID, r.ID)
 	if r.Config.OnDemand != nil {
 		if err := c.queue(r.Config.OnDemand.ResourceGroup).Push(item); err != nil {
 			return nil, err
