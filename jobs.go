@@ -14,7 +14,8 @@ import (
 // can break, and its references — the existing cluster, the cluster
 // group, the resource group — must resolve. An on-demand config whose
 // minimum cluster could never fit its resource group's whole quota is
-// refused; one that fits only later is saved, and its runs wait.
+// refused; one that fits only later is saved, and its runs wait. Under
+// WithRequestID a retried SaveJob returns the first call's record.
 func (c *Client) SaveJob(ctx context.Context, cfg *job.Config) (*job.Record, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
