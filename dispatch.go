@@ -217,15 +217,30 @@ func (c *Client) clusterObserved(id string, obs cluster.Observation) {
 // failRunsOnLocked fails the unfinished runs on cl (its own run, for an
 // on-demand cluster).
 func (c *Client) failRunsOnLocked(ctx context.Context, cl *cluster.Cluster, msg string) {
-	runs, vs, err := loadAll[job.Run](ctx, c.be, kindRun)
+	runs, vs, err := c.activeRunsOnLocked(ctx, cl.ID)
 	if err != nil {
 		return
 	}
 	for i, r := range runs {
-		if r.ClusterID == cl.ID && (r.State == job.Provisioning || r.State == job.Running) {
-			_ = c.endRunLocked(ctx, r, vs[i], job.Failed, msg)
+		_ = c.endRunLocked(ctx, r, vs[i], job.Failed, msg)
+	}
+}
+
+// activeRunsOnLocked returns the runs provisioning or running on the
+// cluster, with their store versions.
+func (c *Client) activeRunsOnLocked(ctx context.Context, clusterID string) ([]*job.Run, []int64, error) {
+	runs, vs, err := loadAll[job.Run](ctx, c.be, kindRun)
+	if err != nil {
+		return nil, nil, err
+	}
+	var active []*job.Run
+	var versions []int64
+	for i, r := range runs {
+		if r.ClusterID == clusterID && (r.State == job.Provisioning || r.State == job.Running) {
+			active, versions = append(active, r), append(versions, vs[i])
 		}
 	}
+	return active, versions, nil
 }
 
 // stopActiveRunsLocked refuses op while runs are active on cl, unless
@@ -235,22 +250,16 @@ func (c *Client) stopActiveRunsLocked(ctx context.Context, cl *cluster.Cluster, 
 	for _, f := range opts {
 		f(&o)
 	}
-	runs, vs, err := loadAll[job.Run](ctx, c.be, kindRun)
+	active, vs, err := c.activeRunsOnLocked(ctx, cl.ID)
 	if err != nil {
 		return err
-	}
-	var active []int
-	for i, r := range runs {
-		if r.ClusterID == cl.ID && (r.State == job.Provisioning || r.State == job.Running) {
-			active = append(active, i)
-		}
 	}
 	if len(active) > 0 && !o.force {
 		return &errs.StateError{Kind: "cluster", ID: cl.ID, Op: string(op), State: string(cl.State),
 			Reason: fmt.Sprintf("%d runs are active on it; stop them, or pass dlc.Force() to stop them", len(active))}
 	}
-	for _, i := range active {
-		if err := c.endRunLocked(ctx, runs[i], vs[i], job.Stopped,
+	for i, r := range active {
+		if err := c.endRunLocked(ctx, r, vs[i], job.Stopped,
 			fmt.Sprintf("stopped: cluster %s was %s by %s", cl.ID, pastTense(op), UserFrom(ctx))); err != nil {
 			return err
 		}
