@@ -21,13 +21,25 @@ func (c *Client) dispatchLocked(ctx context.Context) {
 		ids = append(ids, id)
 	}
 	sort.Slice(ids, func(i, j int) bool { return c.waiting[ids[i]] < c.waiting[ids[j]] })
+	// Placing runs changes no cluster a group run could pick (only on-demand
+	// ones, which are in no group), so one listing serves the whole pass.
+	var clusters []*cluster.Cluster
+	var listErr error
+	listed := false
+	listClusters := func() ([]*cluster.Cluster, error) {
+		if !listed {
+			clusters, _, listErr = loadAll[cluster.Cluster](ctx, c.be, kindCluster)
+			listed = true
+		}
+		return clusters, listErr
+	}
 	for _, id := range ids {
 		r, v, err := c.loadRun(ctx, id)
 		if err != nil {
 			delete(c.waiting, id)
 			continue
 		}
-		c.placeLocked(ctx, r, v)
+		c.placeLocked(ctx, r, v, listClusters)
 	}
 	rgs := make([]string, 0, len(c.queues))
 	for rg := range c.queues {
@@ -51,7 +63,8 @@ func (c *Client) dispatchLocked(ctx context.Context) {
 
 // placeLocked puts a cluster- or group-mode run on a running cluster, or
 // records why it waits (J18), or fails it when its target is gone (J19).
-func (c *Client) placeLocked(ctx context.Context, r *job.Run, v int64) {
+// listClusters returns every cluster, as listed once for the dispatch pass.
+func (c *Client) placeLocked(ctx context.Context, r *job.Run, v int64, listClusters func() ([]*cluster.Cluster, error)) {
 	switch r.Config.Mode() {
 	case job.ClusterMode:
 		cl, _, err := c.loadCluster(ctx, r.Config.Cluster)
@@ -72,7 +85,7 @@ func (c *Client) placeLocked(ctx context.Context, r *job.Run, v int64) {
 			_ = c.endRunLocked(ctx, r, v, job.Failed, fmt.Sprintf("cluster group %s does not exist", gid))
 			return
 		}
-		all, _, err := loadAll[cluster.Cluster](ctx, c.be, kindCluster)
+		all, err := listClusters()
 		if err != nil {
 			return
 		}
