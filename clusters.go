@@ -455,23 +455,27 @@ func (c *Client) Autoscale(ctx context.Context, clusterID, group string, replica
 	}
 	want := min(max(replicas, wg.Instances.Min), wg.Instances.MaxOrMin())
 	cur := cl.Replicas[group]
-	granted := cur
-	for n := want; n != cur; {
-		cl.Replicas[group] = n
-		need, err := cl.Live.ResourcesAt(c.cat.Nodes, cl.Replicas)
+	granted := want
+	if want > cur {
+		// Grow only as far as the resource group can still allocate.
+		node, ok := c.cat.Nodes.Lookup(wg.NodeSpec)
+		if !ok {
+			return 0, errs.NotFound("node spec", wg.NodeSpec)
+		}
+		free, err := c.ledger.Allocatable(cl.Live.ResourceGroup)
 		if err != nil {
 			return 0, err
 		}
-		if err := c.ledger.Set(cl.Live.ResourceGroup, cl.ID, need); err == nil {
-			granted = n
-			break
-		}
-		if n < cur { // a scale-down always fits; this is unreachable
-			break
-		}
-		n--
+		granted = int(min(int64(want), int64(cur)+free.CountFits(node.Resources())))
 	}
 	cl.Replicas[group] = granted
+	need, err := cl.Live.ResourcesAt(c.cat.Nodes, cl.Replicas)
+	if err != nil {
+		return 0, err
+	}
+	if err := c.ledger.Set(cl.Live.ResourceGroup, cl.ID, need); err != nil {
+		return cur, err
+	}
 	if granted != cur {
 		if err := c.putCluster(ctx, cl, v); err != nil {
 			cl.Replicas[group] = cur
