@@ -224,8 +224,6 @@ func (c *Client) Events(ctx context.Context, kind, id string) ([]cluster.Event, 
 }
 
 // notFound turns a store's not-found into the kind's.
-func isNotFound(err error) bool { return errs.IsNotFound(err) }
-
 func notFoundAs(err error, kind, id string) error {
 	if errs.IsNotFound(err) {
 		return errs.NotFound(kind, id)

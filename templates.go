@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/aidlc/dlc/cluster"
+	"github.com/aidlc/dlc/errs"
 )
 
 // SaveTemplate saves a compute-environment template under its name (C6),
@@ -19,7 +20,7 @@ func (c *Client) SaveTemplate(ctx context.Context, t *cluster.Template) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	_, v, err := load[cluster.Template](ctx, c.be, kindTemplate, t.Name)
-	if err != nil && !isNotFound(err) {
+	if err != nil && !errs.IsNotFound(err) {
 		return err
 	}
 	if _, err := save(ctx, c.be, kindTemplate, t.Name, v, t.DeepCopy()); err != nil {
