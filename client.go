@@ -3,44 +3,59 @@ package dlc
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
+
+	"k8s.io/client-go/util/workqueue"
 
 	"github.com/aidlc/dlc/backend"
 	"github.com/aidlc/dlc/backend/memory"
 	"github.com/aidlc/dlc/cluster"
 	"github.com/aidlc/dlc/errs"
+	"github.com/aidlc/dlc/group"
 	"github.com/aidlc/dlc/job"
 	"github.com/aidlc/dlc/quota"
 	"github.com/aidlc/dlc/scheduler"
+	"github.com/aidlc/dlc/storage"
 )
 
-// Store keeps the platform's objects as versioned documents. A Put with
-// Version 0 creates (a conflict if the id is taken); otherwise Version
-// must be the current one, or the Put is a conflict and changes nothing.
+// Store keeps the platform's objects as versioned, labelled documents; it
+// is the only truth, shared by every client over it. Create fails with
+// ErrConflict when the id is taken; Update and Delete take the version
+// read and fail with ErrConflict when it is stale. Errors a caller may
+// retry (timeouts, throttling, server errors) are errors.Is
+// ErrUnavailable. Watch reports every change from the moment it returns
+// the snapshot, in order.
 type Store interface {
 	Get(ctx context.Context, kind, id string) (backend.Doc, error)
-	List(ctx context.Context, kind string) ([]backend.Doc, error)
-	Put(ctx context.Context, d backend.Doc) (int64, error)
-	Delete(ctx context.Context, kind, id string, version int64) error
-	AppendEvent(ctx context.Context, key string, e cluster.Event) error
-	Events(ctx context.Context, key string) ([]cluster.Event, error)
+	List(ctx context.Context, kind string, selector map[string]string) ([]backend.Doc, error)
+	Create(ctx context.Context, d backend.Doc) (version string, err error)
+	Update(ctx context.Context, d backend.Doc) (version string, err error)
+	Delete(ctx context.Context, kind, id, version string) error
+	Watch(ctx context.Context, h func(backend.Change)) (snapshot []backend.Doc, err error)
 }
 
-// Provisioner is the Ray side: it makes Ray clusters follow the platform's
-// clusters, runs jobs on them, and reports back to the Observer it is
-// given with Watch.
+// Provisioner is the Ray side. Every call is idempotent: the client's
+// reconcilers call it again after a failure or a restart. Observe tells
+// which cluster ("cluster") or run ("run") changed on Ray's side; the
+// reconcilers then read the state with ClusterStatus and RunStatus, which
+// fail with ErrNotFound when Ray has no such object.
 type Provisioner interface {
-	Watch(o backend.Observer)
+	Observe(ctx context.Context, f func(kind, id string))
 	ApplyCluster(ctx context.Context, c *cluster.Cluster) error
 	DeleteCluster(ctx context.Context, id string) error
+	ClusterStatus(ctx context.Context, id string) (cluster.Observation, error)
 	SubmitRun(ctx context.Context, r *job.Run, c *cluster.Cluster) error
 	StopRun(ctx context.Context, runID string) error
+	RunStatus(ctx context.Context, runID string) (job.Observation, error)
 	Pods(ctx context.Context, clusterID string) ([]cluster.Pod, error)
 	Logs(ctx context.Context, runID string) ([]string, error)
-	Dashboard(ctx context.Context, clusterID string) string
+	Dashboard(ctx context.Context, clusterID string) (string, error)
 }
 
 // Backend is a Store and a Provisioner, such as *memory.Backend.
@@ -53,19 +68,27 @@ type Backend interface {
 type Option func(*options)
 
 type options struct {
-	backend   Backend
-	clock     backend.Clock
-	catalogs  cluster.Catalogs
-	policy    scheduler.Policy
-	maxWait   time.Duration
-	logPrefix string
+	backend    Backend
+	clock      backend.Clock
+	catalogs   cluster.Catalogs
+	policy     scheduler.Policy
+	maxWait    time.Duration
+	logPrefix  string
+	workers    int
+	retries    int
+	baseDelay  time.Duration
+	maxDelay   time.Duration
+	grace      time.Duration
+	stepTime   time.Duration
+	cos        *storage.COSClient
+	workersSet bool
 }
 
 // WithBackend sets the backend; the default is a new memory backend.
 func WithBackend(b Backend) Option { return func(o *options) { o.backend = b } }
 
-// WithClock sets the clock the client stamps times with and queues by;
-// pass the backend's clock in tests.
+// WithClock sets the clock the client stamps times with, queues by and
+// retries on; pass the backend's clock in tests.
 func WithClock(c backend.Clock) Option { return func(o *options) { o.clock = c } }
 
 // WithCatalogs replaces the node spec and image catalogs.
@@ -82,6 +105,36 @@ func WithMaxWait(d time.Duration) Option { return func(o *options) { o.maxWait =
 // WithLogsLocation sets the prefix of where runs' logs are kept, e.g.
 // "cos://logs-1250000000/dlc"; a run's logs are at <prefix>/<run id>.
 func WithLogsLocation(prefix string) Option { return func(o *options) { o.logPrefix = prefix } }
+
+// WithWorkers sets how many goroutines run the reconcilers (default 8).
+// Zero starts none: the caller runs what is queued with RunPending, as
+// dlctest.NewMemory does on its fake clock, so that every step is
+// deterministic.
+func WithWorkers(n int) Option {
+	return func(o *options) { o.workers, o.workersSet = max(n, 0), true }
+}
+
+// WithRetries sets how a failing background step is retried: up to
+// retries times (default 8), waiting from base (default 10ms) doubling
+// up to max (default 30s). After the last retry the object turns
+// abnormal (a cluster) or failed (a run) with the error as its reason;
+// a delete keeps retrying at the longest wait.
+func WithRetries(retries int, base, max time.Duration) Option {
+	return func(o *options) { o.retries, o.baseDelay, o.maxDelay = retries, base, max }
+}
+
+// WithRepairGrace sets how long a reservation whose holder no longer
+// justifies it (deleted, hibernated, ended: left by a crash between two
+// writes) is kept before the quota reconciler releases it (default 30s).
+func WithRepairGrace(d time.Duration) Option { return func(o *options) { o.grace = d } }
+
+// WithStepTimeout sets how long a cluster may stay creating, starting or
+// hibernating before it turns abnormal, saying it timed out (default 10m).
+func WithStepTimeout(d time.Duration) Option { return func(o *options) { o.stepTime = d } }
+
+// WithCOS sets the COS client that job packages in COS are inspected with
+// when a job config is saved (J5); without it only local packages are.
+func WithCOS(c *storage.COSClient) Option { return func(o *options) { o.cos = c } }
 
 type userKey struct{}
 
@@ -101,35 +154,46 @@ func UserFrom(ctx context.Context) string {
 
 // Client is the platform: clusters, cluster groups, templates, job
 // configs, runs, quota and scheduling over one backend. It is safe for
-// concurrent use. State changes are serialised inside the client; each
-// goes through one place per entity that checks the state machine, the
-// quota and the store's version.
+// concurrent use, and several clients (in one process or many) may share
+// one store: every decision is a compare-and-swap on a stored object, so
+// they decide the same. A user call validates, writes the desired state
+// and returns; reconcilers inside the client take each object the rest
+// of the way, retrying with backoff. Close stops them.
 type Client struct {
-	opts   options
-	be     Backend
+	o      options
+	store  Store
+	ray    Provisioner
 	clock  backend.Clock
 	cat    cluster.Catalogs
 	policy scheduler.Policy
+	cache  *cache
 
-	mu      sync.Mutex
-	ledger  *quota.Ledger
-	queues  map[string]*scheduler.Queue // on-demand runs by resource group
-	waiting map[string]uint64           // cluster- and group-mode runs not yet placed, by submission order
-	seq     uint64
+	queue   workqueue.TypedInterface[string]
+	limiter workqueue.TypedRateLimiter[string]
+	ctx     context.Context
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+
+	mu       sync.Mutex
+	failures map[string]int   // consecutive failures of a key's reconcile
+	timers   map[string]timer // a key's pending requeue, to stop
+	timerSeq uint64
+	repaired map[string]time.Time // when each resource group's holders were last audited
+	seq      uint64               // the last run Seq handed out
 }
 
 // New returns a client; with no options it runs on a new memory backend
-// with the real clock.
-func New(opts ...Option) *Client {
-	o := options{}
+// with the real clock. It reads the store once (the snapshot its cache
+// starts from), then reconciles every object it found: what another
+// client, or this process before a restart, left half-done is finished.
+func New(opts ...Option) (*Client, error) {
+	o := options{workers: 8, retries: 8, baseDelay: 10 * time.Millisecond, maxDelay: 30 * time.Second,
+		grace: 30 * time.Second, stepTime: 10 * time.Minute}
 	for _, f := range opts {
 		f(&o)
 	}
 	if o.clock == nil {
 		o.clock = backend.RealClock{}
-	}
-	if o.backend == nil {
-		o.backend = memory.New(memory.Options{Clock: o.clock, NodeSpecs: o.catalogs.Nodes})
 	}
 	if o.catalogs.Nodes.Len() == 0 {
 		o.catalogs.Nodes = quota.DefaultCatalog()
@@ -137,16 +201,51 @@ func New(opts ...Option) *Client {
 	if len(o.catalogs.Images.Names()) == 0 {
 		o.catalogs.Images = cluster.DefaultImages()
 	}
+	if o.backend == nil {
+		o.backend = memory.New(memory.Options{Clock: o.clock, NodeSpecs: o.catalogs.Nodes})
+	}
 	if o.policy == nil {
 		o.policy = scheduler.NewRandom(time.Now().UnixNano())
 	}
 	if o.logPrefix == "" {
 		o.logPrefix = "memory://logs"
 	}
-	c := &Client{opts: o, be: o.backend, clock: o.clock, cat: o.catalogs, policy: o.policy,
-		ledger: quota.NewLedger(), queues: map[string]*scheduler.Queue{}, waiting: map[string]uint64{}}
-	c.be.Watch(observer{c})
-	return c
+	if o.baseDelay <= 0 {
+		o.baseDelay = 10 * time.Millisecond
+	}
+	if o.maxDelay < o.baseDelay {
+		o.maxDelay = o.baseDelay
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &Client{o: o, store: o.backend, ray: o.backend, clock: o.clock, cat: o.catalogs, policy: o.policy,
+		cache: newCache(), ctx: ctx, cancel: cancel, failures: map[string]int{}, timers: map[string]timer{}, repaired: map[string]time.Time{},
+		queue:   workqueue.NewTyped[string](),
+		limiter: workqueue.NewTypedItemExponentialFailureRateLimiter[string](o.baseDelay, o.maxDelay)}
+	snap, err := c.store.Watch(ctx, c.onChange)
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("dlc: watching the store: %w", err)
+	}
+	for _, d := range snap {
+		c.cache.put(d)
+	}
+	c.ray.Observe(ctx, func(kind, id string) { c.enqueue(kind + "/" + id) })
+	c.resync()
+	for range o.workers {
+		c.wg.Add(1)
+		go c.worker()
+	}
+	return c, nil
+}
+
+// Close stops the client's reconcilers and watches; what they had not
+// finished is finished by another client on the same store, or by the
+// next one started on it. Close waits for the steps in progress.
+func (c *Client) Close() error {
+	c.cancel()
+	c.queue.ShutDown()
+	c.wg.Wait()
+	return nil
 }
 
 // Catalogs returns the node spec and image catalogs the client validates with.
@@ -159,6 +258,8 @@ const (
 	kindTemplate = "template"
 	kindJob      = "job"
 	kindRun      = "run"
+	kindRG       = "resourcegroup"
+	kindName     = "name"
 )
 
 func newID(prefix string) string {
@@ -171,62 +272,128 @@ func newID(prefix string) string {
 	return prefix + "-" + string(b)
 }
 
-func load[T any](ctx context.Context, s Store, kind, id string) (*T, int64, error) {
-	d, err := s.Get(ctx, kind, id)
-	if err != nil {
-		return nil, 0, err
+// idFor derives an object id from a request id, so a retried call finds
+// the object the first attempt made.
+func idFor(prefix string, parts ...string) string {
+	h := sha256.New()
+	for _, p := range parts {
+		h.Write([]byte(p))
+		h.Write([]byte{0})
 	}
+	return prefix + "-r" + hex.EncodeToString(h.Sum(nil))[:16]
+}
+
+// decode reads a document's content into a new T.
+func decode[T any](d backend.Doc) (*T, error) {
 	v := new(T)
 	if err := json.Unmarshal(d.Data, v); err != nil {
-		return nil, 0, fmt.Errorf("%s %q: corrupt document: %w", kind, id, err)
+		return nil, fmt.Errorf("%s %q: corrupt document: %w", d.Kind, d.ID, err)
 	}
-	return v, d.Version, nil
+	return v, nil
 }
 
-func loadAll[T any](ctx context.Context, s Store, kind string) ([]*T, []int64, error) {
-	docs, err := s.List(ctx, kind)
+// decodeInto reads JSON into v.
+func decodeInto(data []byte, v any) error { return json.Unmarshal(data, v) }
+
+// cached returns a copy of kind/id from the cache, or a typed
+// not-found. The cache decodes each version once, as an informer keeps
+// typed objects; every caller gets a deep copy of its own.
+func cached[T any](c *Client, kind, id string) (*T, string, error) {
+	d, ok := c.cache.get(kind, id)
+	if !ok {
+		return nil, "", errs.NotFound(kind, id)
+	}
+	obj, ok, err := c.cache.object(kind, id, d.Version, func(d backend.Doc) (any, error) { return decode[T](d) })
 	if err != nil {
-		return nil, nil, err
+		return nil, "", err
 	}
-	out := make([]*T, 0, len(docs))
-	vs := make([]int64, 0, len(docs))
-	for _, d := range docs {
-		v := new(T)
-		if err := json.Unmarshal(d.Data, v); err != nil {
-			return nil, nil, fmt.Errorf("%s %q: corrupt document: %w", kind, d.ID, err)
-		}
-		out = append(out, v)
-		vs = append(vs, d.Version)
+	v, isT := obj.(*T)
+	if !ok || !isT {
+		v, err := decode[T](d) // changed meanwhile: this version, decoded
+		return v, d.Version, err
 	}
-	return out, vs, nil
+	return deepCopy(v), d.Version, nil
 }
 
-func save(ctx context.Context, s Store, kind, id string, version int64, v any) (int64, error) {
+// deepCopy copies a stored object so that the caller shares nothing with
+// the cache.
+func deepCopy[T any](v *T) *T {
+	switch x := any(v).(type) {
+	case *cluster.Cluster:
+		return any(x.DeepCopy()).(*T)
+	case *job.Run:
+		return any(x.DeepCopy()).(*T)
+	case *job.Record:
+		return any(x.DeepCopy()).(*T)
+	case *quota.Account:
+		return any(x.DeepCopy()).(*T)
+	case *cluster.Template:
+		return any(x.DeepCopy()).(*T)
+	case *group.Group:
+		g := *x
+		g.Events = slices.Clone(x.Events)
+		return any(&g).(*T)
+	}
+	data, _ := json.Marshal(v)
+	out := new(T)
+	_ = json.Unmarshal(data, out)
+	return out
+}
+
+// fresh reads kind/id from the store itself: after a conflict, when the
+// cache may be behind. The cache is left to the watch: a read may race a
+// newer change and must not put an older version back.
+func fresh[T any](ctx context.Context, c *Client, kind, id string) (*T, string, error) {
+	d, err := c.store.Get(ctx, kind, id)
+	if err != nil {
+		return nil, "", err
+	}
+	v, err := decode[T](d)
+	return v, d.Version, err
+}
+
+func encode(kind, id, version string, labels map[string]string, v any) (backend.Doc, error) {
 	data, err := json.Marshal(v)
 	if err != nil {
-		return 0, err
+		return backend.Doc{}, err
 	}
-	return s.Put(ctx, backend.Doc{Kind: kind, ID: id, Version: version, Data: data})
+	return backend.Doc{Kind: kind, ID: id, Version: version, Labels: labels, Data: data}, nil
 }
 
-func (c *Client) event(ctx context.Context, key, source, action, msg string) {
+// create stores a new object and returns its version.
+func (c *Client) create(ctx context.Context, kind, id string, labels map[string]string, v any) (string, error) {
+	d, err := encode(kind, id, "", labels, v)
+	if err != nil {
+		return "", err
+	}
+	return c.store.Create(ctx, d)
+}
+
+// update stores v over version and returns the new version.
+func (c *Client) update(ctx context.Context, kind, id, version string, labels map[string]string, v any) (string, error) {
+	d, err := encode(kind, id, version, labels, v)
+	if err != nil {
+		return "", err
+	}
+	return c.store.Update(ctx, d)
+}
+
+// event makes a log entry; user entries name the caller.
+func (c *Client) event(ctx context.Context, source, action, msg string) cluster.Event {
 	e := cluster.Event{Time: c.clock.Now(), Source: source, Action: action, Message: msg}
 	if source == "user" {
 		e.Actor = UserFrom(ctx)
 	}
-	_ = c.be.AppendEvent(context.WithoutCancel(ctx), key, e)
+	return e
 }
 
-// Events returns the operation and event log of an object: kind is
-// "cluster", "group", "job" or "run".
-func (c *Client) Events(ctx context.Context, kind, id string) ([]cluster.Event, error) {
-	return c.be.Events(ctx, kind+"/"+id)
-}
-
-// notFound turns a store's not-found into the kind's.
+// notFoundAs turns a store's not-found into the kind's.
 func notFoundAs(err error, kind, id string) error {
 	if errs.IsNotFound(err) {
 		return errs.NotFound(kind, id)
 	}
 	return err
 }
+
+// conflictRetries bounds compare-and-swap loops on one object.
+const conflictRetries = 16

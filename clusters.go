@@ -2,6 +2,7 @@ package dlc
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"reflect"
 	"sort"
@@ -13,14 +14,19 @@ import (
 	"github.com/aidlc/dlc/quota"
 )
 
-// OpOption modifies a cluster operation.
-type OpOption func(*opOptions)
+// ClusterService is the compute clusters of a Client (C1–C16).
+type ClusterService struct{ c *Client }
 
-type opOptions struct{ force bool }
+// Clusters returns the client's compute clusters.
+func (c *Client) Clusters() *ClusterService { return &ClusterService{c} }
 
-// Force lets DeleteCluster and HibernateCluster go ahead while runs are
-// active on the cluster: those runs are stopped, with the reason.
-func Force() OpOption { return func(o *opOptions) { o.force = true } }
+// DeleteOptions modify a delete or a hibernate.
+type DeleteOptions struct {
+	// Force goes ahead while runs are active on the cluster, stopping them
+	// with the reason, and deletes a cluster in any state, a transitional
+	// or an on-demand one included.
+	Force bool
+}
 
 // EditResult says what an edit changed at once and what waits for the
 // cluster's next start.
@@ -30,79 +36,80 @@ type EditResult struct {
 	NeedsRestart []string // settings that take effect at the next start
 }
 
-// CreateCluster validates spec, checks that its cluster groups (C2) and
-// resource group (C4) exist and that its name is free, and stores the
-// cluster. It starts in state creating and becomes created once the
-// backend has it; call StartCluster to run it.
-func (c *Client) CreateCluster(ctx context.Context, spec *cluster.Spec) (*cluster.Cluster, error) {
+// AutoscaleResult is the answer to a scale request of Ray's autoscaler.
+type AutoscaleResult struct {
+	Asked   int // the count asked for
+	Granted int // the count the worker group now has
+	// QuotaRefused is true when the grant is below what was asked (within
+	// the group's instance range) because the resource group cannot
+	// allocate more; Reason then says what was missing.
+	QuotaRefused bool
+	Reason       string
+}
+
+// Labels of stored clusters.
+const (
+	labelState     = "state"
+	labelTemporary = "temporary"
+	labelQuota     = "quota"  // the resource group of its reservation
+	groupLabel     = "group." // + group id, value "1"
+)
+
+func clusterLabels(cl *cluster.Cluster) map[string]string {
+	l := map[string]string{labelState: string(cl.State)}
+	if cl.QuotaGroup != "" {
+		l[labelQuota] = cl.QuotaGroup
+	}
+	if cl.Temporary {
+		l[labelTemporary] = "1"
+	}
+	for _, g := range cl.Spec.Groups {
+		l[groupLabel+g] = "1"
+	}
+	return l
+}
+
+// Create validates spec, checks that its cluster groups (C2) and resource
+// group (C4) exist, claims its name, and stores the cluster. It starts in
+// state creating and becomes created once Ray has it (suspended); call
+// Start to run it.
+func (s *ClusterService) Create(ctx context.Context, spec *cluster.Spec) (*cluster.Cluster, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.createClusterLocked(ctx, spec.DeepCopy())
+	return s.c.createCluster(ctx, spec.DeepCopy(), "create", "cluster "+spec.Name+" created")
 }
 
-func (c *Client) createClusterLocked(ctx context.Context, spec *cluster.Spec) (*cluster.Cluster, error) {
+func (c *Client) createCluster(ctx context.Context, spec *cluster.Spec, action, msg string) (*cluster.Cluster, error) {
 	if spec.Priority == 0 {
 		spec.Priority = cluster.DefaultPriority
 	}
-	if err := c.checkClusterSpecLocked(ctx, "", spec); err != nil {
+	if err := c.checkClusterSpec(spec); err != nil {
 		return nil, err
 	}
 	now := c.clock.Now()
-	cl := &cluster.Cluster{ID: newID("cls"), Spec: *spec, State: cluster.Creating,
+	cl := &cluster.Cluster{ID: newID("cls"), Spec: *spec, State: cluster.Creating, Generation: 1,
 		Creator: UserFrom(ctx), CreatedAt: now, UpdatedAt: now}
-	v, err := save(ctx, c.be, kindCluster, cl.ID, 0, cl)
+	cl.Events = cluster.AppendEvent(nil, c.event(ctx, "user", action, msg))
+	if err := c.claimName(ctx, kindCluster, spec.Name, cl.ID); err != nil {
+		return nil, err
+	}
+	v, err := c.create(ctx, kindCluster, cl.ID, clusterLabels(cl), cl)
 	if err != nil {
+		if got, gerr := c.getFresh(ctx, cl.ID); gerr == nil {
+			return got, nil // created, though the reply was lost
+		} else if errs.IsNotFound(gerr) {
+			c.releaseName(ctx, kindCluster, spec.Name, cl.ID)
+		}
 		return nil, err
 	}
 	cl.Version = v
-	c.event(ctx, kindCluster+"/"+cl.ID, "user", "create", "cluster "+spec.Name+" created")
-	c.applyLocked(ctx, cl)
-	return cl.DeepCopy(), nil
+	return cl, nil
 }
 
-// checkClusterSpecLocked validates a spec and its references; self is the
-// cluster's own id when editing.
-func (c *Client) checkClusterSpecLocked(ctx context.Context, self string, spec *cluster.Spec) error {
-	l := spec.Problems(c.cat)
-	for i, g := range spec.Groups {
-		if g == "" {
-			continue
-		}
-		if _, _, err := load[groupRecord](ctx, c.be, kindGroup, g); errs.IsNotFound(err) {
-			l = append(l, errs.Invalid(errs.NewPath("groups").Index(i), "C2", g, "no cluster group with this id; create it first"))
-		} else if err != nil {
-			return err
-		}
-	}
-	if spec.ResourceGroup != "" {
-		if u, ok := c.ledger.Lookup(spec.ResourceGroup); !ok {
-			l = append(l, errs.Invalid("resourceGroup", "C4", spec.ResourceGroup, "no resource group with this id; register it first"))
-		} else if spec.ResourcePackage != "" && u.Package != spec.ResourcePackage {
-			l = append(l, errs.Invalid("resourcePackage", "C4", spec.ResourcePackage,
-				fmt.Sprintf("resource group %s belongs to package %s", spec.ResourceGroup, u.Package)))
-		}
-	}
-	if err := l.ToError(); err != nil {
-		return err
-	}
-	all, _, err := loadAll[cluster.Cluster](ctx, c.be, kindCluster)
-	if err != nil {
-		return err
-	}
-	for _, o := range all {
-		if o.ID != self && !o.Temporary && o.Spec.Name == spec.Name {
-			return errs.Conflict("cluster", spec.Name, "the name is taken by cluster "+o.ID)
-		}
-	}
-	return nil
-}
-
-// GetCluster returns the cluster with this id.
-func (c *Client) GetCluster(ctx context.Context, id string) (*cluster.Cluster, error) {
-	cl, v, err := load[cluster.Cluster](ctx, c.be, kindCluster, id)
+// getFresh reads a cluster from the store itself.
+func (c *Client) getFresh(ctx context.Context, id string) (*cluster.Cluster, error) {
+	cl, v, err := fresh[cluster.Cluster](context.WithoutCancel(ctx), c, kindCluster, id)
 	if err != nil {
 		return nil, notFoundAs(err, "cluster", id)
 	}
@@ -110,43 +117,114 @@ func (c *Client) GetCluster(ctx context.Context, id string) (*cluster.Cluster, e
 	return cl, nil
 }
 
-// ListClusters returns every cluster, on-demand ones included
-// (Temporary), by id.
-func (c *Client) ListClusters(ctx context.Context) ([]*cluster.Cluster, error) {
-	all, vs, err := loadAll[cluster.Cluster](ctx, c.be, kindCluster)
-	for i := range all {
-		all[i].Version = vs[i]
+// checkClusterSpec validates a spec and what it refers to.
+func (c *Client) checkClusterSpec(spec *cluster.Spec) error {
+	l := spec.Problems(c.cat)
+	for i, g := range spec.Groups {
+		if g == "" {
+			continue
+		}
+		if _, ok := c.cache.get(kindGroup, g); !ok {
+			l = append(l, errs.Invalid(errs.NewPath("groups").Index(i), "C2", g, "no cluster group with this id; create it first"))
+		}
 	}
-	return all, err
+	if spec.ResourceGroup != "" {
+		a, _, err := cached[quota.Account](c, kindRG, spec.ResourceGroup)
+		switch {
+		case errs.IsNotFound(err):
+			l = append(l, errs.Invalid("resourceGroup", "C4", spec.ResourceGroup, "no resource group with this id; register it first"))
+		case err != nil:
+			return err
+		case spec.ResourcePackage != "" && a.Package != spec.ResourcePackage:
+			l = append(l, errs.Invalid("resourcePackage", "C4", spec.ResourcePackage,
+				fmt.Sprintf("resource group %s belongs to package %s", spec.ResourceGroup, a.Package)))
+		}
+	}
+	return l.ToError()
 }
 
-// StartCluster starts a created, hibernated or abnormal cluster (C11): it
-// reserves the head (twice with high availability) and the workers'
-// minimum in the resource group, or fails with ErrQuota and changes
-// nothing. The cluster is starting until Ray reports it running.
-func (c *Client) StartCluster(ctx context.Context, id string) (*cluster.Cluster, error) {
+// Get returns the cluster with this id.
+func (s *ClusterService) Get(ctx context.Context, id string) (*cluster.Cluster, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	cl, v, err := c.loadCluster(ctx, id)
+	return s.c.getCluster(id)
+}
+
+func (c *Client) getCluster(id string) (*cluster.Cluster, error) {
+	cl, v, err := cached[cluster.Cluster](c, kindCluster, id)
 	if err != nil {
+		return nil, notFoundAs(err, "cluster", id)
+	}
+	cl.Version = v
+	return cl, nil
+}
+
+// List returns every cluster, on-demand ones included (Temporary), by id.
+func (s *ClusterService) List(ctx context.Context) ([]*cluster.Cluster, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return s.c.listClusters(nil)
+}
+
+func (c *Client) listClusters(sel map[string]string) ([]*cluster.Cluster, error) {
+	docs := c.cache.selectDocs(kindCluster, sel)
+	out := make([]*cluster.Cluster, 0, len(docs))
+	for _, d := range docs {
+		cl, err := decode[cluster.Cluster](d)
+		if err != nil {
+			return nil, err
+		}
+		cl.Version = d.Version
+		out = append(out, cl)
+	}
+	return out, nil
+}
+
+// Events returns a cluster's operation and event log (C13), oldest first.
+func (s *ClusterService) Events(ctx context.Context, id string) ([]cluster.Event, error) {
+	cl, err := s.Get(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return cl.Events, nil
+}
+
+// Start starts a created, hibernated or abnormal cluster (C11): it
+// reserves the head (twice with high availability) and the workers'
+// minimum in the resource group, or fails with ErrQuota and changes
+// nothing. The cluster is starting until Ray reports it running.
+func (s *ClusterService) Start(ctx context.Context, id string) (*cluster.Cluster, error) {
+	return retryStale(ctx, s.c, id, s.start)
+}
+
+// retryStale runs op on cluster id again when its write lost a race with
+// a background step (a conflict on a cluster the caller gave no version
+// of), reading the cluster afresh from the store.
+func retryStale[T any](ctx context.Context, c *Client, id string, op func(context.Context, *cluster.Cluster) (T, error)) (T, error) {
+	cl, err := c.getCluster(id)
+	for attempt := 0; ; attempt++ {
+		if err != nil {
+			var zero T
+			return zero, err
+		}
+		v, err := op(ctx, cl)
+		if !errors.Is(err, errs.ErrConflict) || attempt >= conflictRetries || ctx.Err() != nil {
+			return v, err
+		}
+		cl, err = c.getFresh(ctx, id)
+	}
+}
+
+func (s *ClusterService) start(ctx context.Context, cl *cluster.Cluster) (*cluster.Cluster, error) {
+	c := s.c
+	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	if err := c.userOp(cl, cluster.OpStart); err != nil {
 		return nil, err
 	}
-	if err := c.startLocked(ctx, cl, v); err != nil {
-		return nil, err
-	}
-	c.event(ctx, kindCluster+"/"+id, "user", "start", "")
-	return cl.DeepCopy(), nil
-}
-
-// startLocked reserves quota, marks cl starting and hands it to the
-// backend. On error nothing has changed.
-func (c *Client) startLocked(ctx context.Context, cl *cluster.Cluster, v int64) error {
 	env := cl.Spec.Environment.DeepCopy()
 	replicas := map[string]int{}
 	for _, w := range env.Workers {
@@ -154,126 +232,143 @@ func (c *Client) startLocked(ctx context.Context, cl *cluster.Cluster, v int64) 
 	}
 	need, err := env.ResourcesAt(c.cat.Nodes, replicas)
 	if err != nil {
+		return nil, err
+	}
+	next := cl.DeepCopy()
+	next.State, next.Reason = cluster.Starting, ""
+	next.Live = &cluster.Live{ResourceGroup: cl.Spec.ResourceGroup, Environment: *env}
+	next.Replicas, next.PendingRestart = replicas, nil
+	next.Generation++
+	next.Events = cluster.AppendEvent(next.Events, c.event(ctx, "user", "start", "reserving "+need.String()))
+	if err := c.writeWithHold(ctx, next, cl, need); err != nil {
+		return nil, err
+	}
+	return next, nil
+}
+
+// writeWithHold reserves need for next in its live resource group, then
+// writes next over prev's version: reserve first, act second. A write that
+// certainly did not happen (a conflict) puts the reservation back; any
+// other failure leaves it for the repair reconciler, which releases it
+// once nothing justifies it.
+func (c *Client) writeWithHold(ctx context.Context, next, prev *cluster.Cluster, need quota.Resources) error {
+	rg := next.Live.ResourceGroup
+	var before quota.Resources
+	if _, err := c.changeAccount(ctx, rg, func(a *quota.Account) (bool, error) {
+		before = a.Held(next.ID)
+		return a.Set(next.ID, need, c.clock.Now())
+	}); err != nil {
 		return err
 	}
-	undo, err := c.reserve(cl.Spec.ResourceGroup, cl.ID, need, cl.Live)
+	moved := prev.Live != nil && prev.Live.ResourceGroup != rg
+	err := c.putCluster(ctx, next, prev.Version)
+	if err != nil && !errors.Is(err, errs.ErrConflict) && !errs.IsNotFound(err) {
+		// The write may have happened though its reply was lost: look.
+		if got, gerr := c.getFresh(ctx, next.ID); gerr == nil && got.Generation == next.Generation && got.State == next.State &&
+			reflect.DeepEqual(got.Replicas, next.Replicas) {
+			*next, err = *got, nil
+		} else if gerr != nil {
+			return err // cannot tell: the repair reconciler releases it if unjustified
+		}
+	}
 	if err != nil {
+		_, _ = c.changeAccount(context.WithoutCancel(ctx), rg, func(a *quota.Account) (bool, error) {
+			return a.Set(next.ID, before, c.clock.Now())
+		})
 		return err
 	}
-	prev := cl.DeepCopy()
-	cl.State, cl.Reason = cluster.Starting, ""
-	cl.Live = &cluster.Live{ResourceGroup: cl.Spec.ResourceGroup, Environment: *env}
-	cl.Replicas, cl.PendingRestart = replicas, nil
-	if err := c.putCluster(ctx, cl, v); err != nil {
-		undo()
-		*cl = *prev
-		return err
+	if moved {
+		// Release last: the old group's hold goes once the new one is written.
+		_, _ = c.changeAccount(context.WithoutCancel(ctx), prev.Live.ResourceGroup, func(a *quota.Account) (bool, error) {
+			return a.Release(next.ID), nil
+		})
 	}
-	c.applyLocked(ctx, cl)
 	return nil
 }
 
-// reserve makes holder's reservation need in group rg, moving it from the
-// resource group of prev when that differs. undo puts things back.
-func (c *Client) reserve(rg, holder string, need quota.Resources, prev *cluster.Live) (undo func(), err error) {
-	prevRG := rg
-	if prev != nil {
-		prevRG = prev.ResourceGroup
-	}
-	oldSame, oldPrev := c.ledger.Held(rg, holder), c.ledger.Held(prevRG, holder)
-	if prevRG != rg {
-		c.ledger.Release(prevRG, holder)
-	}
-	if err := c.ledger.Set(rg, holder, need); err != nil {
-		if prevRG != rg {
-			_ = c.ledger.Set(prevRG, holder, oldPrev)
-		}
-		return nil, err
-	}
-	return func() {
-		_ = c.ledger.Set(rg, holder, oldSame)
-		if prevRG != rg {
-			_ = c.ledger.Set(prevRG, holder, oldPrev)
-		}
-	}, nil
+// Hibernate releases a running or abnormal cluster's compute and keeps
+// its configuration and storage (C11). Active runs on it refuse the
+// hibernate unless opts.Force, which stops them.
+func (s *ClusterService) Hibernate(ctx context.Context, id string, opts DeleteOptions) (*cluster.Cluster, error) {
+	return retryStale(ctx, s.c, id, func(ctx context.Context, cl *cluster.Cluster) (*cluster.Cluster, error) {
+		return s.hibernate(ctx, cl, opts)
+	})
 }
 
-// HibernateCluster releases a running or abnormal cluster's compute and
-// keeps its configuration and storage (C11). Active runs on it refuse the
-// hibernate unless Force is given, which stops them.
-func (c *Client) HibernateCluster(ctx context.Context, id string, opts ...OpOption) (*cluster.Cluster, error) {
+func (s *ClusterService) hibernate(ctx context.Context, cl *cluster.Cluster, opts DeleteOptions) (*cluster.Cluster, error) {
+	c := s.c
 	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	cl, v, err := c.loadCluster(ctx, id)
-	if err != nil {
 		return nil, err
 	}
 	if err := c.userOp(cl, cluster.OpHibernate); err != nil {
 		return nil, err
 	}
-	if err := c.stopActiveRunsLocked(ctx, cl, cluster.OpHibernate, opts); err != nil {
+	if err := c.stopActiveRuns(ctx, cl, cluster.OpHibernate, opts.Force); err != nil {
 		return nil, err
 	}
-	cl.State = cluster.Hibernating
-	if err := c.putCluster(ctx, cl, v); err != nil {
+	next := cl.DeepCopy()
+	next.State = cluster.Hibernating
+	next.Generation++
+	next.Events = cluster.AppendEvent(next.Events, c.event(ctx, "user", "hibernate", ""))
+	if err := c.putCluster(ctx, next, cl.Version); err != nil {
 		return nil, err
 	}
-	c.event(ctx, kindCluster+"/"+id, "user", "hibernate", "")
-	c.applyLocked(ctx, cl)
-	return cl.DeepCopy(), nil
+	return next, nil
 }
 
-// DeleteCluster deletes a cluster and releases everything attached
-// (C11); it is irreversible. Active runs on it refuse the delete unless
-// Force is given, which stops them; runs still waiting for this cluster
-// fail, saying it was deleted.
-func (c *Client) DeleteCluster(ctx context.Context, id string, opts ...OpOption) error {
+// Delete deletes a cluster and releases everything attached (C11); it is
+// irreversible. Active runs on it refuse the delete unless opts.Force,
+// which stops them; Force also deletes in a transitional state. Runs
+// still waiting for this cluster fail, saying it was deleted. The cluster
+// is deleting until Ray has released it, then it is gone.
+func (s *ClusterService) Delete(ctx context.Context, id string, opts DeleteOptions) error {
+	_, err := retryStale(ctx, s.c, id, func(ctx context.Context, cl *cluster.Cluster) (struct{}, error) {
+		return struct{}{}, s.delete(ctx, cl, opts)
+	})
+	return err
+}
+
+func (s *ClusterService) delete(ctx context.Context, cl *cluster.Cluster, opts DeleteOptions) error {
+	c := s.c
+	id := cl.ID
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	cl, v, err := c.loadCluster(ctx, id)
+	t := cluster.Trigger(cluster.OpDelete)
+	if opts.Force {
+		t = cluster.ForceDelete
+	} else if err := c.userOp(cl, cluster.OpDelete); err != nil {
+		return err
+	}
+	to, _, err := cluster.Transition(id, cl.State, t)
 	if err != nil {
 		return err
 	}
-	if err := c.userOp(cl, cluster.OpDelete); err != nil {
+	if err := c.stopActiveRuns(ctx, cl, cluster.OpDelete, opts.Force); err != nil {
 		return err
 	}
-	if err := c.stopActiveRunsLocked(ctx, cl, cluster.OpDelete, opts); err != nil {
-		return err
+	if cl.State == cluster.Deleting {
+		return nil
 	}
-	if err := c.deleteClusterLocked(ctx, cl, v); err != nil {
-		return err
+	next := cl.DeepCopy()
+	next.State = to
+	next.Generation++
+	action := "delete"
+	if opts.Force {
+		action = "force-delete"
 	}
-	c.event(ctx, kindCluster+"/"+id, "user", "delete", "")
-	c.dispatchLocked(ctx)
-	return nil
+	next.Events = cluster.AppendEvent(next.Events, c.event(ctx, "user", action, ""))
+	return c.putCluster(ctx, next, cl.Version)
 }
 
-func (c *Client) deleteClusterLocked(ctx context.Context, cl *cluster.Cluster, v int64) error {
-	cl.State = cluster.Deleting
-	if err := c.putCluster(ctx, cl, v); err != nil {
-		return err
-	}
-	if err := c.be.DeleteCluster(ctx, cl.ID); err != nil {
-		c.event(ctx, kindCluster+"/"+cl.ID, "system", "delete-failed", err.Error())
-	}
-	return nil
-}
-
-// CloneCluster copies a cluster's spec, in any state, into a new cluster
-// called newName (C11); the copy starts created.
-func (c *Client) CloneCluster(ctx context.Context, id, newName string) (*cluster.Cluster, error) {
+// Clone copies a cluster's spec, in any state, into a new cluster called
+// newName (C11); the copy starts as a new cluster does.
+func (s *ClusterService) Clone(ctx context.Context, id, newName string) (*cluster.Cluster, error) {
+	c := s.c
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	cl, _, err := c.loadCluster(ctx, id)
+	cl, err := c.getCluster(id)
 	if err != nil {
 		return nil, err
 	}
@@ -282,30 +377,25 @@ func (c *Client) CloneCluster(ctx context.Context, id, newName string) (*cluster
 	}
 	spec := cl.Spec.DeepCopy()
 	spec.Name = newName
-	out, err := c.createClusterLocked(ctx, spec)
-	if err == nil {
-		c.event(ctx, kindCluster+"/"+id, "user", "clone", "cloned as "+out.ID)
-	}
-	return out, err
+	return c.createCluster(ctx, spec, "clone", "cloned from "+id)
 }
 
-// EditCluster replaces the spec of in.ID with in.Spec (C11). in.Version
-// must be the version read: a stale edit is a conflict. On a running or
-// abnormal cluster, worker instance ranges and metadata apply at once
-// (the reservation follows, or ErrQuota changes nothing); the rest is
-// listed in NeedsRestart and applies at the next start.
-func (c *Client) EditCluster(ctx context.Context, in *cluster.Cluster) (*EditResult, error) {
+// Edit replaces the spec of in.ID with in.Spec (C11). in.Version must be
+// the version read: a stale edit is a conflict. On a running or abnormal
+// cluster, worker instance ranges and metadata apply at once (the
+// reservation follows, or ErrQuota changes nothing); the rest is listed
+// in NeedsRestart and applies at the next start.
+func (s *ClusterService) Edit(ctx context.Context, in *cluster.Cluster) (*EditResult, error) {
+	c := s.c
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	cur, v, err := c.loadCluster(ctx, in.ID)
+	cur, err := c.getCluster(in.ID)
 	if err != nil {
 		return nil, err
 	}
-	if in.Version != v {
-		return nil, errs.Conflict("cluster", in.ID, fmt.Sprintf("stale version %d, current %d: read it again", in.Version, v))
+	if in.Version != cur.Version {
+		return nil, errs.Conflict("cluster", in.ID, "stale version: read it again")
 	}
 	if err := c.userOp(cur, cluster.OpEdit); err != nil {
 		return nil, err
@@ -314,15 +404,23 @@ func (c *Client) EditCluster(ctx context.Context, in *cluster.Cluster) (*EditRes
 	if spec.Priority == 0 {
 		spec.Priority = cluster.DefaultPriority
 	}
-	if err := c.checkClusterSpecLocked(ctx, cur.ID, spec); err != nil {
+	if err := c.checkClusterSpec(spec); err != nil {
 		return nil, err
 	}
 	live, restart := specChanges(&cur.Spec, spec)
 	next := cur.DeepCopy()
 	next.Spec = *spec
-	undo := func() {}
+	renamed := spec.Name != cur.Spec.Name
+	if renamed {
+		if err := c.claimName(ctx, kindCluster, spec.Name, cur.ID); err != nil {
+			return nil, err
+		}
+	}
+	var werr error
 	if cur.Live == nil {
 		live, restart = append(live, restart...), nil
+		next.Events = cluster.AppendEvent(next.Events, c.event(ctx, "user", "edit", strings.Join(live, ", ")))
+		werr = c.putCluster(ctx, next, cur.Version)
 	} else {
 		// Worker ranges of groups Ray already runs apply now.
 		for i := range next.Live.Workers {
@@ -339,21 +437,23 @@ func (c *Client) EditCluster(ctx context.Context, in *cluster.Cluster) (*EditRes
 		if err != nil {
 			return nil, err
 		}
-		if undo, err = c.reserve(next.Live.ResourceGroup, next.ID, need, next.Live); err != nil {
-			return nil, err
-		}
 		next.PendingRestart = mergeSorted(cur.PendingRestart, restart)
+		if !reflect.DeepEqual(next.Replicas, cur.Replicas) {
+			next.Generation++
+		}
+		next.Events = cluster.AppendEvent(next.Events, c.event(ctx, "user", "edit", strings.Join(append(live, restart...), ", ")))
+		werr = c.writeWithHold(ctx, next, cur, need)
 	}
-	if err := c.putCluster(ctx, next, v); err != nil {
-		undo()
-		return nil, err
+	if werr != nil {
+		if renamed {
+			c.releaseName(ctx, kindCluster, spec.Name, cur.ID)
+		}
+		return nil, werr
 	}
-	c.event(ctx, kindCluster+"/"+next.ID, "user", "edit", strings.Join(append(live, restart...), ", "))
-	if next.State == cluster.Running {
-		c.applyLocked(ctx, next)
+	if renamed {
+		c.releaseName(ctx, kindCluster, cur.Spec.Name, cur.ID)
 	}
-	c.dispatchLocked(ctx)
-	return &EditResult{Cluster: next.DeepCopy(), Applied: live, NeedsRestart: restart}, nil
+	return &EditResult{Cluster: next, Applied: live, NeedsRestart: restart}, nil
 }
 
 // specChanges names what differs between two specs: what applies to a
@@ -397,21 +497,17 @@ func specChanges(a, b *cluster.Spec) (live, restart []string) {
 			add(!reflect.DeepEqual(o.Env, w.Env) || !reflect.DeepEqual(o.Labels, w.Labels) || !reflect.DeepEqual(o.Resources, w.Resources), p+".node settings", false)
 		}
 	}
-	for _, name := range sortedNames(old) {
+	removed := make([]string, 0, len(old))
+	for name := range old {
+		removed = append(removed, name)
+	}
+	sort.Strings(removed)
+	for _, name := range removed {
 		add(true, "workerGroups "+name+" (removed)", false)
 	}
 	add(!reflect.DeepEqual(a.Mounts, b.Mounts), "mounts", false)
 	add(!reflect.DeepEqual(a.Advanced, b.Advanced), "advanced", false)
 	return live, restart
-}
-
-func sortedNames(m map[string]cluster.WorkerGroup) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
 
 func mergeSorted(a, b []string) []string {
@@ -430,128 +526,130 @@ func mergeSorted(a, b []string) []string {
 // Autoscale is what Ray's autoscaler asks for: replicas workers in the
 // running cluster's worker group (C14). The count is kept within the
 // group's instance range, and a scale-up is granted only as far as the
-// resource group can still allocate. It returns the count granted.
-func (c *Client) Autoscale(ctx context.Context, clusterID, group string, replicas int) (int, error) {
+// resource group can still allocate; the result says when quota refused
+// part of it, and the cluster's log records it.
+func (s *ClusterService) Autoscale(ctx context.Context, clusterID, group string, replicas int) (AutoscaleResult, error) {
+	c := s.c
+	res := AutoscaleResult{Asked: replicas}
 	if err := ctx.Err(); err != nil {
-		return 0, err
+		return res, err
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	cl, v, err := c.loadCluster(ctx, clusterID)
-	if err != nil {
-		return 0, err
-	}
-	if cl.State != cluster.Running {
-		return 0, &errs.StateError{Kind: "cluster", ID: clusterID, Op: "autoscale", State: string(cl.State), Allowed: []string{string(cluster.Running)}}
-	}
-	var wg *cluster.WorkerGroup
-	for i := range cl.Live.Workers {
-		if cl.Live.Workers[i].Name == group {
-			wg = &cl.Live.Workers[i]
+	for attempt := 0; ; attempt++ {
+		cl, err := c.getCluster(clusterID)
+		if err != nil {
+			return res, err
 		}
-	}
-	if wg == nil {
-		return 0, errs.NotFound("worker group", clusterID+"/"+group)
-	}
-	want := min(max(replicas, wg.Instances.Min), wg.Instances.MaxOrMin())
-	cur := cl.Replicas[group]
-	granted := want
-	if want > cur {
-		// Grow only as far as the resource group can still allocate.
+		if cl.State != cluster.Running {
+			return res, &errs.StateError{Kind: "cluster", ID: clusterID, Op: "autoscale", State: string(cl.State), Allowed: []string{string(cluster.Running)}}
+		}
+		var wg *cluster.WorkerGroup
+		for i := range cl.Live.Workers {
+			if cl.Live.Workers[i].Name == group {
+				wg = &cl.Live.Workers[i]
+			}
+		}
+		if wg == nil {
+			return res, errs.NotFound("worker group", clusterID+"/"+group)
+		}
 		node, ok := c.cat.Nodes.Lookup(wg.NodeSpec)
 		if !ok {
-			return 0, errs.NotFound("node spec", wg.NodeSpec)
+			return res, errs.NotFound("node spec", wg.NodeSpec)
 		}
-		free, err := c.ledger.Allocatable(cl.Live.ResourceGroup)
+		want := min(max(replicas, wg.Instances.Min), wg.Instances.MaxOrMin())
+		cur := cl.Replicas[group]
+		res.Granted, res.QuotaRefused, res.Reason = want, false, ""
+		if want > cur {
+			a, _, err := cached[quota.Account](c, kindRG, cl.Live.ResourceGroup)
+			if err != nil {
+				return res, notFoundAs(err, "resource group", cl.Live.ResourceGroup)
+			}
+			free := a.Allocatable()
+			if fits := int64(cur) + free.CountFits(node.Resources()); fits < int64(want) {
+				res.Granted, res.QuotaRefused = int(fits), true
+				res.Reason = fmt.Sprintf("resource group %s can allocate %s: %d of %d more %s workers fit",
+					cl.Live.ResourceGroup, free, fits-int64(cur), want-cur, wg.NodeSpec)
+			}
+		}
+		if res.Granted == cur && !res.QuotaRefused {
+			return res, nil
+		}
+		next := cl.DeepCopy()
+		msg := fmt.Sprintf("%s: %d → %d workers (asked %d)", group, cur, res.Granted, replicas)
+		action := "autoscale"
+		if res.QuotaRefused {
+			action, msg = "autoscale-refused", msg+": refused for quota: "+res.Reason
+		}
+		next.Events = cluster.AppendEvent(next.Events, c.event(ctx, "system", action, msg))
+		if res.Granted != cur {
+			next.Replicas[group] = res.Granted
+			next.Generation++
+		}
+		need, err := next.Live.ResourcesAt(c.cat.Nodes, next.Replicas)
 		if err != nil {
-			return 0, err
+			return res, err
 		}
-		granted = int(min(int64(want), int64(cur)+free.CountFits(node.Resources())))
-	}
-	cl.Replicas[group] = granted
-	need, err := cl.Live.ResourcesAt(c.cat.Nodes, cl.Replicas)
-	if err != nil {
-		return 0, err
-	}
-	if err := c.ledger.Set(cl.Live.ResourceGroup, cl.ID, need); err != nil {
-		return cur, err
-	}
-	if granted != cur {
-		if err := c.putCluster(ctx, cl, v); err != nil {
-			cl.Replicas[group] = cur
-			need, _ := cl.Live.ResourcesAt(c.cat.Nodes, cl.Replicas)
-			_ = c.ledger.Set(cl.Live.ResourceGroup, cl.ID, need)
-			return cur, err
+		err = c.writeWithHold(ctx, next, cl, need)
+		if (errors.Is(err, errs.ErrConflict) || errors.Is(err, errs.ErrQuota)) && attempt < conflictRetries {
+			continue // the cluster or the resource group moved: look again
 		}
-		c.event(ctx, kindCluster+"/"+cl.ID, "system", "autoscale", fmt.Sprintf("%s: %d → %d workers (asked %d)", group, cur, granted, replicas))
-		c.applyLocked(ctx, cl)
+		if err != nil {
+			res.Granted = cur
+		}
+		return res, err
 	}
-	if granted < cur {
-		c.dispatchLocked(ctx)
-	}
-	return granted, nil
 }
 
-// ClusterDetails returns the details page of a cluster (C13): basic info,
-// its reservation, job history, operation and event log, pods, and the
-// Ray dashboard while running.
-func (c *Client) ClusterDetails(ctx context.Context, id string) (*cluster.Details, error) {
+// Details returns the details page of a cluster (C13): basic info, its
+// reservation, job history, operation and event log, pods, and the Ray
+// dashboard while running.
+func (s *ClusterService) Details(ctx context.Context, id string) (*cluster.Details, error) {
+	c := s.c
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	cl, _, err := c.loadCluster(ctx, id)
+	cl, err := c.getCluster(id)
 	if err != nil {
 		return nil, err
 	}
-	d := &cluster.Details{Cluster: *cl}
-	if cl.Live != nil {
-		d.Resources = c.ledger.Held(cl.Live.ResourceGroup, cl.ID)
+	d := &cluster.Details{Cluster: *cl, Events: cl.Events}
+	if cl.QuotaGroup != "" {
+		if a, _, err := cached[quota.Account](c, kindRG, cl.QuotaGroup); err == nil {
+			d.Resources = a.Held(cl.ID)
+		}
 	}
-	runs, _, err := loadAll[job.Run](ctx, c.be, kindRun)
+	runs, err := c.listRuns(map[string]string{labelOn: id})
 	if err != nil {
 		return nil, err
 	}
 	now := c.clock.Now()
 	for _, r := range runs {
-		if r.ClusterID != id {
-			continue
-		}
 		d.History = append(d.History, cluster.HistoryEntry{JobID: r.JobID, RunID: r.ID, Name: r.Config.Name,
 			Command: r.Config.Entrypoint, Status: string(r.State), SubmittedAt: r.SubmittedAt,
 			Duration: r.Duration(now), Logs: r.Logs})
 	}
-	sort.Slice(d.History, func(i, j int) bool { return d.History[i].SubmittedAt.Before(d.History[j].SubmittedAt) })
-	if d.Events, err = c.be.Events(ctx, kindCluster+"/"+id); err != nil {
-		return nil, err
-	}
-	if d.Pods, err = c.be.Pods(ctx, id); err != nil {
+	sort.SliceStable(d.History, func(i, j int) bool { return d.History[i].SubmittedAt.Before(d.History[j].SubmittedAt) })
+	if d.Pods, err = c.ray.Pods(ctx, id); err != nil {
 		return nil, err
 	}
 	if cl.State == cluster.Running {
-		d.Dashboard = c.be.Dashboard(ctx, id)
+		if d.Dashboard, err = c.ray.Dashboard(ctx, id); err != nil {
+			return nil, err
+		}
 	}
 	return d, nil
 }
 
-func (c *Client) loadCluster(ctx context.Context, id string) (*cluster.Cluster, int64, error) {
-	cl, v, err := load[cluster.Cluster](ctx, c.be, kindCluster, id)
-	if err != nil {
-		return nil, 0, notFoundAs(err, "cluster", id)
+// putCluster stores next over version and sets its new version.
+func (c *Client) putCluster(ctx context.Context, next *cluster.Cluster, version string) error {
+	next.UpdatedAt = c.clock.Now()
+	if next.Live != nil {
+		next.QuotaGroup = next.Live.ResourceGroup
 	}
-	cl.Version = v
-	return cl, v, nil
-}
-
-// putCluster stores cl over version v and sets its new version.
-func (c *Client) putCluster(ctx context.Context, cl *cluster.Cluster, v int64) error {
-	cl.UpdatedAt = c.clock.Now()
-	nv, err := save(ctx, c.be, kindCluster, cl.ID, v, cl)
+	v, err := c.update(ctx, kindCluster, next.ID, version, clusterLabels(next), next)
 	if err != nil {
-		return err
+		return notFoundAs(err, "cluster", next.ID)
 	}
-	cl.Version = nv
+	next.Version = v
 	return nil
 }
 
@@ -562,12 +660,32 @@ func (c *Client) userOp(cl *cluster.Cluster, op cluster.Op) error {
 		return &errs.StateError{Kind: "cluster", ID: cl.ID, Op: string(op), State: string(cl.State),
 			Reason: "an on-demand cluster is managed by its run " + cl.OwnerRun + "; stop the run instead"}
 	}
-	return cluster.CheckOp(cl, op)
+	_, _, err := cluster.Transition(cl.ID, cl.State, cluster.Trigger(op))
+	return err
 }
 
-// applyLocked hands cl to the backend; a failure marks it abnormal.
-func (c *Client) applyLocked(ctx context.Context, cl *cluster.Cluster) {
-	if err := c.be.ApplyCluster(ctx, cl); err != nil {
-		c.event(ctx, kindCluster+"/"+cl.ID, "system", "apply-failed", err.Error())
+// stopActiveRuns refuses op while runs are active on cl, unless force:
+// then it stops them, saying why.
+func (c *Client) stopActiveRuns(ctx context.Context, cl *cluster.Cluster, op cluster.Op, force bool) error {
+	active, err := c.listRuns(map[string]string{labelOn: cl.ID, labelPhase: phaseActive})
+	if err != nil {
+		return err
 	}
+	if len(active) > 0 && !force {
+		return &errs.StateError{Kind: "cluster", ID: cl.ID, Op: string(op), State: string(cl.State),
+			Reason: fmt.Sprintf("%d runs are active on it; stop them, or pass DeleteOptions{Force: true} to stop them", len(active))}
+	}
+	past := string(op) + "d"
+	if op == cluster.OpDelete {
+		past = "deleted"
+	}
+	for _, r := range active {
+		if cl.Temporary && r.ID == cl.OwnerRun {
+			continue // its own run fails when the cluster goes
+		}
+		if _, err := c.endRun(ctx, r, job.Stop, fmt.Sprintf("stopped: cluster %s was %s by %s", cl.ID, past, UserFrom(ctx))); err != nil && !errors.Is(err, errs.ErrState) {
+			return err
+		}
+	}
+	return nil
 }

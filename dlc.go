@@ -34,6 +34,8 @@ var (
 	ErrInvalid  = errs.ErrInvalid  // the input breaks a rule
 	ErrState    = errs.ErrState    // the operation is not allowed in the current state
 	ErrQuota    = errs.ErrQuota    // the resource group cannot allocate it
+	// ErrUnavailable: the backend could not answer now; retry the call.
+	ErrUnavailable = errs.ErrUnavailable
 )
 
 // FieldError is one validation problem: a field path, a rule ID and a

@@ -12,30 +12,35 @@ import (
 )
 
 // The platform on the memory backend with a fake clock: a cluster is
-// started, and a job submitted to its group runs on it.
+// started, and a job submitted to its group runs on it. A call writes
+// what is wanted and returns; Settle runs the reconcilers that take it
+// the rest of the way, as simulated time passes.
 func ExampleClient() {
 	m := dlctest.NewMemory(dlctest.MemoryOptions{})
+	defer m.Close()
 	c := m.Client
 	ctx := dlc.WithUser(context.Background(), "alice")
 
-	_ = c.RegisterResourceGroup(ctx, quota.Group{ID: "rg-1", Package: "pkg-1",
+	_, _ = c.ResourceGroups().Register(ctx, quota.Group{ID: "rg-1", Package: "pkg-1",
 		Capacity: quota.Resources{MilliCPU: 32000, Memory: 128 * quota.GiB}})
-	grp, _ := c.CreateGroup(ctx, "训练组")
+	grp, _ := c.Groups().Create(ctx, "训练组")
 	spec, _ := dlc.NewCluster("集群_1").Groups(grp.ID).Resources("pkg-1", "rg-1").
 		Image("ray-2.46.0-py310-cpu").Head("head", "cu.4c16g").WorkerGroup("cpu", "cu.4c8g", 1, 4).Build()
-	cl, _ := c.CreateCluster(ctx, spec)
+	cl, _ := c.Clusters().Create(ctx, spec)
 	m.Settle(100*time.Millisecond, 100)
-	_, _ = c.StartCluster(ctx, cl.ID)
+	_, _ = c.Clusters().Start(ctx, cl.ID)
 	m.Settle(100*time.Millisecond, 100)
 
 	cfg, _ := dlc.NewJob("wordcount").OnGroup(grp.ID).
 		COSPackage("cos://jobs-1250000000/wc.zip").Entrypoint("python main.py").Build()
-	_, run, err := job.Submit(ctx, c, cfg)
+	_, run, err := job.Submit(ctx, c, cfg, "")
+	m.RunPending() // the run is placed on the group's running member
+	run, _ = c.Runs().Get(ctx, run.ID)
 	fmt.Println(run.State, err)
 	m.Settle(100*time.Millisecond, 100)
-	run, _ = c.GetRun(ctx, run.ID)
+	run, _ = c.Runs().Get(ctx, run.ID)
 	fmt.Println(run.State, run.ClusterID == cl.ID, run.Creator)
-	u, _ := c.ResourceGroup(ctx, "rg-1")
+	u, _ := c.ResourceGroups().Get(ctx, "rg-1")
 	fmt.Println(u.Reserved)
 	// Output:
 	// provisioning <nil>
@@ -44,22 +49,27 @@ func ExampleClient() {
 }
 
 // An on-demand run waits, saying why, until quota frees.
-func ExampleClient_Run_onDemand() {
+func ExampleRunService_Create_onDemand() {
 	m := dlctest.NewMemory(dlctest.MemoryOptions{})
+	defer m.Close()
 	c := m.Client
 	ctx := context.Background()
-	_ = c.RegisterResourceGroup(ctx, quota.Group{ID: "rg-1", Package: "pkg-1",
+	_, _ = c.ResourceGroups().Register(ctx, quota.Group{ID: "rg-1", Package: "pkg-1",
 		Capacity: quota.Resources{MilliCPU: 16000, Memory: 64 * quota.GiB}})
 	cfg, _ := dlc.NewJob("train").OnDemand("pkg-1", "rg-1").Priority(7).
 		Image("ray-2.46.0-py310-cpu").Head("head", "cu.4c8g").WorkerGroup("w", "cu.8c16g", 1, 1).
 		COSPackage("cos://jobs-1250000000/train.zip").Entrypoint("python train.py").Build()
-	rec, _ := c.SaveJob(ctx, cfg)
-	first, _ := c.Run(ctx, rec.ID)
-	second, _ := c.Run(ctx, rec.ID)
+	rec, _ := c.Jobs().Save(ctx, cfg, dlc.SaveOptions{})
+	first, _ := c.Runs().Create(ctx, rec.ID, dlc.RunOptions{})
+	m.RunPending() // the resource group admits the first run
+	second, _ := c.Runs().Create(ctx, rec.ID, dlc.RunOptions{})
+	m.RunPending() // the second does not fit beside it
+	first, _ = c.Runs().Get(ctx, first.ID)
+	second, _ = c.Runs().Get(ctx, second.ID)
 	fmt.Println(first.State, "|", second.State, second.WaitReason)
 	m.Settle(100*time.Millisecond, 1000)
-	first, _ = c.GetRun(ctx, first.ID)
-	second, _ = c.GetRun(ctx, second.ID)
+	first, _ = c.Runs().Get(ctx, first.ID)
+	second, _ = c.Runs().Get(ctx, second.ID)
 	fmt.Println(first.State, second.State)
 	// Output:
 	// provisioning | waiting insufficient unused quota

@@ -2,57 +2,57 @@ package dlc
 
 import (
 	"context"
+	"errors"
+	"slices"
 	"sort"
+	"strings"
 
 	"github.com/aidlc/dlc/cluster"
 	"github.com/aidlc/dlc/errs"
 	"github.com/aidlc/dlc/group"
 )
 
-// groupRecord is how a group is stored.
-type groupRecord = group.Group
+// GroupService is the cluster groups of a Client (G1–G6).
+type GroupService struct{ c *Client }
 
-// CreateGroup creates a cluster group (G5) with the random policy (G3).
-// Group names are unique.
-func (c *Client) CreateGroup(ctx context.Context, name string) (*group.Group, error) {
+// Groups returns the client's cluster groups.
+func (c *Client) Groups() *GroupService { return &GroupService{c} }
+
+// Create creates a cluster group (G5) with the random policy (G3). Group
+// names are unique: the name is claimed before the group is stored.
+func (s *GroupService) Create(ctx context.Context, name string) (*group.Group, error) {
+	c := s.c
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	if err := group.ValidateName(name); err != nil {
-		return nil, err
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if err := c.groupNameFreeLocked(ctx, "", name); err != nil {
 		return nil, err
 	}
 	now := c.clock.Now()
 	g := &group.Group{ID: newID("grp"), Name: name, Policy: group.Random, Creator: UserFrom(ctx), CreatedAt: now, UpdatedAt: now}
-	v, err := save(ctx, c.be, kindGroup, g.ID, 0, g)
+	g.Events = cluster.AppendEvent(nil, c.event(ctx, "user", "create", name))
+	if err := c.claimName(ctx, kindGroup, name, g.ID); err != nil {
+		return nil, err
+	}
+	v, err := c.create(ctx, kindGroup, g.ID, nil, g)
 	if err != nil {
+		c.releaseName(ctx, kindGroup, name, g.ID)
 		return nil, err
 	}
 	g.Version = v
-	c.event(ctx, kindGroup+"/"+g.ID, "user", "create", name)
 	return g, nil
 }
 
-func (c *Client) groupNameFreeLocked(ctx context.Context, self, name string) error {
-	all, _, err := loadAll[group.Group](ctx, c.be, kindGroup)
-	if err != nil {
-		return err
+// Get returns a cluster group.
+func (s *GroupService) Get(ctx context.Context, id string) (*group.Group, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
 	}
-	for _, g := range all {
-		if g.ID != self && g.Name == name {
-			return errs.Conflict("group", name, "the name is taken by group "+g.ID)
-		}
-	}
-	return nil
+	return s.c.getGroup(id)
 }
 
-// GetGroup returns a cluster group.
-func (c *Client) GetGroup(ctx context.Context, id string) (*group.Group, error) {
-	g, v, err := load[group.Group](ctx, c.be, kindGroup, id)
+func (c *Client) getGroup(id string) (*group.Group, error) {
+	g, v, err := cached[group.Group](c, kindGroup, id)
 	if err != nil {
 		return nil, notFoundAs(err, "group", id)
 	}
@@ -60,74 +60,80 @@ func (c *Client) GetGroup(ctx context.Context, id string) (*group.Group, error) 
 	return g, nil
 }
 
-// ListGroups returns every cluster group.
-func (c *Client) ListGroups(ctx context.Context) ([]*group.Group, error) {
-	all, vs, err := loadAll[group.Group](ctx, c.be, kindGroup)
-	for i := range all {
-		all[i].Version = vs[i]
+// List returns every cluster group, by id.
+func (s *GroupService) List(ctx context.Context) ([]*group.Group, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
 	}
-	return all, err
+	var out []*group.Group
+	for _, d := range s.c.cache.selectDocs(kindGroup, nil) {
+		g, err := decode[group.Group](d)
+		if err != nil {
+			return nil, err
+		}
+		g.Version = d.Version
+		out = append(out, g)
+	}
+	return out, nil
 }
 
-// RenameGroup renames a cluster group (G5).
-func (c *Client) RenameGroup(ctx context.Context, id, name string) (*group.Group, error) {
+// Rename renames a cluster group (G5); the new name is claimed first.
+func (s *GroupService) Rename(ctx context.Context, id, name string) (*group.Group, error) {
+	c := s.c
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	if err := group.ValidateName(name); err != nil {
 		return nil, err
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	g, v, err := load[group.Group](ctx, c.be, kindGroup, id)
+	g, err := c.getGroup(id)
 	if err != nil {
-		return nil, notFoundAs(err, "group", id)
-	}
-	if err := c.groupNameFreeLocked(ctx, id, name); err != nil {
 		return nil, err
 	}
 	old := g.Name
-	g.Name, g.UpdatedAt = name, c.clock.Now()
-	if g.Version, err = save(ctx, c.be, kindGroup, id, v, g); err != nil {
+	if old == name {
+		return g, nil
+	}
+	if err := c.claimName(ctx, kindGroup, name, id); err != nil {
 		return nil, err
 	}
-	c.event(ctx, kindGroup+"/"+id, "user", "rename", old+" → "+name)
+	g.Name, g.UpdatedAt = name, c.clock.Now()
+	g.Events = cluster.AppendEvent(g.Events, c.event(ctx, "user", "rename", old+" → "+name))
+	v, err := c.update(ctx, kindGroup, id, g.Version, nil, g)
+	if err != nil {
+		c.releaseName(ctx, kindGroup, name, id)
+		return nil, notFoundAs(err, "group", id)
+	}
+	g.Version = v
+	c.releaseName(ctx, kindGroup, old, id)
 	return g, nil
 }
 
 // Members returns the clusters in a group (G1), by id.
-func (c *Client) Members(ctx context.Context, groupID string) ([]*cluster.Cluster, error) {
-	if _, err := c.GetGroup(ctx, groupID); err != nil {
+func (s *GroupService) Members(ctx context.Context, groupID string) ([]*cluster.Cluster, error) {
+	if _, err := s.Get(ctx, groupID); err != nil {
 		return nil, err
 	}
-	all, err := c.ListClusters(ctx)
-	if err != nil {
-		return nil, err
-	}
-	var out []*cluster.Cluster
-	for _, cl := range all {
-		if contains(cl.Spec.Groups, groupID) {
-			out = append(out, cl)
-		}
-	}
-	return out, nil
+	return s.c.listClusters(map[string]string{groupLabel + groupID: "1"})
 }
 
 // AddMembers puts clusters into a group; a cluster may be in many groups,
-// from any resource group (G1, G2).
-func (c *Client) AddMembers(ctx context.Context, groupID string, clusterIDs ...string) error {
-	return c.changeMembers(ctx, groupID, clusterIDs, func(gs []string) ([]string, error) {
-		if contains(gs, groupID) {
+// from any resource group (G1, G2). Every cluster is checked before any is
+// changed; a cluster that changed meanwhile is read again, and if one
+// cannot be changed the ones already changed are put back.
+func (s *GroupService) AddMembers(ctx context.Context, groupID string, clusterIDs ...string) error {
+	return s.c.changeMembers(ctx, groupID, clusterIDs, func(gs []string) ([]string, error) {
+		if slices.Contains(gs, groupID) {
 			return gs, nil
 		}
-		return append(gs, groupID), nil
+		return append(slices.Clone(gs), groupID), nil
 	})
 }
 
 // RemoveMembers takes clusters out of a group. A cluster keeps at least
 // one group (C2): removing its last is refused.
-func (c *Client) RemoveMembers(ctx context.Context, groupID string, clusterIDs ...string) error {
-	return c.changeMembers(ctx, groupID, clusterIDs, func(gs []string) ([]string, error) {
+func (s *GroupService) RemoveMembers(ctx context.Context, groupID string, clusterIDs ...string) error {
+	return s.c.changeMembers(ctx, groupID, clusterIDs, func(gs []string) ([]string, error) {
 		out := make([]string, 0, len(gs))
 		for _, g := range gs {
 			if g != groupID {
@@ -146,103 +152,132 @@ func (c *Client) changeMembers(ctx context.Context, groupID string, ids []string
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if _, _, err := load[group.Group](ctx, c.be, kindGroup, groupID); err != nil {
-		return notFoundAs(err, "group", groupID)
+	if _, err := c.getGroup(groupID); err != nil {
+		return err
 	}
-	type change struct {
-		cl *cluster.Cluster
-		v  int64
-	}
-	var changes []change
-	for _, id := range ids {
-		cl, v, err := c.loadCluster(ctx, id)
-		if err != nil {
-			return err
-		}
+	check := func(cl *cluster.Cluster) error {
 		if cl.Temporary {
-			return &errs.StateError{Kind: "cluster", ID: id, Op: "join a group", State: string(cl.State), Reason: "an on-demand cluster belongs to its run"}
+			return &errs.StateError{Kind: "cluster", ID: cl.ID, Op: "join a group", State: string(cl.State), Reason: "an on-demand cluster belongs to its run"}
 		}
-		gs, err := edit(cl.Spec.Groups)
+		_, err := edit(cl.Spec.Groups)
+		return err
+	}
+	for _, id := range ids {
+		cl, err := c.getCluster(id)
 		if err != nil {
 			return err
 		}
-		cl.Spec.Groups = gs
-		changes = append(changes, change{cl, v})
-	}
-	for _, ch := range changes {
-		if err := c.putCluster(ctx, ch.cl, ch.v); err != nil {
+		if err := check(cl); err != nil {
 			return err
 		}
-		c.event(ctx, kindCluster+"/"+ch.cl.ID, "user", "groups", "now in "+joinSorted(ch.cl.Spec.Groups))
 	}
-	c.dispatchLocked(ctx)
+	type done struct {
+		id     string
+		before []string
+	}
+	var changed []done
+	for _, id := range ids {
+		var before []string
+		err := c.editCluster(ctx, id, func(cl *cluster.Cluster) (bool, error) {
+			if err := check(cl); err != nil {
+				return false, err
+			}
+			gs, _ := edit(cl.Spec.Groups)
+			if slices.Equal(gs, cl.Spec.Groups) {
+				return false, nil
+			}
+			before = cl.Spec.Groups
+			cl.Spec.Groups = gs
+			cl.Events = cluster.AppendEvent(cl.Events, c.event(ctx, "user", "groups", "now in "+joinSorted(gs)))
+			return true, nil
+		})
+		if err != nil {
+			// All or none: put back what was changed.
+			for _, d := range changed {
+				_ = c.editCluster(context.WithoutCancel(ctx), d.id, func(cl *cluster.Cluster) (bool, error) {
+					cl.Spec.Groups = d.before
+					cl.Events = cluster.AppendEvent(cl.Events, c.event(ctx, "system", "groups", "put back: now in "+joinSorted(d.before)))
+					return true, nil
+				})
+			}
+			return err
+		}
+		if before != nil {
+			changed = append(changed, done{id, before})
+		}
+	}
 	return nil
 }
 
-// DeleteGroup deletes a cluster group and moves its clusters into the
-// target group (G6). The clusters are otherwise unaffected; job configs
-// that name the deleted group are left as they are, and their next run
-// fails saying the group does not exist (J19).
-func (c *Client) DeleteGroup(ctx context.Context, id, targetID string) error {
+// editCluster applies f to a cluster by compare-and-swap, reading it again
+// on a conflict.
+func (c *Client) editCluster(ctx context.Context, id string, f func(*cluster.Cluster) (bool, error)) error {
+	cl, err := c.getCluster(id)
+	for attempt := 0; ; attempt++ {
+		if err != nil {
+			return notFoundAs(err, "cluster", id)
+		}
+		next := cl.DeepCopy()
+		ok, ferr := f(next)
+		if ferr != nil || !ok {
+			return ferr
+		}
+		err = c.putCluster(ctx, next, cl.Version)
+		if err == nil || !errors.Is(err, errs.ErrConflict) || attempt >= conflictRetries {
+			return err
+		}
+		var v string
+		cl, v, err = fresh[cluster.Cluster](ctx, c, kindCluster, id)
+		if cl != nil {
+			cl.Version = v
+		}
+	}
+}
+
+// Delete deletes a cluster group and moves its clusters into the target
+// group (G6). The clusters are otherwise unaffected; job configs that
+// name the deleted group are left as they are, and their next run fails
+// saying the group does not exist (J19). Runs waiting for it fail so.
+func (s *GroupService) Delete(ctx context.Context, id, targetID string) error {
+	c := s.c
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	_, v, err := load[group.Group](ctx, c.be, kindGroup, id)
+	g, err := c.getGroup(id)
 	if err != nil {
-		return notFoundAs(err, "group", id)
+		return err
 	}
 	if targetID == id || targetID == "" {
 		return errs.List{errs.Invalid("target", "G6", targetID, "name another existing group to move the members into")}.ToError()
 	}
-	if _, _, err := load[group.Group](ctx, c.be, kindGroup, targetID); err != nil {
-		if errs.IsNotFound(err) {
-			return errs.List{errs.Invalid("target", "G6", targetID, "no cluster group with this id")}.ToError()
-		}
-		return err
+	if _, ok := c.cache.get(kindGroup, targetID); !ok {
+		return errs.List{errs.Invalid("target", "G6", targetID, "no cluster group with this id")}.ToError()
 	}
-	all, vs, err := loadAll[cluster.Cluster](ctx, c.be, kindCluster)
+	members, err := c.listClusters(map[string]string{groupLabel + id: "1"})
 	if err != nil {
 		return err
 	}
-	for i, cl := range all {
-		if !contains(cl.Spec.Groups, id) {
-			continue
-		}
-		cl.Spec.Groups = group.MoveMembers(cl.Spec.Groups, id, targetID)
-		if err := c.putCluster(ctx, cl, vs[i]); err != nil {
+	for _, m := range members {
+		if err := c.editCluster(ctx, m.ID, func(cl *cluster.Cluster) (bool, error) {
+			if !slices.Contains(cl.Spec.Groups, id) {
+				return false, nil
+			}
+			cl.Spec.Groups = group.MoveMembers(cl.Spec.Groups, id, targetID)
+			cl.Events = cluster.AppendEvent(cl.Events, c.event(ctx, "user", "groups", "group "+id+" deleted: now in "+joinSorted(cl.Spec.Groups)))
+			return true, nil
+		}); err != nil {
 			return err
 		}
 	}
-	if err := c.be.Delete(ctx, kindGroup, id, v); err != nil {
-		return err
+	if err := c.store.Delete(ctx, kindGroup, id, g.Version); err != nil {
+		return notFoundAs(err, "group", id)
 	}
-	c.event(ctx, kindGroup+"/"+id, "user", "delete", "members moved to "+targetID)
-	c.dispatchLocked(ctx)
+	c.releaseName(ctx, kindGroup, g.Name, id)
 	return nil
 }
 
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
 func joinSorted(list []string) string {
-	s := append([]string(nil), list...)
+	s := slices.Clone(list)
 	sort.Strings(s)
-	out := ""
-	for i, x := range s {
-		if i > 0 {
-			out += ", "
-		}
-		out += x
-	}
-	return out
+	return strings.Join(s, ", ")
 }

@@ -2,47 +2,76 @@ package dlc
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"reflect"
 
+	"github.com/aidlc/dlc/cluster"
 	"github.com/aidlc/dlc/errs"
 	"github.com/aidlc/dlc/job"
+	"github.com/aidlc/dlc/quota"
 	"github.com/aidlc/dlc/storage"
 )
 
-// SaveJob validates a job config and saves it (J12): every rule a config
-// can break, and its references — the existing cluster, the cluster
-// group, the resource group — must resolve. An on-demand config whose
-// minimum cluster could never fit its resource group's whole quota is
-// refused; one that fits only later is saved, and its runs wait. Under
-// WithRequestID a retried SaveJob returns the first call's record.
-func (c *Client) SaveJob(ctx context.Context, cfg *job.Config) (*job.Record, error) {
+// JobService is the job configurations of a Client (J1–J17).
+type JobService struct{ c *Client }
+
+// Jobs returns the client's job configs.
+func (c *Client) Jobs() *JobService { return &JobService{c} }
+
+// SaveOptions modify Jobs().Save.
+type SaveOptions struct {
+	// RequestID makes the call idempotent: the config's id derives from
+	// the request id, so a retry after a lost reply returns the record the
+	// first attempt saved instead of saving another.
+	RequestID string
+}
+
+// Save validates a job config and saves it (J12): every rule a config can
+// break, its package (a local file is inspected: at most 100 MB and a
+// ZIP, J5; one in COS too when the client has WithCOS), and its
+// references — the existing cluster, the cluster group, the resource
+// group — must resolve. An on-demand config whose minimum cluster could
+// never fit its resource group's whole quota is refused; one that fits
+// only later is saved, and its runs wait.
+func (s *JobService) Save(ctx context.Context, cfg *job.Config, opts SaveOptions) (*job.Record, error) {
+	c := s.c
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	cfg = cfg.DeepCopy()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if id, ok := c.recall(ctx, "save"); ok {
-		return c.GetJob(ctx, id)
+	id := newID("job")
+	if opts.RequestID != "" {
+		id = idFor("job", opts.RequestID)
+		if rec, err := c.getJob(id); err == nil {
+			return rec, nil
+		}
 	}
-	if err := c.checkJobLocked(ctx, cfg); err != nil {
+	cfg = cfg.DeepCopy()
+	if err := c.checkJob(ctx, cfg); err != nil {
 		return nil, err
 	}
 	now := c.clock.Now()
-	rec := &job.Record{ID: newID("job"), Config: *cfg, Revision: 1, Creator: UserFrom(ctx), CreatedAt: now, UpdatedAt: now}
-	v, err := save(ctx, c.be, kindJob, rec.ID, 0, rec)
+	rec := &job.Record{ID: id, Config: *cfg, Revision: 1, Creator: UserFrom(ctx), CreatedAt: now, UpdatedAt: now}
+	rec.Events = cluster.AppendEvent(nil, c.event(ctx, "user", "create", cfg.Name))
+	v, err := c.create(ctx, kindJob, rec.ID, nil, rec)
+	if errors.Is(err, errs.ErrConflict) && opts.RequestID != "" {
+		got, gv, ferr := fresh[job.Record](ctx, c, kindJob, id)
+		if ferr != nil {
+			return nil, ferr
+		}
+		got.Version = gv
+		return got, nil
+	}
 	if err != nil {
 		return nil, err
 	}
 	rec.Version = v
-	c.remember(ctx, "save", rec.ID)
-	c.event(ctx, kindJob+"/"+rec.ID, "user", "create", cfg.Name)
-	return rec.DeepCopy(), nil
+	return rec, nil
 }
 
-// checkJobLocked validates cfg and resolves what it refers to.
-func (c *Client) checkJobLocked(ctx context.Context, cfg *job.Config) error {
+// checkJob validates cfg, inspects its package and resolves what it
+// refers to; every problem is reported at once.
+func (c *Client) checkJob(ctx context.Context, cfg *job.Config) error {
 	if cfg.OnDemand != nil && cfg.OnDemand.Priority == 0 {
 		cfg.OnDemand.Priority = job.DefaultPriority
 	}
@@ -50,9 +79,17 @@ func (c *Client) checkJobLocked(ctx context.Context, cfg *job.Config) error {
 	if len(l) > 0 {
 		return l.ToError()
 	}
+	if cfg.Package.Local != "" || (cfg.Package.COS != "" && c.o.cos != nil) {
+		_, err := storage.CheckPackage(ctx, c.o.cos, cfg.Package, storage.InspectOptions{Entrypoint: cfg.Entrypoint})
+		if fs := errs.Fields(err); len(fs) > 0 {
+			l = append(l, fs...)
+		} else if err != nil {
+			return err
+		}
+	}
 	switch cfg.Mode() {
 	case job.ClusterMode:
-		cl, _, err := c.loadCluster(ctx, cfg.Cluster)
+		cl, err := c.getCluster(cfg.Cluster)
 		switch {
 		case errs.IsNotFound(err) || (err == nil && cl.Temporary):
 			l = append(l, errs.Invalid("cluster", "J12", cfg.Cluster, "no compute cluster with this id"))
@@ -62,37 +99,45 @@ func (c *Client) checkJobLocked(ctx context.Context, cfg *job.Config) error {
 			l = append(l, storage.MountClashes(errs.NewPath("mounts"), cl.Spec.Mounts, cfg.Mounts)...)
 		}
 	case job.GroupMode:
-		if _, _, err := load[groupRecord](ctx, c.be, kindGroup, cfg.Group); errs.IsNotFound(err) {
+		if _, ok := c.cache.get(kindGroup, cfg.Group); !ok {
 			l = append(l, errs.Invalid("group", "J12", cfg.Group, "no cluster group with this id"))
-		} else if err != nil {
-			return err
 		}
 	case job.OnDemandMode:
 		od := cfg.OnDemand
-		u, ok := c.ledger.Lookup(od.ResourceGroup)
-		if !ok {
+		a, _, err := cached[quota.Account](c, kindRG, od.ResourceGroup)
+		if errs.IsNotFound(err) {
 			l = append(l, errs.Invalid("onDemand.resourceGroup", "J12", od.ResourceGroup, "no resource group with this id"))
 			break
 		}
-		if u.Package != od.ResourcePackage {
+		if err != nil {
+			return err
+		}
+		if a.Package != od.ResourcePackage {
 			l = append(l, errs.Invalid("onDemand.resourcePackage", "J12", od.ResourcePackage,
-				fmt.Sprintf("resource group %s belongs to package %s", od.ResourceGroup, u.Package)))
+				fmt.Sprintf("resource group %s belongs to package %s", od.ResourceGroup, a.Package)))
 		}
 		need, err := od.Environment.MinResources(c.cat.Nodes)
 		if err != nil {
 			return err
 		}
-		if !need.Fits(u.Capacity) {
+		if !need.Fits(a.Capacity) {
 			l = append(l, errs.Invalid("onDemand.environment", "J12", need.String(),
-				fmt.Sprintf("the smallest cluster this config starts can never fit resource group %s, whose whole quota is %s", od.ResourceGroup, u.Capacity)))
+				fmt.Sprintf("the smallest cluster this config starts can never fit resource group %s, whose whole quota is %s", od.ResourceGroup, a.Capacity)))
 		}
 	}
 	return l.ToError()
 }
 
-// GetJob returns a saved job config.
-func (c *Client) GetJob(ctx context.Context, id string) (*job.Record, error) {
-	rec, v, err := load[job.Record](ctx, c.be, kindJob, id)
+// Get returns a saved job config.
+func (s *JobService) Get(ctx context.Context, id string) (*job.Record, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return s.c.getJob(id)
+}
+
+func (c *Client) getJob(id string) (*job.Record, error) {
+	rec, v, err := cached[job.Record](c, kindJob, id)
 	if err != nil {
 		return nil, notFoundAs(err, "job", id)
 	}
@@ -100,57 +145,58 @@ func (c *Client) GetJob(ctx context.Context, id string) (*job.Record, error) {
 	return rec, nil
 }
 
-// ListJobs returns the job list with every J13 column, by id.
-func (c *Client) ListJobs(ctx context.Context) ([]job.ListEntry, error) {
-	recs, _, err := loadAll[job.Record](ctx, c.be, kindJob)
-	if err != nil {
+// List returns the job list with every J13 column, by id.
+func (s *JobService) List(ctx context.Context) ([]job.ListEntry, error) {
+	c := s.c
+	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	running, err := c.liveRunsByJob(ctx)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]job.ListEntry, 0, len(recs))
-	for _, r := range recs {
+	docs := c.cache.selectDocs(kindJob, nil)
+	out := make([]job.ListEntry, 0, len(docs))
+	for _, d := range docs {
+		r, err := decode[job.Record](d)
+		if err != nil {
+			return nil, err
+		}
 		cfg := &r.Config
 		out = append(out, job.ListEntry{ID: r.ID, Name: cfg.Name, Mode: cfg.Mode(), Resource: cfg.Target(),
-			Package: cfg.Package.String(), Running: running[r.ID], Priority: cfg.Priority(), Tags: cfg.Tags,
+			Package: cfg.Package.String(), Running: c.liveRuns(r.ID), Priority: cfg.Priority(), Tags: cfg.Tags,
 			Creator: r.Creator, CreatedAt: r.CreatedAt})
 	}
 	return out, nil
 }
 
-func (c *Client) liveRunsByJob(ctx context.Context) (map[string]int, error) {
-	runs, _, err := loadAll[job.Run](ctx, c.be, kindRun)
+// liveRuns counts a job's runs that have not ended.
+func (c *Client) liveRuns(jobID string) int {
+	return len(c.cache.selectDocs(kindRun, map[string]string{labelJob: jobID, labelPhase: phasePending})) +
+		len(c.cache.selectDocs(kindRun, map[string]string{labelJob: jobID, labelPhase: phaseActive}))
+}
+
+// Events returns a job config's operation log, oldest first.
+func (s *JobService) Events(ctx context.Context, id string) ([]cluster.Event, error) {
+	rec, err := s.Get(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	n := map[string]int{}
-	for _, r := range runs {
-		if !r.State.Terminal() {
-			n[r.JobID]++
-		}
-	}
-	return n, nil
+	return rec.Events, nil
 }
 
-// EditJob saves rec.Config as the job's new revision (J15). rec.Version
-// must be the version read (a stale edit is a conflict). Only the
-// package, entrypoint, storage mounts and runtime environment may change;
-// anything else is an error naming the field. Runs already started keep
-// the revision they started from.
-func (c *Client) EditJob(ctx context.Context, rec *job.Record) (*job.Record, error) {
+// Edit saves rec.Config as the job's new revision (J15). rec.Version must
+// be the version read (a stale edit is a conflict). Only the package,
+// entrypoint, storage mounts and runtime environment may change; anything
+// else is an error naming the field. Runs already started keep the
+// revision they started from.
+func (s *JobService) Edit(ctx context.Context, rec *job.Record) (*job.Record, error) {
+	c := s.c
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	cur, v, err := load[job.Record](ctx, c.be, kindJob, rec.ID)
+	cur, err := c.getJob(rec.ID)
 	if err != nil {
-		return nil, notFoundAs(err, "job", rec.ID)
+		return nil, err
 	}
-	if rec.Version != v {
-		return nil, errs.Conflict("job", rec.ID, fmt.Sprintf("stale version %d, current %d: read it again", rec.Version, v))
+	if rec.Version != cur.Version {
+		return nil, errs.Conflict("job", rec.ID, "stale version: read it again")
 	}
 	next := rec.Config.DeepCopy()
 	if next.OnDemand != nil && next.OnDemand.Priority == 0 {
@@ -159,17 +205,18 @@ func (c *Client) EditJob(ctx context.Context, rec *job.Record) (*job.Record, err
 	if err := uneditable(&cur.Config, next).ToError(); err != nil {
 		return nil, err
 	}
-	if err := c.checkJobLocked(ctx, next); err != nil {
+	if err := c.checkJob(ctx, next); err != nil {
 		return nil, err
 	}
-	cur.Config = *next
-	cur.Revision++
-	cur.UpdatedAt = c.clock.Now()
-	if cur.Version, err = save(ctx, c.be, kindJob, cur.ID, v, cur); err != nil {
-		return nil, err
+	out := cur.DeepCopy()
+	out.Config = *next
+	out.Revision++
+	out.UpdatedAt = c.clock.Now()
+	out.Events = cluster.AppendEvent(out.Events, c.event(ctx, "user", "edit", fmt.Sprintf("revision %d", out.Revision)))
+	if out.Version, err = c.update(ctx, kindJob, out.ID, cur.Version, nil, out); err != nil {
+		return nil, notFoundAs(err, "job", out.ID)
 	}
-	c.event(ctx, kindJob+"/"+cur.ID, "user", "edit", fmt.Sprintf("revision %d", cur.Revision))
-	return cur.DeepCopy(), nil
+	return out, nil
 }
 
 // uneditable lists each field an edit may not change (J15).
@@ -190,10 +237,10 @@ func uneditable(old, next *job.Config) errs.List {
 	return l
 }
 
-// CopyJob saves a copy of a job config under a new name (J16); an empty
-// name gives "<name> (copy)".
-func (c *Client) CopyJob(ctx context.Context, id, name string) (*job.Record, error) {
-	rec, err := c.GetJob(ctx, id)
+// Copy saves a copy of a job config under a new name (J16); an empty name
+// gives "<name> (copy)".
+func (s *JobService) Copy(ctx context.Context, id, name string) (*job.Record, error) {
+	rec, err := s.Get(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -202,32 +249,23 @@ func (c *Client) CopyJob(ctx context.Context, id, name string) (*job.Record, err
 		name = cfg.Name + " (copy)"
 	}
 	cfg.Name = name
-	return c.SaveJob(ctx, cfg)
+	return s.Save(ctx, cfg, SaveOptions{})
 }
 
-// DeleteJob deletes a job config; it is refused while a run of it is not
-// finished (J17).
-func (c *Client) DeleteJob(ctx context.Context, id string) error {
+// Delete deletes a job config; it is refused while a run of it has not
+// ended (J17).
+func (s *JobService) Delete(ctx context.Context, id string) error {
+	c := s.c
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	_, v, err := load[job.Record](ctx, c.be, kindJob, id)
-	if err != nil {
-		return notFoundAs(err, "job", id)
-	}
-	live, err := c.liveRunsByJob(ctx)
+	rec, err := c.getJob(id)
 	if err != nil {
 		return err
 	}
-	if n := live[id]; n > 0 {
+	if n := c.liveRuns(id); n > 0 {
 		return &errs.StateError{Kind: "job", ID: id, Op: "delete", State: fmt.Sprintf("%d runs not finished", n),
 			Allowed: []string{"no active run"}, Reason: "stop its runs or wait for them to finish"}
 	}
-	if err := c.be.Delete(ctx, kindJob, id, v); err != nil {
-		return err
-	}
-	c.event(ctx, kindJob+"/"+id, "user", "delete", "")
-	return nil
+	return notFoundAs(c.store.Delete(ctx, kindJob, id, rec.Version), "job", id)
 }

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/aidlc/dlc"
-	"github.com/aidlc/dlc/backend"
 	"github.com/aidlc/dlc/backend/memory"
 	"github.com/aidlc/dlc/cluster"
 	"github.com/aidlc/dlc/dlctest"
@@ -19,16 +18,22 @@ import (
 )
 
 // Many goroutines create, start, hibernate, run and delete at once, on
-// the real clock, while Ray's delays are short. Afterwards: quota within
-// bounds, every run in a state it can explain, and no lost update.
+// the real clock with the client's own reconciler goroutines, while Ray's
+// delays are short. Afterwards: quota within bounds, every run in a state
+// it can explain, and no lost update.
 func TestConcurrentOperations(t *testing.T) {
 	d := memory.Delays{Create: time.Millisecond, Start: 2 * time.Millisecond, Hibernate: time.Millisecond,
 		Delete: time.Millisecond, Submit: time.Millisecond, Run: 3 * time.Millisecond}
 	be := memory.New(memory.Options{Delays: &d})
-	c := dlc.New(dlc.WithBackend(be))
+	c, err := dlc.New(dlc.WithBackend(be))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
 	f := &fixture{t: t, c: c, ctx: dlc.WithUser(context.Background(), "load")}
-	f.must(c.RegisterResourceGroup(f.ctx, quotaGroup("rg-1", 64)))
-	g, err := c.CreateGroup(f.ctx, "g")
+	_, err = c.ResourceGroups().Register(f.ctx, quotaGroup("rg-1", 64))
+	f.must(err)
+	g, err := c.Groups().Create(f.ctx, "g")
 	f.must(err)
 	f.grp = g.ID
 	groupJob := f.job(dlc.NewJob("group-job").OnGroup(g.ID))
@@ -36,42 +41,44 @@ func TestConcurrentOperations(t *testing.T) {
 		Head("head", "cu.4c8g").WorkerGroup("w", "cu.4c8g", 1, 2).
 		COSPackage("cos://jobs-1250000000/j.zip").Entrypoint("python a.py").Build()
 	f.must(err)
-	odJob, err := c.SaveJob(f.ctx, odCfg)
+	odJob, err := c.Jobs().Save(f.ctx, odCfg, dlc.SaveOptions{})
 	f.must(err)
 
 	const workers = 8
 	var wg sync.WaitGroup
-	var ops, refused atomic.Int64
+	var ops, refused, hibConflicts atomic.Int64
 	for w := range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for i := range 15 {
 				ops.Add(1)
-				cl, err := c.CreateCluster(f.ctx, f.spec(fmt.Sprintf("w%d_%d", w, i), 1, 3))
+				cl, err := c.Clusters().Create(f.ctx, f.spec(fmt.Sprintf("w%d_%d", w, i), 1, 3))
 				if err != nil {
 					t.Errorf("create: %v", err)
 					return
 				}
-				_, _ = c.Run(f.ctx, groupJob.ID)
-				_, _ = c.Run(f.ctx, odJob.ID)
+				_, _ = c.Runs().Create(f.ctx, groupJob.ID, dlc.RunOptions{})
+				_, _ = c.Runs().Create(f.ctx, odJob.ID, dlc.RunOptions{})
 				deadline := time.Now().Add(2 * time.Second)
 				for time.Now().Before(deadline) {
-					_, err := c.StartCluster(f.ctx, cl.ID)
+					_, err := c.Clusters().Start(f.ctx, cl.ID)
 					if err == nil || errors.Is(err, errs.ErrQuota) {
 						break
 					}
 					time.Sleep(time.Millisecond)
 				}
-				_, _ = c.Autoscale(f.ctx, cl.ID, "cpu", 3)
+				_, _ = c.Clusters().Autoscale(f.ctx, cl.ID, "cpu", 3)
 				time.Sleep(3 * time.Millisecond)
 				if i%3 == 0 {
-					if _, err := c.HibernateCluster(f.ctx, cl.ID, dlc.Force()); err != nil {
+					if _, err := c.Clusters().Hibernate(f.ctx, cl.ID, dlc.DeleteOptions{Force: true}); errors.Is(err, dlc.ErrConflict) {
+						hibConflicts.Add(1)
+					} else if err != nil {
 						refused.Add(1)
 					}
 				}
 				for time.Now().Before(deadline) {
-					err := c.DeleteCluster(f.ctx, cl.ID, dlc.Force())
+					err := c.Clusters().Delete(f.ctx, cl.ID, dlc.DeleteOptions{Force: true})
 					if err == nil || errors.Is(err, errs.ErrNotFound) {
 						break
 					}
@@ -96,7 +103,7 @@ func TestConcurrentOperations(t *testing.T) {
 				return
 			default:
 			}
-			if err := c.CheckQuota(); err != nil {
+			if err := c.CheckQuota(f.ctx); err != nil {
 				t.Errorf("during the load: %v", err)
 				return
 			}
@@ -106,18 +113,26 @@ func TestConcurrentOperations(t *testing.T) {
 	wg.Wait()
 	close(stop)
 	checks.Wait()
+	loaded := time.Now()
 
-	// Let what is in flight finish, then stop what still waits.
-	waitFor(t, 5*time.Second, func() bool {
-		cls, _ := c.ListClusters(f.ctx)
+	// Let what is in flight finish: the reconcilers run by themselves.
+	waitFor(t, 10*time.Second, func() bool {
+		cls, _ := c.Clusters().List(f.ctx)
 		for _, cl := range cls {
 			if cl.State.Transitional() {
 				return false
 			}
 		}
+		runs, _ := c.Runs().List(f.ctx, dlc.RunListOptions{})
+		for _, r := range runs {
+			if r.State == job.Queued {
+				return false
+			}
+		}
 		return true
 	})
-	runs, err := c.ListRuns(f.ctx, "")
+	t.Logf("settled %v after the load", time.Since(loaded))
+	runs, err := c.Runs().List(f.ctx, dlc.RunListOptions{})
 	f.must(err)
 	for _, r := range runs {
 		switch {
@@ -130,19 +145,19 @@ func TestConcurrentOperations(t *testing.T) {
 				t.Errorf("run %s waits without a reason", r.ID)
 			}
 		case r.State == job.Queued:
-			t.Errorf("run %s still queued after dispatch", r.ID)
+			t.Errorf("run %s still queued after the reconcilers ran", r.ID)
 		}
 	}
-	if err := c.CheckQuota(); err != nil {
+	if err := c.CheckQuota(f.ctx); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("%d cluster lifecycles, %d runs, %d hibernates refused", ops.Load(), len(runs), refused.Load())
+	t.Logf("%d cluster lifecycles, %d runs, %d hibernates refused, %d hibernates conflicted", ops.Load(), len(runs), refused.Load(), hibConflicts.Load())
 
 	// No lost update: two writers of the same version, one wins.
-	cl, err := c.CreateCluster(f.ctx, f.spec("contended", 1, 1))
+	cl, err := c.Clusters().Create(f.ctx, f.spec("contended", 1, 1))
 	f.must(err)
-	waitFor(t, 2*time.Second, func() bool { got, _ := c.GetCluster(f.ctx, cl.ID); return got.State == cluster.Created })
-	read, _ := c.GetCluster(f.ctx, cl.ID)
+	waitFor(t, 2*time.Second, func() bool { got, _ := c.Clusters().Get(f.ctx, cl.ID); return got.State == cluster.Created })
+	read, _ := c.Clusters().Get(f.ctx, cl.ID)
 	var wins, conflicts atomic.Int64
 	var edits sync.WaitGroup
 	for i := range 10 {
@@ -151,7 +166,7 @@ func TestConcurrentOperations(t *testing.T) {
 			defer edits.Done()
 			mine := read.DeepCopy()
 			mine.Spec.Tags = map[string]string{"writer": fmt.Sprint(i)}
-			_, err := c.EditCluster(f.ctx, mine)
+			_, err := c.Clusters().Edit(f.ctx, mine)
 			switch {
 			case err == nil:
 				wins.Add(1)
@@ -168,31 +183,178 @@ func TestConcurrentOperations(t *testing.T) {
 	}
 }
 
-// A store hook makes the second update conflict, as controller-runtime's
-// interceptors would; the operation reports it and changes nothing.
+// A store hook makes every update of a cluster conflict, as
+// controller-runtime's interceptors would: a start retries a lost race a
+// bounded number of times, then reports the conflict and changes nothing;
+// once the hook stops, the start goes through.
 func TestStoreHookConflict(t *testing.T) {
-	var puts atomic.Int64
+	var updates atomic.Int64
+	var conflicting atomic.Bool
 	f := newFixture(t, dlctest.MemoryOptions{Store: memory.StoreHooks{
-		Put: func(ctx context.Context, d backend.Doc, next func(context.Context, backend.Doc) (int64, error)) (int64, error) {
-			if d.Kind == "cluster" && d.Version > 0 && puts.Add(1) == 2 {
-				return 0, errs.Conflict(d.Kind, d.ID, "injected")
+		Write: func(ctx context.Context, w memory.Write, next func(context.Context) (string, error)) (string, error) {
+			if w.Doc.Kind == "cluster" && w.Op == memory.OpUpdate {
+				updates.Add(1)
+				if conflicting.Load() {
+					return "", errs.Conflict(w.Doc.Kind, w.Doc.ID, "injected")
+				}
 			}
-			return next(ctx, d)
+			return next(ctx)
 		}}})
-	cl, err := f.c.CreateCluster(f.ctx, f.spec("hooked", 1, 1))
+	cl, err := f.c.Clusters().Create(f.ctx, f.spec("hooked", 1, 1))
 	f.must(err)
 	f.settle() // first update: creating → created
-	_, err = f.c.StartCluster(f.ctx, cl.ID)
-	if !errors.Is(err, dlc.ErrConflict) {
-		t.Fatalf("start with an injected conflict: %v", err)
+	if got, _ := f.c.Clusters().Get(f.ctx, cl.ID); got.State != cluster.Created || updates.Load() != 1 {
+		t.Fatalf("before the start: %s after %d updates", got.State, updates.Load())
 	}
-	u, _ := f.c.ResourceGroup(f.ctx, "rg-1")
-	got, _ := f.c.GetCluster(f.ctx, cl.ID)
+	conflicting.Store(true)
+	_, err = f.c.Clusters().Start(f.ctx, cl.ID)
+	if !errors.Is(err, dlc.ErrConflict) {
+		t.Fatalf("start with injected conflicts: %v", err)
+	}
+	if n := updates.Load(); n < 3 || n > 40 {
+		t.Fatalf("%d updates tried: want a few bounded retries", n)
+	}
+	u, _ := f.c.ResourceGroups().Get(f.ctx, "rg-1")
+	got, _ := f.c.Clusters().Get(f.ctx, cl.ID)
 	if !u.Reserved.IsZero() || got.State != cluster.Created {
 		t.Fatalf("a failed start left %v reserved, state %s", u.Reserved, got.State)
 	}
-	_, err = f.c.StartCluster(f.ctx, cl.ID)
+	conflicting.Store(false)
+	_, err = f.c.Clusters().Start(f.ctx, cl.ID)
 	f.must(err)
+	f.settle()
+	if got, _ := f.c.Clusters().Get(f.ctx, cl.ID); got.State != cluster.Running {
+		t.Fatalf("the retried start: %s", got.State)
+	}
+}
+
+// Two clients (replicas) on one store: what one does, the other sees and
+// builds on; a reservation one made, the other releases; a name one
+// took, the other cannot take.
+func TestTwoClientsShareOneStore(t *testing.T) {
+	f := newFixture(t, dlctest.MemoryOptions{})
+	c1, c2 := f.c, f.m.NewClient()
+	ctx := f.ctx
+
+	// A start through c1 reserves; a hibernate through c2 frees it.
+	cl, err := c1.Clusters().Create(ctx, f.spec("shared", 1, 1))
+	f.must(err)
+	f.settle()
+	_, err = c1.Clusters().Start(ctx, cl.ID)
+	f.must(err)
+	f.settle()
+	for i, c := range []*dlc.Client{c1, c2} {
+		u, err := c.ResourceGroups().Get(ctx, "rg-1")
+		f.must(err)
+		if u.Reserved.MilliCPU != 8000 {
+			t.Fatalf("client %d sees %v reserved after the start, want the cluster's 8 cores", i+1, u.Reserved)
+		}
+	}
+	if got, _ := c2.Clusters().Get(ctx, cl.ID); got.State != cluster.Running {
+		t.Fatalf("client 2 sees the cluster %s", got.State)
+	}
+	_, err = c2.Clusters().Hibernate(ctx, cl.ID, dlc.DeleteOptions{})
+	f.must(err)
+	f.settle()
+	for i, c := range []*dlc.Client{c1, c2} {
+		got, _ := c.Clusters().Get(ctx, cl.ID)
+		u, _ := c.ResourceGroups().Get(ctx, "rg-1")
+		if got.State != cluster.Hibernated || !u.Reserved.IsZero() {
+			t.Fatalf("client %d after the hibernate: %s, %v reserved", i+1, got.State, u.Reserved)
+		}
+	}
+	f.must(c1.CheckQuota(ctx))
+
+	// Names are unique across the clients.
+	_, err = c2.Groups().Create(ctx, "其他组")
+	f.must(err)
+	mine, err := c1.Clusters().Create(ctx, f.spec("mine", 1, 1))
+	f.must(err)
+	_, err = c2.Clusters().Create(ctx, f.spec("theirs", 1, 1))
+	f.must(err)
+	f.settle()
+	cases := []struct {
+		name string
+		op   func() error
+	}{
+		{"cluster name taken through the other client", func() error {
+			_, err := c2.Clusters().Create(ctx, f.spec("shared", 1, 1))
+			return err
+		}},
+		{"clone onto a name taken through the other client", func() error {
+			_, err := c1.Clusters().Clone(ctx, cl.ID, "theirs")
+			return err
+		}},
+		{"group name taken through the other client", func() error {
+			_, err := c2.Groups().Create(ctx, "训练组")
+			return err
+		}},
+		{"group rename onto a name taken through the other client", func() error {
+			_, err := c1.Groups().Rename(ctx, f.grp, "其他组")
+			return err
+		}},
+		{"cluster rename onto a name taken through the other client", func() error {
+			cur, err := c1.Clusters().Get(ctx, mine.ID)
+			if err != nil {
+				return err
+			}
+			cur.Spec.Name = "theirs"
+			_, err = c1.Clusters().Edit(ctx, cur)
+			return err
+		}},
+	}
+	for _, tc := range cases {
+		if err := tc.op(); !errors.Is(err, dlc.ErrConflict) {
+			t.Errorf("%s: %v, want ErrConflict", tc.name, err)
+		}
+	}
+
+	// At once: two clients create the same names; each name goes to one.
+	var wg sync.WaitGroup
+	var clusterWins, groupWins atomic.Int64
+	for _, c := range []*dlc.Client{c1, c2, c1, c2} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := c.Clusters().Create(ctx, f.spec("race", 1, 1)); err == nil {
+				clusterWins.Add(1)
+			} else if !errors.Is(err, dlc.ErrConflict) {
+				t.Errorf("racing cluster create: %v", err)
+			}
+			if _, err := c.Groups().Create(ctx, "竞争组"); err == nil {
+				groupWins.Add(1)
+			} else if !errors.Is(err, dlc.ErrConflict) {
+				t.Errorf("racing group create: %v", err)
+			}
+		}()
+	}
+	wg.Wait()
+	if clusterWins.Load() != 1 || groupWins.Load() != 1 {
+		t.Fatalf("racing creates of one name: %d clusters, %d groups made", clusterWins.Load(), groupWins.Load())
+	}
+	f.settle()
+	for i, c := range []*dlc.Client{c1, c2} {
+		cls, _ := c.Clusters().List(ctx)
+		names := map[string]int{}
+		for _, x := range cls {
+			names[x.Spec.Name]++
+		}
+		gs, _ := c.Groups().List(ctx)
+		for _, g := range gs {
+			names["group:"+g.Name]++
+		}
+		for n, k := range names {
+			if k != 1 {
+				t.Errorf("client %d lists %d objects named %q", i+1, k, n)
+			}
+		}
+	}
+	// A deleted cluster's name is free again, for either client.
+	f.must(c2.Clusters().Delete(ctx, cl.ID, dlc.DeleteOptions{}))
+	f.settle()
+	if _, err := c1.Clusters().Create(ctx, f.spec("shared", 1, 1)); err != nil {
+		t.Fatalf("the name of a deleted cluster: %v", err)
+	}
 }
 
 func waitFor(t *testing.T, d time.Duration, ok func() bool) {

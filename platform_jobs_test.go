@@ -1,7 +1,10 @@
 package dlc_test
 
 import (
+	"archive/zip"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -16,13 +19,12 @@ import (
 // J12: saving validates and resolves references; only a valid config is saved.
 func TestSaveJobJ12(t *testing.T) {
 	f := newFixture(t, dlctest.MemoryOptions{})
-	cl, err := f.c.CreateCluster(f.ctx, f.spec("c", 1, 1))
+	cl, err := f.c.Clusters().Create(f.ctx, f.spec("c", 1, 1))
 	f.must(err)
-	cl.Spec.Mounts = []storage.Mount{{Type: storage.CFS, Instance: "cfs-1a2b3c4d", MountPath: "/data"}}
 	f.settle()
-	cl, _ = f.c.GetCluster(f.ctx, cl.ID)
+	cl, _ = f.c.Clusters().Get(f.ctx, cl.ID)
 	cl.Spec.Mounts = []storage.Mount{{Type: storage.CFS, Instance: "cfs-1a2b3c4d", MountPath: "/data"}}
-	_, err = f.c.EditCluster(f.ctx, cl)
+	_, err = f.c.Clusters().Edit(f.ctx, cl)
 	f.must(err)
 	base := func() *job.Builder {
 		return dlc.NewJob("j").COSPackage("cos://jobs-1250000000/j.zip").Entrypoint("python main.py")
@@ -48,7 +50,7 @@ func TestSaveJobJ12(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg, _ := tc.b.Build()
-			rec, err := f.c.SaveJob(f.ctx, cfg)
+			rec, err := f.c.Jobs().Save(f.ctx, cfg, dlc.SaveOptions{})
 			if tc.path == "" {
 				if err != nil || rec.Revision != 1 || rec.Creator != "alice" {
 					t.Fatalf("save: %v %+v", err, rec)
@@ -61,9 +63,107 @@ func TestSaveJobJ12(t *testing.T) {
 			}
 		})
 	}
-	list, _ := f.c.ListJobs(f.ctx)
+	list, _ := f.c.Jobs().List(f.ctx)
 	if len(list) != 3 {
 		t.Fatalf("%d configs saved, want the 3 valid ones", len(list))
+	}
+}
+
+// writeZIP writes a ZIP archive holding files (name → content) and
+// returns its path.
+func writeZIP(t *testing.T, dir string, files map[string]string) string {
+	t.Helper()
+	p := filepath.Join(dir, "job.zip")
+	out, err := os.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	zw := zip.NewWriter(out)
+	for name, content := range files {
+		w, err := zw.Create(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w.Write([]byte(content)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := out.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// J5, J12: a local package is inspected when the config is saved: it must
+// be a ZIP archive of at most 100 MB; a larger one belongs in COS.
+func TestSaveJobLocalPackageJ5(t *testing.T) {
+	f := newFixture(t, dlctest.MemoryOptions{})
+	cases := []struct {
+		name    string
+		file    func(t *testing.T, dir string) string
+		saved   bool
+		message string // what the problem says, for a refused package
+	}{
+		{"J5 a valid local ZIP saves", func(t *testing.T, dir string) string {
+			return writeZIP(t, dir, map[string]string{"main.py": "print('hello')\n"})
+		}, true, ""},
+		{"J5 a file that is not a ZIP", func(t *testing.T, dir string) string {
+			p := filepath.Join(dir, "job.zip")
+			if err := os.WriteFile(p, []byte("print('not a zip archive, just a script')\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			return p
+		}, false, "not a ZIP"},
+		{"J5 over 100 MB", func(t *testing.T, dir string) string {
+			p := writeZIP(t, dir, map[string]string{"main.py": "print('hello')\n"})
+			if err := os.Truncate(p, storage.MaxLocalPackageSize+1); err != nil { // sparse
+				t.Fatal(err)
+			}
+			return p
+		}, false, "COS"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			path := tc.file(t, t.TempDir())
+			cfg, err := dlc.NewJob("local-package").OnGroup(f.grp).
+				LocalPackage(path).Entrypoint("python main.py").Build()
+			if err != nil {
+				t.Fatalf("build: %v", err)
+			}
+			rec, err := f.c.Jobs().Save(f.ctx, cfg, dlc.SaveOptions{})
+			if tc.saved {
+				if err != nil {
+					t.Fatalf("save: %v", err)
+				}
+				got, err := f.c.Jobs().Get(f.ctx, rec.ID)
+				if err != nil || got.Config.Package.Local != path {
+					t.Fatalf("saved config: %v %+v", err, got)
+				}
+				return
+			}
+			if !errors.Is(err, dlc.ErrInvalid) {
+				t.Fatalf("save: %v, want ErrInvalid", err)
+			}
+			fs := dlc.Fields(err)
+			if len(fs) == 0 {
+				t.Fatalf("save: %v has no field problem", err)
+			}
+			for _, fe := range fs {
+				if !strings.HasPrefix(string(fe.Path), "package.local") || fe.Rule != "J5" {
+					t.Errorf("problem at %s [%s], want under package.local [J5]: %v", fe.Path, fe.Rule, fe)
+				}
+			}
+			if !strings.Contains(err.Error(), tc.message) {
+				t.Errorf("the problem %q does not say %q", err, tc.message)
+			}
+		})
+	}
+	list, _ := f.c.Jobs().List(f.ctx)
+	if len(list) != 1 {
+		t.Fatalf("%d configs saved, want the one with a valid package", len(list))
 	}
 }
 
@@ -74,11 +174,14 @@ func TestJobLifecycleJ13toJ17(t *testing.T) {
 	f := newFixture(t, dlctest.MemoryOptions{Delays: &d})
 	cl := f.runningCluster("c")
 	rec := f.job(dlc.NewJob("训练任务").OnCluster(cl.ID).Tag("team", "cv"))
-	r1, err := f.c.Run(f.ctx, rec.ID) // J14
+	r1, err := f.c.Runs().Create(f.ctx, rec.ID, dlc.RunOptions{}) // J14
 	f.must(err)
 	f.m.Settle(100e6, 5)
+	if r := f.run(r1.ID); r.State != job.Running {
+		t.Fatalf("J14 run %s %s", r.State, r.Message)
+	}
 	// J13: every column.
-	list, err := f.c.ListJobs(f.ctx)
+	list, err := f.c.Jobs().List(f.ctx)
 	f.must(err)
 	e := list[0]
 	if e.ID != rec.ID || e.Name != "训练任务" || e.Mode != job.ClusterMode || e.Resource != cl.ID ||
@@ -88,24 +191,24 @@ func TestJobLifecycleJ13toJ17(t *testing.T) {
 	}
 	// J15: only package, entrypoint, mounts and runtime env change; a new
 	// revision; runs keep theirs.
-	cur, _ := f.c.GetJob(f.ctx, rec.ID)
+	cur, _ := f.c.Jobs().Get(f.ctx, rec.ID)
 	cur.Config.Name = "renamed"
 	cur.Config.Cluster = "cls-other"
-	if _, err := f.c.EditJob(f.ctx, cur); !errors.Is(err, dlc.ErrInvalid) || len(dlc.Fields(err)) != 2 || !strings.Contains(err.Error(), "J15") {
+	if _, err := f.c.Jobs().Edit(f.ctx, cur); !errors.Is(err, dlc.ErrInvalid) || len(dlc.Fields(err)) != 2 || !strings.Contains(err.Error(), "J15") {
 		t.Fatalf("J15 forbidden edit: %v", err)
 	}
-	cur, _ = f.c.GetJob(f.ctx, rec.ID)
+	cur, _ = f.c.Jobs().Get(f.ctx, rec.ID)
 	cur.Config.Entrypoint = "python v2.py"
 	cur.Config.Runtime.Pip = []string{"numpy<2"}
-	edited, err := f.c.EditJob(f.ctx, cur)
+	edited, err := f.c.Jobs().Edit(f.ctx, cur)
 	f.must(err)
 	if edited.Revision != 2 {
 		t.Fatalf("J15 revision %d", edited.Revision)
 	}
-	if _, err := f.c.EditJob(f.ctx, cur); !errors.Is(err, dlc.ErrConflict) {
+	if _, err := f.c.Jobs().Edit(f.ctx, cur); !errors.Is(err, dlc.ErrConflict) {
 		t.Fatalf("stale edit: %v", err)
 	}
-	r2, err := f.c.Run(f.ctx, rec.ID)
+	r2, err := f.c.Runs().Create(f.ctx, rec.ID, dlc.RunOptions{})
 	f.must(err)
 	if g := f.run(r1.ID); g.Revision != 1 || g.Config.Entrypoint != "python main.py" {
 		t.Fatalf("J15 old run changed: rev %d %q", g.Revision, g.Config.Entrypoint)
@@ -114,28 +217,33 @@ func TestJobLifecycleJ13toJ17(t *testing.T) {
 		t.Fatalf("J14 new run: rev %d %q", r2.Revision, r2.Config.Entrypoint)
 	}
 	// J16: copy everything under a new name.
-	cp, err := f.c.CopyJob(f.ctx, rec.ID, "")
+	cp, err := f.c.Jobs().Copy(f.ctx, rec.ID, "")
 	f.must(err)
 	if cp.ID == rec.ID || cp.Config.Name != "训练任务 (copy)" || cp.Config.Entrypoint != "python v2.py" || cp.Config.Tags["team"] != "cv" {
 		t.Fatalf("J16 copy: %+v", cp.Config)
 	}
 	// J17: no delete while a run is active.
-	if err := f.c.DeleteJob(f.ctx, rec.ID); !errors.Is(err, dlc.ErrState) {
+	if err := f.c.Jobs().Delete(f.ctx, rec.ID); !errors.Is(err, dlc.ErrState) {
 		t.Fatalf("J17 delete with active runs: %v", err)
 	}
 	for _, id := range []string{r1.ID, r2.ID} {
-		r, err := f.c.StopRun(f.ctx, id)
+		r, err := f.c.Runs().Stop(f.ctx, id)
 		f.must(err)
 		if r.State != job.Stopped || !strings.Contains(r.Message, "alice") {
 			t.Fatalf("stop: %s %s", r.State, r.Message)
 		}
 	}
-	if _, err := f.c.StopRun(f.ctx, r1.ID); !errors.Is(err, dlc.ErrState) {
+	if _, err := f.c.Runs().Stop(f.ctx, r1.ID); !errors.Is(err, dlc.ErrState) {
 		t.Fatalf("stopping a stopped run: %v", err)
 	}
-	f.must(f.c.DeleteJob(f.ctx, rec.ID))
-	if _, err := f.c.GetJob(f.ctx, rec.ID); !errors.Is(err, dlc.ErrNotFound) {
+	f.must(f.c.Jobs().Delete(f.ctx, rec.ID))
+	if _, err := f.c.Jobs().Get(f.ctx, rec.ID); !errors.Is(err, dlc.ErrNotFound) {
 		t.Fatalf("get after delete: %v", err)
+	}
+	// The stopped run's Ray job is stopped once the reconcilers run.
+	f.m.Settle(100e6, 5)
+	if logs, _ := f.c.Runs().Logs(f.ctx, r1.ID); len(logs) == 0 || !strings.Contains(logs[len(logs)-1], "stopped") {
+		t.Fatalf("the stopped run's Ray job: logs %q", logs)
 	}
 }
 
@@ -160,51 +268,67 @@ func TestOnDemandQueueJ3J14(t *testing.T) {
 		f.must(err)
 		return cfg
 	}
+	// submit saves and runs cfg, and lets the reconcilers take the run as
+	// far as they can before the next call (no simulated time passes).
+	submit := func(cfg *job.Config) *job.Run {
+		t.Helper()
+		_, r, err := job.Submit(f.ctx, f.c, cfg, "")
+		f.must(err)
+		f.m.RunPending()
+		return f.run(r.ID)
+	}
 	var runs []*job.Run
 	for _, j := range []struct {
 		name string
 		prio int
 	}{{"first", 5}, {"low", 1}, {"high-a", 9}, {"fails", 5}, {"high-b", 9}} {
-		_, r, err := job.Submit(f.ctx, f.c, mk(j.name, j.prio))
-		f.must(err)
-		runs = append(runs, r)
+		runs = append(runs, submit(mk(j.name, j.prio)))
 	}
-	if runs[0].State != job.Provisioning {
-		t.Fatalf("first run %s", runs[0].State)
+	if r := f.run(runs[0].ID); r.State != job.Provisioning {
+		t.Fatalf("first run %s", r.State)
 	}
 	for _, r := range runs[1:] {
-		if r.State != job.Waiting || r.WaitReason != job.InsufficientQuota {
+		if r = f.run(r.ID); r.State != job.Waiting || r.WaitReason != job.InsufficientQuota {
 			t.Fatalf("queued run %s: %s %s", r.Config.Name, r.State, r.WaitReason)
 		}
 	}
 	f.settle()
 	if got := strings.Join(order, ","); got != "first,high-a,high-b,fails,low" {
-		t.Fatalf("admission order %s", got)
+		t.Errorf("admission order %s, want first,high-a,high-b,fails,low", got)
 	}
 	if r := f.run(runs[3].ID); r.State != job.Failed || r.Message != "exit code 1" {
 		t.Fatalf("failing run: %s %s", r.State, r.Message)
 	}
-	if u, _ := f.c.ResourceGroup(f.ctx, "rg-1"); !u.Reserved.IsZero() {
+	if u, _ := f.c.ResourceGroups().Get(f.ctx, "rg-1"); !u.Reserved.IsZero() {
 		t.Fatalf("left reserved: %v", u.Reserved)
 	}
 	// Stopping a queued on-demand run takes it out of the queue.
-	_, a, _ := job.Submit(f.ctx, f.c, mk("a", 5))
-	_, b, _ := job.Submit(f.ctx, f.c, mk("b", 5))
-	if _, err := f.c.StopRun(f.ctx, b.ID); err != nil {
+	a := submit(mk("a", 5))
+	b := submit(mk("b", 5))
+	if b.State != job.Waiting {
+		t.Fatalf("b %s before the stop, want waiting", b.State)
+	}
+	if _, err := f.c.Runs().Stop(f.ctx, b.ID); err != nil {
 		t.Fatal(err)
 	}
 	f.settle()
 	if f.run(a.ID).State != job.Succeeded || f.run(b.ID).State != job.Stopped {
 		t.Fatalf("a %s, b %s", f.run(a.ID).State, f.run(b.ID).State)
 	}
+	if u, _ := f.c.ResourceGroups().Get(f.ctx, "rg-1"); !u.Reserved.IsZero() {
+		t.Fatalf("left reserved after a stopped queued run: %v", u.Reserved)
+	}
 	// A temporary cluster belongs to its run.
-	_, c, _ := job.Submit(f.ctx, f.c, mk("c", 5))
-	tmp, err := f.c.GetCluster(f.ctx, c.ClusterID)
+	c := submit(mk("c", 5))
+	if c.ClusterID == "" {
+		t.Fatalf("run c %s has no cluster", c.State)
+	}
+	tmp, err := f.c.Clusters().Get(f.ctx, c.ClusterID)
 	f.must(err)
 	if !tmp.Temporary || tmp.OwnerRun != c.ID {
 		t.Fatalf("temporary cluster %+v", tmp)
 	}
-	if err := f.c.DeleteCluster(f.ctx, tmp.ID); !errors.Is(err, dlc.ErrState) {
+	if err := f.c.Clusters().Delete(f.ctx, tmp.ID, dlc.DeleteOptions{}); !errors.Is(err, dlc.ErrState) {
 		t.Fatalf("deleting a run's cluster: %v", err)
 	}
 }
@@ -215,33 +339,39 @@ func TestTemplatesC6(t *testing.T) {
 	tmpl, err := dlc.NewCluster("").Image("ray-2.46.0-py310-cpu").Head("head", "cu.4c16g").
 		WorkerGroup("w", "cu.4c8g", 1, 2).BuildTemplate("cpu-small")
 	f.must(err)
-	f.must(f.c.SaveTemplate(f.ctx, tmpl))
-	if err := f.c.SaveTemplate(f.ctx, &cluster.Template{Name: "bad"}); !errors.Is(err, dlc.ErrInvalid) {
+	f.must(f.c.Templates().Save(f.ctx, tmpl))
+	if err := f.c.Templates().Save(f.ctx, &cluster.Template{Name: "bad"}); !errors.Is(err, dlc.ErrInvalid) {
 		t.Fatalf("invalid template saved: %v", err)
 	}
-	got, err := f.c.Template(f.ctx, "cpu-small")
+	got, err := f.c.Templates().Get(f.ctx, "cpu-small")
 	f.must(err)
 	spec, err := dlc.NewCluster("from_tmpl").Groups(f.grp).Resources("pkg-1", "rg-1").FromTemplate(got).
 		EditWorkerGroup("w", func(w *cluster.WorkerGroup) { w.Instances = cluster.Range(2, 2) }).Build()
 	f.must(err)
-	_, err = f.c.CreateCluster(f.ctx, spec)
+	_, err = f.c.Clusters().Create(f.ctx, spec)
 	f.must(err)
-	again, _ := f.c.Template(f.ctx, "cpu-small")
+	again, _ := f.c.Templates().Get(f.ctx, "cpu-small")
 	if again.Workers[0].Instances.Min != 1 {
 		t.Fatal("adjusting a cluster changed the saved template")
 	}
 	cfg, err := dlc.NewJob("od").OnDemand("pkg-1", "rg-1").FromTemplate(again).
 		COSPackage("cos://jobs-1250000000/j.zip").Entrypoint("python a.py").Build()
 	f.must(err)
-	if _, err := f.c.SaveJob(f.ctx, cfg); err != nil {
+	if _, err := f.c.Jobs().Save(f.ctx, cfg, dlc.SaveOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	list, _ := f.c.ListTemplates(f.ctx)
+	// Saving under the same name replaces the template.
+	tmpl.Workers[0].Instances = cluster.Range(1, 3)
+	f.must(f.c.Templates().Save(f.ctx, tmpl))
+	if again, _ = f.c.Templates().Get(f.ctx, "cpu-small"); *again.Workers[0].Instances.Max != 3 {
+		t.Fatalf("a second save did not replace the template: max %d", *again.Workers[0].Instances.Max)
+	}
+	list, _ := f.c.Templates().List(f.ctx)
 	if len(list) != 1 {
 		t.Fatalf("%d templates", len(list))
 	}
-	f.must(f.c.DeleteTemplate(f.ctx, "cpu-small"))
-	if _, err := f.c.Template(f.ctx, "cpu-small"); !errors.Is(err, dlc.ErrNotFound) {
+	f.must(f.c.Templates().Delete(f.ctx, "cpu-small"))
+	if _, err := f.c.Templates().Get(f.ctx, "cpu-small"); !errors.Is(err, dlc.ErrNotFound) {
 		t.Fatalf("deleted template: %v", err)
 	}
 }
@@ -253,19 +383,17 @@ func TestGroupRunMountClash(t *testing.T) {
 	f := newFixture(t, dlctest.MemoryOptions{})
 	cl := f.runningCluster("mounted")
 	cl.Spec.Mounts = []storage.Mount{{Type: storage.CFS, Instance: "cfs-1a2b3c4d", MountPath: "/data"}}
-	_, err := f.c.EditCluster(f.ctx, cl)
+	_, err := f.c.Clusters().Edit(f.ctx, cl)
 	f.must(err)
 	rec := f.job(dlc.NewJob("clash").OnGroup(f.grp).Mount(storage.Mount{Type: storage.COS, Instance: "d-1250000000", MountPath: "/data"}))
-	r, err := f.c.Run(f.ctx, rec.ID)
-	f.must(err)
+	r := f.start(rec.ID)
 	if r.State != job.Failed || !strings.Contains(r.Message, "mounts storage on a path") {
 		t.Fatalf("clashing group run: %s %q", r.State, r.Message)
 	}
 	ok := f.job(dlc.NewJob("fine").OnGroup(f.grp).Mount(storage.Mount{Type: storage.COS, Instance: "d-1250000000", MountPath: "/models"}))
-	r, err = f.c.Run(f.ctx, ok.ID)
-	f.must(err)
-	if r.State != job.Provisioning {
-		t.Fatalf("non-clashing group run: %s %q", r.State, r.Message)
+	r = f.start(ok.ID)
+	if r.State != job.Provisioning || r.ClusterID != cl.ID {
+		t.Fatalf("non-clashing group run: %s %q on %q", r.State, r.Message, r.ClusterID)
 	}
 }
 
@@ -275,20 +403,24 @@ func TestSubmitIdempotent(t *testing.T) {
 	f.runningCluster("c")
 	cfg, err := dlc.NewJob("retried").OnGroup(f.grp).COSPackage("cos://jobs-1250000000/j.zip").Entrypoint("python a.py").Build()
 	f.must(err)
-	ctx := dlc.WithRequestID(f.ctx, "req-42")
-	rec1, run1, err := job.Submit(ctx, f.c, cfg)
+	rec1, run1, err := job.Submit(f.ctx, f.c, cfg, "req-42")
 	f.must(err)
-	rec2, run2, err := job.Submit(ctx, f.c, cfg)
-	f.must(err)
-	if rec1.ID != rec2.ID || run1.ID != run2.ID {
-		t.Fatalf("a retry made new objects: %s/%s vs %s/%s", rec1.ID, run1.ID, rec2.ID, run2.ID)
+	for _, when := range []string{"at once", "after the run moved on"} {
+		if when != "at once" {
+			f.m.RunPending()
+		}
+		rec2, run2, err := job.Submit(f.ctx, f.c, cfg, "req-42")
+		f.must(err)
+		if rec1.ID != rec2.ID || run1.ID != run2.ID {
+			t.Fatalf("a retry %s made new objects: %s/%s vs %s/%s", when, rec1.ID, run1.ID, rec2.ID, run2.ID)
+		}
 	}
-	runs, _ := f.c.ListRuns(f.ctx, rec1.ID)
-	jobs, _ := f.c.ListJobs(f.ctx)
+	runs, _ := f.c.Runs().List(f.ctx, dlc.RunListOptions{JobID: rec1.ID})
+	jobs, _ := f.c.Jobs().List(f.ctx)
 	if len(runs) != 1 || len(jobs) != 1 {
 		t.Fatalf("%d runs, %d jobs after a retried submit", len(runs), len(jobs))
 	}
-	_, run3, err := job.Submit(dlc.WithRequestID(f.ctx, "req-43"), f.c, cfg)
+	_, run3, err := job.Submit(f.ctx, f.c, cfg, "req-43")
 	f.must(err)
 	if run3.ID == run1.ID {
 		t.Fatal("a new request id returned the old run")

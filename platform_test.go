@@ -2,7 +2,6 @@ package dlc_test
 
 import (
 	"context"
-	"errors"
 	"testing"
 	"time"
 
@@ -14,7 +13,8 @@ import (
 )
 
 // fixture: a memory client, a resource group rg-1 (32 cores, 128 GiB,
-// 4 GPUs) and a cluster group.
+// 4 GPUs) and a cluster group. The client runs no reconciler goroutines:
+// settle (or m.RunPending) runs what user calls queued, on the fake clock.
 type fixture struct {
 	t   *testing.T
 	m   *dlctest.Memory
@@ -26,11 +26,13 @@ type fixture struct {
 func newFixture(t *testing.T, o dlctest.MemoryOptions) *fixture {
 	t.Helper()
 	m := dlctest.NewMemory(o)
+	t.Cleanup(m.Close)
 	ctx := dlc.WithUser(context.Background(), "alice")
 	f := &fixture{t: t, m: m, c: m.Client, ctx: ctx}
-	f.must(f.c.RegisterResourceGroup(ctx, quota.Group{ID: "rg-1", Package: "pkg-1",
-		Capacity: quota.Resources{MilliCPU: 32000, Memory: 128 * quota.GiB, GPU: 4}}))
-	g, err := f.c.CreateGroup(ctx, "训练组")
+	_, err := f.c.ResourceGroups().Register(ctx, quota.Group{ID: "rg-1", Package: "pkg-1",
+		Capacity: quota.Resources{MilliCPU: 32000, Memory: 128 * quota.GiB, GPU: 4}})
+	f.must(err)
+	g, err := f.c.Groups().Create(ctx, "训练组")
 	f.must(err)
 	f.grp = g.ID
 	return f
@@ -55,13 +57,13 @@ func (f *fixture) spec(name string, min, max int) *cluster.Spec {
 
 func (f *fixture) runningCluster(name string) *cluster.Cluster {
 	f.t.Helper()
-	cl, err := f.c.CreateCluster(f.ctx, f.spec(name, 1, 3))
+	cl, err := f.c.Clusters().Create(f.ctx, f.spec(name, 1, 3))
 	f.must(err)
 	f.settle()
-	_, err = f.c.StartCluster(f.ctx, cl.ID)
+	_, err = f.c.Clusters().Start(f.ctx, cl.ID)
 	f.must(err)
 	f.settle()
-	cl, err = f.c.GetCluster(f.ctx, cl.ID)
+	cl, err = f.c.Clusters().Get(f.ctx, cl.ID)
 	f.must(err)
 	if cl.State != cluster.Running {
 		f.t.Fatalf("cluster %s is %s, want running", cl.ID, cl.State)
@@ -73,35 +75,48 @@ func (f *fixture) job(b *job.Builder) *job.Record {
 	f.t.Helper()
 	cfg, err := b.COSPackage("cos://jobs-1250000000/job.zip").Entrypoint("python main.py").Build()
 	f.must(err)
-	rec, err := f.c.SaveJob(f.ctx, cfg)
+	rec, err := f.c.Jobs().Save(f.ctx, cfg, dlc.SaveOptions{})
 	f.must(err)
 	return rec
 }
 
 func (f *fixture) run(id string) *job.Run {
 	f.t.Helper()
-	r, err := f.c.GetRun(f.ctx, id)
+	r, err := f.c.Runs().Get(f.ctx, id)
 	f.must(err)
 	return r
+}
+
+// start creates a run of jobID and lets the reconcilers place it (no
+// simulated time passes), returning the run as it is then.
+func (f *fixture) start(jobID string) *job.Run {
+	f.t.Helper()
+	r, err := f.c.Runs().Create(f.ctx, jobID, dlc.RunOptions{})
+	f.must(err)
+	f.m.RunPending()
+	return f.run(r.ID)
 }
 
 func TestSmokeGroupRun(t *testing.T) {
 	f := newFixture(t, dlctest.MemoryOptions{})
 	cl := f.runningCluster("c1")
 	rec := f.job(dlc.NewJob("j").OnGroup(f.grp))
-	r, err := f.c.Run(f.ctx, rec.ID)
+	r, err := f.c.Runs().Create(f.ctx, rec.ID, dlc.RunOptions{})
 	f.must(err)
-	if r.State != job.Provisioning || r.ClusterID != cl.ID {
+	if r.State != job.Queued {
+		t.Fatalf("run right after Create = %s, want queued", r.State)
+	}
+	f.m.RunPending()
+	if r = f.run(r.ID); r.State != job.Provisioning || r.ClusterID != cl.ID {
 		t.Fatalf("run = %s on %q", r.State, r.ClusterID)
 	}
 	f.settle()
 	if r = f.run(r.ID); r.State != job.Succeeded {
 		t.Fatalf("run = %s %s", r.State, r.Message)
 	}
-	if err := f.c.CheckQuota(); err != nil {
+	if err := f.c.CheckQuota(f.ctx); err != nil {
 		t.Fatal(err)
 	}
-	_ = errors.Is
 }
 
 func quotaGroup(id string, cores int64) quota.Group {

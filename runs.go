@@ -2,200 +2,592 @@ package dlc
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
+	"time"
 
+	"github.com/aidlc/dlc/cluster"
 	"github.com/aidlc/dlc/errs"
 	"github.com/aidlc/dlc/job"
+	"github.com/aidlc/dlc/quota"
 	"github.com/aidlc/dlc/scheduler"
+	"github.com/aidlc/dlc/storage"
 )
 
-// Run starts a new run of a job config's current revision (J14). The run
-// is queued, then waits with a reason while it cannot be placed (J18),
-// is provisioning while its cluster comes up or its job is submitted,
-// runs, and ends succeeded, failed or stopped. Under WithRequestID a
-// retried Run returns the first call's run. A run of a config whose
-// cluster group was deleted fails at once, saying so (J19).
-func (c *Client) Run(ctx context.Context, jobID string) (*job.Run, error) {
+type (
+	clusterRecord = cluster.Cluster
+	runRecord     = job.Run
+)
+
+// RunService is the runs (task instances) of a Client's job configs
+// (J14, J18, J19).
+type RunService struct{ c *Client }
+
+// Runs returns the client's runs.
+func (c *Client) Runs() *RunService { return &RunService{c} }
+
+// RunOptions modify Runs().Create.
+type RunOptions struct {
+	// RequestID makes the call idempotent: the run's id derives from the
+	// job and the request id, so a retry after a lost reply returns the
+	// run the first attempt made instead of starting another.
+	RequestID string
+}
+
+// RunListOptions select the runs List returns.
+type RunListOptions struct {
+	JobID string // only this job config's runs; "" for every run
+}
+
+// Labels of stored runs: what the queues and waiting sets are derived from.
+const (
+	labelPhase    = "phase"
+	phasePending  = "pending" // queued or waiting
+	phaseActive   = "active"  // provisioning or running
+	phaseCleanup  = "cleanup" // ended; Ray or its on-demand cluster still to release
+	phaseDone     = "done"
+	labelTarget   = "target"
+	targetCluster = "cluster."
+	targetGroup   = "group."
+	targetRG      = "rg."
+	labelOn       = "on" // the cluster it was placed on
+	labelJob      = "job"
+)
+
+func runLabels(r *job.Run) map[string]string {
+	l := map[string]string{labelJob: r.JobID}
+	switch {
+	case r.State == job.Queued || r.State == job.Waiting:
+		l[labelPhase] = phasePending
+	case r.State.Live():
+		l[labelPhase] = phaseActive
+	case r.RayDone:
+		l[labelPhase] = phaseDone
+	default:
+		l[labelPhase] = phaseCleanup
+	}
+	switch r.Config.Mode() {
+	case job.ClusterMode:
+		l[labelTarget] = targetCluster + r.Config.Cluster
+	case job.GroupMode:
+		l[labelTarget] = targetGroup + r.Config.Group
+	case job.OnDemandMode:
+		l[labelTarget] = targetRG + r.Config.OnDemand.ResourceGroup
+	}
+	if r.ClusterID != "" {
+		l[labelOn] = r.ClusterID
+	}
+	return l
+}
+
+// Create starts a new run of a job config's current revision (J14). The
+// run is queued, then waits with a reason while it cannot be placed
+// (J18), is provisioning while its cluster comes up or its job is
+// submitted, runs, and ends succeeded, failed or stopped. A run of a
+// config whose cluster or cluster group is gone fails at once, saying so
+// (J19).
+func (s *RunService) Create(ctx context.Context, jobID string, opts RunOptions) (*job.Run, error) {
+	c := s.c
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if id, ok := c.recall(ctx, "run/"+jobID); ok {
-		r, _, err := c.loadRun(ctx, id)
-		return r, err
+	id := newID("run")
+	if opts.RequestID != "" {
+		id = idFor("run", jobID, opts.RequestID)
+		if r, err := c.getRun(id); err == nil {
+			return r, nil
+		}
 	}
-	rec, _, err := load[job.Record](ctx, c.be, kindJob, jobID)
+	rec, err := c.getJob(jobID)
 	if err != nil {
-		return nil, notFoundAs(err, "job", jobID)
+		return nil, err
 	}
-	c.seq++
-	r := &job.Run{ID: newID("run"), JobID: jobID, Revision: rec.Revision, Config: *rec.Config.DeepCopy(),
-		State: job.Queued, Creator: UserFrom(ctx), SubmittedAt: c.clock.Now()}
-	r.Logs = c.opts.logPrefix + "/" + r.ID
-	var item scheduler.Item
+	now := c.clock.Now()
+	r := &job.Run{ID: id, JobID: jobID, Revision: rec.Revision, Config: *rec.Config.DeepCopy(),
+		State: job.Queued, Creator: UserFrom(ctx), SubmittedAt: now, Priority: rec.Config.Priority(), Seq: c.nextSeq(now)}
+	r.Logs = c.o.logPrefix + "/" + r.ID
 	if od := r.Config.OnDemand; od != nil {
-		need, err := od.Environment.MinResources(c.cat.Nodes)
-		if err != nil {
+		if r.Demand, err = od.Environment.MinResources(c.cat.Nodes); err != nil {
 			return nil, err
 		}
-		item = scheduler.Item{RunID: r.ID, Priority: r.Config.Priority(), Seq: c.seq, Enqueued: r.SubmittedAt, Demand: need}
 	}
-	if r.Version, err = save(ctx, c.be, kindRun, r.ID, 0, r); err != nil {
-		return nil, err
+	r.Events = cluster.AppendEvent(nil, c.event(ctx, "user", "submit", fmt.Sprintf("revision %d", r.Revision)))
+	if why := c.missingTarget(&r.Config); why != "" {
+		r.State, r.Message, r.FinishedAt, r.RayDone = job.Failed, why, now, true
+		r.Events = cluster.AppendEvent(r.Events, c.event(ctx, "system", string(job.Failed), why))
 	}
-	c.remember(ctx, "run/"+jobID, r.ID)
-	if r.Config.OnDemand != nil {
-		if err := c.queue(r.Config.OnDemand.ResourceGroup).Push(item); err != nil {
-			return nil, err
+	v, err := c.create(ctx, kindRun, r.ID, runLabels(r), r)
+	if errors.Is(err, errs.ErrConflict) && opts.RequestID != "" {
+		got, _, ferr := fresh[job.Run](ctx, c, kindRun, id)
+		if ferr != nil {
+			return nil, ferr
 		}
-	} else {
-		c.waiting[r.ID] = c.seq
+		return got, nil
 	}
-	c.event(ctx, kindJob+"/"+jobID, "user", "run", r.ID)
-	c.event(ctx, kindRun+"/"+r.ID, "user", "submit", fmt.Sprintf("revision %d", r.Revision))
-	c.dispatchLocked(ctx)
-	r, v, err := c.loadRun(ctx, r.ID)
 	if err != nil {
 		return nil, err
 	}
-	if r.State == job.Queued && r.Config.OnDemand != nil {
-		// Admission found no room: it waits for quota (J18).
-		c.setWaiting(ctx, r, v, job.InsufficientQuota, "")
-	}
+	r.Version = v
 	return r, nil
 }
 
-func (c *Client) queue(rg string) *scheduler.Queue {
-	q := c.queues[rg]
-	if q == nil {
-		q = scheduler.NewQueue(scheduler.QueueOptions{MaxWait: c.opts.maxWait})
-		c.queues[rg] = q
+// nextSeq returns now in nanoseconds, or one more than the last value it
+// returned: submission order within a client, time order across clients.
+func (c *Client) nextSeq(now time.Time) uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.seq = max(c.seq+1, uint64(max(now.UnixNano(), 0)))
+	return c.seq
+}
+
+// missingTarget says why a config's run cannot start at all: its cluster
+// or cluster group is gone (J19).
+func (c *Client) missingTarget(cfg *job.Config) string {
+	switch cfg.Mode() {
+	case job.ClusterMode:
+		if _, ok := c.cache.get(kindCluster, cfg.Cluster); !ok {
+			return fmt.Sprintf("cluster %s does not exist", cfg.Cluster)
+		}
+	case job.GroupMode:
+		if _, ok := c.cache.get(kindGroup, cfg.Group); !ok {
+			return fmt.Sprintf("cluster group %s does not exist", cfg.Group)
+		}
+	case job.OnDemandMode:
+		if _, ok := c.cache.get(kindRG, cfg.OnDemand.ResourceGroup); !ok {
+			return fmt.Sprintf("resource group %s does not exist", cfg.OnDemand.ResourceGroup)
+		}
 	}
-	return q
+	return ""
 }
 
-// GetRun returns a run.
-func (c *Client) GetRun(ctx context.Context, id string) (*job.Run, error) {
-	r, _, err := c.loadRun(ctx, id)
-	return r, err
-}
-
-// ListRuns returns the runs of a job config (every run when jobID is ""),
-// in submission order.
-func (c *Client) ListRuns(ctx context.Context, jobID string) ([]*job.Run, error) {
-	all, vs, err := loadAll[job.Run](ctx, c.be, kindRun)
-	if err != nil {
+// Get returns a run.
+func (s *RunService) Get(ctx context.Context, id string) (*job.Run, error) {
+	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	var out []*job.Run
-	for i, r := range all {
-		if jobID == "" || r.JobID == jobID {
-			r.Version = vs[i]
-			out = append(out, r)
-		}
+	return s.c.getRun(id)
+}
+
+func (c *Client) getRun(id string) (*job.Run, error) {
+	r, v, err := cached[job.Run](c, kindRun, id)
+	if err != nil {
+		return nil, notFoundAs(err, "run", id)
+	}
+	r.Version = v
+	return r, nil
+}
+
+// List returns runs in submission order.
+func (s *RunService) List(ctx context.Context, opts RunListOptions) ([]*job.Run, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	var sel map[string]string
+	if opts.JobID != "" {
+		sel = map[string]string{labelJob: opts.JobID}
+	}
+	out, err := s.c.listRuns(sel)
+	if err != nil {
+		return nil, err
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].SubmittedAt.Before(out[j].SubmittedAt) })
 	return out, nil
 }
 
-// StopRun stops a run that has not finished; its on-demand cluster, if
-// any, is released.
-func (c *Client) StopRun(ctx context.Context, id string) (*job.Run, error) {
+func (c *Client) listRuns(sel map[string]string) ([]*job.Run, error) {
+	docs := c.cache.selectDocs(kindRun, sel)
+	out := make([]*job.Run, 0, len(docs))
+	for _, d := range docs {
+		r, err := decode[job.Run](d)
+		if err != nil {
+			return nil, err
+		}
+		r.Version = d.Version
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// Stop stops a run that has not ended; its Ray job is stopped and its
+// on-demand cluster, if any, released.
+func (s *RunService) Stop(ctx context.Context, id string) (*job.Run, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	r, v, err := c.loadRun(ctx, id)
+	r, err := s.c.getRun(id)
 	if err != nil {
 		return nil, err
 	}
-	if r.State.Terminal() {
-		return nil, &errs.StateError{Kind: "run", ID: id, Op: "stop", State: string(r.State),
-			Allowed: []string{string(job.Queued), string(job.Waiting), string(job.Provisioning), string(job.Running)}}
-	}
-	if err := c.endRunLocked(ctx, r, v, job.Stopped, "stopped by "+UserFrom(ctx)); err != nil {
+	return s.c.endRun(ctx, r, job.Stop, "stopped by "+UserFrom(ctx))
+}
+
+// Logs returns what a run has logged so far.
+func (s *RunService) Logs(ctx context.Context, id string) ([]string, error) {
+	if _, err := s.Get(ctx, id); err != nil {
 		return nil, err
 	}
-	c.dispatchLocked(ctx)
+	return s.c.ray.Logs(ctx, id)
+}
+
+// Events returns a run's event log, oldest first.
+func (s *RunService) Events(ctx context.Context, id string) ([]cluster.Event, error) {
+	r, err := s.Get(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return r.Events, nil
+}
+
+// SaveJob saves a job config, as Jobs().Save with a request id; with
+// RunJob it makes *Client a job.Submitter.
+func (c *Client) SaveJob(ctx context.Context, cfg *job.Config, requestID string) (*job.Record, error) {
+	return c.Jobs().Save(ctx, cfg, SaveOptions{RequestID: requestID})
+}
+
+// RunJob starts a run, as Runs().Create with a request id.
+func (c *Client) RunJob(ctx context.Context, jobID, requestID string) (*job.Run, error) {
+	return c.Runs().Create(ctx, jobID, RunOptions{RequestID: requestID})
+}
+
+// putRun stores next over version and sets its new version.
+func (c *Client) putRun(ctx context.Context, next *job.Run, version string) error {
+	v, err := c.update(ctx, kindRun, next.ID, version, runLabels(next), next)
+	if err != nil {
+		return notFoundAs(err, "run", next.ID)
+	}
+	next.Version = v
+	return nil
+}
+
+// moveRun applies trigger t to run r and writes it, with change applied
+// to the copy first; on a conflict it reads the run again and retries.
+// ok is false when t does not apply to the run's state.
+func (c *Client) moveRun(ctx context.Context, r *job.Run, t job.RunTrigger, msg string, change func(*job.Run)) (*job.Run, bool, error) {
+	for attempt := 0; ; attempt++ {
+		to, ok, err := job.Transition(r.ID, r.State, t)
+		if err != nil || !ok {
+			return r, false, err
+		}
+		next := r.DeepCopy()
+		prev := r.State
+		next.State = to
+		if to != job.Waiting {
+			next.WaitReason = ""
+		}
+		if to == job.Provisioning {
+			next.Message = msg
+		}
+		if to.Terminal() {
+			next.FinishedAt = c.clock.Now()
+			next.Message, next.WaitReason = msg, ""
+			if next.StartedAt.IsZero() && prev == job.Running {
+				next.StartedAt = next.FinishedAt
+			}
+			// Nothing of a run that never reached Ray is left to release,
+			// but an on-demand run's admitted cluster.
+			next.RayDone = (prev == job.Queued || prev == job.Waiting) && next.Config.OnDemand == nil
+		}
+		if change != nil {
+			change(next)
+		}
+		source := "system"
+		if t == job.Stop {
+			source = "user"
+		}
+		next.Events = cluster.AppendEvent(next.Events, c.event(ctx, source, string(to), msg))
+		err = c.putRun(ctx, next, r.Version)
+		if err == nil {
+			return next, true, nil
+		}
+		if !errors.Is(err, errs.ErrConflict) || attempt >= conflictRetries {
+			return nil, false, err
+		}
+		if r, err = c.freshRun(ctx, r.ID); err != nil {
+			return nil, false, err
+		}
+	}
+}
+
+func (c *Client) freshRun(ctx context.Context, id string) (*job.Run, error) {
+	r, v, err := fresh[job.Run](ctx, c, kindRun, id)
+	if err != nil {
+		return nil, notFoundAs(err, "run", id)
+	}
+	r.Version = v
 	return r, nil
 }
 
-// RunLogs returns what a run has logged so far.
-func (c *Client) RunLogs(ctx context.Context, id string) ([]string, error) {
-	if _, _, err := c.loadRun(ctx, id); err != nil {
-		return nil, err
+// endRun ends a run (Stop or Fail) with msg; the reconciler then releases
+// what it holds.
+func (c *Client) endRun(ctx context.Context, r *job.Run, t job.RunTrigger, msg string) (*job.Run, error) {
+	next, _, err := c.moveRun(ctx, r, t, msg, nil)
+	return next, err
+}
+
+// failRun fails a run whose background step kept failing.
+func (c *Client) failRun(ctx context.Context, id, why string) error {
+	r, err := c.freshRun(ctx, id)
+	if errs.IsNotFound(err) {
+		return nil
 	}
-	return c.be.Logs(ctx, id)
-}
-
-// Dispatch moves waiting runs forward once: places cluster and group runs
-// whose cluster is running, and admits queued on-demand runs that quota
-// allows. The client dispatches by itself on every change; tests call
-// this to be explicit.
-func (c *Client) Dispatch(ctx context.Context) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.dispatchLocked(ctx)
-}
-
-func (c *Client) loadRun(ctx context.Context, id string) (*job.Run, int64, error) {
-	r, v, err := load[job.Run](ctx, c.be, kindRun, id)
-	if err != nil {
-		return nil, 0, notFoundAs(err, "run", id)
-	}
-	r.Version = v
-	return r, v, nil
-}
-
-// putRun stores r over version v; it is where every run state change lands.
-func (c *Client) putRun(ctx context.Context, r *job.Run, v int64) error {
-	nv, err := save(ctx, c.be, kindRun, r.ID, v, r)
 	if err != nil {
 		return err
 	}
-	r.Version = nv
-	return nil
+	if !r.State.Live() {
+		return errors.New(why) // an ended run's cleanup keeps retrying
+	}
+	_, err = c.endRun(ctx, r, job.Fail, why)
+	return err
 }
 
-func (c *Client) setWaiting(ctx context.Context, r *job.Run, v int64, why job.WaitReason, msg string) {
+// wait records why a run waits (J18), writing only when that changes.
+func (c *Client) wait(ctx context.Context, r *job.Run, why job.WaitReason, msg string) error {
 	if r.State == job.Waiting && r.WaitReason == why && r.Message == msg {
-		return
+		return nil
 	}
-	r.State, r.WaitReason, r.Message = job.Waiting, why, msg
-	if c.putRun(ctx, r, v) == nil {
-		c.event(ctx, kindRun+"/"+r.ID, "system", "waiting", string(why))
-	}
+	_, _, err := c.moveRun(ctx, r, job.Wait, string(why), func(n *job.Run) { n.WaitReason, n.Message = why, msg })
+	return err
 }
 
-// endRunLocked ends a run in a terminal state: out of every queue, its
-// Ray job stopped, its on-demand cluster released.
-func (c *Client) endRunLocked(ctx context.Context, r *job.Run, v int64, st job.RunState, msg string) error {
-	prev := r.State
-	r.State, r.Message, r.WaitReason = st, msg, ""
-	r.FinishedAt = c.clock.Now()
-	if r.StartedAt.IsZero() && prev == job.Running {
-		r.StartedAt = r.FinishedAt
+// reconcileRun takes a run one step on: place it, follow it on Ray, or
+// release what an ended run still holds.
+func (c *Client) reconcileRun(ctx context.Context, id string) (time.Duration, error) {
+	r, err := c.getRun(id)
+	if errs.IsNotFound(err) {
+		return 0, nil
 	}
-	if err := c.putRun(ctx, r, v); err != nil {
+	if err != nil {
+		return 0, err
+	}
+	switch {
+	case !r.State.Live():
+		return 0, c.cleanupRun(ctx, r)
+	case r.State == job.Queued || r.State == job.Waiting:
+		return 0, c.placeRun(ctx, r)
+	}
+	return 0, c.followRun(ctx, r)
+}
+
+// placeRun puts a waiting run on a cluster, or records why it waits
+// (J18), or fails it when its target is gone (J19).
+func (c *Client) placeRun(ctx context.Context, r *job.Run) error {
+	cfg := &r.Config
+	switch cfg.Mode() {
+	case job.ClusterMode:
+		cl, err := c.getCluster(cfg.Cluster)
+		switch {
+		case errs.IsNotFound(err):
+			_, err = c.endRun(ctx, r, job.Fail, fmt.Sprintf("cluster %s does not exist", cfg.Cluster))
+			return err
+		case err != nil:
+			return err
+		case cl.State == cluster.Deleting:
+			_, err = c.endRun(ctx, r, job.Fail, fmt.Sprintf("cluster %s was deleted", cl.ID))
+			return err
+		case cl.State == cluster.Running:
+			return c.place(ctx, r, cl)
+		}
+		return c.wait(ctx, r, job.ClusterNotRunning, fmt.Sprintf("waiting for cluster %s to run", cl.ID))
+	case job.GroupMode:
+		gid := cfg.Group
+		if _, ok := c.cache.get(kindGroup, gid); !ok {
+			_, err := c.endRun(ctx, r, job.Fail, fmt.Sprintf("cluster group %s does not exist", gid))
+			return err
+		}
+		members, err := c.listClusters(map[string]string{groupLabel + gid: "1"})
+		if err != nil {
+			return err
+		}
+		cands := make([]scheduler.Candidate, 0, len(members))
+		byID := map[string]*cluster.Cluster{}
+		clashing := 0
+		for _, cl := range members {
+			cand := scheduler.Candidate{ClusterID: cl.ID, Running: cl.State == cluster.Running, Abnormal: cl.State == cluster.Abnormal}
+			// A member whose mounts take a path the job mounts on cannot
+			// host it: the job inherits the cluster's mounts (C16).
+			if len(storage.MountClashes("mounts", cl.Spec.Mounts, cfg.Mounts)) > 0 {
+				if cand.Running {
+					clashing++
+				}
+				cand.Running = false
+			}
+			cands = append(cands, cand)
+			byID[cl.ID] = cl
+		}
+		if id, ok := c.policy.Pick(cands); ok {
+			return c.place(ctx, r, byID[id])
+		}
+		if clashing > 0 {
+			_, err := c.endRun(ctx, r, job.Fail, fmt.Sprintf(
+				"every running member of group %s already mounts storage on a path this job mounts on; change the job's mount paths", gid))
+			return err
+		}
+		return c.wait(ctx, r, job.WaitReason(scheduler.WhyNone(cands)), fmt.Sprintf("waiting for a running member of group %s", gid))
+	}
+	return c.placeOnDemand(ctx, r)
+}
+
+// place records the cluster a run goes to, then submits it: the choice is
+// stored before Ray hears of it, so a retry never submits to another.
+func (c *Client) place(ctx context.Context, r *job.Run, cl *cluster.Cluster) error {
+	next, ok, err := c.moveRun(ctx, r, job.Place, "submitted to cluster "+cl.ID, func(n *job.Run) {
+		n.ClusterID, n.WaitReason = cl.ID, ""
+	})
+	if err != nil || !ok {
 		return err
 	}
-	delete(c.waiting, r.ID)
-	if od := r.Config.OnDemand; od != nil {
-		c.queue(od.ResourceGroup).Remove(r.ID)
+	return c.followRun(ctx, next)
+}
+
+// placeOnDemand: a run whose resource group has admitted it (its
+// reservation is on the group) gets its cluster; one not admitted yet
+// asks the resource group's reconciler to look.
+func (c *Client) placeOnDemand(ctx context.Context, r *job.Run) error {
+	od := r.Config.OnDemand
+	a, _, err := cached[quota.Account](c, kindRG, od.ResourceGroup)
+	if errs.IsNotFound(err) {
+		_, err = c.endRun(ctx, r, job.Fail, fmt.Sprintf("resource group %s does not exist", od.ResourceGroup))
+		return err
 	}
-	if prev == job.Provisioning || prev == job.Running {
-		if err := c.be.StopRun(ctx, r.ID); err != nil {
-			c.event(ctx, kindRun+"/"+r.ID, "system", "stop-failed", err.Error())
-		}
+	if err != nil {
+		return err
 	}
-	c.event(ctx, kindRun+"/"+r.ID, "system", string(st), msg)
-	if r.Config.OnDemand != nil && r.ClusterID != "" {
-		if cl, cv, err := c.loadCluster(ctx, r.ClusterID); err == nil && cl.Temporary && cl.State != "deleting" {
-			_ = c.deleteClusterLocked(ctx, cl, cv)
+	cid := odClusterID(r.ID)
+	if _, held := a.Holders[cid]; !held {
+		if r.State == job.Queued {
+			c.enqueue(kindRG + "/" + od.ResourceGroup)
 		}
+		return nil
+	}
+	cl, err := c.getCluster(cid)
+	if errs.IsNotFound(err) {
+		now := c.clock.Now()
+		env := od.Environment.DeepCopy()
+		replicas := map[string]int{}
+		for _, w := range env.Workers {
+			replicas[w.Name] = w.Instances.Min
+		}
+		cl = &cluster.Cluster{ID: cid, State: cluster.Starting, Generation: 1, Creator: r.Creator, CreatedAt: now, UpdatedAt: now,
+			Temporary: true, OwnerRun: r.ID, Replicas: replicas, QuotaGroup: od.ResourceGroup,
+			Live: &cluster.Live{ResourceGroup: od.ResourceGroup, Environment: *env.DeepCopy()},
+			Spec: cluster.Spec{Name: "ondemand_" + r.ID, Priority: od.Priority, ResourcePackage: od.ResourcePackage,
+				ResourceGroup: od.ResourceGroup, Environment: *env, Mounts: r.Config.Mounts, Tags: r.Config.Tags}}
+		cl.Events = cluster.AppendEvent(nil, c.event(ctx, "system", "create", "on-demand cluster for run "+r.ID))
+		if _, err := c.create(ctx, kindCluster, cid, clusterLabels(cl), cl); err != nil && !errors.Is(err, errs.ErrConflict) {
+			return err
+		}
+	} else if err != nil {
+		return err
+	}
+	_, _, err = c.moveRun(ctx, r, job.Place, "starting on-demand cluster "+cid, func(n *job.Run) { n.ClusterID = cid })
+	return err
+}
+
+// followRun moves a placed run with its cluster and its Ray job: it
+// submits the job once the cluster runs (Ray keys it by the run id, so a
+// retry never starts it twice), and records what Ray reports.
+func (c *Client) followRun(ctx context.Context, r *job.Run) error {
+	cl, err := c.getCluster(r.ClusterID)
+	switch {
+	case errs.IsNotFound(err) || (err == nil && cl.State == cluster.Deleting):
+		_, err = c.endRun(ctx, r, job.Fail, fmt.Sprintf("cluster %s was deleted", r.ClusterID))
+		return err
+	case err != nil:
+		return err
+	case cl.State == cluster.Abnormal:
+		_, err = c.endRun(ctx, r, job.Fail, fmt.Sprintf("cluster %s is abnormal: %s", cl.ID, cl.Reason))
+		return err
+	case cl.State != cluster.Running:
+		return nil // its on-demand cluster is still starting
+	}
+	obs, err := c.ray.RunStatus(ctx, r.ID)
+	if errs.IsNotFound(err) {
+		if r.State == job.Running {
+			_, err = c.endRun(ctx, r, job.Fail, "Ray has no record of the job any more")
+			return err
+		}
+		if err := c.ray.SubmitRun(ctx, r, cl); err != nil {
+			return err
+		}
+		obs, err = c.ray.RunStatus(ctx, r.ID)
+	}
+	if err != nil {
+		return err
+	}
+	var t job.RunTrigger
+	switch obs.State {
+	case job.Running:
+		t = job.ObservedRunning
+	case job.Succeeded:
+		t = job.ObservedSucceeded
+	case job.Failed:
+		t = job.ObservedFailed
+	case job.Stopped:
+		t = job.Fail
+	default:
+		return nil
+	}
+	next, ok, err := c.moveRun(ctx, r, t, obs.Message, func(n *job.Run) {
+		if n.State == job.Running {
+			n.Message = "on cluster " + n.ClusterID
+		}
+		if n.StartedAt.IsZero() && (n.State == job.Running || !obs.StartedAt.IsZero()) {
+			n.StartedAt = obs.StartedAt // Ray's time: a run may be seen only once it has ended
+			if n.StartedAt.IsZero() {
+				n.StartedAt = c.clock.Now()
+			}
+		}
+		if n.State.Terminal() {
+			n.RayDone = n.Config.OnDemand == nil
+			if !obs.EndedAt.IsZero() {
+				n.FinishedAt = obs.EndedAt
+			}
+		}
+	})
+	if err != nil || !ok {
+		return err
+	}
+	if !next.State.Live() {
+		return c.cleanupRun(ctx, next)
 	}
 	return nil
+}
+
+// cleanupRun releases what an ended run still holds: its Ray job, and an
+// on-demand run's cluster (which in turn releases its quota).
+func (c *Client) cleanupRun(ctx context.Context, r *job.Run) error {
+	if r.RayDone {
+		return nil
+	}
+	if r.ClusterID != "" {
+		if err := c.ray.StopRun(ctx, r.ID); err != nil && !errs.IsNotFound(err) {
+			return err
+		}
+	}
+	if od := r.Config.OnDemand; od != nil {
+		cid := odClusterID(r.ID)
+		cl, err := c.getCluster(cid)
+		switch {
+		case errs.IsNotFound(err):
+			if _, err := c.changeAccount(ctx, od.ResourceGroup, func(a *quota.Account) (bool, error) {
+				return a.Release(cid), nil
+			}); err != nil && !errs.IsNotFound(err) {
+				return err
+			}
+		case err != nil:
+			return err
+		case cl.State != cluster.Deleting:
+			next := cl.DeepCopy()
+			next.State = cluster.Deleting
+			next.Generation++
+			next.Events = cluster.AppendEvent(next.Events, c.event(ctx, "system", "delete", "run "+r.ID+" "+string(r.State)))
+			if err := c.putCluster(ctx, next, cl.Version); err != nil {
+				return err
+			}
+		}
+	}
+	next := r.DeepCopy()
+	next.RayDone = true
+	return c.putRun(ctx, next, r.Version)
 }

@@ -2,56 +2,88 @@ package dlc
 
 import (
 	"context"
+	"errors"
 
 	"github.com/aidlc/dlc/cluster"
 	"github.com/aidlc/dlc/errs"
 )
 
-// SaveTemplate saves a compute-environment template under its name (C6),
-// replacing one of the same name. Clusters and on-demand jobs start from
-// a copy of it: cluster.Builder.FromTemplate, job.Builder.FromTemplate.
-func (c *Client) SaveTemplate(ctx context.Context, t *cluster.Template) error {
+// TemplateService is the compute-environment templates of a Client (C6).
+type TemplateService struct{ c *Client }
+
+// Templates returns the client's templates.
+func (c *Client) Templates() *TemplateService { return &TemplateService{c} }
+
+// Save saves a template under its name (C6), replacing one of the same
+// name. Clusters and on-demand jobs start from a copy of it:
+// cluster.Builder.FromTemplate, job.Builder.FromTemplate.
+func (s *TemplateService) Save(ctx context.Context, t *cluster.Template) error {
+	c := s.c
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	if err := t.Problems(c.cat).ToError(); err != nil {
 		return err
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	_, v, err := load[cluster.Template](ctx, c.be, kindTemplate, t.Name)
-	if err != nil && !errs.IsNotFound(err) {
-		return err
+	t = t.DeepCopy()
+	version, exists := "", false
+	if d, ok := c.cache.get(kindTemplate, t.Name); ok {
+		version, exists = d.Version, true
 	}
-	if _, err := save(ctx, c.be, kindTemplate, t.Name, v, t.DeepCopy()); err != nil {
-		return err
+	for attempt := 0; ; attempt++ {
+		var err error
+		if exists {
+			_, err = c.update(ctx, kindTemplate, t.Name, version, nil, t)
+		} else {
+			_, err = c.create(ctx, kindTemplate, t.Name, nil, t)
+		}
+		if err == nil || !(errors.Is(err, errs.ErrConflict) || errs.IsNotFound(err)) || attempt >= conflictRetries {
+			return err
+		}
+		_, v, ferr := fresh[cluster.Template](ctx, c, kindTemplate, t.Name)
+		switch {
+		case errs.IsNotFound(ferr):
+			version, exists = "", false
+		case ferr != nil:
+			return ferr
+		default:
+			version, exists = v, true
+		}
 	}
-	c.event(ctx, kindTemplate+"/"+t.Name, "user", "save", "")
-	return nil
 }
 
-// Template returns a copy of the template called name.
-func (c *Client) Template(ctx context.Context, name string) (*cluster.Template, error) {
-	t, _, err := load[cluster.Template](ctx, c.be, kindTemplate, name)
+// Get returns a copy of the template called name.
+func (s *TemplateService) Get(ctx context.Context, name string) (*cluster.Template, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	t, _, err := cached[cluster.Template](s.c, kindTemplate, name)
 	if err != nil {
 		return nil, notFoundAs(err, "template", name)
 	}
 	return t, nil
 }
 
-// ListTemplates returns every template, by name.
-func (c *Client) ListTemplates(ctx context.Context) ([]*cluster.Template, error) {
-	all, _, err := loadAll[cluster.Template](ctx, c.be, kindTemplate)
-	return all, err
+// List returns every template, by name.
+func (s *TemplateService) List(ctx context.Context) ([]*cluster.Template, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	var out []*cluster.Template
+	for _, d := range s.c.cache.selectDocs(kindTemplate, nil) {
+		t, err := decode[cluster.Template](d)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, t)
+	}
+	return out, nil
 }
 
-// DeleteTemplate deletes a template; what was started from it keeps its copy.
-func (c *Client) DeleteTemplate(ctx context.Context, name string) error {
+// Delete deletes a template; what was started from it keeps its copy.
+func (s *TemplateService) Delete(ctx context.Context, name string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if err := c.be.Delete(ctx, kindTemplate, name, 0); err != nil {
-		return notFoundAs(err, "template", name)
-	}
-	return nil
+	return notFoundAs(s.c.store.Delete(ctx, kindTemplate, name, ""), "template", name)
 }

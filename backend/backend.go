@@ -1,34 +1,35 @@
 // Package backend holds what the SDK's client and its backends share: the
-// versioned document a Store keeps, the Observer a backend reports Ray's
-// side to, and the Clock both run on. The interfaces a backend satisfies
-// (dlc.Store, dlc.Provisioner) live in package dlc, which uses them.
+// versioned document a Store keeps and the changes it reports, and the
+// Clock both run on. The interfaces a backend satisfies (dlc.Store,
+// dlc.Provisioner) live in package dlc, which uses them.
 package backend
 
 import (
 	"sort"
 	"sync"
 	"time"
-
-	"github.com/aidlc/dlc/cluster"
-	"github.com/aidlc/dlc/job"
 )
 
 // Doc is one stored object: its kind and id, the store's version of it,
-// and its content as JSON.
+// the labels it is found by, and its content as JSON.
 type Doc struct {
-	Kind    string
-	ID      string
-	Version int64 // 0 on a Put means "create"; the store sets it
-	Data    []byte
+	Kind string
+	ID   string
+	// Version is the store's opaque version of the document: set by the
+	// store, passed back on an update or delete so that a stale write is
+	// a conflict. Compare versions only for equality.
+	Version string
+	// Labels are equality-matched keys the document is listed and indexed
+	// by (e.g. "state": "waiting"). Keys and values are short strings.
+	Labels map[string]string
+	Data   []byte
 }
 
-// Observer receives what a backend sees of Ray: cluster state changes
-// and run outcomes. A backend calls it from its own goroutine, never
-// while holding a lock the client could be waiting on, and never from
-// inside a call the client made.
-type Observer interface {
-	ClusterObserved(clusterID string, o cluster.Observation)
-	RunObserved(runID string, o job.Observation)
+// Change is one change a store reports: a document written, or deleted
+// (Deleted, with the document as it last was).
+type Change struct {
+	Doc     Doc
+	Deleted bool
 }
 
 // Clock tells the time and runs functions later. Tests inject a

@@ -84,11 +84,15 @@ type Cluster struct {
 	ID        string    `json:"id"`
 	Spec      Spec      `json:"spec"`
 	State     State     `json:"state"`
-	Reason    string    `json:"reason,omitempty"` // why it is abnormal, or what it waits for
-	Version   int64     `json:"version"`          // the store's version; a stale write is a conflict
+	Reason    string    `json:"reason,omitempty"` // why it is abnormal, or what a step is waiting on
+	Version   string    `json:"-"`                // the store's version; a stale write is a conflict
 	Creator   string    `json:"creator"`
 	CreatedAt time.Time `json:"createdAt"`
 	UpdatedAt time.Time `json:"updatedAt"`
+	// Generation counts changes of what Ray should run (start, hibernate,
+	// resize, delete); an observation of Ray counts only when it reflects
+	// the current generation.
+	Generation int64 `json:"generation"`
 	// Temporary marks an on-demand cluster, owned by one run and released
 	// when the run ends.
 	Temporary bool   `json:"temporary,omitempty"`
@@ -101,6 +105,32 @@ type Cluster struct {
 	// Live is what the Ray cluster runs with since its last start, while it
 	// holds quota (starting, running, abnormal, hibernating); nil otherwise.
 	Live *Live `json:"live,omitempty"`
+	// QuotaGroup is the resource group its reservation was made in at the
+	// last start; the reservation is released there once Ray has let the
+	// compute go.
+	QuotaGroup string `json:"quotaGroup,omitempty"`
+	// Events is the operation and event log (C13), newest last, at most
+	// MaxEvents entries.
+	Events []Event `json:"events,omitempty"`
+}
+
+// MaxEvents is how many entries an object's operation and event log
+// keeps; older ones are dropped.
+const MaxEvents = 100
+
+// AppendEvent adds e to a log, dropping the oldest entries past MaxEvents.
+func AppendEvent(log []Event, e Event) []Event {
+	log = append(log, e)
+	if len(log) > MaxEvents {
+		log = append([]Event(nil), log[len(log)-MaxEvents:]...)
+	}
+	return log
+}
+
+// HoldsQuota reports whether a cluster in state s keeps its reservation:
+// from the start until Ray has released its compute.
+func (s State) HoldsQuota() bool {
+	return s == Starting || s == Running || s == Abnormal || s == Hibernating || s == Deleting
 }
 
 // Live is a started cluster's environment and the resource group its
@@ -120,17 +150,104 @@ func (c *Cluster) DeepCopy() *Cluster {
 	out.Spec = *c.Spec.DeepCopy()
 	out.Replicas = maps.Clone(c.Replicas)
 	out.PendingRestart = slices.Clone(c.PendingRestart)
+	out.Events = slices.Clone(c.Events)
 	if c.Live != nil {
 		out.Live = &Live{ResourceGroup: c.Live.ResourceGroup, Environment: *c.Live.Environment.DeepCopy()}
 	}
 	return &out
 }
 
-// Observation is what a backend reports of a cluster's Ray side.
+// Phase is what a backend sees of a Ray cluster.
+type Phase string
+
+// The phases of a Ray cluster.
+const (
+	PhasePending   Phase = "pending"   // being provisioned
+	PhaseReady     Phase = "ready"     // head and workers up
+	PhaseSuspended Phase = "suspended" // exists with no compute (created or hibernated)
+	PhaseFailed    Phase = "failed"    // cannot come up or lost its head
+)
+
+// Observation is what a backend reports of a cluster's Ray side. It
+// counts only for the Generation it reflects.
 type Observation struct {
-	State  State  // Running, Abnormal, Created (provisioned but suspended), Hibernated, or "" for gone
-	Reason string // why, for Abnormal
-	Pods   []Pod
+	Generation int64
+	Phase      Phase
+	Reason     string // why, for PhaseFailed
+	Pods       []Pod
+}
+
+// Trigger is what moves a cluster from one state to another: a user
+// operation (an Op) or something the platform observed.
+type Trigger string
+
+// The triggers besides the user operations.
+const (
+	// ForceDelete deletes in any state, transitional ones included.
+	ForceDelete Trigger = "force-delete"
+	// ObservedSuspended: Ray has the cluster with no compute, at the
+	// current generation.
+	ObservedSuspended Trigger = "observed-suspended"
+	// ObservedReady: Ray runs the cluster at the current generation.
+	ObservedReady Trigger = "observed-ready"
+	// ObservedFailed: Ray reports the cluster failed.
+	ObservedFailed Trigger = "observed-failed"
+	// StepFailed: a background step kept failing past its retries.
+	StepFailed Trigger = "step-failed"
+	// ObservedGone: Ray has no such cluster any more.
+	ObservedGone Trigger = "observed-gone"
+)
+
+// Gone is the "state" a deleted cluster moves to: it is removed.
+const Gone State = ""
+
+// Transition is the cluster state machine (C11, C12): the state a cluster
+// in state from moves to on t. A user operation not allowed in from is a
+// *errs.StateError; an observation that does not apply to from returns
+// from unchanged and ok false.
+func Transition(id string, from State, t Trigger) (to State, ok bool, err error) {
+	switch t {
+	case Trigger(OpStart), Trigger(OpHibernate), Trigger(OpDelete), Trigger(OpEdit), Trigger(OpClone):
+		op := Op(t)
+		if err := CheckOp(&Cluster{ID: id, State: from}, op); err != nil {
+			return from, false, err
+		}
+		switch op {
+		case OpStart:
+			return Starting, true, nil
+		case OpHibernate:
+			return Hibernating, true, nil
+		case OpDelete:
+			return Deleting, true, nil
+		}
+		return from, true, nil
+	case ForceDelete:
+		return Deleting, true, nil
+	case ObservedSuspended:
+		switch from {
+		case Creating:
+			return Created, true, nil
+		case Hibernating:
+			return Hibernated, true, nil
+		}
+	case ObservedReady:
+		if from == Starting {
+			return Running, true, nil
+		}
+	case ObservedFailed:
+		if from == Starting || from == Running {
+			return Abnormal, true, nil
+		}
+	case StepFailed:
+		if from == Creating || from == Starting || from == Running || from == Hibernating {
+			return Abnormal, true, nil
+		}
+	case ObservedGone:
+		if from == Deleting {
+			return Gone, true, nil
+		}
+	}
+	return from, false, nil
 }
 
 // Pod is one Ray node's pod (C13).

@@ -14,11 +14,16 @@ var Epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // Memory is a ready client on the memory backend, with a fake clock and a
 // seeded random policy, so that a test decides when time passes and what
-// Ray does.
+// Ray does. Its clients run no reconciler goroutines: Settle runs their
+// steps in the test's goroutine, so every run of a test takes the same
+// steps in the same order.
 type Memory struct {
 	Client  *dlc.Client
 	Clock   *backend.FakeClock
 	Backend *memory.Backend
+
+	opts    MemoryOptions
+	clients []*dlc.Client
 }
 
 // MemoryOptions configure NewMemory. The zero value gives the memory
@@ -33,27 +38,79 @@ type MemoryOptions struct {
 }
 
 // NewMemory returns a Memory fixture. It needs no TestingT: nothing is
-// started that must be stopped.
+// started that must be stopped (Close stops its clients' watches).
 func NewMemory(o MemoryOptions) *Memory {
 	clk := backend.NewFakeClock(Epoch)
 	be := memory.New(memory.Options{Clock: clk, Delays: o.Delays, Ray: o.Ray, Store: o.Store})
-	seed := o.Seed
+	m := &Memory{Clock: clk, Backend: be, opts: o}
+	m.Client = m.NewClient()
+	return m
+}
+
+// NewClient starts another client on the fixture's backend, as another
+// replica of a service, or a restarted process, would be. Settle runs its
+// steps too.
+func (m *Memory) NewClient(more ...dlc.Option) *dlc.Client {
+	seed := m.opts.Seed
 	if seed == 0 {
 		seed = 1
 	}
-	opts := append([]dlc.Option{dlc.WithBackend(be), dlc.WithClock(clk),
-		dlc.WithPolicy(scheduler.NewRandom(seed)), dlc.WithMaxWait(o.MaxWait)}, o.Options...)
-	return &Memory{Client: dlc.New(opts...), Clock: clk, Backend: be}
+	opts := append([]dlc.Option{dlc.WithBackend(m.Backend), dlc.WithClock(m.Clock), dlc.WithWorkers(0),
+		dlc.WithPolicy(scheduler.NewRandom(seed + int64(len(m.clients)))), dlc.WithMaxWait(m.opts.MaxWait)}, m.opts.Options...)
+	c, err := dlc.New(append(opts, more...)...)
+	if err != nil {
+		panic("dlctest: a memory client cannot fail to start: " + err.Error())
+	}
+	m.clients = append(m.clients, c)
+	return c
 }
 
-// Settle advances the fake clock in steps of d until nothing is left to
-// happen, or max steps have passed; it returns the steps taken.
+// CloseClient closes c and stops settling it, as a process that stops.
+func (m *Memory) CloseClient(c *dlc.Client) {
+	_ = c.Close()
+	for i, x := range m.clients {
+		if x == c {
+			m.clients = append(m.clients[:i], m.clients[i+1:]...)
+			break
+		}
+	}
+}
+
+// Close closes every client of the fixture.
+func (m *Memory) Close() {
+	for _, c := range m.clients {
+		_ = c.Close()
+	}
+	m.clients = nil
+}
+
+// RunPending runs every client's queued reconcile steps until none is
+// left, and returns how many ran.
+func (m *Memory) RunPending() int {
+	total := 0
+	for {
+		n := 0
+		for _, c := range m.clients {
+			n += c.RunPending()
+		}
+		if n == 0 {
+			return total
+		}
+		total += n
+	}
+}
+
+// Settle runs the clients' steps and advances the fake clock in steps of
+// d until nothing is left to happen, or max steps have passed; it returns
+// the steps taken.
 func (m *Memory) Settle(d time.Duration, max int) int {
 	for i := 0; i < max; i++ {
+		m.RunPending()
 		if m.Clock.Pending() == 0 {
 			return i
 		}
 		m.Clock.Advance(d)
 	}
+	m.RunPending()
 	return max
 }

@@ -1,7 +1,7 @@
 // Package errs holds the typed errors that every dlc package returns: the
-// sentinels (ErrNotFound, ErrConflict, ErrInvalid, ErrState, ErrQuota), the
-// error types that carry detail (FieldError, StateError, NotFoundError,
-// ConflictError, QuotaError) and the field paths that validation reports.
+// sentinels (ErrNotFound, ErrConflict, ErrInvalid, ErrState, ErrQuota,
+// ErrUnavailable), the error types that carry detail (FieldError,
+// StateError, NotFoundError, ConflictError, QuotaError, UnavailableError) and the field paths that validation reports.
 //
 // Callers usually reach these through package dlc, which re-exports them.
 // Every error here works with errors.Is against its sentinel and with
@@ -30,7 +30,29 @@ var (
 	ErrState = errors.New("not allowed in this state")
 	// ErrQuota means the resource group cannot allocate what was asked.
 	ErrQuota = errors.New("quota exceeded")
+	// ErrUnavailable means a backend could not answer now (a timeout,
+	// throttling, a server error); the call may be retried.
+	ErrUnavailable = errors.New("unavailable")
 )
+
+// UnavailableError says which backend operation could not be done now,
+// and why. It is errors.Is ErrUnavailable and unwraps to its cause.
+type UnavailableError struct {
+	Op  string // e.g. "store update cluster/cls-1"
+	Err error  // the cause
+}
+
+// Error implements error.
+func (e *UnavailableError) Error() string { return e.Op + ": unavailable: " + e.Err.Error() }
+
+// Is reports whether target is ErrUnavailable.
+func (e *UnavailableError) Is(target error) bool { return target == ErrUnavailable }
+
+// Unwrap returns the cause.
+func (e *UnavailableError) Unwrap() error { return e.Err }
+
+// Unavailable returns an *UnavailableError for op caused by err.
+func Unavailable(op string, err error) error { return &UnavailableError{Op: op, Err: err} }
 
 // NotFoundError says which object was not found.
 type NotFoundError struct {

@@ -11,6 +11,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/aidlc/dlc/cluster"
 	"github.com/aidlc/dlc/errs"
 	"github.com/aidlc/dlc/internal/check"
 )
@@ -30,10 +31,12 @@ type Group struct {
 	ID        string    `json:"id"`
 	Name      string    `json:"name"`
 	Policy    Policy    `json:"policy"`
-	Version   int64     `json:"version"`
+	Version   string    `json:"-"` // the store's version
 	Creator   string    `json:"creator"`
 	CreatedAt time.Time `json:"createdAt"`
 	UpdatedAt time.Time `json:"updatedAt"`
+	// Events is the group's operation log, newest last.
+	Events []cluster.Event `json:"events,omitempty"`
 }
 
 // ValidateName checks a group name (G5): required, at most 64 characters,

@@ -2,7 +2,12 @@ package job
 
 import (
 	"context"
+	"slices"
 	"time"
+
+	"github.com/aidlc/dlc/cluster"
+	"github.com/aidlc/dlc/errs"
+	"github.com/aidlc/dlc/quota"
 )
 
 // Record is a saved job configuration (J12): its config, the revision
@@ -11,16 +16,19 @@ type Record struct {
 	ID        string    `json:"id"`
 	Config    Config    `json:"config"`
 	Revision  int       `json:"revision"` // the config's version; runs keep the one they started from
-	Version   int64     `json:"version"`  // the store's version; a stale write is a conflict
+	Version   string    `json:"-"`        // the store's version; a stale write is a conflict
 	Creator   string    `json:"creator"`
 	CreatedAt time.Time `json:"createdAt"`
 	UpdatedAt time.Time `json:"updatedAt"`
+	// Events is the config's operation log, newest last.
+	Events []cluster.Event `json:"events,omitempty"`
 }
 
 // DeepCopy returns a copy of r that shares nothing with it.
 func (r *Record) DeepCopy() *Record {
 	out := *r
 	out.Config = *r.Config.DeepCopy()
+	out.Events = slices.Clone(r.Events)
 	return &out
 }
 
@@ -88,14 +96,90 @@ type Run struct {
 	StartedAt   time.Time  `json:"startedAt,omitzero"`
 	FinishedAt  time.Time  `json:"finishedAt,omitzero"`
 	Logs        string     `json:"logs,omitempty"` // where its logs are
-	Version     int64      `json:"version"`
+	// Priority is the queueing weight of an on-demand run (J3).
+	Priority int `json:"priority,omitempty"`
+	// Seq orders runs submitted at the same instant: the submitting
+	// client's clock in nanoseconds, made strictly increasing per client.
+	Seq uint64 `json:"seq,omitempty"`
+	// Demand is what admitting an on-demand run reserves: its cluster's
+	// head and the workers' minimum.
+	Demand quota.Resources `json:"demand,omitzero"`
+	// RayDone records that Ray holds nothing more of an ended run (its job
+	// stopped or finished), so nothing is left to clean up.
+	RayDone bool   `json:"rayDone,omitempty"`
+	Version string `json:"-"` // the store's version; a stale write is a conflict
+	// Events is the run's event log, newest last (at most cluster.MaxEvents).
+	Events []cluster.Event `json:"events,omitempty"`
 }
 
 // DeepCopy returns a copy of r that shares nothing with it.
 func (r *Run) DeepCopy() *Run {
 	out := *r
 	out.Config = *r.Config.DeepCopy()
+	out.Events = slices.Clone(r.Events)
 	return &out
+}
+
+// Live reports whether the run has not ended.
+func (s RunState) Live() bool { return s != "" && !s.Terminal() }
+
+// RunTrigger is what moves a run from one state to another.
+type RunTrigger string
+
+// The run triggers.
+const (
+	// Wait: it cannot be placed now (J18).
+	Wait RunTrigger = "wait"
+	// Place: it has a cluster (an existing one, a group member, or an
+	// admitted on-demand cluster) and goes to Ray.
+	Place RunTrigger = "place"
+	// ObservedRunning: Ray runs its job.
+	ObservedRunning RunTrigger = "observed-running"
+	// ObservedSucceeded and ObservedFailed: Ray's job ended.
+	ObservedSucceeded RunTrigger = "observed-succeeded"
+	ObservedFailed    RunTrigger = "observed-failed"
+	// Fail: the platform fails it (its target is gone, a step kept failing).
+	Fail RunTrigger = "fail"
+	// Stop: a user, or a forced cluster operation, stops it.
+	Stop RunTrigger = "stop"
+)
+
+// Transition is the run state machine (J14, J18): the state a run in
+// state from moves to on t. Stopping an ended run is a *errs.StateError;
+// a trigger that does not apply returns from and ok false.
+func Transition(id string, from RunState, t RunTrigger) (to RunState, ok bool, err error) {
+	switch t {
+	case Wait:
+		if from == Queued || from == Waiting {
+			return Waiting, true, nil
+		}
+	case Place:
+		if from == Queued || from == Waiting {
+			return Provisioning, true, nil
+		}
+	case ObservedRunning:
+		if from == Provisioning {
+			return Running, true, nil
+		}
+	case ObservedSucceeded, ObservedFailed:
+		if from == Provisioning || from == Running {
+			if t == ObservedSucceeded {
+				return Succeeded, true, nil
+			}
+			return Failed, true, nil
+		}
+	case Fail:
+		if from.Live() {
+			return Failed, true, nil
+		}
+	case Stop:
+		if from.Live() {
+			return Stopped, true, nil
+		}
+		return from, false, &errs.StateError{Kind: "run", ID: id, Op: "stop", State: string(from),
+			Allowed: []string{string(Queued), string(Waiting), string(Provisioning), string(Running)}}
+	}
+	return from, false, nil
 }
 
 // Duration returns how long the run ran, so far or in all.
@@ -111,25 +195,35 @@ func (r *Run) Duration(now time.Time) time.Duration {
 
 // Observation is what a backend reports of a run's Ray job.
 type Observation struct {
-	State   RunState // Running, Succeeded or Failed
-	Message string
+	State     RunState  // Provisioning (submitted, driver not yet running), Running, Succeeded, Failed or Stopped
+	Message   string    // why it failed or stopped
+	StartedAt time.Time // when its driver started, if it has
+	EndedAt   time.Time // when it ended, if it has
 }
 
-// Submitter saves a job config and starts a run of it; *dlc.Client is one.
+// Submitter saves a job config and starts a run of it; *dlc.Client is
+// one. A non-empty requestID makes each call idempotent: a retry with the
+// same id returns what the first call made.
 type Submitter interface {
-	SaveJob(ctx context.Context, cfg *Config) (*Record, error)
-	Run(ctx context.Context, jobID string) (*Run, error)
+	SaveJob(ctx context.Context, cfg *Config, requestID string) (*Record, error)
+	RunJob(ctx context.Context, jobID, requestID string) (*Run, error)
 }
 
 // Submit saves cfg and starts a run of it in one call. When the save
 // fails nothing is run; when the run cannot start, the saved record is
-// returned with the error so the caller can retry the run.
-func Submit(ctx context.Context, s Submitter, cfg *Config) (*Record, *Run, error) {
-	rec, err := s.SaveJob(ctx, cfg)
+// returned with the error so the caller can retry the run. Under a
+// requestID the whole call can be retried after a lost reply without
+// saving or running twice.
+func Submit(ctx context.Context, s Submitter, cfg *Config, requestID string) (*Record, *Run, error) {
+	rec, err := s.SaveJob(ctx, cfg, requestID)
 	if err != nil {
 		return nil, nil, err
 	}
-	run, err := s.Run(ctx, rec.ID)
+	runReq := ""
+	if requestID != "" {
+		runReq = requestID + "/run"
+	}
+	run, err := s.RunJob(ctx, rec.ID, runReq)
 	if err != nil {
 		return rec, nil, err
 	}

@@ -2,8 +2,10 @@ package quota
 
 import (
 	"fmt"
+	"maps"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/aidlc/dlc/errs"
 )
@@ -16,34 +18,8 @@ type Group struct {
 	Capacity Resources `json:"capacity"`
 }
 
-// Usage is a resource group's capacity and what is reserved from it.
-type Usage struct {
-	Group
-	Reserved    Resources            `json:"reserved"`
-	Allocatable Resources            `json:"allocatable"` // Capacity − Reserved
-	Holders     map[string]Resources `json:"holders"`     // reservation per holder (a cluster id)
-}
-
-// Ledger records which holder reserves what in which resource group.
-// Reserved never exceeds capacity and never goes below zero: a request
-// that would is refused with an error that is errors.Is ErrQuota.
-// A Ledger is not safe for concurrent use; its owner locks around it.
-type Ledger struct {
-	groups map[string]*ledgerGroup
-}
-
-type ledgerGroup struct {
-	Group
-	reserved Resources
-	holders  map[string]Resources
-}
-
-// NewLedger returns an empty ledger.
-func NewLedger() *Ledger { return &Ledger{groups: map[string]*ledgerGroup{}} }
-
-// Register adds a resource group, or changes its capacity. A capacity
-// below what is already reserved is refused.
-func (l *Ledger) Register(g Group) error {
+// Validate checks a resource group's registration.
+func (g Group) Validate() error {
 	var fl errs.List
 	if g.ID == "" {
 		fl = append(fl, errs.Required("id", "C4", "a resource group id"))
@@ -54,125 +30,126 @@ func (l *Ledger) Register(g Group) error {
 	if g.Capacity.AnyNegative() {
 		fl = append(fl, errs.Invalid("capacity", "C4", g.Capacity.String(), "capacity is not negative"))
 	}
-	if err := fl.ToError(); err != nil {
-		return err
-	}
-	if old, ok := l.groups[g.ID]; ok {
-		if old.Package != g.Package {
-			return errs.Conflict("resource group", g.ID, fmt.Sprintf("belongs to package %q, not %q", old.Package, g.Package))
-		}
-		if !old.reserved.Fits(g.Capacity) {
-			return &errs.QuotaError{ResourceGroup: g.ID, Requested: "capacity " + g.Capacity.String(),
-				Available: "reserved " + old.reserved.String(), Reason: "the new capacity is below what is reserved"}
-		}
-		old.Capacity = g.Capacity
-		return nil
-	}
-	l.groups[g.ID] = &ledgerGroup{Group: g, holders: map[string]Resources{}}
-	return nil
+	return fl.ToError()
 }
 
-// Lookup returns a resource group's usage.
-func (l *Ledger) Lookup(id string) (Usage, bool) {
-	g, ok := l.groups[id]
-	if !ok {
-		return Usage{}, false
-	}
-	u := Usage{Group: g.Group, Reserved: g.reserved, Allocatable: g.Capacity.Sub(g.reserved), Holders: map[string]Resources{}}
-	for h, r := range g.holders {
-		u.Holders[h] = r
-	}
-	return u, true
+// Usage is a resource group's capacity and what is reserved from it, as
+// a caller reads it.
+type Usage struct {
+	Group
+	Reserved    Resources            `json:"reserved"`
+	Allocatable Resources            `json:"allocatable"` // Capacity − Reserved
+	Holders     map[string]Resources `json:"holders"`     // reservation per holder (a cluster id)
 }
 
-// Groups returns every resource group's usage, by id.
-func (l *Ledger) Groups() []Usage {
-	ids := make([]string, 0, len(l.groups))
-	for id := range l.groups {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
-	out := make([]Usage, 0, len(ids))
-	for _, id := range ids {
-		u, _ := l.Lookup(id)
-		out = append(out, u)
-	}
-	return out
+// Hold is one holder's reservation and when it was last set.
+type Hold struct {
+	Resources Resources `json:"resources"`
+	Since     time.Time `json:"since"`
 }
 
-// Allocatable returns what group can still allocate.
-func (l *Ledger) Allocatable(group string) (Resources, error) {
-	g, ok := l.groups[group]
-	if !ok {
-		return Resources{}, errs.NotFound("resource group", group)
-	}
-	return g.Capacity.Sub(g.reserved), nil
+// Account is a resource group as the platform stores it: its capacity
+// and every reservation on it. It is the one object that serialises
+// reservations across replicas: every change is a compare-and-swap of the
+// whole account. Reserved never exceeds capacity and never goes below
+// zero: a change that would is refused with an error that is errors.Is
+// ErrQuota, and changes nothing.
+type Account struct {
+	Group
+	Holders map[string]Hold `json:"holders,omitempty"`
+	Version string          `json:"-"` // the store's version
 }
 
-// Held returns what holder reserves in group.
-func (l *Ledger) Held(group, holder string) Resources {
-	if g, ok := l.groups[group]; ok {
-		return g.holders[holder]
-	}
-	return Resources{}
+// DeepCopy returns a copy of a that shares nothing with it.
+func (a *Account) DeepCopy() *Account {
+	out := *a
+	out.Holders = maps.Clone(a.Holders)
+	return &out
 }
 
-// Set makes holder's reservation in group exactly r (zero releases it),
-// if the group can allocate the difference; otherwise it changes nothing
-// and returns a *errs.QuotaError.
-func (l *Ledger) Set(group, holder string, r Resources) error {
-	g, ok := l.groups[group]
-	if !ok {
-		return errs.NotFound("resource group", group)
+// Reserved returns the sum of the reservations.
+func (a *Account) Reserved() Resources {
+	var sum Resources
+	for _, h := range a.Holders {
+		sum = sum.Add(h.Resources)
 	}
+	return sum
+}
+
+// Allocatable returns what the group can still allocate.
+func (a *Account) Allocatable() Resources { return a.Capacity.Sub(a.Reserved()) }
+
+// Held returns holder's reservation.
+func (a *Account) Held(holder string) Resources { return a.Holders[holder].Resources }
+
+// Set makes holder's reservation exactly r (zero releases it), if the
+// group can allocate the difference; otherwise it changes nothing and
+// returns a *errs.QuotaError. It reports whether anything changed.
+func (a *Account) Set(holder string, r Resources, now time.Time) (bool, error) {
 	if r.AnyNegative() {
-		return errs.List{errs.Invalid("reservation", "", r.String(), "a reservation is not negative")}.ToError()
+		return false, errs.List{errs.Invalid("reservation", "", r.String(), "a reservation is not negative")}.ToError()
 	}
-	next := g.reserved.Sub(g.holders[holder]).Add(r)
-	if !next.Fits(g.Capacity) {
-		return &errs.QuotaError{ResourceGroup: group, Requested: r.String(),
-			Available: g.Capacity.Sub(g.reserved).Add(g.holders[holder]).String()}
+	cur, had := a.Holders[holder]
+	if had && cur.Resources == r {
+		return false, nil
 	}
-	g.reserved = next
 	if r.IsZero() {
-		delete(g.holders, holder)
-	} else {
-		g.holders[holder] = r
+		return a.Release(holder), nil
 	}
+	next := a.Reserved().Sub(cur.Resources).Add(r)
+	if !next.Fits(a.Capacity) {
+		return false, &errs.QuotaError{ResourceGroup: a.ID, Requested: r.String(),
+			Available: a.Allocatable().Add(cur.Resources).String()}
+	}
+	if a.Holders == nil {
+		a.Holders = map[string]Hold{}
+	}
+	a.Holders[holder] = Hold{Resources: r, Since: now}
+	return true, nil
+}
+
+// Release drops holder's reservation; it reports whether there was one.
+func (a *Account) Release(holder string) bool {
+	_, ok := a.Holders[holder]
+	delete(a.Holders, holder)
+	return ok
+}
+
+// SetCapacity changes the capacity, never below what is reserved.
+func (a *Account) SetCapacity(c Resources) error {
+	if r := a.Reserved(); !r.Fits(c) {
+		return &errs.QuotaError{ResourceGroup: a.ID, Requested: "capacity " + c.String(),
+			Available: "reserved " + r.String(), Reason: "the new capacity is below what is reserved"}
+	}
+	a.Capacity = c
 	return nil
 }
 
-// Release drops holder's reservation in group.
-func (l *Ledger) Release(group, holder string) {
-	if g, ok := l.groups[group]; ok {
-		g.reserved = g.reserved.Sub(g.holders[holder])
-		delete(g.holders, holder)
+// Usage returns the account as a caller reads it.
+func (a *Account) Usage() Usage {
+	u := Usage{Group: a.Group, Reserved: a.Reserved(), Holders: make(map[string]Resources, len(a.Holders))}
+	u.Allocatable = a.Capacity.Sub(u.Reserved)
+	for h, r := range a.Holders {
+		u.Holders[h] = r.Resources
 	}
+	return u
 }
 
-// Check verifies the ledger's invariants: every group's reservations add
-// up, are not negative and fit its capacity. It returns the problems
-// found, for tests and audits.
-func (l *Ledger) Check() error {
+// Check verifies the account's invariants: no reservation is negative
+// and together they fit the capacity. It returns the problems found.
+func (a *Account) Check() error {
 	var bad []string
-	for id, g := range l.groups {
-		var sum Resources
-		for h, r := range g.holders {
-			if r.AnyNegative() {
-				bad = append(bad, fmt.Sprintf("%s: holder %s negative %s", id, h, r))
-			}
-			sum = sum.Add(r)
+	for h, r := range a.Holders {
+		if r.Resources.AnyNegative() {
+			bad = append(bad, fmt.Sprintf("%s: holder %s negative %s", a.ID, h, r.Resources))
 		}
-		if sum != g.reserved {
-			bad = append(bad, fmt.Sprintf("%s: holders add to %s, reserved %s", id, sum, g.reserved))
-		}
-		if g.reserved.AnyNegative() || !g.reserved.Fits(g.Capacity) {
-			bad = append(bad, fmt.Sprintf("%s: reserved %s outside capacity %s", id, g.reserved, g.Capacity))
-		}
+	}
+	if r := a.Reserved(); r.AnyNegative() || !r.Fits(a.Capacity) {
+		bad = append(bad, fmt.Sprintf("%s: reserved %s outside capacity %s", a.ID, r, a.Capacity))
 	}
 	if len(bad) > 0 {
 		sort.Strings(bad)
-		return fmt.Errorf("quota ledger: %s", strings.Join(bad, "; "))
+		return fmt.Errorf("resource group %s: %s", a.ID, strings.Join(bad, "; "))
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package quota_test
 import (
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/aidlc/dlc/errs"
 	"github.com/aidlc/dlc/quota"
@@ -94,5 +95,70 @@ func TestResourcesArithmetic(t *testing.T) {
 	}
 	if got := b.String(); got != "cpu=1500m memory=2Gi gpu=0" {
 		t.Errorf("String = %q", got)
+	}
+}
+
+// An account's reservations never go past its capacity nor below zero; a
+// refused change changes nothing.
+func TestAccount(t *testing.T) {
+	now := time.Unix(0, 0)
+	a := &quota.Account{Group: quota.Group{ID: "rg", Package: "p", Capacity: quota.Cores(8)}}
+	steps := []struct {
+		name        string
+		do          func() (bool, error)
+		wantChanged bool
+		wantErr     error
+		wantHeld    map[string]int64 // holder → cores
+	}{
+		{"reserve", func() (bool, error) { return a.Set("c1", quota.Cores(4), now) }, true, nil, map[string]int64{"c1": 4}},
+		{"the same again changes nothing", func() (bool, error) { return a.Set("c1", quota.Cores(4), now) }, false, nil, map[string]int64{"c1": 4}},
+		{"another holder fits", func() (bool, error) { return a.Set("c2", quota.Cores(3), now) }, true, nil, map[string]int64{"c1": 4, "c2": 3}},
+		{"past the capacity is refused", func() (bool, error) { return a.Set("c3", quota.Cores(2), now) }, false, errs.ErrQuota, map[string]int64{"c1": 4, "c2": 3}},
+		{"growing a holder counts only the difference", func() (bool, error) { return a.Set("c2", quota.Cores(4), now) }, true, nil, map[string]int64{"c1": 4, "c2": 4}},
+		{"a negative reservation is invalid", func() (bool, error) { return a.Set("c2", quota.Cores(-1), now) }, false, errs.ErrInvalid, map[string]int64{"c1": 4, "c2": 4}},
+		{"zero releases", func() (bool, error) { return a.Set("c2", quota.Resources{}, now) }, true, nil, map[string]int64{"c1": 4}},
+		{"release", func() (bool, error) { return a.Release("c1"), nil }, true, nil, map[string]int64{}},
+		{"release again", func() (bool, error) { return a.Release("c1"), nil }, false, nil, map[string]int64{}},
+	}
+	for _, s := range steps {
+		changed, err := s.do()
+		if changed != s.wantChanged || !errors.Is(err, s.wantErr) || (s.wantErr == nil && err != nil) {
+			t.Fatalf("%s: changed %v, err %v", s.name, changed, err)
+		}
+		var sum int64
+		for h, cores := range s.wantHeld {
+			if got := a.Held(h); got != quota.Cores(cores) {
+				t.Fatalf("%s: %s holds %v, want %d cores", s.name, h, got, cores)
+			}
+			sum += cores
+		}
+		if len(a.Holders) != len(s.wantHeld) || a.Reserved() != quota.Cores(sum) || a.Allocatable() != quota.Cores(8-sum) {
+			t.Fatalf("%s: holders %v, reserved %v, allocatable %v", s.name, a.Holders, a.Reserved(), a.Allocatable())
+		}
+		if err := a.Check(); err != nil {
+			t.Fatalf("%s: %v", s.name, err)
+		}
+	}
+	if _, err := a.Set("c1", quota.Cores(6), now); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.SetCapacity(quota.Cores(5)); !errors.Is(err, errs.ErrQuota) || a.Capacity != quota.Cores(8) {
+		t.Fatalf("capacity below the reserved: %v, capacity %v", err, a.Capacity)
+	}
+	if err := a.SetCapacity(quota.Cores(6)); err != nil || a.Capacity != quota.Cores(6) {
+		t.Fatalf("capacity down to the reserved: %v, capacity %v", err, a.Capacity)
+	}
+	u := a.Usage()
+	if u.Reserved != quota.Cores(6) || !u.Allocatable.IsZero() || u.Holders["c1"] != quota.Cores(6) || u.ID != "rg" {
+		t.Fatalf("usage %+v", u)
+	}
+	cp := a.DeepCopy()
+	cp.Release("c1")
+	if a.Held("c1") != quota.Cores(6) {
+		t.Fatal("a copy's change reached the account")
+	}
+	a.Holders["bad"] = quota.Hold{Resources: quota.Cores(-1)}
+	if err := a.Check(); err == nil {
+		t.Fatal("Check missed a negative reservation")
 	}
 }

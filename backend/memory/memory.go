@@ -16,7 +16,8 @@ type Options struct {
 }
 
 // Backend is the store and the simulated Ray together: what dlc.New uses
-// by default.
+// by default. Several clients may share one Backend, as replicas of a
+// service share one API server.
 type Backend struct {
 	*Store
 	*Ray

@@ -3,6 +3,7 @@ package memory_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -17,40 +18,169 @@ import (
 func TestStoreVersions(t *testing.T) {
 	ctx := context.Background()
 	s := memory.NewStore(memory.StoreHooks{})
+	var versions []string // every version the store handed out, in order
+	last := func() string {
+		if len(versions) == 0 {
+			return ""
+		}
+		return versions[len(versions)-1]
+	}
 	cases := []struct {
 		name    string
-		doc     backend.Doc
-		wantV   int64
-		wantErr error
+		write   func() (string, error)
+		wantErr error // nil: succeeds with a new version
 	}{
-		{"create", backend.Doc{Kind: "k", ID: "a", Data: []byte("1")}, 1, nil},
-		{"create again conflicts", backend.Doc{Kind: "k", ID: "a", Data: []byte("x")}, 0, errs.ErrConflict},
-		{"update current", backend.Doc{Kind: "k", ID: "a", Version: 1, Data: []byte("2")}, 2, nil},
-		{"stale update conflicts", backend.Doc{Kind: "k", ID: "a", Version: 1, Data: []byte("x")}, 0, errs.ErrConflict},
-		{"update missing", backend.Doc{Kind: "k", ID: "b", Version: 3}, 0, errs.ErrNotFound},
+		{"create", func() (string, error) { return s.Create(ctx, backend.Doc{Kind: "k", ID: "a", Data: []byte("1")}) }, nil},
+		{"create again conflicts", func() (string, error) { return s.Create(ctx, backend.Doc{Kind: "k", ID: "a", Data: []byte("x")}) }, errs.ErrConflict},
+		{"update current", func() (string, error) {
+			return s.Update(ctx, backend.Doc{Kind: "k", ID: "a", Version: last(), Data: []byte("2")})
+		}, nil},
+		{"stale update conflicts", func() (string, error) {
+			return s.Update(ctx, backend.Doc{Kind: "k", ID: "a", Version: versions[0], Data: []byte("x")})
+		}, errs.ErrConflict},
+		{"update missing", func() (string, error) { return s.Update(ctx, backend.Doc{Kind: "k", ID: "b", Version: last()}) }, errs.ErrNotFound},
 	}
 	for _, tc := range cases {
-		v, err := s.Put(ctx, tc.doc)
-		if v != tc.wantV || !errors.Is(err, tc.wantErr) || (tc.wantErr == nil && err != nil) {
-			t.Fatalf("%s: v=%d err=%v", tc.name, v, err)
+		v, err := tc.write()
+		if tc.wantErr != nil {
+			if !errors.Is(err, tc.wantErr) || v != "" {
+				t.Fatalf("%s: v=%q err=%v, want %v", tc.name, v, err, tc.wantErr)
+			}
+			continue
 		}
+		if err != nil || v == "" {
+			t.Fatalf("%s: v=%q err=%v", tc.name, v, err)
+		}
+		for _, old := range versions {
+			if v == old {
+				t.Fatalf("%s: version %q handed out again", tc.name, v)
+			}
+		}
+		versions = append(versions, v)
 	}
 	d, err := s.Get(ctx, "k", "a")
-	if err != nil || string(d.Data) != "2" || d.Version != 2 {
+	if err != nil || string(d.Data) != "2" || d.Version != versions[1] {
 		t.Fatalf("get: %+v %v", d, err)
 	}
 	d.Data[0] = 'z' // copies out: the store is unchanged
 	if d2, _ := s.Get(ctx, "k", "a"); string(d2.Data) != "2" {
 		t.Fatal("a caller's change reached the store")
 	}
-	if err := s.Delete(ctx, "k", "a", 1); !errors.Is(err, errs.ErrConflict) {
+	if err := s.Delete(ctx, "k", "a", versions[0]); !errors.Is(err, errs.ErrConflict) {
 		t.Fatalf("stale delete: %v", err)
 	}
-	if err := s.Delete(ctx, "k", "a", 2); err != nil {
+	if err := s.Delete(ctx, "k", "a", versions[1]); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.Get(ctx, "k", "a"); !errors.Is(err, errs.ErrNotFound) {
 		t.Fatalf("get deleted: %v", err)
+	}
+	if err := s.Delete(ctx, "k", "a", ""); !errors.Is(err, errs.ErrNotFound) {
+		t.Fatalf("delete deleted: %v", err)
+	}
+}
+
+// List selects by labels; Watch returns the snapshot and then every
+// change, in order, until its context ends.
+func TestStoreListWatch(t *testing.T) {
+	ctx := context.Background()
+	s := memory.NewStore(memory.StoreHooks{})
+	mk := func(id, phase string) backend.Doc {
+		return backend.Doc{Kind: "run", ID: id, Labels: map[string]string{"phase": phase}, Data: []byte("{}")}
+	}
+	for _, d := range []backend.Doc{mk("r2", "pending"), mk("r1", "pending"), mk("r3", "done")} {
+		if _, err := s.Create(ctx, d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cases := []struct {
+		sel  map[string]string
+		want string
+	}{
+		{nil, "r1,r2,r3"},
+		{map[string]string{"phase": "pending"}, "r1,r2"},
+		{map[string]string{"phase": "done"}, "r3"},
+		{map[string]string{"phase": "pending", "other": "x"}, ""},
+	}
+	for _, tc := range cases {
+		docs, err := s.List(ctx, "run", tc.sel)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := ""
+		for i, d := range docs {
+			if i > 0 {
+				got += ","
+			}
+			got += d.ID
+		}
+		if got != tc.want {
+			t.Errorf("List(%v) = %s, want %s", tc.sel, got, tc.want)
+		}
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	var mu sync.Mutex
+	var seen []string
+	snap, err := s.Watch(wctx, func(ch backend.Change) {
+		mu.Lock()
+		seen = append(seen, fmt.Sprintf("%s:%v", ch.Doc.ID, ch.Deleted))
+		mu.Unlock()
+	})
+	if err != nil || len(snap) != 3 {
+		t.Fatalf("snapshot: %d docs, %v", len(snap), err)
+	}
+	v, _ := s.Create(ctx, mk("r4", "pending"))
+	_, _ = s.Update(ctx, backend.Doc{Kind: "run", ID: "r4", Version: v, Data: []byte("{}")})
+	_ = s.Delete(ctx, "run", "r1", "")
+	cancel()
+	time.Sleep(10 * time.Millisecond) // the watch is removed after its context ends
+	_, _ = s.Create(ctx, mk("r5", "pending"))
+	mu.Lock()
+	defer mu.Unlock()
+	if got := fmt.Sprint(seen); got != "[r4:false r4:false r1:true]" {
+		t.Fatalf("watched %s", got)
+	}
+}
+
+// Hooks intercept writes and reads: a write may fail before or after the
+// real write, a read may fail.
+func TestStoreHooks(t *testing.T) {
+	ctx := context.Background()
+	injected := errors.New("injected")
+	s := memory.NewStore(memory.StoreHooks{
+		Write: func(ctx context.Context, w memory.Write, next func(context.Context) (string, error)) (string, error) {
+			switch w.Doc.ID {
+			case "refused":
+				return "", injected
+			case "lost-reply":
+				_, _ = next(ctx)
+				return "", injected
+			}
+			return next(ctx)
+		},
+		Read: func(ctx context.Context, kind, id string) error {
+			if id == "unreadable" {
+				return injected
+			}
+			return nil
+		},
+	})
+	cases := []struct {
+		id     string
+		stored bool
+	}{{"refused", false}, {"lost-reply", true}, {"plain", true}}
+	for _, tc := range cases {
+		_, err := s.Create(ctx, backend.Doc{Kind: "k", ID: tc.id})
+		if (tc.id == "plain") != (err == nil) {
+			t.Errorf("create %s: %v", tc.id, err)
+		}
+		_, gerr := s.Get(ctx, "k", tc.id)
+		if tc.stored != (gerr == nil) {
+			t.Errorf("%s: stored %v, get %v", tc.id, tc.stored, gerr)
+		}
+	}
+	if _, err := s.Get(ctx, "k", "unreadable"); !errors.Is(err, injected) {
+		t.Fatalf("read hook: %v", err)
 	}
 }
 
@@ -77,26 +207,43 @@ func TestFakeClockOrder(t *testing.T) {
 	}
 }
 
+// recorder keeps what Ray's Observe reported, as "kind/id".
 type recorder struct {
-	mu       sync.Mutex
-	clusters []cluster.Observation
-	runs     []job.Observation
+	mu   sync.Mutex
+	seen []string
 }
 
-func (r *recorder) ClusterObserved(_ string, o cluster.Observation) {
+func (r *recorder) observe(kind, id string) {
 	r.mu.Lock()
-	r.clusters = append(r.clusters, o)
-	r.mu.Unlock()
-}
-func (r *recorder) RunObserved(_ string, o job.Observation) {
-	r.mu.Lock()
-	r.runs = append(r.runs, o)
+	r.seen = append(r.seen, kind+"/"+id)
 	r.mu.Unlock()
 }
 
-// The simulated Ray follows the cluster's state after the delays, with
-// pods per node group (two heads with HA), and runs jobs to the outcome
-// the hook decides.
+func (r *recorder) count(key string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, k := range r.seen {
+		if k == key {
+			n++
+		}
+	}
+	return n
+}
+
+func (r *recorder) last() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.seen) == 0 {
+		return ""
+	}
+	return r.seen[len(r.seen)-1]
+}
+
+// The simulated Ray follows the cluster's desired state after the
+// delays, with pods per node group (two heads with HA), and runs jobs to
+// the outcome the hook decides. It says what changed through Observe; the
+// state is read with ClusterStatus and RunStatus.
 func TestRaySimulation(t *testing.T) {
 	ctx := context.Background()
 	clk := backend.NewFakeClock(time.Unix(0, 0))
@@ -105,10 +252,13 @@ func TestRaySimulation(t *testing.T) {
 			return memory.Outcome{Fail: true, Logs: []string{"boom"}, Duration: time.Second}
 		}}})
 	rec := &recorder{}
-	ray.Watch(rec)
-	cl := &cluster.Cluster{ID: "c1", State: cluster.Starting, Replicas: map[string]int{"w": 3}}
+	ray.Observe(ctx, rec.observe)
+	cl := &cluster.Cluster{ID: "c1", State: cluster.Starting, Generation: 1, Replicas: map[string]int{"w": 3}}
 	cl.Spec.Head = cluster.HeadGroup{NodeGroup: cluster.NodeGroup{Name: "head", NodeSpec: "cu.4c16g"}, HighAvailability: true}
 	cl.Spec.AddWorkerGroup("w", "cu.4c8g", 1, 5)
+	if _, err := ray.ClusterStatus(ctx, "c1"); !errors.Is(err, errs.ErrNotFound) {
+		t.Fatalf("status before apply: %v", err)
+	}
 	if err := ray.ApplyCluster(ctx, cl); err != nil {
 		t.Fatal(err)
 	}
@@ -117,24 +267,45 @@ func TestRaySimulation(t *testing.T) {
 		t.Fatalf("submit before running: %v", err)
 	}
 	clk.Advance(time.Second)
-	if len(rec.clusters) != 1 || rec.clusters[0].State != cluster.Running || len(rec.clusters[0].Pods) != 5 {
-		t.Fatalf("observed %+v", rec.clusters)
+	obs, err := ray.ClusterStatus(ctx, "c1")
+	if rec.count("cluster/c1") != 1 || err != nil || obs.Phase != cluster.PhaseReady || obs.Generation != 1 || len(obs.Pods) != 5 {
+		t.Fatalf("observed %v: %+v %v", rec.seen, obs, err)
 	}
-	if ray.Dashboard(ctx, "c1") == "" {
-		t.Fatal("no dashboard while running")
+	if dash, err := ray.Dashboard(ctx, "c1"); dash == "" || err != nil {
+		t.Fatalf("no dashboard while running: %q %v", dash, err)
 	}
+	// Applying the same generation again changes nothing; a new one is
+	// followed at once on a running cluster.
 	cl.State, cl.Replicas["w"] = cluster.Running, 1
+	_ = ray.ApplyCluster(ctx, cl)
+	if pods, _ := ray.Pods(ctx, "c1"); len(pods) != 5 {
+		t.Fatalf("re-applying generation 1 changed the pods to %d", len(pods))
+	}
+	cl.Generation = 2
 	_ = ray.ApplyCluster(ctx, cl)
 	if pods, _ := ray.Pods(ctx, "c1"); len(pods) != 3 {
 		t.Fatalf("after scale-down %d pods", len(pods))
+	}
+	if obs, _ := ray.ClusterStatus(ctx, "c1"); obs.Generation != 2 || obs.Phase != cluster.PhaseReady {
+		t.Fatalf("after scale-down %+v", obs)
+	}
+	if _, err := ray.RunStatus(ctx, "r1"); !errors.Is(err, errs.ErrNotFound) {
+		t.Fatalf("status of an unsubmitted run: %v", err)
 	}
 	if err := ray.SubmitRun(ctx, run, cl); err != nil {
 		t.Fatal(err)
 	}
 	_ = ray.SubmitRun(ctx, run, cl) // the same submission id never starts twice
+	if o, _ := ray.RunStatus(ctx, "r1"); o.State != job.Provisioning {
+		t.Fatalf("right after submit: %+v", o)
+	}
+	clk.Advance(100 * time.Millisecond)
+	if o, _ := ray.RunStatus(ctx, "r1"); o.State != job.Running {
+		t.Fatalf("after the submit delay: %+v", o)
+	}
 	clk.Advance(5 * time.Second)
-	if len(rec.runs) != 2 || rec.runs[0].State != job.Running || rec.runs[1].State != job.Failed {
-		t.Fatalf("runs observed %+v", rec.runs)
+	if o, _ := ray.RunStatus(ctx, "r1"); rec.count("run/r1") != 2 || o.State != job.Failed || o.Message == "" {
+		t.Fatalf("runs observed %v, status %+v", rec.seen, o)
 	}
 	logs, _ := ray.Logs(ctx, "r1")
 	if len(logs) != 2 || logs[0] != "boom" {
@@ -142,7 +313,50 @@ func TestRaySimulation(t *testing.T) {
 	}
 	_ = ray.DeleteCluster(ctx, "c1")
 	clk.Advance(time.Second)
-	if last := rec.clusters[len(rec.clusters)-1]; last.State != "" {
-		t.Fatalf("delete observed %+v", last)
+	if _, err := ray.ClusterStatus(ctx, "c1"); !errors.Is(err, errs.ErrNotFound) || rec.last() != "cluster/c1" {
+		t.Fatalf("delete observed %v: %v", rec.seen, err)
+	}
+}
+
+// Call is called before every Ray call; its error fails the call, which
+// changes nothing.
+func TestRayCallHook(t *testing.T) {
+	ctx := context.Background()
+	clk := backend.NewFakeClock(time.Unix(0, 0))
+	injected := errors.New("injected")
+	fail := map[string]bool{}
+	ray := memory.NewRay(memory.RayOptions{Clock: clk, Hooks: memory.RayHooks{
+		Call: func(ctx context.Context, call, id string) error {
+			if fail[call] {
+				return injected
+			}
+			return nil
+		}}})
+	cl := &cluster.Cluster{ID: "c1", State: cluster.Creating, Generation: 1}
+	cl.Spec.Head = cluster.HeadGroup{NodeGroup: cluster.NodeGroup{Name: "head", NodeSpec: "cu.4c16g"}}
+	cases := []struct {
+		call string
+		do   func() error
+	}{
+		{memory.CallApplyCluster, func() error { return ray.ApplyCluster(ctx, cl) }},
+		{memory.CallClusterStatus, func() error { _, err := ray.ClusterStatus(ctx, "c1"); return err }},
+		{memory.CallDeleteCluster, func() error { return ray.DeleteCluster(ctx, "c1") }},
+		{memory.CallSubmitRun, func() error { return ray.SubmitRun(ctx, &job.Run{ID: "r1"}, cl) }},
+		{memory.CallStopRun, func() error { return ray.StopRun(ctx, "r1") }},
+		{memory.CallRunStatus, func() error { _, err := ray.RunStatus(ctx, "r1"); return err }},
+		{memory.CallPods, func() error { _, err := ray.Pods(ctx, "c1"); return err }},
+		{memory.CallLogs, func() error { _, err := ray.Logs(ctx, "r1"); return err }},
+		{memory.CallDashboard, func() error { _, err := ray.Dashboard(ctx, "c1"); return err }},
+	}
+	for _, tc := range cases {
+		fail[tc.call] = true
+		if err := tc.do(); !errors.Is(err, injected) {
+			t.Errorf("%s with a failing hook: %v", tc.call, err)
+		}
+		fail[tc.call] = false
+	}
+	clk.Advance(time.Second)
+	if _, err := ray.ClusterStatus(ctx, "c1"); !errors.Is(err, errs.ErrNotFound) {
+		t.Fatalf("a failed ApplyCluster made a cluster: %v", err)
 	}
 }

@@ -16,7 +16,7 @@ import (
 
 // Delays are how long the simulated Ray takes for each step.
 type Delays struct {
-	Create    time.Duration // created (suspended) RayCluster appears
+	Create    time.Duration // a created (suspended) RayCluster appears
 	Start     time.Duration // a start until the cluster runs
 	Hibernate time.Duration // a hibernate until compute is released
 	Delete    time.Duration // a delete until the cluster is gone
@@ -39,11 +39,28 @@ type Outcome struct {
 	Duration time.Duration // how long it runs; 0 means Delays.Run
 }
 
+// The names of the Ray calls, as RayHooks.Call sees them.
+const (
+	CallApplyCluster  = "ApplyCluster"
+	CallDeleteCluster = "DeleteCluster"
+	CallClusterStatus = "ClusterStatus"
+	CallSubmitRun     = "SubmitRun"
+	CallStopRun       = "StopRun"
+	CallRunStatus     = "RunStatus"
+	CallPods          = "Pods"
+	CallLogs          = "Logs"
+	CallDashboard     = "Dashboard"
+)
+
 // RayHooks let a test decide what the simulated Ray does. Nil hooks mean
-// every cluster starts and every run succeeds.
+// every call goes through, every cluster starts and every run succeeds.
 type RayHooks struct {
+	// Call is called before every Ray call with its name (CallApplyCluster,
+	// …) and the cluster or run id; a non-nil error fails the call, which
+	// then changes nothing.
+	Call func(ctx context.Context, call, id string) error
 	// ClusterStart decides whether a starting cluster comes up; a non-nil
-	// error makes it abnormal, with the error's text as the reason.
+	// error makes it fail, with the error's text as the reason.
 	ClusterStart func(c *cluster.Cluster) error
 	// RunOutcome decides each run's outcome and log lines.
 	RunOutcome func(r *job.Run) Outcome
@@ -57,9 +74,11 @@ type RayOptions struct {
 	Catalog quota.Catalog // node specs for pod requests; default quota.DefaultCatalog()
 }
 
-// Ray is a simulated KubeRay: it provisions clusters with pods per node
-// group (two heads with high availability), runs jobs, and reports both
-// to its Observer after the configured delays. Safe for concurrent use.
+// Ray is a simulated KubeRay and Ray Jobs API: it provisions clusters with
+// pods per node group (two heads with high availability), runs jobs, and
+// tells its observers which cluster or run changed, after the configured
+// delays. Every call is idempotent, as a real backend's must be. Safe for
+// concurrent use.
 type Ray struct {
 	clock   backend.Clock
 	delays  Delays
@@ -67,29 +86,34 @@ type Ray struct {
 	catalog quota.Catalog
 
 	mu       sync.Mutex
-	obs      backend.Observer
+	watchers map[int]func(kind, id string)
+	nextW    int
 	clusters map[string]*simCluster
 	runs     map[string]*simRun
 	podSeq   int
 }
 
 type simCluster struct {
-	id    string
-	state cluster.State
-	pods  []cluster.Pod
-	stop  func() bool
+	id       string
+	spec     *cluster.Cluster // as last applied
+	wantGen  int64            // the generation last applied
+	obs      cluster.Observation
+	timerSeq int // only the newest timer may act
+	deleting bool
 }
 
 type simRun struct {
-	id, clusterID string
-	logs          []string
-	stops         []func() bool
-	done          bool
+	id, clusterID  string
+	started, ended time.Time
+	state          job.RunState
+	message        string
+	logs           []string
+	stops          []func() bool
 }
 
 // NewRay returns a simulated Ray.
 func NewRay(o RayOptions) *Ray {
-	r := &Ray{clock: o.Clock, hooks: o.Hooks, catalog: o.Catalog,
+	r := &Ray{clock: o.Clock, hooks: o.Hooks, catalog: o.Catalog, watchers: map[int]func(string, string){},
 		clusters: map[string]*simCluster{}, runs: map[string]*simRun{}}
 	if r.clock == nil {
 		r.clock = backend.RealClock{}
@@ -104,138 +128,212 @@ func NewRay(o RayOptions) *Ray {
 	return r
 }
 
-// Watch sets the observer that hears of state changes.
-func (r *Ray) Watch(o backend.Observer) {
+// Observe calls f with "cluster" or "run" and the id whenever something of
+// that cluster or run changed on Ray's side, until ctx is done. f is
+// called from the simulation's own goroutine (or from the fake clock's
+// Advance), never while Ray holds a lock; it must return quickly.
+func (r *Ray) Observe(ctx context.Context, f func(kind, id string)) {
 	r.mu.Lock()
-	r.obs = o
+	id := r.nextW
+	r.nextW++
+	r.watchers[id] = f
 	r.mu.Unlock()
+	context.AfterFunc(ctx, func() {
+		r.mu.Lock()
+		delete(r.watchers, id)
+		r.mu.Unlock()
+	})
 }
 
-// notify calls the observer outside every lock.
-func (r *Ray) notifyCluster(id string, o cluster.Observation) {
+func (r *Ray) notify(kind, id string) {
 	r.mu.Lock()
-	obs := r.obs
+	fs := make([]func(string, string), 0, len(r.watchers))
+	keys := make([]int, 0, len(r.watchers))
+	for k := range r.watchers {
+		keys = append(keys, k)
+	}
+	sort.Ints(keys)
+	for _, k := range keys {
+		fs = append(fs, r.watchers[k])
+	}
 	r.mu.Unlock()
-	if obs != nil {
-		obs.ClusterObserved(id, o)
+	for _, f := range fs {
+		f(kind, id)
 	}
 }
 
-func (r *Ray) notifyRun(id string, o job.Observation) {
-	r.mu.Lock()
-	obs := r.obs
-	r.mu.Unlock()
-	if obs != nil {
-		obs.RunObserved(id, o)
-	}
-}
-
-// ApplyCluster makes the simulated Ray cluster follow c: a creating
-// cluster appears suspended, a starting one comes up (or turns abnormal,
-// as ClusterStart decides), a hibernating one releases its pods, and a
-// running one takes its current worker counts at once.
-func (r *Ray) ApplyCluster(ctx context.Context, c *cluster.Cluster) error {
+func (r *Ray) call(ctx context.Context, call, id string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	if r.hooks.Call != nil {
+		if err := r.hooks.Call(ctx, call, id); err != nil {
+			return fmt.Errorf("ray %s %s: %w", call, id, err)
+		}
+	}
+	return nil
+}
+
+// after runs f after d unless a newer step of the cluster replaced it;
+// f returns the runs it ended, which are notified with the cluster.
+func (r *Ray) after(sc *simCluster, d time.Duration, f func() []string) {
+	sc.timerSeq++
+	seq := sc.timerSeq
+	r.clock.AfterFunc(d, func() {
+		r.mu.Lock()
+		if sc.timerSeq != seq || r.clusters[sc.id] != sc {
+			r.mu.Unlock()
+			return
+		}
+		ended := f()
+		r.mu.Unlock()
+		r.notify("cluster", sc.id)
+		for _, id := range ended {
+			r.notify("run", id)
+		}
+	})
+}
+
+// ApplyCluster makes the simulated Ray cluster follow c at c.Generation:
+// a creating, created, hibernating or hibernated cluster is suspended (no
+// pods), a starting or running one runs with c.Replicas workers (or fails,
+// as ClusterStart decides). Applying a generation again changes nothing.
+func (r *Ray) ApplyCluster(ctx context.Context, c *cluster.Cluster) error {
+	if err := r.call(ctx, CallApplyCluster, c.ID); err != nil {
+		return err
+	}
 	c = c.DeepCopy()
+	var run bool
+	switch c.State {
+	case cluster.Starting, cluster.Running:
+		run = true
+	case cluster.Creating, cluster.Created, cluster.Hibernating, cluster.Hibernated:
+	default:
+		return nil
+	}
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	sc := r.clusters[c.ID]
 	if sc == nil {
 		sc = &simCluster{id: c.ID}
 		r.clusters[c.ID] = sc
 	}
-	if sc.stop != nil {
-		sc.stop()
-		sc.stop = nil
+	if sc.deleting || (sc.spec != nil && sc.wantGen == c.Generation) {
+		r.mu.Unlock()
+		return nil
 	}
-	switch c.State {
-	case cluster.Creating:
-		sc.stop = r.clock.AfterFunc(r.delays.Create, func() {
-			r.setState(c.ID, cluster.Created, nil)
-			r.notifyCluster(c.ID, cluster.Observation{State: cluster.Created})
-		})
-	case cluster.Starting:
-		sc.stop = r.clock.AfterFunc(r.delays.Start, func() {
+	sc.spec, sc.wantGen = c, c.Generation
+	gen := c.Generation
+	immediate := false
+	switch {
+	case run && sc.obs.Phase == cluster.PhaseReady:
+		// A running cluster takes new worker counts at once.
+		sc.obs = cluster.Observation{Generation: gen, Phase: cluster.PhaseReady, Pods: r.resizePods(c, sc.obs.Pods)}
+		sc.timerSeq++
+		immediate = true
+	case run:
+		sc.obs.Phase = cluster.PhasePending
+		r.after(sc, r.delays.Start, func() []string {
 			if r.hooks.ClusterStart != nil {
 				if err := r.hooks.ClusterStart(c); err != nil {
-					r.setState(c.ID, cluster.Abnormal, nil)
-					r.notifyCluster(c.ID, cluster.Observation{State: cluster.Abnormal, Reason: err.Error()})
-					return
+					sc.obs = cluster.Observation{Generation: gen, Phase: cluster.PhaseFailed, Reason: err.Error()}
+					return r.endRunsLocked(c.ID, "the cluster failed: "+err.Error())
 				}
 			}
-			pods := r.makePods(c)
-			r.setState(c.ID, cluster.Running, pods)
-			r.notifyCluster(c.ID, cluster.Observation{State: cluster.Running, Pods: pods})
+			sc.obs = cluster.Observation{Generation: gen, Phase: cluster.PhaseReady, Pods: r.makePods(c)}
+			return nil
 		})
-	case cluster.Hibernating:
-		sc.stop = r.clock.AfterFunc(r.delays.Hibernate, func() {
-			r.setState(c.ID, cluster.Hibernated, []cluster.Pod{})
-			r.notifyCluster(c.ID, cluster.Observation{State: cluster.Hibernated})
-		})
-	case cluster.Running:
-		if sc.state == cluster.Running {
-			sc.pods = r.resizePods(c, sc.pods)
+	case sc.obs.Phase == cluster.PhaseSuspended:
+		sc.obs.Generation = gen
+		sc.timerSeq++
+		immediate = true
+	default:
+		d := r.delays.Hibernate
+		if sc.obs.Phase == "" {
+			d = r.delays.Create
 		}
+		r.after(sc, d, func() []string {
+			sc.obs = cluster.Observation{Generation: gen, Phase: cluster.PhaseSuspended, Pods: []cluster.Pod{}}
+			return r.endRunsLocked(c.ID, "the cluster was suspended")
+		})
+	}
+	r.mu.Unlock()
+	if immediate {
+		r.notify("cluster", c.ID)
 	}
 	return nil
 }
 
-func (r *Ray) setState(id string, st cluster.State, pods []cluster.Pod) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if sc := r.clusters[id]; sc != nil {
-		sc.state = st
-		if pods != nil {
-			sc.pods = pods
-		}
-	}
-}
-
-// DeleteCluster removes the simulated cluster after the delete delay and
-// ends the runs on it.
+// DeleteCluster ends the runs on the cluster and removes it after the
+// delete delay; deleting a missing cluster is not an error.
 func (r *Ray) DeleteCluster(ctx context.Context, id string) error {
-	if err := ctx.Err(); err != nil {
+	if err := r.call(ctx, CallDeleteCluster, id); err != nil {
 		return err
 	}
 	r.mu.Lock()
 	sc := r.clusters[id]
-	if sc != nil && sc.stop != nil {
-		sc.stop()
+	if sc == nil || sc.deleting {
+		r.mu.Unlock()
+		return nil
 	}
-	for _, run := range r.runs {
-		if run.clusterID == id {
-			r.stopRunLocked(run, "cluster deleted")
+	sc.deleting = true
+	ended := r.endRunsLocked(id, "the cluster was deleted")
+	defer func() {
+		for _, id := range ended {
+			r.notify("run", id)
 		}
-	}
-	r.mu.Unlock()
+	}()
+	defer r.mu.Unlock()
+	sc.timerSeq++
+	seq := sc.timerSeq
 	r.clock.AfterFunc(r.delays.Delete, func() {
 		r.mu.Lock()
+		if r.clusters[id] != sc || sc.timerSeq != seq {
+			r.mu.Unlock()
+			return
+		}
 		delete(r.clusters, id)
 		r.mu.Unlock()
-		r.notifyCluster(id, cluster.Observation{State: ""})
+		r.notify("cluster", id)
 	})
 	return nil
 }
 
-// SubmitRun starts run on cluster c: its driver runs after the submit
-// delay, and it ends as RunOutcome decides.
+// ClusterStatus returns what Ray runs of the cluster, or an error that is
+// errors.Is ErrNotFound when it has no such cluster (never applied, or
+// deleted).
+func (r *Ray) ClusterStatus(ctx context.Context, id string) (cluster.Observation, error) {
+	if err := r.call(ctx, CallClusterStatus, id); err != nil {
+		return cluster.Observation{}, err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	sc := r.clusters[id]
+	if sc == nil {
+		return cluster.Observation{}, errs.NotFound("ray cluster", id)
+	}
+	o := sc.obs
+	o.Pods = append([]cluster.Pod(nil), o.Pods...)
+	return o, nil
+}
+
+// SubmitRun starts run on cluster c under the run's id as submission id:
+// submitting the same id again changes nothing. Its driver runs after
+// the submit delay, and it ends as RunOutcome decides.
 func (r *Ray) SubmitRun(ctx context.Context, run *job.Run, c *cluster.Cluster) error {
-	if err := ctx.Err(); err != nil {
+	if err := r.call(ctx, CallSubmitRun, run.ID); err != nil {
 		return err
 	}
 	run = run.DeepCopy()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	sc := r.clusters[c.ID]
-	if sc == nil || sc.state != cluster.Running {
-		return &errs.StateError{Kind: "cluster", ID: c.ID, Op: "submit a job", State: "not running in Ray", Allowed: []string{string(cluster.Running)}}
-	}
-	if old := r.runs[run.ID]; old != nil && !old.done {
+	if r.runs[run.ID] != nil {
 		return nil // the same submission id: Ray never starts a job twice
 	}
-	sr := &simRun{id: run.ID, clusterID: c.ID}
+	sc := r.clusters[c.ID]
+	if sc == nil || sc.deleting || sc.obs.Phase != cluster.PhaseReady {
+		return &errs.StateError{Kind: "ray cluster", ID: c.ID, Op: "submit a job", State: "not ready", Allowed: []string{string(cluster.PhaseReady)}}
+	}
+	sr := &simRun{id: run.ID, clusterID: c.ID, state: job.Provisioning}
 	r.runs[run.ID] = sr
 	out := Outcome{}
 	if r.hooks.RunOutcome != nil {
@@ -249,72 +347,108 @@ func (r *Ray) SubmitRun(ctx context.Context, run *job.Run, c *cluster.Cluster) e
 	}
 	sr.stops = append(sr.stops, r.clock.AfterFunc(r.delays.Submit, func() {
 		r.mu.Lock()
-		if sr.done {
+		if sr.state.Terminal() {
 			r.mu.Unlock()
 			return
 		}
+		sr.state, sr.started = job.Running, r.clock.Now()
 		sr.logs = append(sr.logs, out.Logs...)
 		sr.stops = append(sr.stops, r.clock.AfterFunc(out.Duration, func() {
 			r.mu.Lock()
-			if sr.done {
+			if sr.state.Terminal() {
 				r.mu.Unlock()
 				return
 			}
-			sr.done = true
-			st, msg := job.Succeeded, out.Message
+			sr.state, sr.message, sr.ended = job.Succeeded, out.Message, r.clock.Now()
 			if out.Fail {
-				st = job.Failed
-				if msg == "" {
-					msg = "the job's entrypoint exited with an error"
+				sr.state = job.Failed
+				if sr.message == "" {
+					sr.message = "the job's entrypoint exited with an error"
 				}
 			}
-			sr.logs = append(sr.logs, fmt.Sprintf("Job %s %s", run.ID, st))
+			sr.logs = append(sr.logs, fmt.Sprintf("Job %s %s", run.ID, sr.state))
 			r.mu.Unlock()
-			r.notifyRun(run.ID, job.Observation{State: st, Message: msg})
+			r.notify("run", run.ID)
 		}))
 		r.mu.Unlock()
-		r.notifyRun(run.ID, job.Observation{State: job.Running})
+		r.notify("run", run.ID)
 	}))
 	return nil
 }
 
-// StopRun stops a run; it reports nothing more of it.
+// StopRun stops a run; stopping an ended or unknown run is not an error.
 func (r *Ray) StopRun(ctx context.Context, runID string) error {
-	if err := ctx.Err(); err != nil {
+	if err := r.call(ctx, CallStopRun, runID); err != nil {
 		return err
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if sr := r.runs[runID]; sr != nil {
-		r.stopRunLocked(sr, "stopped")
+		r.endRunLocked(sr, job.Stopped, "stopped")
 	}
 	return nil
 }
 
-func (r *Ray) stopRunLocked(sr *simRun, why string) {
-	if sr.done {
-		return
+// RunStatus returns the state of a submitted run (Provisioning until its
+// driver runs), or an error that is errors.Is ErrNotFound when Ray has no
+// job of that submission id.
+func (r *Ray) RunStatus(ctx context.Context, runID string) (job.Observation, error) {
+	if err := r.call(ctx, CallRunStatus, runID); err != nil {
+		return job.Observation{}, err
 	}
-	sr.done = true
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	sr := r.runs[runID]
+	if sr == nil {
+		return job.Observation{}, errs.NotFound("ray job", runID)
+	}
+	return job.Observation{State: sr.state, Message: sr.message, StartedAt: sr.started, EndedAt: sr.ended}, nil
+}
+
+// endRunsLocked ends every unfinished run on the cluster as failed and
+// returns their ids, by id.
+func (r *Ray) endRunsLocked(clusterID, why string) []string {
+	var ended []string
+	for _, sr := range r.runs {
+		if sr.clusterID == clusterID && r.endRunLocked(sr, job.Failed, why) {
+			ended = append(ended, sr.id)
+		}
+	}
+	sort.Strings(ended)
+	return ended
+}
+
+func (r *Ray) endRunLocked(sr *simRun, st job.RunState, why string) bool {
+	if sr.state.Terminal() {
+		return false
+	}
+	sr.state, sr.message, sr.ended = st, why, r.clock.Now()
 	for _, s := range sr.stops {
 		s()
 	}
-	sr.logs = append(sr.logs, fmt.Sprintf("Job %s %s", sr.id, why))
+	sr.logs = append(sr.logs, fmt.Sprintf("Job %s %s: %s", sr.id, st, why))
+	return true
 }
 
 // Pods returns the cluster's pods.
-func (r *Ray) Pods(_ context.Context, clusterID string) ([]cluster.Pod, error) {
+func (r *Ray) Pods(ctx context.Context, clusterID string) ([]cluster.Pod, error) {
+	if err := r.call(ctx, CallPods, clusterID); err != nil {
+		return nil, err
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	sc := r.clusters[clusterID]
 	if sc == nil {
 		return nil, nil
 	}
-	return append([]cluster.Pod(nil), sc.pods...), nil
+	return append([]cluster.Pod(nil), sc.obs.Pods...), nil
 }
 
 // Logs returns a run's log lines so far.
-func (r *Ray) Logs(_ context.Context, runID string) ([]string, error) {
+func (r *Ray) Logs(ctx context.Context, runID string) ([]string, error) {
+	if err := r.call(ctx, CallLogs, runID); err != nil {
+		return nil, err
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	sr := r.runs[runID]
@@ -324,14 +458,17 @@ func (r *Ray) Logs(_ context.Context, runID string) ([]string, error) {
 	return append([]string(nil), sr.logs...), nil
 }
 
-// Dashboard returns the Ray dashboard address of a running cluster.
-func (r *Ray) Dashboard(_ context.Context, clusterID string) string {
+// Dashboard returns the Ray dashboard address of a ready cluster, or "".
+func (r *Ray) Dashboard(ctx context.Context, clusterID string) (string, error) {
+	if err := r.call(ctx, CallDashboard, clusterID); err != nil {
+		return "", err
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if sc := r.clusters[clusterID]; sc != nil && sc.state == cluster.Running {
-		return fmt.Sprintf("http://%s-head-svc.memory:8265", clusterID)
+	if sc := r.clusters[clusterID]; sc != nil && sc.obs.Phase == cluster.PhaseReady {
+		return fmt.Sprintf("http://%s-head-svc.memory:8265", clusterID), nil
 	}
-	return ""
+	return "", nil
 }
 
 func (r *Ray) pod(c *cluster.Cluster, role, group, nodeSpec string, i int) cluster.Pod {
@@ -347,23 +484,31 @@ func (r *Ray) pod(c *cluster.Cluster, role, group, nodeSpec string, i int) clust
 	}
 }
 
+// makePods gives the cluster its head pods (two with high availability)
+// and its workers; the caller holds r.mu.
 func (r *Ray) makePods(c *cluster.Cluster) []cluster.Pod {
-	r.mu.Lock()
-	defer r.mu.Unlock()
+	env := &c.Spec.Environment
+	if c.Live != nil {
+		env = &c.Live.Environment
+	}
 	heads := 1
-	if c.Spec.Head.HighAvailability {
+	if env.Head.HighAvailability {
 		heads = cluster.HighAvailabilityGx
 	}
 	var pods []cluster.Pod
 	for i := range heads {
-		pods = append(pods, r.pod(c, "head", c.Spec.Head.Name, c.Spec.Head.NodeSpec, i))
+		pods = append(pods, r.pod(c, "head", env.Head.Name, env.Head.NodeSpec, i))
 	}
 	return r.resizePods(c, pods)
 }
 
 // resizePods keeps the head pods and gives each worker group as many pods
-// as c.Replicas says.
+// as c.Replicas says; the caller holds r.mu.
 func (r *Ray) resizePods(c *cluster.Cluster, pods []cluster.Pod) []cluster.Pod {
+	env := &c.Spec.Environment
+	if c.Live != nil {
+		env = &c.Live.Environment
+	}
 	byGroup := map[string][]cluster.Pod{}
 	var out []cluster.Pod
 	for _, p := range pods {
@@ -373,9 +518,12 @@ func (r *Ray) resizePods(c *cluster.Cluster, pods []cluster.Pod) []cluster.Pod {
 			byGroup[p.Group] = append(byGroup[p.Group], p)
 		}
 	}
-	for _, w := range c.Spec.Workers {
+	for _, w := range env.Workers {
 		have := byGroup[w.Name]
-		want := c.Replicas[w.Name]
+		want, ok := c.Replicas[w.Name]
+		if !ok {
+			want = w.Instances.Min
+		}
 		for i := len(have); i < want; i++ {
 			have = append(have, r.pod(c, "worker", w.Name, w.NodeSpec, i))
 		}

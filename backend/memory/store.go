@@ -1,9 +1,11 @@
 // Package memory is the SDK's embedded default backend: an in-process
-// store of versioned documents and a simulated Ray that provisions
-// clusters and runs jobs on an injectable clock. It is a real, complete
-// implementation of the interfaces package dlc uses, so other repos' tests
-// can script what Ray does (delays, failures, log lines) without a
-// Kubernetes cluster.
+// store of versioned, labelled documents and a simulated Ray that
+// provisions clusters and runs jobs on an injectable clock. It is a real,
+// complete implementation of the interfaces package dlc uses, so other
+// repos' tests can script what Ray does (delays, failures, log lines) and
+// inject faults into any store or Ray call, without a Kubernetes cluster.
+// Several clients may share one Backend: that is how replicas of a
+// service share one API server.
 //
 // What it does not model: Kubernetes scheduling and images, Ray's own
 // task scheduling inside a cluster, and persistence across processes.
@@ -13,40 +15,67 @@ package memory
 
 import (
 	"context"
+	"maps"
 	"sort"
+	"strconv"
 	"sync"
 
 	"github.com/aidlc/dlc/backend"
-	"github.com/aidlc/dlc/cluster"
 	"github.com/aidlc/dlc/errs"
 )
 
-// StoreHooks intercept store calls, as controller-runtime's interceptor
-// does for its fake client: a nil hook passes through; a hook gets the
-// call's arguments and next, the real implementation, and may fail
-// instead, call next, or change what it returns.
-type StoreHooks struct {
-	Put    func(ctx context.Context, d backend.Doc, next func(context.Context, backend.Doc) (int64, error)) (int64, error)
-	Delete func(ctx context.Context, kind, id string, version int64, next func(context.Context, string, string, int64) error) error
+// WriteOp names a store write.
+type WriteOp string
+
+// The store writes.
+const (
+	OpCreate WriteOp = "create"
+	OpUpdate WriteOp = "update"
+	OpDelete WriteOp = "delete"
+)
+
+// Write is one store write as a hook sees it. For a delete, Doc holds
+// only Kind, ID and Version.
+type Write struct {
+	Op  WriteOp
+	Doc backend.Doc
 }
 
-// Store keeps documents in memory with optimistic concurrency: a Put or
-// Delete whose version is not the current one is a conflict. It is safe
-// for concurrent use and copies every document in and out.
+// StoreHooks intercept store calls, as controller-runtime's interceptor
+// does for its fake client: a nil hook passes through. Write gets every
+// create, update and delete with next, the real write: it may fail
+// instead of calling next, call next and fail anyway (a reply lost after
+// the write took effect), or pass next's result on. Read is called
+// before every Get and List; a non-nil error fails the read.
+type StoreHooks struct {
+	Write func(ctx context.Context, w Write, next func(context.Context) (string, error)) (string, error)
+	Read  func(ctx context.Context, kind, id string) error
+}
+
+// Store keeps documents in memory with optimistic concurrency: an update
+// or delete whose version is not the current one is a conflict. It is
+// safe for concurrent use and copies every document in and out. Watchers
+// hear of every change in the order the changes were made.
 type Store struct {
-	mu     sync.RWMutex
-	docs   map[string]map[string]backend.Doc
-	events map[string][]cluster.Event
-	hooks  StoreHooks
+	hooks StoreHooks
+
+	mu       sync.RWMutex
+	docs     map[string]map[string]backend.Doc
+	seq      uint64
+	watchers map[int]func(backend.Change)
+	nextW    int
 }
 
 // NewStore returns an empty store with the given hooks.
 func NewStore(h StoreHooks) *Store {
-	return &Store{docs: map[string]map[string]backend.Doc{}, events: map[string][]cluster.Event{}, hooks: h}
+	return &Store{hooks: h, docs: map[string]map[string]backend.Doc{}, watchers: map[int]func(backend.Change){}}
 }
 
 // Get returns the document kind/id, or an error that is errors.Is ErrNotFound.
-func (s *Store) Get(_ context.Context, kind, id string) (backend.Doc, error) {
+func (s *Store) Get(ctx context.Context, kind, id string) (backend.Doc, error) {
+	if err := s.read(ctx, kind, id); err != nil {
+		return backend.Doc{}, err
+	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	d, ok := s.docs[kind][id]
@@ -56,97 +85,162 @@ func (s *Store) Get(_ context.Context, kind, id string) (backend.Doc, error) {
 	return copyDoc(d), nil
 }
 
-// List returns every document of a kind, by id.
-func (s *Store) List(_ context.Context, kind string) ([]backend.Doc, error) {
+// List returns the documents of a kind whose labels include every pair of
+// selector (all of the kind when selector is empty), by id.
+func (s *Store) List(ctx context.Context, kind string, selector map[string]string) ([]backend.Doc, error) {
+	if err := s.read(ctx, kind, ""); err != nil {
+		return nil, err
+	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	out := make([]backend.Doc, 0, len(s.docs[kind]))
+	var out []backend.Doc
 	for _, d := range s.docs[kind] {
-		out = append(out, copyDoc(d))
+		if Matches(d.Labels, selector) {
+			out = append(out, copyDoc(d))
+		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out, nil
 }
 
-// Put creates (Version 0) or replaces (Version = the current one) a
-// document and returns its new version.
-func (s *Store) Put(ctx context.Context, d backend.Doc) (int64, error) {
-	if s.hooks.Put != nil {
-		return s.hooks.Put(ctx, d, s.put)
+// Matches reports whether labels include every pair of selector.
+func Matches(labels, selector map[string]string) bool {
+	for k, v := range selector {
+		if got, ok := labels[k]; !ok || got != v {
+			return false
+		}
 	}
-	return s.put(ctx, d)
+	return true
 }
 
-func (s *Store) put(ctx context.Context, d backend.Doc) (int64, error) {
+func (s *Store) read(ctx context.Context, kind, id string) error {
 	if err := ctx.Err(); err != nil {
-		return 0, err
+		return err
 	}
+	if s.hooks.Read != nil {
+		return s.hooks.Read(ctx, kind, id)
+	}
+	return nil
+}
+
+// Create stores a new document and returns its version; an existing id is
+// a conflict that changes nothing.
+func (s *Store) Create(ctx context.Context, d backend.Doc) (string, error) {
+	d = copyDoc(d)
+	return s.write(ctx, Write{Op: OpCreate, Doc: d}, func(context.Context) (string, error) {
+		return s.apply(func(byID map[string]backend.Doc) (backend.Doc, bool, error) {
+			if _, ok := byID[d.ID]; ok {
+				return backend.Doc{}, false, errs.Conflict(d.Kind, d.ID, "already exists")
+			}
+			return d, false, nil
+		}, d.Kind)
+	})
+}
+
+// Update replaces a document whose current version is d.Version and
+// returns the new version; another version is a conflict, a missing
+// document not found, and either changes nothing.
+func (s *Store) Update(ctx context.Context, d backend.Doc) (string, error) {
+	d = copyDoc(d)
+	return s.write(ctx, Write{Op: OpUpdate, Doc: d}, func(context.Context) (string, error) {
+		return s.apply(func(byID map[string]backend.Doc) (backend.Doc, bool, error) {
+			cur, ok := byID[d.ID]
+			switch {
+			case !ok:
+				return backend.Doc{}, false, errs.NotFound(d.Kind, d.ID)
+			case cur.Version != d.Version:
+				return backend.Doc{}, false, errs.Conflict(d.Kind, d.ID, "stale version: the object changed since it was read")
+			}
+			return d, false, nil
+		}, d.Kind)
+	})
+}
+
+// Delete removes kind/id if version is its current one ("": any version).
+func (s *Store) Delete(ctx context.Context, kind, id, version string) error {
+	_, err := s.write(ctx, Write{Op: OpDelete, Doc: backend.Doc{Kind: kind, ID: id, Version: version}}, func(context.Context) (string, error) {
+		return s.apply(func(byID map[string]backend.Doc) (backend.Doc, bool, error) {
+			cur, ok := byID[id]
+			switch {
+			case !ok:
+				return backend.Doc{}, false, errs.NotFound(kind, id)
+			case version != "" && version != cur.Version:
+				return backend.Doc{}, false, errs.Conflict(kind, id, "stale version: the object changed since it was read")
+			}
+			return cur, true, nil
+		}, kind)
+	})
+	return err
+}
+
+func (s *Store) write(ctx context.Context, w Write, next func(context.Context) (string, error)) (string, error) {
+	if err := ctx.Err(); err != nil {
+		return "", err
+	}
+	if s.hooks.Write != nil {
+		return s.hooks.Write(ctx, w, next)
+	}
+	return next(ctx)
+}
+
+// apply runs one write under the lock: check decides the document to put
+// (or, with del, to remove) or refuses. Watchers hear of it before the
+// lock is released, so they see changes in order.
+func (s *Store) apply(check func(map[string]backend.Doc) (backend.Doc, bool, error), kind string) (string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	byID := s.docs[d.Kind]
+	byID := s.docs[kind]
 	if byID == nil {
 		byID = map[string]backend.Doc{}
-		s.docs[d.Kind] = byID
+		s.docs[kind] = byID
 	}
-	cur, exists := byID[d.ID]
-	switch {
-	case d.Version == 0 && exists:
-		return 0, errs.Conflict(d.Kind, d.ID, "already exists")
-	case d.Version != 0 && !exists:
-		return 0, errs.NotFound(d.Kind, d.ID)
-	case d.Version != 0 && d.Version != cur.Version:
-		return 0, errs.Conflict(d.Kind, d.ID, "stale version: the object changed since it was read")
+	d, del, err := check(byID)
+	if err != nil {
+		return "", err
 	}
-	d = copyDoc(d)
-	d.Version = cur.Version + 1
-	byID[d.ID] = d
+	if del {
+		delete(byID, d.ID)
+	} else {
+		s.seq++
+		d.Version = strconv.FormatUint(s.seq, 10)
+		byID[d.ID] = d
+	}
+	for _, h := range s.watchers {
+		h(backend.Change{Doc: copyDoc(d), Deleted: del})
+	}
 	return d.Version, nil
 }
 
-// Delete removes kind/id if version is the current one (0: any version).
-func (s *Store) Delete(ctx context.Context, kind, id string, version int64) error {
-	if s.hooks.Delete != nil {
-		return s.hooks.Delete(ctx, kind, id, version, s.delete)
-	}
-	return s.delete(ctx, kind, id, version)
-}
-
-func (s *Store) delete(ctx context.Context, kind, id string, version int64) error {
+// Watch calls h with every change from now on, until ctx is done, and
+// returns every document as of the moment it started: no change is missed
+// between the snapshot and the first call. h is called in the order of
+// the changes, with the store locked: it must return quickly and must not
+// call the store.
+func (s *Store) Watch(ctx context.Context, h func(backend.Change)) ([]backend.Doc, error) {
 	if err := ctx.Err(); err != nil {
-		return err
+		return nil, err
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	cur, ok := s.docs[kind][id]
-	switch {
-	case !ok:
-		return errs.NotFound(kind, id)
-	case version != 0 && version != cur.Version:
-		return errs.Conflict(kind, id, "stale version: the object changed since it was read")
+	id := s.nextW
+	s.nextW++
+	s.watchers[id] = h
+	var snap []backend.Doc
+	for _, byID := range s.docs {
+		for _, d := range byID {
+			snap = append(snap, copyDoc(d))
+		}
 	}
-	delete(s.docs[kind], id)
-	return nil
-}
-
-// AppendEvent adds an entry to the event log under key.
-func (s *Store) AppendEvent(ctx context.Context, key string, e cluster.Event) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.events[key] = append(s.events[key], e)
-	return nil
-}
-
-// Events returns the event log under key, oldest first.
-func (s *Store) Events(_ context.Context, key string) ([]cluster.Event, error) {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	return append([]cluster.Event(nil), s.events[key]...), nil
+	s.mu.Unlock()
+	context.AfterFunc(ctx, func() {
+		s.mu.Lock()
+		delete(s.watchers, id)
+		s.mu.Unlock()
+	})
+	return snap, nil
 }
 
 func copyDoc(d backend.Doc) backend.Doc {
 	d.Data = append([]byte(nil), d.Data...)
+	d.Labels = maps.Clone(d.Labels)
 	return d
 }

@@ -30,21 +30,25 @@ func main() {
 func run() error {
 	ctx, cancel := context.WithTimeout(dlc.WithUser(context.Background(), "alice"), 30*time.Second)
 	defer cancel()
-	c := dlc.New() // the memory backend, the real clock
+	c, err := dlc.New() // the memory backend, the real clock
+	if err != nil {
+		return err
+	}
+	defer c.Close()
 
 	fmt.Println("== every problem of a broken cluster spec, at once")
-	_, err := dlc.NewCluster("bad name!").Priority(12).Image("ray-9.9").
+	_, err = dlc.NewCluster("bad name!").Priority(12).Image("ray-9.9").
 		Head("Head", "cu.1c1g").WorkerGroup("cpu", "cu.8c32g", 4, 2).Advanced("num-cpus", "64").Build()
 	for _, fe := range dlc.Fields(err) {
 		fmt.Printf("  %-30s [%s] %s\n", fe.Path, fe.Rule, fe.Detail)
 	}
 
 	fmt.Println("\n== a resource group of 24 cores and a cluster group")
-	if err := c.RegisterResourceGroup(ctx, quota.Group{ID: "rg-1", Package: "pkg-1",
+	if _, err := c.ResourceGroups().Register(ctx, quota.Group{ID: "rg-1", Package: "pkg-1",
 		Capacity: quota.Resources{MilliCPU: 24000, Memory: 96 * quota.GiB}}); err != nil {
 		return err
 	}
-	grp, err := c.CreateGroup(ctx, "训练组")
+	grp, err := c.Groups().Create(ctx, "训练组")
 	if err != nil {
 		return err
 	}
@@ -59,20 +63,20 @@ func run() error {
 	}
 	y, _ := spec.MarshalYAML()
 	fmt.Printf("%s", indent(string(y)))
-	cl, err := c.CreateCluster(ctx, spec)
+	cl, err := c.Clusters().Create(ctx, spec)
 	if err != nil {
 		return err
 	}
 	if err := waitCluster(ctx, c, cl.ID, cluster.Created); err != nil {
 		return err
 	}
-	if _, err := c.StartCluster(ctx, cl.ID); err != nil {
+	if _, err := c.Clusters().Start(ctx, cl.ID); err != nil {
 		return err
 	}
 	if err := waitCluster(ctx, c, cl.ID, cluster.Running); err != nil {
 		return err
 	}
-	d, err := c.ClusterDetails(ctx, cl.ID)
+	d, err := c.Clusters().Details(ctx, cl.ID)
 	if err != nil {
 		return err
 	}
@@ -84,7 +88,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	_, r, err := job.Submit(ctx, c, cfg)
+	_, r, err := job.Submit(ctx, c, cfg, "")
 	if err != nil {
 		return err
 	}
@@ -99,11 +103,22 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	rec, first, err := job.Submit(ctx, c, od)
+	rec, first, err := job.Submit(ctx, c, od, "")
 	if err != nil {
 		return err
 	}
-	second, err := c.Run(ctx, rec.ID)
+	second, err := c.Runs().Create(ctx, rec.ID, dlc.RunOptions{})
+	if err != nil {
+		return err
+	}
+	// Both wait for the resource group's admission; the second for quota.
+	if err := waitWaiting(ctx, c, second.ID); err != nil {
+		return err
+	}
+	if first, err = c.Runs().Get(ctx, first.ID); err != nil {
+		return err
+	}
+	second, err = c.Runs().Get(ctx, second.ID)
 	if err != nil {
 		return err
 	}
@@ -116,7 +131,7 @@ func run() error {
 
 	// The on-demand clusters are released after their runs end.
 	for {
-		cls, err := c.ListClusters(ctx)
+		cls, err := c.Clusters().List(ctx)
 		if err != nil {
 			return err
 		}
@@ -129,14 +144,14 @@ func run() error {
 	}
 
 	fmt.Println("\n== the job list")
-	jobs, err := c.ListJobs(ctx)
+	jobs, err := c.Jobs().List(ctx)
 	if err != nil {
 		return err
 	}
 	for _, j := range jobs {
 		fmt.Printf("  %-14s %-9s %-8s running=%d priority=%d creator=%s\n", j.Name, j.Mode, j.Resource, j.Running, j.Priority, j.Creator)
 	}
-	u, err := c.ResourceGroup(ctx, "rg-1")
+	u, err := c.ResourceGroups().Get(ctx, "rg-1")
 	if err != nil {
 		return err
 	}
@@ -148,7 +163,7 @@ func run() error {
 func waitCluster(ctx context.Context, c *dlc.Client, id string, want cluster.State) error {
 	last := cluster.State("")
 	for {
-		cl, err := c.GetCluster(ctx, id)
+		cl, err := c.Clusters().Get(ctx, id)
 		if err != nil {
 			return err
 		}
@@ -169,7 +184,7 @@ func waitCluster(ctx context.Context, c *dlc.Client, id string, want cluster.Sta
 func waitRun(ctx context.Context, c *dlc.Client, id string) (*job.Run, error) {
 	last := ""
 	for {
-		r, err := c.GetRun(ctx, id)
+		r, err := c.Runs().Get(ctx, id)
 		if err != nil {
 			return nil, err
 		}
@@ -186,6 +201,22 @@ func waitRun(ctx context.Context, c *dlc.Client, id string) (*job.Run, error) {
 		}
 		if err := sleep(ctx); err != nil {
 			return nil, err
+		}
+	}
+}
+
+// waitWaiting waits until the run waits for quota or is on its way.
+func waitWaiting(ctx context.Context, c *dlc.Client, id string) error {
+	for {
+		r, err := c.Runs().Get(ctx, id)
+		if err != nil {
+			return err
+		}
+		if r.State != job.Queued {
+			return nil
+		}
+		if err := sleep(ctx); err != nil {
+			return err
 		}
 	}
 }

@@ -1,0 +1,153 @@
+package dlc
+
+import (
+	"sort"
+	"sync"
+
+	"github.com/aidlc/dlc/backend"
+)
+
+// cache is the client's copy of the store, kept by the store's watch as an
+// informer keeps its cache: reads come from it, decisions go to the store
+// with the version read, and a conflict sends the caller back to the
+// store. Documents are indexed by each label pair, so the waiting runs of
+// a cluster or a resource group are found without listing every run.
+type cache struct {
+	mu   sync.RWMutex
+	docs map[string]map[string]backend.Doc         // kind → id → doc
+	objs map[string]map[string]any                 // kind → id → the doc decoded, once per version
+	idx  map[string]map[string]map[string]struct{} // kind → "key=value" → ids
+}
+
+func newCache() *cache {
+	return &cache{docs: map[string]map[string]backend.Doc{}, objs: map[string]map[string]any{},
+		idx: map[string]map[string]map[string]struct{}{}}
+}
+
+func pair(k, v string) string { return k + "=" + v }
+
+func (c *cache) put(d backend.Doc) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	byID := c.docs[d.Kind]
+	if byID == nil {
+		byID = map[string]backend.Doc{}
+		c.docs[d.Kind] = byID
+	}
+	if old, ok := byID[d.ID]; ok {
+		c.unindex(old)
+	}
+	byID[d.ID] = d
+	delete(c.objs[d.Kind], d.ID)
+	idx := c.idx[d.Kind]
+	if idx == nil {
+		idx = map[string]map[string]struct{}{}
+		c.idx[d.Kind] = idx
+	}
+	for k, v := range d.Labels {
+		p := pair(k, v)
+		if idx[p] == nil {
+			idx[p] = map[string]struct{}{}
+		}
+		idx[p][d.ID] = struct{}{}
+	}
+}
+
+func (c *cache) unindex(d backend.Doc) {
+	idx := c.idx[d.Kind]
+	for k, v := range d.Labels {
+		p := pair(k, v)
+		delete(idx[p], d.ID)
+		if len(idx[p]) == 0 {
+			delete(idx, p)
+		}
+	}
+}
+
+func (c *cache) remove(kind, id string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if old, ok := c.docs[kind][id]; ok {
+		c.unindex(old)
+		delete(c.docs[kind], id)
+		delete(c.objs[kind], id)
+	}
+}
+
+// object returns the decoded form of kind/id at version, made by dec
+// the first time it is asked for; ok is false when the cache holds
+// another version (or none).
+func (c *cache) object(kind, id, version string, dec func(backend.Doc) (any, error)) (any, bool, error) {
+	c.mu.RLock()
+	d, ok := c.docs[kind][id]
+	obj, have := c.objs[kind][id]
+	c.mu.RUnlock()
+	if !ok || d.Version != version {
+		return nil, false, nil
+	}
+	if have {
+		return obj, true, nil
+	}
+	obj, err := dec(d)
+	if err != nil {
+		return nil, false, err
+	}
+	c.mu.Lock()
+	if cur, ok := c.docs[kind][id]; ok && cur.Version == version {
+		if c.objs[kind] == nil {
+			c.objs[kind] = map[string]any{}
+		}
+		c.objs[kind][id] = obj
+	}
+	c.mu.Unlock()
+	return obj, true, nil
+}
+
+func (c *cache) get(kind, id string) (backend.Doc, bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	d, ok := c.docs[kind][id]
+	return d, ok
+}
+
+// selectDocs returns the documents of kind whose labels hold every pair
+// of sel (every document of the kind for an empty sel), by id. It looks
+// only at the documents of the rarest pair.
+func (c *cache) selectDocs(kind string, sel map[string]string) []backend.Doc {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	var out []backend.Doc
+	if len(sel) == 0 {
+		for _, d := range c.docs[kind] {
+			out = append(out, d)
+		}
+	} else {
+		var smallest map[string]struct{}
+		first := true
+		for k, v := range sel {
+			s := c.idx[kind][pair(k, v)]
+			if first || len(s) < len(smallest) {
+				smallest, first = s, false
+			}
+		}
+	next:
+		for id := range smallest {
+			d := c.docs[kind][id]
+			for k, v := range sel {
+				if d.Labels[k] != v {
+					continue next
+				}
+			}
+			out = append(out, d)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// count returns how many documents of kind hold the label pair k=v.
+func (c *cache) count(kind, k, v string) int {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return len(c.idx[kind][pair(k, v)])
+}

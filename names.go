@@ -1,0 +1,88 @@
+package dlc
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/aidlc/dlc/errs"
+)
+
+// Names are claimed by create: a claim is a stored document whose id is
+// the kind and the name, holding the id of the object that owns it, so two
+// replicas can never give one name to two objects. A claim whose owner is
+// gone or renamed (left by a crash between two writes) is stale: the next
+// claim of the name takes it over.
+
+type nameClaim struct {
+	Owner string    `json:"owner"`
+	At    time.Time `json:"at"`
+}
+
+func claimID(kind, name string) string { return kind + ":" + name }
+
+// claimName claims name for owner, or fails with ErrConflict naming the
+// object that has it.
+func (c *Client) claimName(ctx context.Context, kind, name, owner string) error {
+	id := claimID(kind, name)
+	for attempt := 0; ; attempt++ {
+		_, err := c.create(ctx, kindName, id, nil, nameClaim{Owner: owner, At: c.clock.Now()})
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, errs.ErrConflict) {
+			// The claim may have been made though its reply was lost.
+			if cl, _, gerr := fresh[nameClaim](ctx, c, kindName, id); gerr == nil && cl.Owner == owner {
+				return nil
+			}
+			return err
+		}
+		cl, v, gerr := fresh[nameClaim](ctx, c, kindName, id)
+		switch {
+		case errs.IsNotFound(gerr):
+			continue // released meanwhile: try again
+		case gerr != nil:
+			return gerr
+		case cl.Owner == owner:
+			return nil
+		case c.ownsName(kind, name, cl.Owner) || c.clock.Now().Sub(cl.At) < c.o.grace || attempt >= 2:
+			// A young claim's owner may be on its way (being created, or
+			// renamed to this name): only an old one can be stale.
+			return errs.Conflict(kind, name, "the name is taken by "+kind+" "+cl.Owner)
+		}
+		// Stale: its owner is gone or has another name, for longer than the
+		// repair grace.
+		if err := c.store.Delete(ctx, kindName, id, v); err != nil && !errs.IsNotFound(err) && !errors.Is(err, errs.ErrConflict) {
+			return err
+		}
+	}
+}
+
+// ownsName reports whether the object owner of kind still has name.
+func (c *Client) ownsName(kind, name, owner string) bool {
+	d, ok := c.cache.get(kind, owner)
+	if !ok {
+		return false
+	}
+	var v struct {
+		Name string `json:"name"`
+		Spec struct {
+			Name string `json:"name"`
+		} `json:"spec"`
+	}
+	if decodeInto(d.Data, &v) != nil {
+		return true // cannot tell: keep the claim
+	}
+	return v.Name == name || v.Spec.Name == name
+}
+
+// releaseName drops owner's claim of name; a claim left behind by a
+// failure here is stale and taken over by the next claim.
+func (c *Client) releaseName(ctx context.Context, kind, name, owner string) {
+	id := claimID(kind, name)
+	cl, v, err := fresh[nameClaim](context.WithoutCancel(ctx), c, kindName, id)
+	if err != nil || cl.Owner != owner {
+		return
+	}
+	_ = c.store.Delete(context.WithoutCancel(ctx), kindName, id, v)
+}

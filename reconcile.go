@@ -1,0 +1,187 @@
+package dlc
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/aidlc/dlc/backend"
+	"github.com/aidlc/dlc/errs"
+)
+
+// The reconcilers are level-triggered, as in controller-runtime: a key
+// ("cluster/<id>", "run/<id>", "resourcegroup/<id>") is queued whenever
+// its object or its Ray side changed, and its reconciler reads the
+// current stored object and the current Ray state and takes the next
+// step. The queue (client-go's typed work queue) holds a key once, and
+// never hands one key to two workers at a time. A failed step is queued
+// again after the rate limiter's backoff, on the client's clock.
+
+// onChange is the store's watch: it keeps the cache and queues the keys
+// that the change concerns. It runs inside the store's write, so it only
+// touches memory.
+func (c *Client) onChange(ch backend.Change) {
+	d := ch.Doc
+	if ch.Deleted {
+		c.cache.remove(d.Kind, d.ID)
+	} else {
+		c.cache.put(d)
+	}
+	switch d.Kind {
+	case kindCluster, kindRun, kindRG:
+		c.enqueue(d.Kind + "/" + d.ID)
+	case kindGroup:
+		if ch.Deleted {
+			// J19: runs waiting for the group fail, saying it is gone.
+			c.enqueueRuns(map[string]string{labelTarget: targetGroup + d.ID, labelPhase: phasePending})
+		}
+	}
+}
+
+func (c *Client) enqueue(key string) {
+	if c.ctx.Err() == nil {
+		c.queue.Add(key)
+	}
+}
+
+// enqueueRuns queues the runs the cache finds under sel.
+func (c *Client) enqueueRuns(sel map[string]string) {
+	for _, d := range c.cache.selectDocs(kindRun, sel) {
+		c.enqueue(kindRun + "/" + d.ID)
+	}
+}
+
+// resync queues every object that may still need a step: what a closed
+// or crashed client left is taken up here.
+func (c *Client) resync() {
+	for _, kind := range []string{kindRG, kindCluster} {
+		for _, d := range c.cache.selectDocs(kind, nil) {
+			c.enqueue(kind + "/" + d.ID)
+		}
+	}
+	c.enqueueRuns(map[string]string{labelPhase: phasePending})
+	c.enqueueRuns(map[string]string{labelPhase: phaseActive})
+	c.enqueueRuns(map[string]string{labelPhase: phaseCleanup})
+}
+
+func (c *Client) worker() {
+	defer c.wg.Done()
+	for {
+		key, shutdown := c.queue.Get()
+		if shutdown {
+			return
+		}
+		c.process(key)
+	}
+}
+
+// RunPending runs every queued reconcile step in the caller's goroutine,
+// including the steps they queue, and returns how many it ran. It is for
+// clients made WithWorkers(0), such as dlctest.NewMemory's on a fake
+// clock; with workers it only competes with them.
+func (c *Client) RunPending() int {
+	n := 0
+	for c.queue.Len() > 0 && c.ctx.Err() == nil {
+		key, shutdown := c.queue.Get()
+		if shutdown {
+			break
+		}
+		c.process(key)
+		n++
+	}
+	return n
+}
+
+// process runs one reconcile of key and schedules what follows.
+func (c *Client) process(key string) {
+	defer c.queue.Done(key)
+	ctx := c.ctx
+	kind, id, _ := strings.Cut(key, "/")
+	var after time.Duration
+	var err error
+	switch kind {
+	case kindCluster:
+		after, err = c.reconcileCluster(ctx, id)
+	case kindRun:
+		after, err = c.reconcileRun(ctx, id)
+	case kindRG:
+		after, err = c.reconcileQuota(ctx, id)
+	}
+	if ctx.Err() != nil {
+		return
+	}
+	if err == nil {
+		c.limiter.Forget(key)
+		c.mu.Lock()
+		delete(c.failures, key)
+		c.mu.Unlock()
+		c.later(key, after)
+		return
+	}
+	// A conflict means the object moved on: read it again at once, with a
+	// short backoff, and do not count it as a failure.
+	if !errors.Is(err, errs.ErrConflict) {
+		c.mu.Lock()
+		c.failures[key]++
+		n := c.failures[key]
+		c.mu.Unlock()
+		if n > c.o.retries {
+			if gerr := c.giveUp(ctx, kind, id, err); gerr == nil {
+				c.mu.Lock()
+				delete(c.failures, key)
+				c.mu.Unlock()
+				c.limiter.Forget(key)
+				c.enqueue(key)
+				return
+			}
+		}
+	}
+	c.later(key, c.limiter.When(key))
+}
+
+// later queues key again after d on the client's clock, replacing the
+// key's earlier timer; d == 0 only stops that timer. A key has at most
+// one timer, so a step that settles leaves nothing pending.
+func (c *Client) later(key string, d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if t, ok := c.timers[key]; ok {
+		t.stop()
+		delete(c.timers, key)
+	}
+	if d <= 0 {
+		return
+	}
+	c.timerSeq++
+	seq := c.timerSeq
+	stop := c.clock.AfterFunc(d, func() {
+		c.mu.Lock()
+		if t, ok := c.timers[key]; ok && t.seq == seq {
+			delete(c.timers, key)
+		}
+		c.mu.Unlock()
+		c.enqueue(key)
+	})
+	c.timers[key] = timer{stop: stop, seq: seq}
+}
+
+// timer is a key's pending requeue.
+type timer struct {
+	stop func() bool
+	seq  uint64
+}
+
+// giveUp records that a background step kept failing: a cluster turns
+// abnormal, a run fails, each with the error as the reason. A delete has
+// no state to fall back to: it records the reason and goes on retrying.
+func (c *Client) giveUp(ctx context.Context, kind, id string, cause error) error {
+	why := "a background step kept failing: " + cause.Error()
+	switch kind {
+	case kindCluster:
+		return c.clusterStepFailed(ctx, id, why)
+	case kindRun:
+		return c.failRun(ctx, id, why)
+	}
+	return cause // a resource group's step has no state to fall back to: retry
+}

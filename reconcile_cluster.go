@@ -1,0 +1,210 @@
+package dlc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/aidlc/dlc/cluster"
+	"github.com/aidlc/dlc/errs"
+	"github.com/aidlc/dlc/quota"
+)
+
+// reconcileCluster takes a cluster one step towards its stored state:
+// Ray follows the desired state at the cluster's generation, an
+// observation of that generation moves the state on, quota is released
+// once Ray has let the compute go, and the runs that depend on the
+// cluster are queued to look again.
+func (c *Client) reconcileCluster(ctx context.Context, id string) (time.Duration, error) {
+	cl, err := c.getCluster(id)
+	if errs.IsNotFound(err) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	defer c.enqueueDependents(cl)
+	switch cl.State {
+	case cluster.Created, cluster.Hibernated:
+		return 0, c.releaseHold(ctx, cl)
+	case cluster.Abnormal:
+		return 0, c.trueUpHold(ctx, cl)
+	case cluster.Deleting:
+		return c.reconcileDelete(ctx, cl)
+	}
+	obs, err := c.ray.ClusterStatus(ctx, id)
+	if err != nil && !errs.IsNotFound(err) {
+		return 0, err
+	}
+	if errs.IsNotFound(err) || obs.Generation != cl.Generation {
+		if err := c.ray.ApplyCluster(ctx, cl); err != nil {
+			return 0, err
+		}
+		if obs, err = c.ray.ClusterStatus(ctx, id); err != nil && !errs.IsNotFound(err) {
+			return 0, err
+		}
+	}
+	var t cluster.Trigger
+	if obs.Generation == cl.Generation {
+		switch obs.Phase {
+		case cluster.PhaseSuspended:
+			t = cluster.ObservedSuspended
+		case cluster.PhaseReady:
+			t = cluster.ObservedReady
+		case cluster.PhaseFailed:
+			t = cluster.ObservedFailed
+		}
+	}
+	to, ok, _ := cluster.Transition(id, cl.State, t)
+	if !ok {
+		if cl.State == cluster.Running {
+			return 0, c.trueUpHold(ctx, cl)
+		}
+		// Transitional: Ray will say when it is done; meanwhile the step has
+		// a deadline, so that no cluster stays transitional for ever.
+		left := c.o.stepTime - c.clock.Now().Sub(cl.UpdatedAt)
+		if left <= 0 {
+			return 0, c.clusterStepFailed(ctx, id, fmt.Sprintf("timed out: %s for more than %s", cl.State, c.o.stepTime))
+		}
+		return left, nil
+	}
+	next := cl.DeepCopy()
+	next.State = to
+	msg := ""
+	switch to {
+	case cluster.Running:
+		msg = fmt.Sprintf("%d pods", len(obs.Pods))
+	case cluster.Abnormal:
+		next.Reason, msg = obs.Reason, obs.Reason
+	case cluster.Hibernated:
+		next.Live, next.Replicas, msg = nil, nil, "compute released"
+	}
+	next.Events = cluster.AppendEvent(next.Events, c.event(ctx, "system", string(to), msg))
+	if err := c.putCluster(ctx, next, cl.Version); err != nil {
+		return 0, err
+	}
+	cl = next
+	if to == cluster.Hibernated || to == cluster.Created {
+		return 0, c.releaseHold(ctx, next)
+	}
+	return 0, nil
+}
+
+// reconcileDelete has Ray delete the cluster and, once it is gone,
+// releases the quota, the name and the stored object, in that order.
+func (c *Client) reconcileDelete(ctx context.Context, cl *cluster.Cluster) (time.Duration, error) {
+	if err := c.ray.DeleteCluster(ctx, cl.ID); err != nil {
+		return 0, err
+	}
+	_, err := c.ray.ClusterStatus(ctx, cl.ID)
+	switch {
+	case err == nil:
+		return c.o.stepTime, nil // Ray says when it is gone; look again at the latest then
+	case !errs.IsNotFound(err):
+		return 0, err
+	}
+	if err := c.releaseHold(ctx, cl); err != nil {
+		return 0, err
+	}
+	if !cl.Temporary {
+		c.releaseName(ctx, kindCluster, cl.Spec.Name, cl.ID)
+	}
+	if err := c.store.Delete(ctx, kindCluster, cl.ID, cl.Version); err != nil && !errs.IsNotFound(err) {
+		return 0, err
+	}
+	return 0, nil
+}
+
+// releaseHold drops the cluster's reservation, if it still has one.
+func (c *Client) releaseHold(ctx context.Context, cl *cluster.Cluster) error {
+	if cl.QuotaGroup == "" {
+		return nil
+	}
+	_, err := c.changeAccount(ctx, cl.QuotaGroup, func(a *quota.Account) (bool, error) {
+		return a.Release(cl.ID), nil
+	})
+	if errs.IsNotFound(err) {
+		return nil
+	}
+	return err
+}
+
+// trueUpHold brings a started cluster's reservation down to what it runs
+// (a resize whose write failed may have reserved more).
+func (c *Client) trueUpHold(ctx context.Context, cl *cluster.Cluster) error {
+	if cl.Live == nil {
+		return nil
+	}
+	need, err := cl.Live.ResourcesAt(c.cat.Nodes, cl.Replicas)
+	if err != nil {
+		return err
+	}
+	a, _, err := cached[quota.Account](c, kindRG, cl.Live.ResourceGroup)
+	if err != nil {
+		return notFoundAs(err, "resource group", cl.Live.ResourceGroup)
+	}
+	if held := a.Held(cl.ID); held == need || !need.Fits(held) {
+		return nil
+	}
+	_, err = c.changeAccount(ctx, cl.Live.ResourceGroup, func(a *quota.Account) (bool, error) {
+		if !need.Fits(a.Held(cl.ID)) {
+			return false, nil
+		}
+		return a.Set(cl.ID, need, c.clock.Now())
+	})
+	return err
+}
+
+// clusterStepFailed turns a cluster whose background step kept failing
+// abnormal, with why as the reason. A deleting cluster has nowhere to
+// fall back to: it records why and goes on retrying.
+func (c *Client) clusterStepFailed(ctx context.Context, id, why string) error {
+	for attempt := 0; ; attempt++ {
+		cl, v, err := fresh[cluster.Cluster](ctx, c, kindCluster, id)
+		if errs.IsNotFound(err) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		cl.Version = v
+		next := cl.DeepCopy()
+		if cl.State == cluster.Deleting {
+			if cl.Reason == why {
+				return errors.New(why)
+			}
+			next.Reason = why
+			next.Events = cluster.AppendEvent(next.Events, c.event(ctx, "system", "delete-retrying", why))
+			if err := c.putCluster(ctx, next, v); err == nil {
+				return errors.New(why)
+			} else if !errors.Is(err, errs.ErrConflict) || attempt >= conflictRetries {
+				return err
+			}
+			continue
+		}
+		to, ok, _ := cluster.Transition(id, cl.State, cluster.StepFailed)
+		if !ok {
+			return nil
+		}
+		next.State, next.Reason = to, why
+		next.Events = cluster.AppendEvent(next.Events, c.event(ctx, "system", string(to), why))
+		err = c.putCluster(ctx, next, v)
+		if err == nil || !errors.Is(err, errs.ErrConflict) || attempt >= conflictRetries {
+			return err
+		}
+	}
+}
+
+// enqueueDependents queues the runs that a change of cl may move: those
+// waiting for it or for one of its groups, and those on it.
+func (c *Client) enqueueDependents(cl *cluster.Cluster) {
+	c.enqueueRuns(map[string]string{labelOn: cl.ID, labelPhase: phaseActive})
+	if cl.Temporary {
+		return
+	}
+	c.enqueueRuns(map[string]string{labelTarget: targetCluster + cl.ID, labelPhase: phasePending})
+	for _, g := range cl.Spec.Groups {
+		c.enqueueRuns(map[string]string{labelTarget: targetGroup + g, labelPhase: phasePending})
+	}
+}

@@ -1,0 +1,300 @@
+package dlc_test
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aidlc/dlc"
+	"github.com/aidlc/dlc/backend"
+	"github.com/aidlc/dlc/backend/memory"
+	"github.com/aidlc/dlc/cluster"
+	"github.com/aidlc/dlc/dlctest"
+	"github.com/aidlc/dlc/job"
+	"github.com/aidlc/dlc/quota"
+)
+
+// countingStore wraps a backend, counts its store calls by operation and
+// kind, and adds latency to each, as a remote store would.
+type countingStore struct {
+	dlc.Backend
+	latency time.Duration
+	mu      sync.Mutex
+	counts  map[string]int
+	total   atomic.Int64
+}
+
+func newCountingStore(b dlc.Backend, latency time.Duration) *countingStore {
+	return &countingStore{Backend: b, latency: latency, counts: map[string]int{}}
+}
+
+func (s *countingStore) count(op, kind string) {
+	s.mu.Lock()
+	s.counts[op+" "+kind]++
+	s.mu.Unlock()
+	s.total.Add(1)
+	if s.latency > 0 {
+		time.Sleep(s.latency)
+	}
+}
+
+// take returns the counts since the last take, and resets them.
+func (s *countingStore) take() (int, string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	keys := make([]string, 0, len(s.counts))
+	n := 0
+	for k, v := range s.counts {
+		keys = append(keys, fmt.Sprintf("%s×%d", k, v))
+		n += v
+	}
+	sort.Strings(keys)
+	s.counts = map[string]int{}
+	return n, strings.Join(keys, ", ")
+}
+
+func (s *countingStore) Get(ctx context.Context, kind, id string) (backend.Doc, error) {
+	s.count("get", kind)
+	return s.Backend.Get(ctx, kind, id)
+}
+
+func (s *countingStore) List(ctx context.Context, kind string, sel map[string]string) ([]backend.Doc, error) {
+	s.count("list", kind)
+	return s.Backend.List(ctx, kind, sel)
+}
+
+func (s *countingStore) Create(ctx context.Context, d backend.Doc) (string, error) {
+	s.count("create", d.Kind)
+	return s.Backend.Create(ctx, d)
+}
+
+func (s *countingStore) Update(ctx context.Context, d backend.Doc) (string, error) {
+	s.count("update", d.Kind)
+	return s.Backend.Update(ctx, d)
+}
+
+func (s *countingStore) Delete(ctx context.Context, kind, id, version string) error {
+	s.count("delete", kind)
+	return s.Backend.Delete(ctx, kind, id, version)
+}
+
+// TestStoreCallsPerOperation counts the store calls each operation makes,
+// the background steps that finish it included, on the fake clock. The
+// bounds are the minimum each needs (see the README's table).
+func TestStoreCallsPerOperation(t *testing.T) {
+	clk := backend.NewFakeClock(dlctest.Epoch)
+	cs := newCountingStore(memory.New(memory.Options{Clock: clk}), 0)
+	c, err := dlc.New(dlc.WithBackend(cs), dlc.WithClock(clk), dlc.WithWorkers(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := dlc.WithUser(t.Context(), "alice")
+	settle := func() {
+		for range 1000 {
+			c.RunPending()
+			if clk.Pending() == 0 {
+				return
+			}
+			clk.Advance(10 * time.Millisecond)
+		}
+		t.Fatal("did not settle")
+	}
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err = c.ResourceGroups().Register(ctx, quota.Group{ID: "rg-1", Package: "pkg-1", Capacity: quota.Resources{MilliCPU: 64000, Memory: 256 * quota.GiB}})
+	must(err)
+	g, err := c.Groups().Create(ctx, "g1")
+	must(err)
+	spec, err := dlc.NewCluster("c1").Groups(g.ID).Resources("pkg-1", "rg-1").Image("ray-2.46.0-py310-cpu").
+		Head("head", "cu.4c8g").WorkerGroup("cpu", "cu.4c8g", 1, 2).Build()
+	must(err)
+	cs.take()
+	var cl *cluster.Cluster
+	steps := []struct {
+		name string
+		max  int
+		do   func()
+	}{
+		{"create cluster", 3, func() { cl, err = c.Clusters().Create(ctx, spec); must(err) }},
+		{"start", 3, func() { _, err = c.Clusters().Start(ctx, cl.ID); must(err) }},
+		{"run on the cluster", 4, func() {
+			cfg, _ := dlc.NewJob("j1").OnCluster(cl.ID).COSPackage("cos://jobs-1250000000/a.zip").Entrypoint("python a.py").Build()
+			rec, err := c.Jobs().Save(ctx, cfg, dlc.SaveOptions{})
+			must(err)
+			cs.take() // the save is one create
+			_, err = c.Runs().Create(ctx, rec.ID, dlc.RunOptions{})
+			must(err)
+		}},
+		{"run on the group", 4, func() {
+			cfg, _ := dlc.NewJob("j2").OnGroup(g.ID).COSPackage("cos://jobs-1250000000/a.zip").Entrypoint("python a.py").Build()
+			rec, err := c.Jobs().Save(ctx, cfg, dlc.SaveOptions{})
+			must(err)
+			cs.take()
+			_, err = c.Runs().Create(ctx, rec.ID, dlc.RunOptions{})
+			must(err)
+		}},
+		{"run on demand", 11, func() {
+			cfg, _ := dlc.NewJob("j3").OnDemand("pkg-1", "rg-1").Image("ray-2.46.0-py310-cpu").Head("head", "cu.4c8g").
+				WorkerGroup("cpu", "cu.4c8g", 1, 1).COSPackage("cos://jobs-1250000000/a.zip").Entrypoint("python a.py").Build()
+			rec, err := c.Jobs().Save(ctx, cfg, dlc.SaveOptions{})
+			must(err)
+			cs.take()
+			_, err = c.Runs().Create(ctx, rec.ID, dlc.RunOptions{})
+			must(err)
+		}},
+		{"hibernate", 3, func() { _, err = c.Clusters().Hibernate(ctx, cl.ID, dlc.DeleteOptions{}); must(err) }},
+		{"delete", 5, func() { must(c.Clusters().Delete(ctx, cl.ID, dlc.DeleteOptions{})) }},
+	}
+	for _, s := range steps {
+		s.do()
+		settle()
+		n, detail := cs.take()
+		t.Logf("%-20s %2d store calls: %s", s.name, n, detail)
+		if n > s.max {
+			t.Errorf("%s: %d store calls, at most %d needed", s.name, n, s.max)
+		}
+	}
+	must(c.CheckQuota(ctx))
+}
+
+// TestPlacingWaitingRuns: starting a cluster that many waiting runs
+// target places them all with two store writes each (placed, running) and
+// a third when each ends, and nothing else per run.
+func TestPlacingWaitingRuns(t *testing.T) {
+	const waiting = 1000
+	clk := backend.NewFakeClock(dlctest.Epoch)
+	cs := newCountingStore(memory.New(memory.Options{Clock: clk}), 0)
+	c, err := dlc.New(dlc.WithBackend(cs), dlc.WithClock(clk), dlc.WithWorkers(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := t.Context()
+	settle := func() {
+		for range 10000 {
+			c.RunPending()
+			if clk.Pending() == 0 {
+				return
+			}
+			clk.Advance(10 * time.Millisecond)
+		}
+		t.Fatal("did not settle")
+	}
+	if _, err := c.ResourceGroups().Register(ctx, quota.Group{ID: "rg-1", Package: "pkg-1", Capacity: quota.Resources{MilliCPU: 64000, Memory: 256 * quota.GiB}}); err != nil {
+		t.Fatal(err)
+	}
+	g, _ := c.Groups().Create(ctx, "g1")
+	spec, _ := dlc.NewCluster("c1").Groups(g.ID).Resources("pkg-1", "rg-1").Image("ray-2.46.0-py310-cpu").
+		Head("head", "cu.4c8g").WorkerGroup("cpu", "cu.4c8g", 1, 2).Build()
+	cl, err := c.Clusters().Create(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, _ := dlc.NewJob("j").OnCluster(cl.ID).COSPackage("cos://jobs-1250000000/a.zip").Entrypoint("python a.py").Build()
+	rec, err := c.Jobs().Save(ctx, cfg, dlc.SaveOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range waiting {
+		if _, err := c.Runs().Create(ctx, rec.ID, dlc.RunOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	settle()
+	cs.take()
+	if _, err := c.Clusters().Start(ctx, cl.ID); err != nil {
+		t.Fatal(err)
+	}
+	settle()
+	n, detail := cs.take()
+	runs, _ := c.Runs().List(ctx, dlc.RunListOptions{JobID: rec.ID})
+	done := 0
+	for _, r := range runs {
+		if r.State == job.Succeeded {
+			done++
+		}
+	}
+	if done != waiting {
+		t.Fatalf("%d of %d runs succeeded", done, waiting)
+	}
+	per := float64(n) / waiting
+	t.Logf("start + %d runs placed, run and finished: %d store calls, %.3f per run: %s", waiting, n, per, detail)
+	if per > 3.01 {
+		t.Fatalf("%.3f store calls per placed run, want at most 3 (+ the cluster's own)", per)
+	}
+}
+
+// BenchmarkCreateStartSlowStore: 16 goroutines create and start clusters,
+// each in a resource group of its own, over a store that adds 5 ms to
+// every call; a create and a start count one operation each.
+func BenchmarkCreateStartSlowStore(b *testing.B) {
+	const goroutines = 16
+	d := memory.Delays{}
+	cs := newCountingStore(memory.New(memory.Options{Delays: &d}), 5*time.Millisecond)
+	c, err := dlc.New(dlc.WithBackend(cs), dlc.WithWorkers(64))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	g, err := c.Groups().Create(ctx, "bench")
+	if err != nil {
+		b.Fatal(err)
+	}
+	for i := range goroutines {
+		if _, err := c.ResourceGroups().Register(ctx, quota.Group{ID: fmt.Sprintf("rg-%d", i), Package: "pkg-1",
+			Capacity: quota.Resources{MilliCPU: 1 << 40, Memory: 1 << 50}}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	var seq atomic.Int64
+	b.ReportAllocs()
+	b.ResetTimer()
+	start := time.Now()
+	before := cs.total.Load()
+	var ops atomic.Int64
+	var wg sync.WaitGroup
+	per := (b.N + goroutines - 1) / goroutines
+	for w := range goroutines {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range per {
+				spec, _ := dlc.NewCluster(fmt.Sprintf("b%d", seq.Add(1))).Groups(g.ID).Resources("pkg-1", fmt.Sprintf("rg-%d", w)).
+					Image("ray-2.46.0-py310-cpu").Head("head", "cu.4c8g").WorkerGroup("cpu", "cu.4c8g", 1, 1).Build()
+				cl, err := c.Clusters().Create(ctx, spec)
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				for {
+					got, _ := c.Clusters().Get(ctx, cl.ID)
+					if got.State == cluster.Created {
+						break
+					}
+					time.Sleep(200 * time.Microsecond)
+				}
+				if _, err := c.Clusters().Start(ctx, cl.ID); err != nil {
+					b.Error(err)
+					return
+				}
+				ops.Add(2)
+			}
+		}()
+	}
+	wg.Wait()
+	el := time.Since(start)
+	b.StopTimer()
+	b.ReportMetric(float64(ops.Load())/el.Seconds(), "ops/s")
+	b.ReportMetric(float64(cs.total.Load()-before)/float64(ops.Load()), "storecalls/op")
+}
