@@ -24,6 +24,10 @@ func TestNodeLimitsJ7(t *testing.T) {
 		{"J7 one GB", quota.NodeSpec{Name: "x", Kind: quota.CU, CPU: 1, MemoryGB: 1}, "nodeSpecs[0].memoryGB", "J7"},
 		{"J7 GPU node without GPU", quota.NodeSpec{Name: "x", Kind: quota.GU, CPU: 4, MemoryGB: 16, GPUType: "T4"}, "nodeSpecs[0].gpu", "J7"},
 		{"C7 CPU node with GPU", quota.NodeSpec{Name: "x", Kind: quota.CU, CPU: 4, MemoryGB: 16, GPU: 1}, "nodeSpecs[0].gpu", "C7"},
+		{"C7 valid largest node", quota.NodeSpec{Name: "gu.max", Kind: quota.GU, CPU: quota.MaxNodeCPU, MemoryGB: quota.MaxNodeMemory, GPU: quota.MaxNodeGPU, GPUType: "H800"}, "", ""},
+		{"C7 too many cores", quota.NodeSpec{Name: "x", Kind: quota.CU, CPU: 1 << 53, MemoryGB: 2}, "nodeSpecs[0].cpu", "C7"},
+		{"C7 too much memory", quota.NodeSpec{Name: "x", Kind: quota.CU, CPU: 1, MemoryGB: 1 << 40}, "nodeSpecs[0].memoryGB", "C7"},
+		{"C7 too many GPUs", quota.NodeSpec{Name: "x", Kind: quota.GU, CPU: 8, MemoryGB: 32, GPU: 65, GPUType: "T4"}, "nodeSpecs[0].gpu", "C7"},
 		{"C7 unknown kind", quota.NodeSpec{Name: "x", Kind: "TPU", CPU: 4, MemoryGB: 16}, "nodeSpecs[0].kind", "C7"},
 	}
 	for _, tc := range cases {
