@@ -26,6 +26,19 @@ const (
 	HighAvailabilityGx = 2 // an HA head takes twice its spec (C7)
 )
 
+// Instance limits of the platform (C8, J7). They bound what one spec can
+// ask of a resource group, and keep its resource arithmetic far from
+// overflow.
+const (
+	// MaxInstances is the most instances one worker group may have: the
+	// largest min and max of its instance range.
+	MaxInstances = 1000
+	// MaxClusterInstances is the most worker instances one cluster may
+	// scale to: the sum of every worker group's max (the head not
+	// counted).
+	MaxClusterInstances = 2000
+)
+
 // Spec is everything a caller sets on a compute cluster. It is a plain
 // value: fill it by hand or decode it from YAML or JSON, then call
 // Validate. Zero Priority means the default, 5.

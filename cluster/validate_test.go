@@ -2,12 +2,14 @@ package cluster_test
 
 import (
 	"errors"
+	"math"
 	"strings"
 	"testing"
 
 	"github.com/aidlc/dlc/cluster"
 	"github.com/aidlc/dlc/errs"
 	"github.com/aidlc/dlc/internal/fieldtest"
+	"github.com/aidlc/dlc/quota"
 	"github.com/aidlc/dlc/storage"
 )
 
@@ -105,6 +107,35 @@ func TestSpecValidate(t *testing.T) {
 		{"C8 max zero", func(s *cluster.Spec) { s.Workers[0].Instances = cluster.Range(0, 0) }, []want{{"workerGroups[0].instances.max", "C8"}}},
 		{"C8 max unset", func(s *cluster.Spec) { s.Workers[0].Instances.Max = nil }, []want{{"workerGroups[0].instances.max", "C8"}}},
 		{"C8 min negative", func(s *cluster.Spec) { s.Workers[0].Instances = cluster.Range(-1, 2) }, []want{{"workerGroups[0].instances.min", "C8"}}},
+		{"C8 valid largest worker group", func(s *cluster.Spec) {
+			s.Workers[0].Instances = cluster.Range(cluster.MaxInstances, cluster.MaxInstances)
+		}, nil},
+		{"C8 valid largest cluster", func(s *cluster.Spec) {
+			s.Workers[0].Instances = cluster.Range(0, cluster.MaxInstances)
+			s.AddWorkerGroup("w2", "cu.4c8g", 0, cluster.MaxClusterInstances-cluster.MaxInstances)
+		}, nil},
+		{"C8 min and max 1<<62", func(s *cluster.Spec) { s.Workers[0].Instances = cluster.Range(1<<62, 1<<62) },
+			[]want{{"workerGroups[0].instances.min", "C8"}, {"workerGroups[0].instances.max", "C8"}}},
+		{"C8 max MaxInt64", func(s *cluster.Spec) { s.Workers[0].Instances = cluster.Range(0, math.MaxInt64) },
+			[]want{{"workerGroups[0].instances.max", "C8"}}},
+		{"C8 max one over", func(s *cluster.Spec) { s.Workers[0].Instances = cluster.Range(1, cluster.MaxInstances+1) },
+			[]want{{"workerGroups[0].instances.max", "C8"}}},
+		{"C8 min over the limit, max unset", func(s *cluster.Spec) {
+			s.Workers[0].Instances = cluster.Instances{Min: cluster.MaxInstances + 1}
+		}, []want{{"workerGroups[0].instances.min", "C8"}, {"workerGroups[0].instances.max", "C8"}}},
+		{"C8 cluster total over the limit", func(s *cluster.Spec) {
+			s.Workers[0].Instances = cluster.Range(0, cluster.MaxInstances)
+			s.AddWorkerGroup("w2", "cu.4c8g", 0, cluster.MaxInstances)
+			s.AddWorkerGroup("w3", "cu.4c8g", 0, 1)
+		}, []want{{"workerGroups", "C8"}}},
+		{"C8 seven groups at MaxInt64", func(s *cluster.Spec) {
+			s.Workers[0].Instances = cluster.Range(0, math.MaxInt64)
+			for _, n := range []string{"w2", "w3", "w4", "w5", "w6", "w7"} {
+				s.AddWorkerGroup(n, "cu.4c8g", 0, math.MaxInt64)
+			}
+		}, []want{{"workerGroups", "C8"}, {"workerGroups[0].instances.max", "C8"}, {"workerGroups[1].instances.max", "C8"},
+			{"workerGroups[2].instances.max", "C8"}, {"workerGroups[3].instances.max", "C8"}, {"workerGroups[4].instances.max", "C8"},
+			{"workerGroups[5].instances.max", "C8"}, {"workerGroups[6].instances.max", "C8"}}},
 		{"C8 unknown worker node spec", func(s *cluster.Spec) { s.Workers[0].NodeSpec = "gpu-big" }, []want{{"workerGroups[0].nodeSpec", "C8"}}},
 		// C9
 		{"C9 valid mounts", func(s *cluster.Spec) {
@@ -261,5 +292,51 @@ func TestImageCatalog(t *testing.T) {
 	}
 	if _, err := cluster.NewImageCatalog(map[string]string{"bad name": "nohost"}); err == nil {
 		t.Fatal("NewImageCatalog accepted bad entries")
+	}
+}
+
+// A too-large environment is an error, never a wrapped, small reservation:
+// MinResources, MaxResources and ResourcesAt refuse counts whose resources
+// overflow (C8), whether or not the spec was validated.
+func TestEnvironmentResourcesOverflow(t *testing.T) {
+	nodes := quota.DefaultCatalog()
+	head := quota.Resources{MilliCPU: 4000, Memory: 16 * quota.GiB}   // cu.4c16g
+	worker := quota.Resources{MilliCPU: 8000, Memory: 32 * quota.GiB} // cu.8c32g
+	cases := []struct {
+		name     string
+		in       cluster.Instances
+		replicas map[string]int
+		min, max quota.Resources // ignored when wantErr
+		wantErr  bool
+	}{
+		{"valid", cluster.Range(1, 4), nil, head.Add(worker), head.Add(worker.Mul(4)), false},
+		{"valid at the limit", cluster.Range(cluster.MaxInstances, cluster.MaxInstances), nil,
+			head.Add(worker.Mul(cluster.MaxInstances)), head.Add(worker.Mul(cluster.MaxInstances)), false},
+		{"1<<62 instances", cluster.Range(1<<62, 1<<62), nil, quota.Resources{}, quota.Resources{}, true},
+		{"MaxInt64 instances", cluster.Range(math.MaxInt64, math.MaxInt64), nil, quota.Resources{}, quota.Resources{}, true},
+		{"MaxInt64 replicas", cluster.Range(1, 4), map[string]int{"cpu": math.MaxInt64}, quota.Resources{}, quota.Resources{}, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			e := validSpec().Environment
+			e.Workers[0].Instances = tc.in
+			minR, errMin := e.MinResources(nodes)
+			maxR, errMax := e.MaxResources(nodes)
+			at, errAt := e.ResourcesAt(nodes, tc.replicas)
+			if !tc.wantErr {
+				if errMin != nil || errMax != nil || errAt != nil {
+					t.Fatalf("errors: %v, %v, %v", errMin, errMax, errAt)
+				}
+				if minR != tc.min || maxR != tc.max || at != tc.min {
+					t.Fatalf("min %v max %v at %v, want min %v max %v", minR, maxR, at, tc.min, tc.max)
+				}
+				return
+			}
+			checkProblems(t, errAt, []want{{"workerGroups[0].instances", "C8"}})
+			if tc.replicas == nil {
+				checkProblems(t, errMin, []want{{"workerGroups[0].instances", "C8"}})
+				checkProblems(t, errMax, []want{{"workerGroups[0].instances", "C8"}})
+			}
+		})
 	}
 }

@@ -1,6 +1,7 @@
 package job_test
 
 import (
+	"math"
 	"strings"
 	"testing"
 
@@ -73,6 +74,15 @@ func TestConfigValidate(t *testing.T) {
 		{"J7 image required", func(c *job.Config) { c.OnDemand.Environment.Image = "" }, []want{{"onDemand.environment.image", "J7"}}},
 		{"J7 unknown node spec", func(c *job.Config) { c.OnDemand.Environment.Head.NodeSpec = "cu.0c1g" }, []want{{"onDemand.environment.headGroup.nodeSpec", "J7"}}},
 		{"J7 min above max", func(c *job.Config) { c.OnDemand.Environment.Workers[0].Instances = cluster.Range(3, 1) }, []want{{"onDemand.environment.workerGroups[0].instances.max", "J7"}}},
+		{"J7 instances 1<<62", func(c *job.Config) { c.OnDemand.Environment.Workers[0].Instances = cluster.Range(1<<62, 1<<62) },
+			[]want{{"onDemand.environment.workerGroups[0].instances.min", "J7"}, {"onDemand.environment.workerGroups[0].instances.max", "J7"}}},
+		{"J7 max MaxInt64", func(c *job.Config) { c.OnDemand.Environment.Workers[0].Instances = cluster.Range(0, math.MaxInt64) },
+			[]want{{"onDemand.environment.workerGroups[0].instances.max", "J7"}}},
+		{"J7 environment over the cluster total", func(c *job.Config) {
+			c.OnDemand.Environment.Workers[0].Instances = cluster.Range(1, cluster.MaxInstances)
+			c.OnDemand.Environment.AddWorkerGroup("w2", "cu.4c8g", 0, cluster.MaxInstances)
+			c.OnDemand.Environment.AddWorkerGroup("w3", "cu.4c8g", 0, 1)
+		}, []want{{"onDemand.environment.workerGroups", "J7"}}},
 		// J9
 		{"J9 valid job mount", func(c *job.Config) {
 			c.Mounts = []storage.Mount{{Type: storage.CFSTurbo, Instance: "cfs-9a8b7c6d", MountPath: "/models", ReadOnly: true}}
