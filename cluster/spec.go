@@ -41,11 +41,12 @@ const (
 
 // Spec is everything a caller sets on a compute cluster. It is a plain
 // value: fill it by hand or decode it from YAML or JSON, then call
-// Validate. Zero Priority means the default, 5.
+// Validate. A nil Priority means the default, 5; an explicit value is
+// checked as given, so 0 is refused (C3).
 type Spec struct {
 	Name            string            `json:"name"`
-	Groups          []string          `json:"groups"` // ids of the cluster groups it joins (C2)
-	Priority        int               `json:"priority,omitempty"`
+	Groups          []string          `json:"groups"`             // ids of the cluster groups it joins (C2)
+	Priority        *int              `json:"priority,omitempty"` // 1–9; nil: DefaultPriority. Set it with new(7).
 	Tags            map[string]string `json:"tags,omitempty"`
 	ResourcePackage string            `json:"resourcePackage"`
 	ResourceGroup   string            `json:"resourceGroup"`
@@ -108,12 +109,13 @@ func (in Instances) MaxOrMin() int {
 // Autoscaling reports whether the range lets Ray's autoscaler scale.
 func (in Instances) Autoscaling() bool { return in.Max != nil && in.Min < *in.Max }
 
-// EffectivePriority returns the priority, with the default filled in.
+// EffectivePriority returns the priority, or DefaultPriority when it is
+// unset (nil).
 func (s *Spec) EffectivePriority() int {
-	if s.Priority == 0 {
+	if s.Priority == nil {
 		return DefaultPriority
 	}
-	return s.Priority
+	return *s.Priority
 }
 
 // Template is a saved compute environment (C6): a named, reusable image,
@@ -133,6 +135,9 @@ func (s *Spec) DeepCopy() *Spec {
 	}
 	c := *s
 	c.Groups = slices.Clone(s.Groups)
+	if s.Priority != nil {
+		c.Priority = new(*s.Priority)
+	}
 	c.Tags = maps.Clone(s.Tags)
 	c.Environment = *s.Environment.DeepCopy()
 	c.Mounts = slices.Clone(s.Mounts)

@@ -53,10 +53,12 @@ func TestSpecValidate(t *testing.T) {
 		{"C2 duplicate", func(s *cluster.Spec) { s.Groups = []string{"a", "a"} }, []want{{"groups[1]", "C2"}}},
 		{"C2 empty id", func(s *cluster.Spec) { s.Groups = []string{"a", " "} }, []want{{"groups[1]", "C2"}}},
 		// C3
-		{"C3 valid priority 9", func(s *cluster.Spec) { s.Priority = 9 }, nil},
-		{"C3 unset priority is default", func(s *cluster.Spec) { s.Priority = 0 }, nil},
-		{"C3 priority 10", func(s *cluster.Spec) { s.Priority = 10 }, []want{{"priority", "C3"}}},
-		{"C3 priority -1", func(s *cluster.Spec) { s.Priority = -1 }, []want{{"priority", "C3"}}},
+		{"C3 valid priority 9", func(s *cluster.Spec) { s.Priority = new(9) }, nil},
+		{"C3 valid priority 1", func(s *cluster.Spec) { s.Priority = new(1) }, nil},
+		{"C3 unset priority is default", func(s *cluster.Spec) { s.Priority = nil }, nil},
+		{"C3 explicit priority 0", func(s *cluster.Spec) { s.Priority = new(0) }, []want{{"priority", "C3"}}},
+		{"C3 priority 10", func(s *cluster.Spec) { s.Priority = new(10) }, []want{{"priority", "C3"}}},
+		{"C3 priority -1", func(s *cluster.Spec) { s.Priority = new(-1) }, []want{{"priority", "C3"}}},
 		{"C3 valid tags", func(s *cluster.Spec) { s.Tags = map[string]string{"team": "推荐", "env": ""} }, nil},
 		{"C3 empty tag key", func(s *cluster.Spec) { s.Tags = map[string]string{"": "x"} }, []want{{"tags[]", "C3"}}},
 		{"C3 tag value too long", func(s *cluster.Spec) { s.Tags = map[string]string{"k": strings.Repeat("v", 256)} }, []want{{"tags[k]", "C3"}}},
@@ -173,7 +175,7 @@ func TestSpecValidate(t *testing.T) {
 		{"J11 platform-managed key on cluster", func(s *cluster.Spec) { s.Advanced = map[string]string{"num_cpus": "8"} }, []want{{"advanced[num_cpus]", "J11"}}},
 		// all at once
 		{"every problem at once", func(s *cluster.Spec) {
-			s.Name, s.Groups, s.Priority, s.Image = "", nil, 12, ""
+			s.Name, s.Groups, s.Priority, s.Image = "", nil, new(12), ""
 			s.Workers[0].Instances = cluster.Range(3, 2)
 		}, []want{{"name", "C1"}, {"groups", "C2"}, {"priority", "C3"}, {"image", "C5"}, {"workerGroups[0].instances.max", "C8"}}},
 	}
@@ -212,8 +214,12 @@ func TestBuilderIsCopy(t *testing.T) {
 	if s2.Head.Env["A"] != "1" || *s2.Workers[0].Instances.Max != 2 || s2.Groups[0] != "g" {
 		t.Fatalf("changing a built spec changed the builder: %+v", s2)
 	}
-	if s1.Priority != cluster.DefaultPriority {
-		t.Fatalf("builder priority = %d, want the default %d", s1.Priority, cluster.DefaultPriority)
+	if s1.Priority == nil || *s1.Priority != cluster.DefaultPriority || s1.EffectivePriority() != cluster.DefaultPriority {
+		t.Fatalf("builder priority = %v, want the default %d", s1.Priority, cluster.DefaultPriority)
+	}
+	*s1.Priority = 9
+	if s2, _ := b.Build(); *s2.Priority != cluster.DefaultPriority {
+		t.Fatalf("changing a built spec's priority changed the builder: %d", *s2.Priority)
 	}
 }
 
@@ -336,6 +342,69 @@ func TestEnvironmentResourcesOverflow(t *testing.T) {
 			if tc.replicas == nil {
 				checkProblems(t, errMin, []want{{"workerGroups[0].instances", "C8"}})
 				checkProblems(t, errMax, []want{{"workerGroups[0].instances", "C8"}})
+			}
+		})
+	}
+}
+
+// C3: an explicit priority 0 is a value, not "unset": the builder, a
+// spec filled by hand and YAML refuse it; only a priority left out takes
+// the default.
+func TestExplicitPriorityZeroC3(t *testing.T) {
+	const doc = `name: c
+groups: [g]
+resourcePackage: p
+resourceGroup: r
+image: ray-2.46.0-py310-cpu
+headGroup: {name: head, nodeSpec: cu.4c16g}
+workerGroups: [{name: w, nodeSpec: cu.4c8g, instances: {min: 1, max: 2}}]
+`
+	fromYAML := func(extra string) func() (*cluster.Spec, error) {
+		return func() (*cluster.Spec, error) {
+			s, err := cluster.UnmarshalYAML([]byte(doc + extra))
+			if err != nil {
+				return nil, err
+			}
+			return s, s.Validate()
+		}
+	}
+	builder := func(edit func(*cluster.Builder)) func() (*cluster.Spec, error) {
+		return func() (*cluster.Spec, error) {
+			b := cluster.NewBuilder("c").Groups("g").Resources("p", "r").Image("ray-2.46.0-py310-cpu").
+				Head("head", "cu.4c16g").WorkerGroup("w", "cu.4c8g", 1, 2)
+			edit(b)
+			return b.Build()
+		}
+	}
+	byHand := func(p *int) func() (*cluster.Spec, error) {
+		return func() (*cluster.Spec, error) {
+			s := validSpec()
+			s.Priority = p
+			return s, s.Validate()
+		}
+	}
+	cases := []struct {
+		name  string
+		make  func() (*cluster.Spec, error)
+		wants []want
+		want  int // the effective priority, when valid
+	}{
+		{"builder default", builder(func(*cluster.Builder) {}), nil, 5},
+		{"builder 7", builder(func(b *cluster.Builder) { b.Priority(7) }), nil, 7},
+		{"builder 0", builder(func(b *cluster.Builder) { b.Priority(0) }), []want{{"priority", "C3"}}, 0},
+		{"by hand unset", byHand(nil), nil, 5},
+		{"by hand 0", byHand(new(0)), []want{{"priority", "C3"}}, 0},
+		{"YAML absent", fromYAML(""), nil, 5},
+		{"YAML null", fromYAML("priority: null\n"), nil, 5},
+		{"YAML 3", fromYAML("priority: 3\n"), nil, 3},
+		{"YAML 0", fromYAML("priority: 0\n"), []want{{"priority", "C3"}}, 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := tc.make()
+			checkProblems(t, err, tc.wants)
+			if tc.wants == nil && s.EffectivePriority() != tc.want {
+				t.Fatalf("effective priority %d, want %d", s.EffectivePriority(), tc.want)
 			}
 		})
 	}

@@ -57,11 +57,12 @@ type Config struct {
 
 // OnDemand is the on-demand run mode: a temporary cluster drawn from a
 // resource group, queued there by priority (J3), with its own compute
-// environment (J7). Zero Priority means the default, 5.
+// environment (J7). A nil Priority means the default, 5; an explicit
+// value is checked as given, so 0 is refused (J3).
 type OnDemand struct {
 	ResourcePackage string              `json:"resourcePackage"`
 	ResourceGroup   string              `json:"resourceGroup"`
-	Priority        int                 `json:"priority,omitempty"`
+	Priority        *int                `json:"priority,omitempty"` // 1–9; nil: DefaultPriority. Set it with new(7).
 	Environment     cluster.Environment `json:"environment"`
 }
 
@@ -117,10 +118,19 @@ func (c *Config) Target() string {
 // Priority returns the queueing priority: the on-demand priority with its
 // default filled in, or the default for other modes.
 func (c *Config) Priority() int {
-	if c.OnDemand != nil && c.OnDemand.Priority != 0 {
-		return c.OnDemand.Priority
+	if c.OnDemand != nil {
+		return c.OnDemand.EffectivePriority()
 	}
 	return DefaultPriority
+}
+
+// EffectivePriority returns the priority, or DefaultPriority when it is
+// unset (nil).
+func (o *OnDemand) EffectivePriority() int {
+	if o.Priority == nil {
+		return DefaultPriority
+	}
+	return *o.Priority
 }
 
 // DeepCopy returns a copy of c that shares nothing with it.
@@ -131,6 +141,9 @@ func (c *Config) DeepCopy() *Config {
 	out := *c
 	if c.OnDemand != nil {
 		od := *c.OnDemand
+		if od.Priority != nil {
+			od.Priority = new(*od.Priority)
+		}
 		od.Environment = *c.OnDemand.Environment.DeepCopy()
 		out.OnDemand = &od
 	}

@@ -255,11 +255,11 @@ func Advanced(p errs.Path, countRule string, max int, params map[string]string) 
 	return l
 }
 
-// Priority checks a priority: 0 means unset (the default 5 applies),
-// otherwise 1–9.
-func Priority(p errs.Path, rule string, v int) errs.List {
-	if v != 0 && (v < 1 || v > 9) {
-		return errs.List{errs.Invalid(p, rule, v, "priority is 1–9 (default 5)")}
+// Priority checks a priority: nil means unset (the default 5 applies);
+// any value given, 0 too, is 1–9.
+func Priority(p errs.Path, rule string, v *int) errs.List {
+	if v != nil && (*v < 1 || *v > 9) {
+		return errs.List{errs.Invalid(p, rule, *v, "priority is 1–9; leave it out for the default 5")}
 	}
 	return nil
 }
