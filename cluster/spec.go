@@ -17,11 +17,12 @@ import (
 
 // Limits of a cluster spec.
 const (
-	MaxNameLen         = 64 // C1, in characters
-	MinWorkerGroups    = 1  // C8, J7
-	MaxWorkerGroups    = 7  // J7
-	MaxAdvanced        = 20 // C10
-	DefaultPriority    = 5  // C3
+	MaxNameLen         = 64  // C1, in characters
+	MaxTemplateNameLen = 100 // C6, in characters
+	MinWorkerGroups    = 1   // C8, J7
+	MaxWorkerGroups    = 7   // J7
+	MaxAdvanced        = 20  // C10
+	DefaultPriority    = 5   // C3
 	DefaultHeadGroup   = "head"
 	HighAvailabilityGx = 2 // an HA head takes twice its spec (C7)
 )

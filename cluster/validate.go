@@ -199,12 +199,6 @@ func (t *Template) Validate() error { return t.Problems(Catalogs{}).ToError() }
 
 // Problems returns the template's problems as a list.
 func (t *Template) Problems(c Catalogs) errs.List {
-	var l errs.List
-	switch {
-	case strings.TrimSpace(t.Name) == "":
-		l = append(l, errs.Required(errs.NewPath("name"), "C6", "a template needs a name"))
-	case utf8.RuneCountInString(t.Name) > 100 || check.HasControl(t.Name):
-		l = append(l, errs.Invalid(errs.NewPath("name"), "C6", t.Name, "at most 100 characters, no control characters"))
-	}
+	l := check.Name(errs.NewPath("name"), "C6", "template", t.Name, MaxTemplateNameLen)
 	return append(l, t.Environment.Problems(c, clusterRules)...)
 }

@@ -255,6 +255,12 @@ func TestTemplateC6(t *testing.T) {
 	}{
 		{"C6 valid", func(*cluster.Template) {}, nil},
 		{"C6 name required", func(t *cluster.Template) { t.Name = "" }, []want{{"name", "C6"}}},
+		{"C6 valid name 100 characters", func(t *cluster.Template) { t.Name = strings.Repeat("模", cluster.MaxTemplateNameLen) }, nil},
+		{"C6 name too long", func(t *cluster.Template) { t.Name = strings.Repeat("模", cluster.MaxTemplateNameLen+1) }, []want{{"name", "C6"}}},
+		{"C6 name zero-width only", func(t *cluster.Template) { t.Name = "\u200b\ufeff\u2060" }, []want{{"name", "C6"}}},
+		{"C6 name bidi override", func(t *cluster.Template) { t.Name = "a10\u202d" }, []want{{"name", "C6"}}},
+		{"C6 name bidi isolate", func(t *cluster.Template) { t.Name = "\u2068a10" }, []want{{"name", "C6"}}},
+		{"C6 name control", func(t *cluster.Template) { t.Name = "a\x1b[31m" }, []want{{"name", "C6"}}},
 		{"C6 environment checked", func(t *cluster.Template) { t.Workers = nil }, []want{{"workerGroups", "C8"}}},
 	}
 	for _, tc := range cases {

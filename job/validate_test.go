@@ -42,6 +42,12 @@ func TestConfigValidate(t *testing.T) {
 		{"J1 required", func(c *job.Config) { c.Name = "" }, []want{{"name", "J1"}}},
 		{"J1 too long", func(c *job.Config) { c.Name = strings.Repeat("a", 101) }, []want{{"name", "J1"}}},
 		{"J1 control character", func(c *job.Config) { c.Name = "a\nb" }, []want{{"name", "J1"}}},
+		{"J1 zero-width space only", func(c *job.Config) { c.Name = "\u200b" }, []want{{"name", "J1"}}},
+		{"J1 word joiner only", func(c *job.Config) { c.Name = "\u2060\u2060" }, []want{{"name", "J1"}}},
+		{"J1 byte-order mark only", func(c *job.Config) { c.Name = "\ufeff" }, []want{{"name", "J1"}}},
+		{"J1 right-to-left override", func(c *job.Config) { c.Name = "train\u202egnp.sh" }, []want{{"name", "J1"}}},
+		{"J1 bidi isolate", func(c *job.Config) { c.Name = "\u2066train\u2069" }, []want{{"name", "J1"}}},
+		{"J1 Hangul filler only", func(c *job.Config) { c.Name = "\u3164" }, []want{{"name", "J1"}}},
 		// J2
 		{"J2 valid existing cluster", func(c *job.Config) { c.OnDemand, c.Cluster = nil, "cls-1" }, nil},
 		{"J2 valid cluster group", func(c *job.Config) { c.OnDemand, c.Group = nil, "grp-1" }, nil},
