@@ -27,6 +27,14 @@ const (
 	HighAvailabilityGx = 2 // an HA head takes twice its spec (C7)
 )
 
+// Limits of a spec document, as UnmarshalYAML and UnmarshalTemplateYAML
+// read it: a larger document is refused with an error that is errors.Is
+// errs.ErrInvalid and names the limit.
+const (
+	MaxDocumentSize  = codec.MaxDocumentSize // bytes (1 MiB)
+	MaxDocumentNodes = codec.MaxNodes        // YAML nodes
+)
+
 // Instance limits of the platform (C8, J7). They bound what one spec can
 // ask of a resource group, and keep its resource arithmetic far from
 // overflow.
@@ -188,7 +196,8 @@ func (g NodeGroup) deepCopy() NodeGroup {
 func (s *Spec) MarshalYAML() ([]byte, error) { return codec.MarshalYAML(s) }
 
 // UnmarshalYAML decodes YAML (or JSON) into a Spec strictly: an unknown
-// field is an error naming the field and its line.
+// field is an error naming the field and its line. A document over
+// MaxDocumentSize bytes or MaxDocumentNodes nodes is refused unread.
 func UnmarshalYAML(data []byte) (*Spec, error) { return codec.Decode[Spec](data) }
 
 // UnmarshalTemplateYAML decodes a Template strictly, like UnmarshalYAML.

@@ -86,17 +86,57 @@ func TestYAMLUnknownFieldsNameFieldAndLine(t *testing.T) {
 	}
 }
 
+// A hostile document is refused for its size or its node count before it
+// is parsed, with an error that names the limit.
+func TestYAMLLimits(t *testing.T) {
+	y, _ := fullSpec(t).MarshalYAML()
+	cases := []struct {
+		name, doc, want string // want: a part of the error; "" for none
+	}{
+		{"32 MiB flat list", "groups:\n" + strings.Repeat("- g\n", 8<<20), "at most 1048576 (1 MiB)"},
+		{"64 MiB string", "name: " + strings.Repeat("a", 64<<20), "at most 1048576 (1 MiB)"},
+		{"at the size limit", string(y) + "#" + strings.Repeat("x", cluster.MaxDocumentSize-len(y)-1), ""},
+		{"one byte over", string(y) + "#" + strings.Repeat("x", cluster.MaxDocumentSize-len(y)), "at most 1048576 (1 MiB)"},
+		{"over the node limit", "groups: [" + strings.Repeat("g,", cluster.MaxDocumentNodes) + "g]", "more than 200000 YAML nodes"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, decode := range []func([]byte) error{
+				func(b []byte) error { _, err := cluster.UnmarshalYAML(b); return err },
+				func(b []byte) error { _, err := cluster.UnmarshalTemplateYAML(b); return err },
+			} {
+				err := decode([]byte(tc.doc))
+				if tc.want == "" {
+					if err != nil && !strings.Contains(err.Error(), "unknown field") {
+						t.Fatal(err)
+					}
+					continue
+				}
+				if !errors.Is(err, errs.ErrInvalid) || !strings.Contains(err.Error(), tc.want) {
+					t.Fatalf("got %v, want ErrInvalid saying %q", err, tc.want)
+				}
+			}
+		})
+	}
+}
+
 // FuzzDecodeValidate feeds arbitrary YAML to decode and Validate: neither
 // may panic or hang. Its seeds run in the normal test suite.
 func FuzzDecodeValidate(f *testing.F) {
 	y, _ := fullSpec(f).MarshalYAML()
 	for _, seed := range []string{string(y), "", "name: [", "a: &a [*a]", "workerGroups: [{instances: {max: -1}}]",
 		"{}", "null", "- 1\n- 2", "headGroup: {envVars: {\"\": x}}", "name: " + strings.Repeat("集", 100),
-		"a: &a [1,2]\nb: &b [*a,*a,*a]\nc: [*b,*b,*b]"} {
+		"a: &a [1,2]\nb: &b [*a,*a,*a]\nc: [*b,*b,*b]",
+		string(y) + "#" + strings.Repeat("x", cluster.MaxDocumentSize-len(y)-1), // at the size limit
+		string(y) + "#" + strings.Repeat("x", cluster.MaxDocumentSize-len(y)),   // one byte over
+		"groups: [" + strings.Repeat("g,", cluster.MaxDocumentNodes) + "g]"} {   // over the node limit
 		f.Add([]byte(seed))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		s, err := cluster.UnmarshalYAML(data)
+		if len(data) > cluster.MaxDocumentSize && (err == nil || !strings.Contains(err.Error(), "at most 1048576")) {
+			t.Fatalf("a document of %d bytes was not refused for its size: %v", len(data), err)
+		}
 		if err != nil {
 			if !errors.Is(err, errs.ErrInvalid) {
 				t.Fatalf("decode error is not ErrInvalid: %v", err)

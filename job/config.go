@@ -22,6 +22,14 @@ const (
 	DefaultPriority  = 5 // J3
 )
 
+// Limits of a config document, as UnmarshalYAML reads it: a larger
+// document is refused with an error that is errors.Is errs.ErrInvalid and
+// names the limit.
+const (
+	MaxDocumentSize  = codec.MaxDocumentSize // bytes (1 MiB)
+	MaxDocumentNodes = codec.MaxNodes        // YAML nodes
+)
+
 // Mode is how a job's runs find a Ray cluster (J2).
 type Mode string
 
@@ -161,5 +169,6 @@ func (c *Config) DeepCopy() *Config {
 func (c *Config) MarshalYAML() ([]byte, error) { return codec.MarshalYAML(c) }
 
 // UnmarshalYAML decodes YAML (or JSON) into a Config strictly: an unknown
-// field is an error naming the field and its line.
+// field is an error naming the field and its line. A document over
+// MaxDocumentSize bytes or MaxDocumentNodes nodes is refused unread.
 func UnmarshalYAML(data []byte) (*Config, error) { return codec.Decode[Config](data) }

@@ -1,6 +1,10 @@
 // Package codec reads and writes dlc's specs as YAML and JSON. Decoding is
 // strict: an unknown field, a duplicate key or a value of the wrong shape
 // is an error that names the field's path and its line.
+//
+// Decoding is bounded: a document over MaxDocumentSize bytes is refused
+// before it is read, one that may hold more than MaxNodes nodes is refused
+// by a linear scan before it is parsed, and the walk stops at MaxNodes.
 package codec
 
 import (
@@ -15,8 +19,16 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
+// MaxDocumentSize is the largest document, in bytes (1 MiB), that
+// decoding reads; a larger one is refused before it is parsed. A spec is
+// a few kilobytes.
+const MaxDocumentSize = 1 << 20
+
 // MaxNodes bounds how many YAML nodes one document may hold, so that a
-// hostile document (deep nesting, alias bombs) cannot make decoding slow.
+// hostile document (a huge flat list, deep nesting) cannot make decoding
+// slow. A document is refused before it is parsed when it has more than
+// MaxNodes bytes that can begin a node (see separators), and while it is
+// walked when it has more than MaxNodes nodes.
 const MaxNodes = 200000
 
 // MarshalYAML writes v as YAML, with the field names of its JSON tags.
@@ -30,6 +42,14 @@ func MarshalJSON(v any) ([]byte, error) { return json.MarshalIndent(v, "", "  ")
 // once, each as an *errs.FieldError with its path and line; the error is
 // errors.Is ErrInvalid. v is only written when the data is clean.
 func UnmarshalStrict(data []byte, v any) error {
+	if len(data) > MaxDocumentSize {
+		return invalid(errs.TypeTooLong, len(data), fmt.Sprintf(
+			"the document has %d bytes; a document has at most %d (1 MiB)", len(data), MaxDocumentSize))
+	}
+	if n := separators(data); n > MaxNodes {
+		return invalid(errs.TypeTooMany, n, fmt.Sprintf(
+			"the document has more than %d YAML nodes or separators; a spec has far fewer", MaxNodes))
+	}
 	var doc yamlv3.Node
 	if err := yamlv3.Unmarshal(data, &doc); err != nil {
 		return errs.List{errs.Invalid("", "", nil, "not valid YAML or JSON: "+err.Error())}.ToError()
@@ -57,6 +77,43 @@ func Decode[T any](data []byte) (*T, error) {
 	}
 	return v, nil
 }
+
+func invalid(t errs.ErrorType, bad any, detail string) error {
+	return errs.List{{Type: t, BadValue: bad, Detail: detail}}.ToError()
+}
+
+// separators counts the bytes of data that can begin a YAML node or
+// separate two: the flow indicators '[', '{' and ',', the indicators ':'
+// and '?', a '-' not followed by an ASCII non-blank (a block sequence
+// entry), and line breaks (LF, CR, NEL, LS, PS). Every node but the first
+// few follows one of them, and none is followed by more than three new
+// nodes, so a document with n separators parses into at most 3(n+1)
+// nodes: counting them first bounds the parser's work, in one pass over
+// the bytes and without allocating.
+func separators(data []byte) int {
+	n := 0
+	for i, c := range data {
+		switch c {
+		case '[', '{', ',', ':', '?', '\n', '\r':
+			n++
+		case '-':
+			if i+1 == len(data) || !asciiNonBlank(data[i+1]) {
+				n++
+			}
+		case 0x85: // NEL is C2 85
+			if i > 0 && data[i-1] == 0xC2 {
+				n++
+			}
+		case 0xA8, 0xA9: // LS and PS are E2 80 A8 and E2 80 A9
+			if i > 1 && data[i-1] == 0x80 && data[i-2] == 0xE2 {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+func asciiNonBlank(c byte) bool { return c < 0x80 && c != ' ' && c != '\t' && c != '\n' && c != '\r' }
 
 type walker struct {
 	list   errs.List
