@@ -127,9 +127,8 @@ func FuzzDecodeValidate(f *testing.F) {
 	for _, seed := range []string{string(y), "", "name: [", "a: &a [*a]", "workerGroups: [{instances: {max: -1}}]",
 		"{}", "null", "- 1\n- 2", "headGroup: {envVars: {\"\": x}}", "name: " + strings.Repeat("集", 100),
 		"a: &a [1,2]\nb: &b [*a,*a,*a]\nc: [*b,*b,*b]",
-		string(y) + "#" + strings.Repeat("x", cluster.MaxDocumentSize-len(y)-1), // at the size limit
-		string(y) + "#" + strings.Repeat("x", cluster.MaxDocumentSize-len(y)),   // one byte over
-		"groups: [" + strings.Repeat("g,", cluster.MaxDocumentNodes) + "g]"} {   // over the node limit
+		string(y) + "#" + strings.Repeat("x", cluster.MaxDocumentSize-len(y)), // one byte over
+		"groups: [" + strings.Repeat("g,", cluster.MaxDocumentNodes) + "g]"} { // over the node limit
 		f.Add([]byte(seed))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {

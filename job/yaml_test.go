@@ -70,7 +70,6 @@ func TestYAMLLimits(t *testing.T) {
 func FuzzConfigDecodeValidate(f *testing.F) {
 	y, _ := onDemandConfig().MarshalYAML()
 	for _, s := range []string{string(y), "", "onDemand: {environment: {workerGroups: [{}]}}", "package: {local: a, cos: b}", "runtimeEnv: {pip: [\"\"], conda: [x]}",
-		string(y) + "#" + strings.Repeat("x", job.MaxDocumentSize-len(y)-1),          // at the size limit
 		string(y) + "#" + strings.Repeat("x", job.MaxDocumentSize-len(y)),            // one byte over
 		"runtimeEnv: {pip: [" + strings.Repeat("p,", job.MaxDocumentNodes) + "p]}"} { // over the node limit
 		f.Add([]byte(s))
