@@ -86,6 +86,103 @@ func TestYAMLUnknownFieldsNameFieldAndLine(t *testing.T) {
 	}
 }
 
+// YAML 1.1 readings never change a value: a string field, a map value
+// and a map key get the text exactly as written (C1, C3, C7, C9, C10).
+func TestYAMLKeepsScalarText(t *testing.T) {
+	const doc = `name: X
+groups: [X]
+resourcePackage: X
+resourceGroup: X
+image: X
+tags: {X: X}
+headGroup:
+  name: X
+  nodeSpec: X
+  envVars: {A: X}
+  labels: {X: X}
+workerGroups:
+- name: X
+  nodeSpec: X
+  envVars:
+    B: X
+  labels:
+    X: X
+  instances: {min: 1, max: 2}
+mounts:
+- {type: COS, instance: X, subPath: X, mountPath: X}
+advanced: {X: X}
+`
+	fields := func(s *cluster.Spec, x string) map[string]string {
+		w := s.Workers[0]
+		return map[string]string{
+			"name": s.Name, "groups[0]": s.Groups[0], "resourcePackage": s.ResourcePackage, "resourceGroup": s.ResourceGroup,
+			"image": s.Image, "tags[X]": s.Tags[x], "headGroup.name": s.Head.Name, "headGroup.nodeSpec": s.Head.NodeSpec,
+			"headGroup.envVars[A]": s.Head.Env["A"], "headGroup.labels[X]": s.Head.Labels[x],
+			"workerGroups[0].name": w.Name, "workerGroups[0].nodeSpec": w.NodeSpec, "workerGroups[0].envVars[B]": w.Env["B"],
+			"workerGroups[0].labels[X]": w.Labels[x], "mounts[0].instance": s.Mounts[0].Instance,
+			"mounts[0].subPath": s.Mounts[0].SubPath, "mounts[0].mountPath": s.Mounts[0].MountPath, "advanced[X]": s.Advanced[x],
+		}
+	}
+	for _, x := range []string{"no", "yes", "off", "1.10", "0777", "0x1F", "0o17", "1_000", "+12", "1e3", ".inf", "2001-12-14", "1:20"} {
+		t.Run(x, func(t *testing.T) {
+			s, err := cluster.UnmarshalYAML([]byte(strings.ReplaceAll(doc, "X", x)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for path, got := range fields(s, x) {
+				if got != x {
+					t.Errorf("%s = %q, want %q as written", path, got, x)
+				}
+			}
+			if len(s.Tags) != 1 || len(s.Head.Labels) != 1 || len(s.Advanced) != 1 {
+				t.Errorf("a key changed: tags %v, labels %v, advanced %v", s.Tags, s.Head.Labels, s.Advanced)
+			}
+		})
+	}
+}
+
+// Number and boolean fields take decimal numbers and true or false only:
+// a spelling YAML readers disagree on is an error, never another value.
+func TestYAMLNumbersAndBooleansAreUnambiguous(t *testing.T) {
+	cases := []struct {
+		name, doc, path string // path: where the problem is; "" for none
+	}{
+		{"priority 7", "priority: 7", ""},
+		{"priority 07", "priority: 07", "priority"},
+		{"priority 0x7", "priority: 0x7", "priority"},
+		{"priority 0o7", "priority: 0o7", "priority"},
+		{"priority quoted", `priority: "7"`, "priority"},
+		{"max 1_000", "workerGroups: [{instances: {min: 1, max: 1_000}}]", "workerGroups[0].instances.max"},
+		{"min 010", "workerGroups: [{instances: {min: 010, max: 20}}]", "workerGroups[0].instances.min"},
+		{"highAvailability true", "headGroup: {highAvailability: true}", ""},
+		{"highAvailability yes", "headGroup: {highAvailability: yes}", "headGroup.highAvailability"},
+		{"highAvailability on", "headGroup: {highAvailability: on}", "headGroup.highAvailability"},
+		{"readOnly no", "mounts: [{readOnly: no}]", "mounts[0].readOnly"},
+		{"resource 1.10", "headGroup: {resources: {slot: 1.10}}", ""},
+		{"resource 010", "headGroup: {resources: {slot: 010}}", "headGroup.resources[slot]"},
+		{"resource .nan", "headGroup: {resources: {slot: .nan}}", "headGroup.resources[slot]"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := cluster.UnmarshalYAML([]byte(tc.doc))
+			if tc.path == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			fs := errs.Fields(err)
+			if !errors.Is(err, errs.ErrInvalid) || len(fs) != 1 || string(fs[0].Path) != tc.path {
+				t.Fatalf("got %v, want one problem at %s", err, tc.path)
+			}
+		})
+	}
+	s, err := cluster.UnmarshalYAML([]byte("priority: 7\nheadGroup: {highAvailability: True, resources: {slot: 1.10}}"))
+	if err != nil || *s.Priority != 7 || !s.Head.HighAvailability || s.Head.Resources["slot"] != 1.1 {
+		t.Fatalf("decoded %+v, %v", s, err)
+	}
+}
+
 // A hostile document is refused for its size or its node count before it
 // is parsed, with an error that names the limit.
 func TestYAMLLimits(t *testing.T) {
