@@ -194,7 +194,7 @@ func TestYAMLLimits(t *testing.T) {
 		{"64 MiB string", "name: " + strings.Repeat("a", 64<<20), "at most 1048576 (1 MiB)"},
 		{"at the size limit", string(y) + "#" + strings.Repeat("x", cluster.MaxDocumentSize-len(y)-1), ""},
 		{"one byte over", string(y) + "#" + strings.Repeat("x", cluster.MaxDocumentSize-len(y)), "at most 1048576 (1 MiB)"},
-		{"over the node limit", "groups: [" + strings.Repeat("g,", cluster.MaxDocumentNodes) + "g]", "more than 200000 YAML nodes"},
+		{"over the node limit", "groups: [" + strings.Repeat("g,", cluster.MaxDocumentNodes) + "g]", "more than 20000 YAML nodes"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
