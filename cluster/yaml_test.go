@@ -252,3 +252,30 @@ func FuzzDecodeValidate(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkUnmarshalYAML measures decoding a full spec, and refusing
+// hostile documents: a 32 MiB list, a 64 MiB string, a list at the node
+// limit.
+func BenchmarkUnmarshalYAML(b *testing.B) {
+	y, _ := fullSpec(b).MarshalYAML()
+	cases := []struct {
+		name  string
+		doc   []byte
+		valid bool
+	}{
+		{"full spec", y, true},
+		{"flat list 32 MiB", []byte("groups:\n" + strings.Repeat("- g\n", 8<<20)), false},
+		{"string 64 MiB", []byte("name: " + strings.Repeat("a", 64<<20)), false},
+		{"list at the node limit", []byte("groups: [" + strings.Repeat("g,", cluster.MaxDocumentNodes-2) + "g]"), false},
+	}
+	for _, tc := range cases {
+		b.Run(tc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := cluster.UnmarshalYAML(tc.doc); (err == nil) != tc.valid {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
