@@ -110,7 +110,7 @@ func mul64(a, b int64) (int64, bool) {
 		return 0, true
 	}
 	p := a * b
-	if p/b == a && !(a == -1 && b == math.MinInt64) && !(b == -1 && a == math.MinInt64) {
+	if p/b == a && !(b == -1 && a == math.MinInt64) { // MinInt64 / -1 wraps to MinInt64
 		return p, true
 	}
 	if (a < 0) != (b < 0) {

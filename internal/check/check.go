@@ -89,11 +89,12 @@ var blankLetters = map[rune]bool{
 	'\u2800': true, // Braille blank
 }
 
-// hasVisible reports whether s holds a character that is drawn: not a
-// space, a combining mark on its own, or a blank letter.
+// hasVisible reports whether s, free of hidden runes, holds a character
+// that is drawn: not a space, a combining mark on its own, or a blank
+// letter.
 func hasVisible(s string) bool {
 	for _, r := range s {
-		if !unicode.IsSpace(r) && !unicode.In(r, unicode.Mn, unicode.Me, unicode.Cc, unicode.Cf) && !blankLetters[r] {
+		if !unicode.IsSpace(r) && !unicode.In(r, unicode.Mn, unicode.Me) && !blankLetters[r] {
 			return true
 		}
 	}
