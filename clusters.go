@@ -81,8 +81,8 @@ func (s *ClusterService) Create(ctx context.Context, spec *cluster.Spec) (*clust
 }
 
 func (c *Client) createCluster(ctx context.Context, spec *cluster.Spec, action, msg string) (*cluster.Cluster, error) {
-	if spec.Priority == 0 {
-		spec.Priority = cluster.DefaultPriority
+	if spec.Priority == nil {
+		spec.Priority = new(cluster.DefaultPriority)
 	}
 	if err := c.checkClusterSpec(spec); err != nil {
 		return nil, err
@@ -401,8 +401,8 @@ func (s *ClusterService) Edit(ctx context.Context, in *cluster.Cluster) (*EditRe
 		return nil, err
 	}
 	spec := in.Spec.DeepCopy()
-	if spec.Priority == 0 {
-		spec.Priority = cluster.DefaultPriority
+	if spec.Priority == nil {
+		spec.Priority = new(cluster.DefaultPriority)
 	}
 	if err := c.checkClusterSpec(spec); err != nil {
 		return nil, err
@@ -471,7 +471,7 @@ func specChanges(a, b *cluster.Spec) (live, restart []string) {
 	}
 	add(a.Name != b.Name, "name", true)
 	add(!reflect.DeepEqual(a.Groups, b.Groups), "groups", true)
-	add(a.Priority != b.Priority, "priority", true)
+	add(a.EffectivePriority() != b.EffectivePriority(), "priority", true)
 	add(!reflect.DeepEqual(a.Tags, b.Tags), "tags", true)
 	add(a.ResourcePackage != b.ResourcePackage || a.ResourceGroup != b.ResourceGroup, "resourceGroup", false)
 	add(a.Image != b.Image, "image", false)

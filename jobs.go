@@ -72,8 +72,8 @@ func (s *JobService) Save(ctx context.Context, cfg *job.Config, opts SaveOptions
 // checkJob validates cfg, inspects its package and resolves what it
 // refers to; every problem is reported at once.
 func (c *Client) checkJob(ctx context.Context, cfg *job.Config) error {
-	if cfg.OnDemand != nil && cfg.OnDemand.Priority == 0 {
-		cfg.OnDemand.Priority = job.DefaultPriority
+	if cfg.OnDemand != nil && cfg.OnDemand.Priority == nil {
+		cfg.OnDemand.Priority = new(job.DefaultPriority)
 	}
 	l := cfg.Problems(c.cat)
 	if len(l) > 0 {
@@ -199,8 +199,8 @@ func (s *JobService) Edit(ctx context.Context, rec *job.Record) (*job.Record, er
 		return nil, errs.Conflict("job", rec.ID, "stale version: read it again")
 	}
 	next := rec.Config.DeepCopy()
-	if next.OnDemand != nil && next.OnDemand.Priority == 0 {
-		next.OnDemand.Priority = job.DefaultPriority
+	if next.OnDemand != nil && next.OnDemand.Priority == nil {
+		next.OnDemand.Priority = new(job.DefaultPriority)
 	}
 	if err := uneditable(&cur.Config, next).ToError(); err != nil {
 		return nil, err

@@ -471,7 +471,7 @@ func (c *Client) placeOnDemand(ctx context.Context, r *job.Run) error {
 		cl = &cluster.Cluster{ID: cid, State: cluster.Starting, Generation: 1, Creator: r.Creator, CreatedAt: now, UpdatedAt: now,
 			Temporary: true, OwnerRun: r.ID, Replicas: replicas, QuotaGroup: od.ResourceGroup,
 			Live: &cluster.Live{ResourceGroup: od.ResourceGroup, Environment: *env.DeepCopy()},
-			Spec: cluster.Spec{Name: "ondemand_" + r.ID, Priority: od.Priority, ResourcePackage: od.ResourcePackage,
+			Spec: cluster.Spec{Name: "ondemand_" + r.ID, Priority: new(od.EffectivePriority()), ResourcePackage: od.ResourcePackage,
 				ResourceGroup: od.ResourceGroup, Environment: *env, Mounts: r.Config.Mounts, Tags: r.Config.Tags}}
 		cl.Events = cluster.AppendEvent(nil, c.event(ctx, "system", "create", "on-demand cluster for run "+r.ID))
 		if _, err := c.create(ctx, kindCluster, cid, clusterLabels(cl), cl); err != nil && !errors.Is(err, errs.ErrConflict) {

@@ -17,7 +17,7 @@ type Builder struct {
 // NewBuilder starts a cluster spec called name, with the default priority.
 // dlc.NewCluster is the same.
 func NewBuilder(name string) *Builder {
-	return &Builder{spec: Spec{Name: name, Priority: DefaultPriority}}
+	return &Builder{spec: Spec{Name: name, Priority: new(DefaultPriority)}}
 }
 
 // Edit starts a builder from a copy of an existing spec, to change it.
@@ -62,8 +62,9 @@ func (b *Builder) Groups(ids ...string) *Builder {
 	return b
 }
 
-// Priority sets the priority, 1–9 (C3).
-func (b *Builder) Priority(p int) *Builder { b.spec.Priority = p; return b }
+// Priority sets the priority, 1–9 (C3). Any value is kept as given: 0 is
+// refused at Build, not taken for the default.
+func (b *Builder) Priority(p int) *Builder { b.spec.Priority = new(p); return b }
 
 // Tag sets a tag (C3).
 func (b *Builder) Tag(key, value string) *Builder {

@@ -17,22 +17,45 @@ import (
 
 // Limits of a cluster spec.
 const (
-	MaxNameLen         = 64 // C1, in characters
-	MinWorkerGroups    = 1  // C8, J7
-	MaxWorkerGroups    = 7  // J7
-	MaxAdvanced        = 20 // C10
-	DefaultPriority    = 5  // C3
+	MaxNameLen         = 64  // C1, in characters
+	MaxTemplateNameLen = 100 // C6, in characters
+	MinWorkerGroups    = 1   // C8, J7
+	MaxWorkerGroups    = 7   // J7
+	MaxAdvanced        = 20  // C10
+	DefaultPriority    = 5   // C3
 	DefaultHeadGroup   = "head"
 	HighAvailabilityGx = 2 // an HA head takes twice its spec (C7)
 )
 
+// Limits of a spec document, as UnmarshalYAML and UnmarshalTemplateYAML
+// read it: a larger document is refused with an error that is errors.Is
+// errs.ErrInvalid and names the limit.
+const (
+	MaxDocumentSize  = codec.MaxDocumentSize // bytes (1 MiB)
+	MaxDocumentNodes = codec.MaxNodes        // YAML nodes
+)
+
+// Instance limits of the platform (C8, J7). They bound what one spec can
+// ask of a resource group, and keep its resource arithmetic far from
+// overflow.
+const (
+	// MaxInstances is the most instances one worker group may have: the
+	// largest min and max of its instance range.
+	MaxInstances = 1000
+	// MaxClusterInstances is the most worker instances one cluster may
+	// scale to: the sum of every worker group's max (the head not
+	// counted).
+	MaxClusterInstances = 2000
+)
+
 // Spec is everything a caller sets on a compute cluster. It is a plain
 // value: fill it by hand or decode it from YAML or JSON, then call
-// Validate. Zero Priority means the default, 5.
+// Validate. A nil Priority means the default, 5; an explicit value is
+// checked as given, so 0 is refused (C3).
 type Spec struct {
 	Name            string            `json:"name"`
-	Groups          []string          `json:"groups"` // ids of the cluster groups it joins (C2)
-	Priority        int               `json:"priority,omitempty"`
+	Groups          []string          `json:"groups"`             // ids of the cluster groups it joins (C2)
+	Priority        *int              `json:"priority,omitempty"` // 1–9; nil: DefaultPriority. Set it with new(7).
 	Tags            map[string]string `json:"tags,omitempty"`
 	ResourcePackage string            `json:"resourcePackage"`
 	ResourceGroup   string            `json:"resourceGroup"`
@@ -95,12 +118,13 @@ func (in Instances) MaxOrMin() int {
 // Autoscaling reports whether the range lets Ray's autoscaler scale.
 func (in Instances) Autoscaling() bool { return in.Max != nil && in.Min < *in.Max }
 
-// EffectivePriority returns the priority, with the default filled in.
+// EffectivePriority returns the priority, or DefaultPriority when it is
+// unset (nil).
 func (s *Spec) EffectivePriority() int {
-	if s.Priority == 0 {
+	if s.Priority == nil {
 		return DefaultPriority
 	}
-	return s.Priority
+	return *s.Priority
 }
 
 // Template is a saved compute environment (C6): a named, reusable image,
@@ -120,6 +144,9 @@ func (s *Spec) DeepCopy() *Spec {
 	}
 	c := *s
 	c.Groups = slices.Clone(s.Groups)
+	if s.Priority != nil {
+		c.Priority = new(*s.Priority)
+	}
 	c.Tags = maps.Clone(s.Tags)
 	c.Environment = *s.Environment.DeepCopy()
 	c.Mounts = slices.Clone(s.Mounts)
@@ -169,7 +196,8 @@ func (g NodeGroup) deepCopy() NodeGroup {
 func (s *Spec) MarshalYAML() ([]byte, error) { return codec.MarshalYAML(s) }
 
 // UnmarshalYAML decodes YAML (or JSON) into a Spec strictly: an unknown
-// field is an error naming the field and its line.
+// field is an error naming the field and its line. A document over
+// MaxDocumentSize bytes or MaxDocumentNodes nodes is refused unread.
 func UnmarshalYAML(data []byte) (*Spec, error) { return codec.Decode[Spec](data) }
 
 // UnmarshalTemplateYAML decodes a Template strictly, like UnmarshalYAML.

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"fmt"
 	"maps"
 	"slices"
 
@@ -328,13 +329,22 @@ func (e *Environment) resources(nodes quota.Catalog, count func(WorkerGroup) int
 	if e.Head.HighAvailability {
 		heads = HighAvailabilityGx
 	}
-	total := head.Resources().Mul(heads)
+	total := head.Resources().Mul(heads) // a catalog's node maxima keep this small
 	for i, w := range e.Workers {
+		wp := errs.NewPath("workerGroups").Index(i)
 		s, ok := nodes.Lookup(w.NodeSpec)
 		if !ok {
-			return quota.Resources{}, errs.List{errs.Invalid(errs.NewPath("workerGroups").Index(i).Child("nodeSpec"), "C8", w.NodeSpec, nodes.UnknownDetail(w.NodeSpec))}.ToError()
+			return quota.Resources{}, errs.List{errs.Invalid(wp.Child("nodeSpec"), "C8", w.NodeSpec, nodes.UnknownDetail(w.NodeSpec))}.ToError()
 		}
-		total = total.Add(s.Resources().Mul(int64(count(w))))
+		n := count(w)
+		group, err := s.Resources().MulChecked(int64(n))
+		if err == nil {
+			total, err = total.AddChecked(group)
+		}
+		if err != nil {
+			return quota.Resources{}, errs.List{errs.Invalid(wp.Child("instances"), "C8", n, fmt.Sprintf(
+				"%d instances of %s are too many to count; a worker group has at most %d", n, w.NodeSpec, MaxInstances))}.ToError()
+		}
 	}
 	return total, nil
 }

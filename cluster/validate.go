@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"fmt"
 	"regexp"
 	"strconv"
 	"strings"
@@ -133,8 +134,12 @@ func (e *Environment) Problems(c Catalogs, r Rules) errs.List {
 	case n > MaxWorkerGroups:
 		l = append(l, errs.TooMany(wp, r.Workers, n, MaxWorkerGroups))
 	}
+	total := 0
 	for i, w := range e.Workers {
 		ip := wp.Index(i)
+		// Clamped, so that the sum cannot overflow; a group over the limit
+		// is reported on its own.
+		total += min(max(w.Instances.MaxOrMin(), 0), MaxInstances+1)
 		l = append(l, w.NodeGroup.problems(ip, r.Workers, c.Nodes)...)
 		if _, dup := names[w.Name]; dup && w.Name != "" {
 			l = append(l, &errs.FieldError{Path: ip.Child("name"), Rule: r.Workers, Type: errs.TypeDuplicate,
@@ -143,6 +148,10 @@ func (e *Environment) Problems(c Catalogs, r Rules) errs.List {
 			names[w.Name] = ip
 		}
 		l = append(l, w.Instances.problems(ip.Child("instances"), r.Workers)...)
+	}
+	if total > MaxClusterInstances {
+		l = append(l, errs.Invalid(wp, r.Workers, total, fmt.Sprintf(
+			"the worker groups' max instances add up to at most %d in one cluster", MaxClusterInstances)))
 	}
 	return l
 }
@@ -165,14 +174,20 @@ func (g *NodeGroup) problems(p errs.Path, rule string, nodes quota.Catalog) errs
 
 func (in Instances) problems(p errs.Path, rule string) errs.List {
 	var l errs.List
-	if in.Min < 0 {
+	atMost := fmt.Sprintf("at most %d instances in one worker group", MaxInstances)
+	switch {
+	case in.Min < 0:
 		l = append(l, errs.Invalid(p.Child("min"), rule, in.Min, "at least 0"))
+	case in.Min > MaxInstances:
+		l = append(l, errs.Invalid(p.Child("min"), rule, in.Min, atMost))
 	}
 	switch {
 	case in.Max == nil:
 		l = append(l, errs.Required(p.Child("max"), rule, "the most instances the group may scale to"))
 	case *in.Max < 1:
 		l = append(l, errs.Invalid(p.Child("max"), rule, *in.Max, "at least 1"))
+	case *in.Max > MaxInstances:
+		l = append(l, errs.Invalid(p.Child("max"), rule, *in.Max, atMost))
 	case *in.Max < in.Min:
 		l = append(l, errs.Invalid(p.Child("max"), rule, *in.Max, "must be at least min ("+strconv.Itoa(in.Min)+")"))
 	}
@@ -184,12 +199,6 @@ func (t *Template) Validate() error { return t.Problems(Catalogs{}).ToError() }
 
 // Problems returns the template's problems as a list.
 func (t *Template) Problems(c Catalogs) errs.List {
-	var l errs.List
-	switch {
-	case strings.TrimSpace(t.Name) == "":
-		l = append(l, errs.Required(errs.NewPath("name"), "C6", "a template needs a name"))
-	case utf8.RuneCountInString(t.Name) > 100 || check.HasControl(t.Name):
-		l = append(l, errs.Invalid(errs.NewPath("name"), "C6", t.Name, "at most 100 characters, no control characters"))
-	}
+	l := check.Name(errs.NewPath("name"), "C6", "template", t.Name, MaxTemplateNameLen)
 	return append(l, t.Environment.Problems(c, clusterRules)...)
 }

@@ -2,12 +2,14 @@ package cluster_test
 
 import (
 	"errors"
+	"math"
 	"strings"
 	"testing"
 
 	"github.com/aidlc/dlc/cluster"
 	"github.com/aidlc/dlc/errs"
 	"github.com/aidlc/dlc/internal/fieldtest"
+	"github.com/aidlc/dlc/quota"
 	"github.com/aidlc/dlc/storage"
 )
 
@@ -51,10 +53,12 @@ func TestSpecValidate(t *testing.T) {
 		{"C2 duplicate", func(s *cluster.Spec) { s.Groups = []string{"a", "a"} }, []want{{"groups[1]", "C2"}}},
 		{"C2 empty id", func(s *cluster.Spec) { s.Groups = []string{"a", " "} }, []want{{"groups[1]", "C2"}}},
 		// C3
-		{"C3 valid priority 9", func(s *cluster.Spec) { s.Priority = 9 }, nil},
-		{"C3 unset priority is default", func(s *cluster.Spec) { s.Priority = 0 }, nil},
-		{"C3 priority 10", func(s *cluster.Spec) { s.Priority = 10 }, []want{{"priority", "C3"}}},
-		{"C3 priority -1", func(s *cluster.Spec) { s.Priority = -1 }, []want{{"priority", "C3"}}},
+		{"C3 valid priority 9", func(s *cluster.Spec) { s.Priority = new(9) }, nil},
+		{"C3 valid priority 1", func(s *cluster.Spec) { s.Priority = new(1) }, nil},
+		{"C3 unset priority is default", func(s *cluster.Spec) { s.Priority = nil }, nil},
+		{"C3 explicit priority 0", func(s *cluster.Spec) { s.Priority = new(0) }, []want{{"priority", "C3"}}},
+		{"C3 priority 10", func(s *cluster.Spec) { s.Priority = new(10) }, []want{{"priority", "C3"}}},
+		{"C3 priority -1", func(s *cluster.Spec) { s.Priority = new(-1) }, []want{{"priority", "C3"}}},
 		{"C3 valid tags", func(s *cluster.Spec) { s.Tags = map[string]string{"team": "推荐", "env": ""} }, nil},
 		{"C3 empty tag key", func(s *cluster.Spec) { s.Tags = map[string]string{"": "x"} }, []want{{"tags[]", "C3"}}},
 		{"C3 tag value too long", func(s *cluster.Spec) { s.Tags = map[string]string{"k": strings.Repeat("v", 256)} }, []want{{"tags[k]", "C3"}}},
@@ -105,6 +109,35 @@ func TestSpecValidate(t *testing.T) {
 		{"C8 max zero", func(s *cluster.Spec) { s.Workers[0].Instances = cluster.Range(0, 0) }, []want{{"workerGroups[0].instances.max", "C8"}}},
 		{"C8 max unset", func(s *cluster.Spec) { s.Workers[0].Instances.Max = nil }, []want{{"workerGroups[0].instances.max", "C8"}}},
 		{"C8 min negative", func(s *cluster.Spec) { s.Workers[0].Instances = cluster.Range(-1, 2) }, []want{{"workerGroups[0].instances.min", "C8"}}},
+		{"C8 valid largest worker group", func(s *cluster.Spec) {
+			s.Workers[0].Instances = cluster.Range(cluster.MaxInstances, cluster.MaxInstances)
+		}, nil},
+		{"C8 valid largest cluster", func(s *cluster.Spec) {
+			s.Workers[0].Instances = cluster.Range(0, cluster.MaxInstances)
+			s.AddWorkerGroup("w2", "cu.4c8g", 0, cluster.MaxClusterInstances-cluster.MaxInstances)
+		}, nil},
+		{"C8 min and max 1<<62", func(s *cluster.Spec) { s.Workers[0].Instances = cluster.Range(1<<62, 1<<62) },
+			[]want{{"workerGroups[0].instances.min", "C8"}, {"workerGroups[0].instances.max", "C8"}}},
+		{"C8 max MaxInt64", func(s *cluster.Spec) { s.Workers[0].Instances = cluster.Range(0, math.MaxInt64) },
+			[]want{{"workerGroups[0].instances.max", "C8"}}},
+		{"C8 max one over", func(s *cluster.Spec) { s.Workers[0].Instances = cluster.Range(1, cluster.MaxInstances+1) },
+			[]want{{"workerGroups[0].instances.max", "C8"}}},
+		{"C8 min over the limit, max unset", func(s *cluster.Spec) {
+			s.Workers[0].Instances = cluster.Instances{Min: cluster.MaxInstances + 1}
+		}, []want{{"workerGroups[0].instances.min", "C8"}, {"workerGroups[0].instances.max", "C8"}}},
+		{"C8 cluster total over the limit", func(s *cluster.Spec) {
+			s.Workers[0].Instances = cluster.Range(0, cluster.MaxInstances)
+			s.AddWorkerGroup("w2", "cu.4c8g", 0, cluster.MaxInstances)
+			s.AddWorkerGroup("w3", "cu.4c8g", 0, 1)
+		}, []want{{"workerGroups", "C8"}}},
+		{"C8 seven groups at MaxInt64", func(s *cluster.Spec) {
+			s.Workers[0].Instances = cluster.Range(0, math.MaxInt64)
+			for _, n := range []string{"w2", "w3", "w4", "w5", "w6", "w7"} {
+				s.AddWorkerGroup(n, "cu.4c8g", 0, math.MaxInt64)
+			}
+		}, []want{{"workerGroups", "C8"}, {"workerGroups[0].instances.max", "C8"}, {"workerGroups[1].instances.max", "C8"},
+			{"workerGroups[2].instances.max", "C8"}, {"workerGroups[3].instances.max", "C8"}, {"workerGroups[4].instances.max", "C8"},
+			{"workerGroups[5].instances.max", "C8"}, {"workerGroups[6].instances.max", "C8"}}},
 		{"C8 unknown worker node spec", func(s *cluster.Spec) { s.Workers[0].NodeSpec = "gpu-big" }, []want{{"workerGroups[0].nodeSpec", "C8"}}},
 		// C9
 		{"C9 valid mounts", func(s *cluster.Spec) {
@@ -142,7 +175,7 @@ func TestSpecValidate(t *testing.T) {
 		{"J11 platform-managed key on cluster", func(s *cluster.Spec) { s.Advanced = map[string]string{"num_cpus": "8"} }, []want{{"advanced[num_cpus]", "J11"}}},
 		// all at once
 		{"every problem at once", func(s *cluster.Spec) {
-			s.Name, s.Groups, s.Priority, s.Image = "", nil, 12, ""
+			s.Name, s.Groups, s.Priority, s.Image = "", nil, new(12), ""
 			s.Workers[0].Instances = cluster.Range(3, 2)
 		}, []want{{"name", "C1"}, {"groups", "C2"}, {"priority", "C3"}, {"image", "C5"}, {"workerGroups[0].instances.max", "C8"}}},
 	}
@@ -181,8 +214,12 @@ func TestBuilderIsCopy(t *testing.T) {
 	if s2.Head.Env["A"] != "1" || *s2.Workers[0].Instances.Max != 2 || s2.Groups[0] != "g" {
 		t.Fatalf("changing a built spec changed the builder: %+v", s2)
 	}
-	if s1.Priority != cluster.DefaultPriority {
-		t.Fatalf("builder priority = %d, want the default %d", s1.Priority, cluster.DefaultPriority)
+	if s1.Priority == nil || *s1.Priority != cluster.DefaultPriority || s1.EffectivePriority() != cluster.DefaultPriority {
+		t.Fatalf("builder priority = %v, want the default %d", s1.Priority, cluster.DefaultPriority)
+	}
+	*s1.Priority = 9
+	if s2, _ := b.Build(); *s2.Priority != cluster.DefaultPriority {
+		t.Fatalf("changing a built spec's priority changed the builder: %d", *s2.Priority)
 	}
 }
 
@@ -218,6 +255,12 @@ func TestTemplateC6(t *testing.T) {
 	}{
 		{"C6 valid", func(*cluster.Template) {}, nil},
 		{"C6 name required", func(t *cluster.Template) { t.Name = "" }, []want{{"name", "C6"}}},
+		{"C6 valid name 100 characters", func(t *cluster.Template) { t.Name = strings.Repeat("模", cluster.MaxTemplateNameLen) }, nil},
+		{"C6 name too long", func(t *cluster.Template) { t.Name = strings.Repeat("模", cluster.MaxTemplateNameLen+1) }, []want{{"name", "C6"}}},
+		{"C6 name zero-width only", func(t *cluster.Template) { t.Name = "\u200b\ufeff\u2060" }, []want{{"name", "C6"}}},
+		{"C6 name bidi override", func(t *cluster.Template) { t.Name = "a10\u202d" }, []want{{"name", "C6"}}},
+		{"C6 name bidi isolate", func(t *cluster.Template) { t.Name = "\u2068a10" }, []want{{"name", "C6"}}},
+		{"C6 name control", func(t *cluster.Template) { t.Name = "a\x1b[31m" }, []want{{"name", "C6"}}},
 		{"C6 environment checked", func(t *cluster.Template) { t.Workers = nil }, []want{{"workerGroups", "C8"}}},
 	}
 	for _, tc := range cases {
@@ -261,5 +304,114 @@ func TestImageCatalog(t *testing.T) {
 	}
 	if _, err := cluster.NewImageCatalog(map[string]string{"bad name": "nohost"}); err == nil {
 		t.Fatal("NewImageCatalog accepted bad entries")
+	}
+}
+
+// A too-large environment is an error, never a wrapped, small reservation:
+// MinResources, MaxResources and ResourcesAt refuse counts whose resources
+// overflow (C8), whether or not the spec was validated.
+func TestEnvironmentResourcesOverflow(t *testing.T) {
+	nodes := quota.DefaultCatalog()
+	head := quota.Resources{MilliCPU: 4000, Memory: 16 * quota.GiB}   // cu.4c16g
+	worker := quota.Resources{MilliCPU: 8000, Memory: 32 * quota.GiB} // cu.8c32g
+	cases := []struct {
+		name     string
+		in       cluster.Instances
+		replicas map[string]int
+		min, max quota.Resources // ignored when wantErr
+		wantErr  bool
+	}{
+		{"valid", cluster.Range(1, 4), nil, head.Add(worker), head.Add(worker.Mul(4)), false},
+		{"valid at the limit", cluster.Range(cluster.MaxInstances, cluster.MaxInstances), nil,
+			head.Add(worker.Mul(cluster.MaxInstances)), head.Add(worker.Mul(cluster.MaxInstances)), false},
+		{"1<<62 instances", cluster.Range(1<<62, 1<<62), nil, quota.Resources{}, quota.Resources{}, true},
+		{"MaxInt64 instances", cluster.Range(math.MaxInt64, math.MaxInt64), nil, quota.Resources{}, quota.Resources{}, true},
+		{"MaxInt64 replicas", cluster.Range(1, 4), map[string]int{"cpu": math.MaxInt64}, quota.Resources{}, quota.Resources{}, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			e := validSpec().Environment
+			e.Workers[0].Instances = tc.in
+			minR, errMin := e.MinResources(nodes)
+			maxR, errMax := e.MaxResources(nodes)
+			at, errAt := e.ResourcesAt(nodes, tc.replicas)
+			if !tc.wantErr {
+				if errMin != nil || errMax != nil || errAt != nil {
+					t.Fatalf("errors: %v, %v, %v", errMin, errMax, errAt)
+				}
+				if minR != tc.min || maxR != tc.max || at != tc.min {
+					t.Fatalf("min %v max %v at %v, want min %v max %v", minR, maxR, at, tc.min, tc.max)
+				}
+				return
+			}
+			checkProblems(t, errAt, []want{{"workerGroups[0].instances", "C8"}})
+			if tc.replicas == nil {
+				checkProblems(t, errMin, []want{{"workerGroups[0].instances", "C8"}})
+				checkProblems(t, errMax, []want{{"workerGroups[0].instances", "C8"}})
+			}
+		})
+	}
+}
+
+// C3: an explicit priority 0 is a value, not "unset": the builder, a
+// spec filled by hand and YAML refuse it; only a priority left out takes
+// the default.
+func TestExplicitPriorityZeroC3(t *testing.T) {
+	const doc = `name: c
+groups: [g]
+resourcePackage: p
+resourceGroup: r
+image: ray-2.46.0-py310-cpu
+headGroup: {name: head, nodeSpec: cu.4c16g}
+workerGroups: [{name: w, nodeSpec: cu.4c8g, instances: {min: 1, max: 2}}]
+`
+	fromYAML := func(extra string) func() (*cluster.Spec, error) {
+		return func() (*cluster.Spec, error) {
+			s, err := cluster.UnmarshalYAML([]byte(doc + extra))
+			if err != nil {
+				return nil, err
+			}
+			return s, s.Validate()
+		}
+	}
+	builder := func(edit func(*cluster.Builder)) func() (*cluster.Spec, error) {
+		return func() (*cluster.Spec, error) {
+			b := cluster.NewBuilder("c").Groups("g").Resources("p", "r").Image("ray-2.46.0-py310-cpu").
+				Head("head", "cu.4c16g").WorkerGroup("w", "cu.4c8g", 1, 2)
+			edit(b)
+			return b.Build()
+		}
+	}
+	byHand := func(p *int) func() (*cluster.Spec, error) {
+		return func() (*cluster.Spec, error) {
+			s := validSpec()
+			s.Priority = p
+			return s, s.Validate()
+		}
+	}
+	cases := []struct {
+		name  string
+		make  func() (*cluster.Spec, error)
+		wants []want
+		want  int // the effective priority, when valid
+	}{
+		{"builder default", builder(func(*cluster.Builder) {}), nil, 5},
+		{"builder 7", builder(func(b *cluster.Builder) { b.Priority(7) }), nil, 7},
+		{"builder 0", builder(func(b *cluster.Builder) { b.Priority(0) }), []want{{"priority", "C3"}}, 0},
+		{"by hand unset", byHand(nil), nil, 5},
+		{"by hand 0", byHand(new(0)), []want{{"priority", "C3"}}, 0},
+		{"YAML absent", fromYAML(""), nil, 5},
+		{"YAML null", fromYAML("priority: null\n"), nil, 5},
+		{"YAML 3", fromYAML("priority: 3\n"), nil, 3},
+		{"YAML 0", fromYAML("priority: 0\n"), []want{{"priority", "C3"}}, 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := tc.make()
+			checkProblems(t, err, tc.wants)
+			if tc.wants == nil && s.EffectivePriority() != tc.want {
+				t.Fatalf("effective priority %d, want %d", s.EffectivePriority(), tc.want)
+			}
+		})
 	}
 }

@@ -7,9 +7,7 @@
 package group
 
 import (
-	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/aidlc/dlc/cluster"
 	"github.com/aidlc/dlc/errs"
@@ -40,18 +38,10 @@ type Group struct {
 }
 
 // ValidateName checks a group name (G5): required, at most 64 characters,
-// no control characters.
+// no control, zero-width or bidirectional formatting characters, and at
+// least one visible character.
 func ValidateName(name string) error {
-	p := errs.NewPath("name")
-	switch {
-	case strings.TrimSpace(name) == "":
-		return errs.List{errs.Required(p, "G5", "a cluster group needs a name")}.ToError()
-	case utf8.RuneCountInString(name) > MaxNameLen:
-		return errs.List{errs.TooLong(p, "G5", name, MaxNameLen)}.ToError()
-	case check.HasControl(name):
-		return errs.List{errs.Invalid(p, "G5", name, "no control characters")}.ToError()
-	}
-	return nil
+	return check.Name(errs.NewPath("name"), "G5", "cluster group", name, MaxNameLen).ToError()
 }
 
 // ValidatePolicy checks a scheduling policy (G3); "" means Random.

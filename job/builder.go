@@ -16,7 +16,7 @@ type Builder struct {
 	cfg        Config
 	env        cluster.Environment
 	envTouched bool
-	priority   int
+	priority   *int // nil: not set on the builder
 	errs       errs.List
 }
 
@@ -48,8 +48,9 @@ func (b *Builder) OnCluster(clusterID string) *Builder { b.cfg.Cluster = cluster
 // with this id, picked by its policy.
 func (b *Builder) OnGroup(groupID string) *Builder { b.cfg.Group = groupID; return b }
 
-// Priority sets the on-demand queueing priority, 1–9 (J3).
-func (b *Builder) Priority(p int) *Builder { b.priority = p; return b }
+// Priority sets the on-demand queueing priority, 1–9 (J3). Any value is
+// kept as given: 0 is refused at Build, not taken for the default.
+func (b *Builder) Priority(p int) *Builder { b.priority = new(p); return b }
 
 // FromTemplate starts the on-demand compute environment from a copy of a
 // template (C6); later calls adjust the copy, never the template.
@@ -165,10 +166,11 @@ func (b *Builder) BuildWith(cat cluster.Catalogs) (*Config, error) {
 	l := append(errs.List{}, b.errs...)
 	cfg := b.cfg.DeepCopy()
 	if cfg.OnDemand != nil {
-		if b.priority == 0 && cfg.OnDemand.Priority == 0 {
-			cfg.OnDemand.Priority = DefaultPriority
-		} else if b.priority != 0 {
-			cfg.OnDemand.Priority = b.priority
+		switch {
+		case b.priority != nil:
+			cfg.OnDemand.Priority = new(*b.priority)
+		case cfg.OnDemand.Priority == nil:
+			cfg.OnDemand.Priority = new(DefaultPriority)
 		}
 		cfg.OnDemand.Environment = *b.env.DeepCopy()
 	} else {
@@ -176,7 +178,7 @@ func (b *Builder) BuildWith(cat cluster.Catalogs) (*Config, error) {
 			l = append(l, errs.Forbidden(errs.NewPath("onDemand").Child("environment"), "J8",
 				"existing-cluster and cluster-group runs take the image and node groups from the cluster; set them on the cluster, or choose on-demand mode"))
 		}
-		if b.priority != 0 {
+		if b.priority != nil {
 			l = append(l, errs.Forbidden(errs.NewPath("onDemand").Child("priority"), "J3",
 				"a priority queues on-demand runs in their resource group; other modes have none"))
 		}

@@ -22,6 +22,14 @@ const (
 	DefaultPriority  = 5 // J3
 )
 
+// Limits of a config document, as UnmarshalYAML reads it: a larger
+// document is refused with an error that is errors.Is errs.ErrInvalid and
+// names the limit.
+const (
+	MaxDocumentSize  = codec.MaxDocumentSize // bytes (1 MiB)
+	MaxDocumentNodes = codec.MaxNodes        // YAML nodes
+)
+
 // Mode is how a job's runs find a Ray cluster (J2).
 type Mode string
 
@@ -57,11 +65,12 @@ type Config struct {
 
 // OnDemand is the on-demand run mode: a temporary cluster drawn from a
 // resource group, queued there by priority (J3), with its own compute
-// environment (J7). Zero Priority means the default, 5.
+// environment (J7). A nil Priority means the default, 5; an explicit
+// value is checked as given, so 0 is refused (J3).
 type OnDemand struct {
 	ResourcePackage string              `json:"resourcePackage"`
 	ResourceGroup   string              `json:"resourceGroup"`
-	Priority        int                 `json:"priority,omitempty"`
+	Priority        *int                `json:"priority,omitempty"` // 1–9; nil: DefaultPriority. Set it with new(7).
 	Environment     cluster.Environment `json:"environment"`
 }
 
@@ -117,10 +126,19 @@ func (c *Config) Target() string {
 // Priority returns the queueing priority: the on-demand priority with its
 // default filled in, or the default for other modes.
 func (c *Config) Priority() int {
-	if c.OnDemand != nil && c.OnDemand.Priority != 0 {
-		return c.OnDemand.Priority
+	if c.OnDemand != nil {
+		return c.OnDemand.EffectivePriority()
 	}
 	return DefaultPriority
+}
+
+// EffectivePriority returns the priority, or DefaultPriority when it is
+// unset (nil).
+func (o *OnDemand) EffectivePriority() int {
+	if o.Priority == nil {
+		return DefaultPriority
+	}
+	return *o.Priority
 }
 
 // DeepCopy returns a copy of c that shares nothing with it.
@@ -131,6 +149,9 @@ func (c *Config) DeepCopy() *Config {
 	out := *c
 	if c.OnDemand != nil {
 		od := *c.OnDemand
+		if od.Priority != nil {
+			od.Priority = new(*od.Priority)
+		}
 		od.Environment = *c.OnDemand.Environment.DeepCopy()
 		out.OnDemand = &od
 	}
@@ -148,5 +169,6 @@ func (c *Config) DeepCopy() *Config {
 func (c *Config) MarshalYAML() ([]byte, error) { return codec.MarshalYAML(c) }
 
 // UnmarshalYAML decodes YAML (or JSON) into a Config strictly: an unknown
-// field is an error naming the field and its line.
+// field is an error naming the field and its line. A document over
+// MaxDocumentSize bytes or MaxDocumentNodes nodes is refused unread.
 func UnmarshalYAML(data []byte) (*Config, error) { return codec.Decode[Config](data) }

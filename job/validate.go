@@ -2,7 +2,6 @@ package job
 
 import (
 	"strings"
-	"unicode/utf8"
 
 	"github.com/aidlc/dlc/cluster"
 	"github.com/aidlc/dlc/errs"
@@ -21,15 +20,7 @@ func (c *Config) ValidateWith(cat cluster.Catalogs) error { return c.Problems(ca
 // Problems returns the config's problems as a list.
 func (c *Config) Problems(cat cluster.Catalogs) errs.List {
 	var l errs.List
-	np := errs.NewPath("name")
-	switch {
-	case strings.TrimSpace(c.Name) == "":
-		l = append(l, errs.Required(np, "J1", "a job config needs a name"))
-	case utf8.RuneCountInString(c.Name) > MaxNameLen:
-		l = append(l, errs.TooLong(np, "J1", c.Name, MaxNameLen))
-	case check.HasControl(c.Name):
-		l = append(l, errs.Invalid(np, "J1", c.Name, "a name has no control characters"))
-	}
+	l = append(l, check.Name(errs.NewPath("name"), "J1", "job config", c.Name, MaxNameLen)...)
 	l = append(l, c.modeProblems(cat)...)
 	l = append(l, check.Tags(errs.NewPath("tags"), "J4", c.Tags)...)
 	l = append(l, c.Package.Validate(errs.NewPath("package"))...)

@@ -1,6 +1,7 @@
 package job_test
 
 import (
+	"math"
 	"strings"
 	"testing"
 
@@ -41,15 +42,22 @@ func TestConfigValidate(t *testing.T) {
 		{"J1 required", func(c *job.Config) { c.Name = "" }, []want{{"name", "J1"}}},
 		{"J1 too long", func(c *job.Config) { c.Name = strings.Repeat("a", 101) }, []want{{"name", "J1"}}},
 		{"J1 control character", func(c *job.Config) { c.Name = "a\nb" }, []want{{"name", "J1"}}},
+		{"J1 zero-width space only", func(c *job.Config) { c.Name = "\u200b" }, []want{{"name", "J1"}}},
+		{"J1 word joiner only", func(c *job.Config) { c.Name = "\u2060\u2060" }, []want{{"name", "J1"}}},
+		{"J1 byte-order mark only", func(c *job.Config) { c.Name = "\ufeff" }, []want{{"name", "J1"}}},
+		{"J1 right-to-left override", func(c *job.Config) { c.Name = "train\u202egnp.sh" }, []want{{"name", "J1"}}},
+		{"J1 bidi isolate", func(c *job.Config) { c.Name = "\u2066train\u2069" }, []want{{"name", "J1"}}},
+		{"J1 Hangul filler only", func(c *job.Config) { c.Name = "\u3164" }, []want{{"name", "J1"}}},
 		// J2
 		{"J2 valid existing cluster", func(c *job.Config) { c.OnDemand, c.Cluster = nil, "cls-1" }, nil},
 		{"J2 valid cluster group", func(c *job.Config) { c.OnDemand, c.Group = nil, "grp-1" }, nil},
 		{"J2 no mode", func(c *job.Config) { c.OnDemand = nil }, []want{{"runMode", "J2"}}},
 		{"J2 two modes", func(c *job.Config) { c.Cluster = "cls-1" }, []want{{"cluster", "J2"}}},
 		// J3
-		{"J3 valid priority 1", func(c *job.Config) { c.OnDemand.Priority = 1 }, nil},
-		{"J3 priority 0 means default", func(c *job.Config) { c.OnDemand.Priority = 0 }, nil},
-		{"J3 priority 10", func(c *job.Config) { c.OnDemand.Priority = 10 }, []want{{"onDemand.priority", "J3"}}},
+		{"J3 valid priority 1", func(c *job.Config) { c.OnDemand.Priority = new(1) }, nil},
+		{"J3 unset priority means default", func(c *job.Config) { c.OnDemand.Priority = nil }, nil},
+		{"J3 explicit priority 0", func(c *job.Config) { c.OnDemand.Priority = new(0) }, []want{{"onDemand.priority", "J3"}}},
+		{"J3 priority 10", func(c *job.Config) { c.OnDemand.Priority = new(10) }, []want{{"onDemand.priority", "J3"}}},
 		{"J3 resource package and group required", func(c *job.Config) {
 			c.OnDemand.ResourcePackage, c.OnDemand.ResourceGroup = "", ""
 		}, []want{{"onDemand.resourcePackage", "J3"}, {"onDemand.resourceGroup", "J3"}}},
@@ -73,6 +81,15 @@ func TestConfigValidate(t *testing.T) {
 		{"J7 image required", func(c *job.Config) { c.OnDemand.Environment.Image = "" }, []want{{"onDemand.environment.image", "J7"}}},
 		{"J7 unknown node spec", func(c *job.Config) { c.OnDemand.Environment.Head.NodeSpec = "cu.0c1g" }, []want{{"onDemand.environment.headGroup.nodeSpec", "J7"}}},
 		{"J7 min above max", func(c *job.Config) { c.OnDemand.Environment.Workers[0].Instances = cluster.Range(3, 1) }, []want{{"onDemand.environment.workerGroups[0].instances.max", "J7"}}},
+		{"J7 instances 1<<62", func(c *job.Config) { c.OnDemand.Environment.Workers[0].Instances = cluster.Range(1<<62, 1<<62) },
+			[]want{{"onDemand.environment.workerGroups[0].instances.min", "J7"}, {"onDemand.environment.workerGroups[0].instances.max", "J7"}}},
+		{"J7 max MaxInt64", func(c *job.Config) { c.OnDemand.Environment.Workers[0].Instances = cluster.Range(0, math.MaxInt64) },
+			[]want{{"onDemand.environment.workerGroups[0].instances.max", "J7"}}},
+		{"J7 environment over the cluster total", func(c *job.Config) {
+			c.OnDemand.Environment.Workers[0].Instances = cluster.Range(1, cluster.MaxInstances)
+			c.OnDemand.Environment.AddWorkerGroup("w2", "cu.4c8g", 0, cluster.MaxInstances)
+			c.OnDemand.Environment.AddWorkerGroup("w3", "cu.4c8g", 0, 1)
+		}, []want{{"onDemand.environment.workerGroups", "J7"}}},
 		// J9
 		{"J9 valid job mount", func(c *job.Config) {
 			c.Mounts = []storage.Mount{{Type: storage.CFSTurbo, Instance: "cfs-9a8b7c6d", MountPath: "/models", ReadOnly: true}}
@@ -131,6 +148,9 @@ func TestBuilderJ8(t *testing.T) {
 		{"J3 priority outside on-demand",
 			job.NewBuilder("j").OnGroup("grp-1").Priority(7).LocalPackage("a.zip").Entrypoint("python a.py"),
 			[]want{{"onDemand.priority", "J3"}}},
+		{"J3 priority 0 outside on-demand",
+			job.NewBuilder("j").OnCluster("cls-1").Priority(0).LocalPackage("a.zip").Entrypoint("python a.py"),
+			[]want{{"onDemand.priority", "J3"}}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -142,8 +162,8 @@ func TestBuilderJ8(t *testing.T) {
 
 func TestBuilderDefaultsAndTemplates(t *testing.T) {
 	c := onDemandConfig()
-	if c.OnDemand.Priority != job.DefaultPriority || c.Priority() != 5 || c.Mode() != job.OnDemandMode {
-		t.Fatalf("defaults: priority=%d mode=%s", c.OnDemand.Priority, c.Mode())
+	if *c.OnDemand.Priority != job.DefaultPriority || c.Priority() != 5 || c.Mode() != job.OnDemandMode {
+		t.Fatalf("defaults: priority=%d mode=%s", *c.OnDemand.Priority, c.Mode())
 	}
 	tmpl := &cluster.Template{Name: "t", Environment: c.OnDemand.Environment}
 	c2, err := job.NewBuilder("from-template").OnDemand("p", "r").Priority(8).FromTemplate(tmpl).
@@ -152,7 +172,7 @@ func TestBuilderDefaultsAndTemplates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c2.OnDemand.Priority != 8 || c2.OnDemand.Environment.Workers[0].Instances.Min != 4 {
+	if *c2.OnDemand.Priority != 8 || c2.OnDemand.Environment.Workers[0].Instances.Min != 4 {
 		t.Fatalf("template adjust: %+v", c2.OnDemand)
 	}
 	if tmpl.Workers[0].Instances.Min != 1 {
@@ -160,7 +180,79 @@ func TestBuilderDefaultsAndTemplates(t *testing.T) {
 	}
 	// Edit keeps what was there.
 	c3, err := job.Edit(c2).Entrypoint("python b.py").Build()
-	if err != nil || c3.OnDemand.Priority != 8 || c3.Entrypoint != "python b.py" || c2.Entrypoint != "python a.py" {
+	if err != nil || *c3.OnDemand.Priority != 8 || c3.Entrypoint != "python b.py" || c2.Entrypoint != "python a.py" {
 		t.Fatalf("Edit: %v %+v", err, c3)
+	}
+}
+
+// J3: an explicit priority 0 is a value, not "unset": the builder, a
+// config filled by hand and YAML refuse it; only a priority left out
+// takes the default.
+func TestExplicitPriorityZeroJ3(t *testing.T) {
+	const doc = `name: j
+package: {cos: "cos://jobs-1250000000/a/job.zip"}
+entrypoint: python a.py
+onDemand:
+  resourcePackage: p
+  resourceGroup: r
+  environment:
+    image: ray-2.46.0-py310-cpu
+    headGroup: {name: head, nodeSpec: cu.4c16g}
+    workerGroups: [{name: w, nodeSpec: cu.4c8g, instances: {min: 1, max: 2}}]
+`
+	fromYAML := func(extra string) func() (*job.Config, error) {
+		return func() (*job.Config, error) {
+			c, err := job.UnmarshalYAML([]byte(doc + extra))
+			if err != nil {
+				return nil, err
+			}
+			return c, c.Validate()
+		}
+	}
+	builder := func(edit func(*job.Builder)) func() (*job.Config, error) {
+		return func() (*job.Config, error) {
+			b := job.NewBuilder("j").OnDemand("p", "r").Image("ray-2.46.0-py310-cpu").
+				Head("head", "cu.4c16g").WorkerGroup("w", "cu.4c8g", 1, 2).
+				COSPackage("cos://jobs-1250000000/a/job.zip").Entrypoint("python a.py")
+			edit(b)
+			return b.Build()
+		}
+	}
+	byHand := func(p *int) func() (*job.Config, error) {
+		return func() (*job.Config, error) {
+			c := onDemandConfig()
+			c.OnDemand.Priority = p
+			return c, c.Validate()
+		}
+	}
+	cases := []struct {
+		name  string
+		make  func() (*job.Config, error)
+		wants []want
+		want  int // the effective priority, when valid
+	}{
+		{"builder default", builder(func(*job.Builder) {}), nil, 5},
+		{"builder 7", builder(func(b *job.Builder) { b.Priority(7) }), nil, 7},
+		{"builder 0", builder(func(b *job.Builder) { b.Priority(0) }), []want{{"onDemand.priority", "J3"}}, 0},
+		{"edit keeps an explicit 0", func() (*job.Config, error) {
+			c := onDemandConfig()
+			c.OnDemand.Priority = new(0)
+			return job.Edit(c).Build()
+		}, []want{{"onDemand.priority", "J3"}}, 0},
+		{"by hand unset", byHand(nil), nil, 5},
+		{"by hand 0", byHand(new(0)), []want{{"onDemand.priority", "J3"}}, 0},
+		{"YAML absent", fromYAML(""), nil, 5},
+		{"YAML null", fromYAML("  priority: null\n"), nil, 5},
+		{"YAML 3", fromYAML("  priority: 3\n"), nil, 3},
+		{"YAML 0", fromYAML("  priority: 0\n"), []want{{"onDemand.priority", "J3"}}, 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := tc.make()
+			checkProblems(t, err, tc.wants)
+			if tc.wants == nil && c.Priority() != tc.want {
+				t.Fatalf("priority %d, want %d", c.Priority(), tc.want)
+			}
+		})
 	}
 }

@@ -25,6 +25,14 @@ const (
 	MinNodeGPU    = 1
 )
 
+// Node maxima: no machine is larger, and they keep a node's resources,
+// times any instance count validation allows, well inside int64.
+const (
+	MaxNodeCPU    = 4096  // cores
+	MaxNodeMemory = 65536 // GB (GiB), 64 TiB
+	MaxNodeGPU    = 64
+)
+
 // NodeSpec is one entry of the CU/GU catalog: the size of one node.
 type NodeSpec struct {
 	Name     string `json:"name"`              // e.g. "cu.4c16g"
@@ -40,7 +48,7 @@ func (s NodeSpec) Resources() Resources {
 	return Resources{MilliCPU: s.CPU * 1000, Memory: s.MemoryGB * GiB, GPU: s.GPU}
 }
 
-// Validate checks the spec against the node limits (J7).
+// Validate checks the spec against the node limits (J7) and maxima.
 func (s NodeSpec) Validate(p errs.Path) errs.List {
 	var l errs.List
 	if s.Name == "" {
@@ -52,8 +60,11 @@ func (s NodeSpec) Validate(p errs.Path) errs.List {
 			l = append(l, errs.Invalid(p.Child("gpu"), "C7", s.GPU, "a CU (CPU) spec has no GPU; use a GU spec"))
 		}
 	case GU:
-		if s.GPU < MinNodeGPU {
+		switch {
+		case s.GPU < MinNodeGPU:
 			l = append(l, errs.Invalid(p.Child("gpu"), "J7", s.GPU, "a GPU node has at least 1 GPU"))
+		case s.GPU > MaxNodeGPU:
+			l = append(l, errs.Invalid(p.Child("gpu"), "C7", s.GPU, fmt.Sprintf("a node has at most %d GPUs", MaxNodeGPU)))
 		}
 		if s.GPUType == "" {
 			l = append(l, errs.Required(p.Child("gpuType"), "C7", "a GU spec names its GPU type"))
@@ -61,11 +72,17 @@ func (s NodeSpec) Validate(p errs.Path) errs.List {
 	default:
 		l = append(l, errs.NotSupported(p.Child("kind"), "C7", string(s.Kind), []string{string(CU), string(GU)}))
 	}
-	if s.CPU < MinNodeCPU {
+	switch {
+	case s.CPU < MinNodeCPU:
 		l = append(l, errs.Invalid(p.Child("cpu"), "J7", s.CPU, "every node has at least 1 CPU core"))
+	case s.CPU > MaxNodeCPU:
+		l = append(l, errs.Invalid(p.Child("cpu"), "C7", s.CPU, fmt.Sprintf("a node has at most %d CPU cores", MaxNodeCPU)))
 	}
-	if s.MemoryGB < MinNodeMemory {
+	switch {
+	case s.MemoryGB < MinNodeMemory:
 		l = append(l, errs.Invalid(p.Child("memoryGB"), "J7", s.MemoryGB, "every node has at least 2 GB of memory"))
+	case s.MemoryGB > MaxNodeMemory:
+		l = append(l, errs.Invalid(p.Child("memoryGB"), "C7", s.MemoryGB, fmt.Sprintf("a node has at most %d GB of memory", MaxNodeMemory)))
 	}
 	return l
 }

@@ -2,6 +2,8 @@ package quota_test
 
 import (
 	"errors"
+	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -23,6 +25,10 @@ func TestNodeLimitsJ7(t *testing.T) {
 		{"J7 one GB", quota.NodeSpec{Name: "x", Kind: quota.CU, CPU: 1, MemoryGB: 1}, "nodeSpecs[0].memoryGB", "J7"},
 		{"J7 GPU node without GPU", quota.NodeSpec{Name: "x", Kind: quota.GU, CPU: 4, MemoryGB: 16, GPUType: "T4"}, "nodeSpecs[0].gpu", "J7"},
 		{"C7 CPU node with GPU", quota.NodeSpec{Name: "x", Kind: quota.CU, CPU: 4, MemoryGB: 16, GPU: 1}, "nodeSpecs[0].gpu", "C7"},
+		{"C7 valid largest node", quota.NodeSpec{Name: "gu.max", Kind: quota.GU, CPU: quota.MaxNodeCPU, MemoryGB: quota.MaxNodeMemory, GPU: quota.MaxNodeGPU, GPUType: "H800"}, "", ""},
+		{"C7 too many cores", quota.NodeSpec{Name: "x", Kind: quota.CU, CPU: 1 << 53, MemoryGB: 2}, "nodeSpecs[0].cpu", "C7"},
+		{"C7 too much memory", quota.NodeSpec{Name: "x", Kind: quota.CU, CPU: 1, MemoryGB: 1 << 40}, "nodeSpecs[0].memoryGB", "C7"},
+		{"C7 too many GPUs", quota.NodeSpec{Name: "x", Kind: quota.GU, CPU: 8, MemoryGB: 32, GPU: 65, GPUType: "T4"}, "nodeSpecs[0].gpu", "C7"},
 		{"C7 unknown kind", quota.NodeSpec{Name: "x", Kind: "TPU", CPU: 4, MemoryGB: 16}, "nodeSpecs[0].kind", "C7"},
 	}
 	for _, tc := range cases {
@@ -160,5 +166,70 @@ func TestAccount(t *testing.T) {
 	a.Holders["bad"] = quota.Hold{Resources: quota.Cores(-1)}
 	if err := a.Check(); err == nil {
 		t.Fatal("Check missed a negative reservation")
+	}
+}
+
+// Resources arithmetic never wraps: the plain operations saturate at the
+// int64 bounds and the checked ones say that they overflowed.
+func TestResourcesOverflow(t *testing.T) {
+	const maxI, minI = math.MaxInt64, math.MinInt64
+	node := quota.Resources{MilliCPU: 4000, Memory: 8 * quota.GiB}
+	cases := []struct {
+		name    string
+		checked func() (quota.Resources, error)
+		plain   quota.Resources
+		want    quota.Resources
+		wantErr bool
+	}{
+		{"mul fits", func() (quota.Resources, error) { return node.MulChecked(1000) }, node.Mul(1000),
+			quota.Resources{MilliCPU: 4_000_000, Memory: 8000 * quota.GiB}, false},
+		{"mul 1<<62 instances", func() (quota.Resources, error) { return node.MulChecked(1 << 62) }, node.Mul(1 << 62),
+			quota.Resources{MilliCPU: maxI, Memory: maxI}, true},
+		{"mul MaxInt64 instances", func() (quota.Resources, error) { return node.MulChecked(maxI) }, node.Mul(maxI),
+			quota.Resources{MilliCPU: maxI, Memory: maxI}, true},
+		{"mul negative overflow", func() (quota.Resources, error) { return node.MulChecked(minI) }, node.Mul(minI),
+			quota.Resources{MilliCPU: minI, Memory: minI}, true},
+		{"mul -1 by MinInt64", func() (quota.Resources, error) { return quota.Resources{GPU: minI}.MulChecked(-1) },
+			quota.Resources{GPU: minI}.Mul(-1), quota.Resources{GPU: maxI}, true},
+		{"mul zero", func() (quota.Resources, error) { return quota.Resources{GPU: maxI}.MulChecked(0) },
+			quota.Resources{GPU: maxI}.Mul(0), quota.Resources{}, false},
+		{"add fits", func() (quota.Resources, error) { return node.AddChecked(node) }, node.Add(node),
+			quota.Resources{MilliCPU: 8000, Memory: 16 * quota.GiB}, false},
+		{"add overflows", func() (quota.Resources, error) { return quota.Resources{Memory: maxI}.AddChecked(node) },
+			quota.Resources{Memory: maxI}.Add(node), quota.Resources{MilliCPU: 4000, Memory: maxI}, true},
+		{"add negative overflows", func() (quota.Resources, error) {
+			return quota.Resources{GPU: minI}.AddChecked(quota.Resources{GPU: -1})
+		}, quota.Resources{GPU: minI}.Add(quota.Resources{GPU: -1}), quota.Resources{GPU: minI}, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := tc.checked()
+			if got != tc.want || tc.plain != tc.want {
+				t.Errorf("checked = %v, plain = %v, want %v", got, tc.plain, tc.want)
+			}
+			if tc.wantErr != (err != nil) {
+				t.Fatalf("err = %v, want an error: %v", err, tc.wantErr)
+			}
+			if err != nil && (!errors.Is(err, errs.ErrInvalid) || !strings.Contains(err.Error(), "overflows")) {
+				t.Errorf("overflow error %v is not ErrInvalid or does not say so", err)
+			}
+		})
+	}
+	subs := []struct {
+		name      string
+		a, b, got quota.Resources
+		want      quota.Resources
+	}{
+		{"sub saturates up", quota.Resources{MilliCPU: 1}, quota.Resources{MilliCPU: minI},
+			quota.Resources{MilliCPU: 1}.Sub(quota.Resources{MilliCPU: minI}), quota.Resources{MilliCPU: maxI}},
+		{"sub exact at the bound", quota.Resources{MilliCPU: -1}, quota.Resources{MilliCPU: minI},
+			quota.Resources{MilliCPU: -1}.Sub(quota.Resources{MilliCPU: minI}), quota.Resources{MilliCPU: maxI}},
+		{"sub saturates down", quota.Resources{GPU: minI}, quota.Resources{GPU: 1},
+			quota.Resources{GPU: minI}.Sub(quota.Resources{GPU: 1}), quota.Resources{GPU: minI}},
+	}
+	for _, tc := range subs {
+		if tc.got != tc.want {
+			t.Errorf("%s: %v − %v = %v, want %v", tc.name, tc.a, tc.b, tc.got, tc.want)
+		}
 	}
 }

@@ -8,6 +8,8 @@ package quota
 import (
 	"fmt"
 	"math"
+
+	"github.com/aidlc/dlc/errs"
 )
 
 // GiB is 2^30 bytes.
@@ -16,25 +18,105 @@ const GiB int64 = 1 << 30
 // Resources is an amount of compute: CPU in millicores, memory in bytes
 // and whole GPUs. The zero value is nothing. Resources is a value: its
 // methods return new values and never change the receiver.
+//
+// The arithmetic never wraps: Add, Sub and Mul saturate a component at
+// the int64 bounds (math.MaxInt64, math.MinInt64), so a sum too large to
+// hold stays too large to fit any capacity; AddChecked and MulChecked
+// report the overflow instead.
 type Resources struct {
 	MilliCPU int64 `json:"milliCPU"`
 	Memory   int64 `json:"memory"` // bytes
 	GPU      int64 `json:"gpu"`
 }
 
-// Add returns r + o.
+// Add returns r + o, each component saturated at the int64 bounds.
 func (r Resources) Add(o Resources) Resources {
-	return Resources{r.MilliCPU + o.MilliCPU, r.Memory + o.Memory, r.GPU + o.GPU}
+	s, _ := r.AddChecked(o)
+	return s
 }
 
-// Sub returns r − o; a component may become negative.
+// AddChecked returns r + o, or, when a component overflows int64, the
+// saturated sum and an error that is errors.Is errs.ErrInvalid.
+func (r Resources) AddChecked(o Resources) (Resources, error) {
+	c, okC := add64(r.MilliCPU, o.MilliCPU)
+	m, okM := add64(r.Memory, o.Memory)
+	g, okG := add64(r.GPU, o.GPU)
+	s := Resources{c, m, g}
+	if okC && okM && okG {
+		return s, nil
+	}
+	return s, overflow(fmt.Sprintf("%v + %v", r, o))
+}
+
+// Sub returns r − o, each component saturated at the int64 bounds; a
+// component may become negative.
 func (r Resources) Sub(o Resources) Resources {
-	return Resources{r.MilliCPU - o.MilliCPU, r.Memory - o.Memory, r.GPU - o.GPU}
+	c, _ := sub64(r.MilliCPU, o.MilliCPU)
+	m, _ := sub64(r.Memory, o.Memory)
+	g, _ := sub64(r.GPU, o.GPU)
+	return Resources{c, m, g}
 }
 
-// Mul returns r × n.
+// Mul returns r × n, each component saturated at the int64 bounds.
 func (r Resources) Mul(n int64) Resources {
-	return Resources{r.MilliCPU * n, r.Memory * n, r.GPU * n}
+	p, _ := r.MulChecked(n)
+	return p
+}
+
+// MulChecked returns r × n, or, when a component overflows int64, the
+// saturated product and an error that is errors.Is errs.ErrInvalid.
+func (r Resources) MulChecked(n int64) (Resources, error) {
+	c, okC := mul64(r.MilliCPU, n)
+	m, okM := mul64(r.Memory, n)
+	g, okG := mul64(r.GPU, n)
+	p := Resources{c, m, g}
+	if okC && okM && okG {
+		return p, nil
+	}
+	return p, overflow(fmt.Sprintf("%v × %d", r, n))
+}
+
+func overflow(expr string) error {
+	return errs.List{errs.Invalid("", "", expr, "the amount of resources is too large to count (it overflows int64)")}.ToError()
+}
+
+// add64 returns a + b saturated at the int64 bounds, and whether it fit.
+func add64(a, b int64) (int64, bool) {
+	s := a + b
+	switch {
+	case b > 0 && s < a:
+		return math.MaxInt64, false
+	case b < 0 && s > a:
+		return math.MinInt64, false
+	}
+	return s, true
+}
+
+// sub64 returns a − b saturated at the int64 bounds, and whether it fit.
+func sub64(a, b int64) (int64, bool) {
+	d := a - b
+	switch {
+	case b < 0 && d < a:
+		return math.MaxInt64, false
+	case b > 0 && d > a:
+		return math.MinInt64, false
+	}
+	return d, true
+}
+
+// mul64 returns a × b saturated at the int64 bounds, and whether it fit.
+func mul64(a, b int64) (int64, bool) {
+	if a == 0 || b == 0 {
+		return 0, true
+	}
+	p := a * b
+	if p/b == a && !(b == -1 && a == math.MinInt64) { // MinInt64 / -1 wraps to MinInt64
+		return p, true
+	}
+	if (a < 0) != (b < 0) {
+		return math.MinInt64, false
+	}
+	return math.MaxInt64, false
 }
 
 // Fits reports whether r fits within capacity c, component by component.

@@ -46,6 +46,61 @@ func HasControl(s string) bool {
 	return false
 }
 
+// Name checks a display name — a job config's, a cluster group's, a
+// template's: required (the error says "a <kind> needs a name"), at most
+// maxLen characters, and shown as it reads: valid UTF-8 without control,
+// format (zero-width, bidirectional embedding, override and isolate) or
+// line-separator characters, and at least one visible character.
+func Name(p errs.Path, rule, kind, name string, maxLen int) errs.List {
+	switch {
+	case strings.TrimSpace(name) == "":
+		return errs.List{errs.Required(p, rule, "a "+kind+" needs a name")}
+	case utf8.RuneCountInString(name) > maxLen:
+		return errs.List{errs.TooLong(p, rule, name, maxLen)}
+	case !utf8.ValidString(name):
+		return errs.List{errs.Invalid(p, rule, name, "a name is valid UTF-8")}
+	}
+	if r, ok := hiddenRune(name); ok {
+		return errs.List{errs.Invalid(p, rule, name, fmt.Sprintf(
+			"a name has no control, zero-width or bidirectional formatting characters (it holds U+%04X)", r))}
+	}
+	if !hasVisible(name) {
+		return errs.List{errs.Invalid(p, rule, name, "a name needs at least one visible character")}
+	}
+	return nil
+}
+
+// hiddenRune returns the first rune of s that is not shown as itself: a
+// control (Cc), format (Cf: zero-width characters, the byte-order mark,
+// bidirectional embeddings, overrides and isolates) or line or paragraph
+// separator (Zl, Zp).
+func hiddenRune(s string) (rune, bool) {
+	for _, r := range s {
+		if unicode.In(r, unicode.Cc, unicode.Cf, unicode.Zl, unicode.Zp) {
+			return r, true
+		}
+	}
+	return 0, false
+}
+
+// blankLetters are letters and symbols that fonts draw as blank space.
+var blankLetters = map[rune]bool{
+	'\u115F': true, '\u1160': true, '\u3164': true, '\uFFA0': true, // Hangul fillers
+	'\u2800': true, // Braille blank
+}
+
+// hasVisible reports whether s, free of hidden runes, holds a character
+// that is drawn: not a space, a combining mark on its own, or a blank
+// letter.
+func hasVisible(s string) bool {
+	for _, r := range s {
+		if !unicode.IsSpace(r) && !unicode.In(r, unicode.Mn, unicode.Me) && !blankLetters[r] {
+			return true
+		}
+	}
+	return false
+}
+
 // NodeGroupName checks a head or worker group name: it becomes part of
 // Kubernetes object names and labels, so it is a DNS-1123 label.
 func NodeGroupName(p errs.Path, rule, name string) errs.List {
@@ -255,11 +310,11 @@ func Advanced(p errs.Path, countRule string, max int, params map[string]string) 
 	return l
 }
 
-// Priority checks a priority: 0 means unset (the default 5 applies),
-// otherwise 1–9.
-func Priority(p errs.Path, rule string, v int) errs.List {
-	if v != 0 && (v < 1 || v > 9) {
-		return errs.List{errs.Invalid(p, rule, v, "priority is 1–9 (default 5)")}
+// Priority checks a priority: nil means unset (the default 5 applies);
+// any value given, 0 too, is 1–9.
+func Priority(p errs.Path, rule string, v *int) errs.List {
+	if v != nil && (*v < 1 || *v > 9) {
+		return errs.List{errs.Invalid(p, rule, *v, "priority is 1–9; leave it out for the default 5")}
 	}
 	return nil
 }
