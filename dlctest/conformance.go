@@ -54,6 +54,7 @@ func RunConformance(t *testing.T, h Harness) {
 		{"HibernateFreesAnotherClientsReservation", testHibernateAcrossClients},
 		{"RestartKeepsQueue", testRestartKeepsQueue},
 		{"Faults", testFaults},
+		{"StepsThatKeepFailing", testPersistentFaults},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -814,4 +815,48 @@ func (s *suite) jobOnRetry(c *dlc.Client, retry func(string, func() error), name
 		return err
 	})
 	return rec
+}
+
+// A background step that keeps failing turns its object abnormal (a
+// cluster Ray will not apply) or failed (a run Ray will not take), with
+// the error as the reason; a forced delete still removes the cluster.
+func testPersistentFaults(t *testing.T, s *suite) {
+	var applyFails, submitFails atomic.Bool
+	fb := NewFaulty(s.backend(), func(_ int, c Call) Fault {
+		if (c.Op == "ApplyCluster" && applyFails.Load()) || (c.Op == "SubmitRun" && submitFails.Load()) {
+			return Before
+		}
+		return NoFault
+	})
+	c := s.client(fb)
+	ctx := s.ctx()
+	grp := s.world(c, "rg-fail", 32)
+	cl, err := c.Clusters().Create(ctx, s.spec("fails", grp, "rg-fail"))
+	s.must(err)
+	s.clusterState(c, cl.ID, cluster.Created)
+	applyFails.Store(true)
+	_, err = c.Clusters().Start(ctx, cl.ID)
+	s.must(err)
+	s.clusterState(c, cl.ID, cluster.Abnormal)
+	got, err := c.Clusters().Get(ctx, cl.ID)
+	s.must(err)
+	if !strings.Contains(got.Reason, "ApplyCluster") || !strings.Contains(got.Reason, "kept failing") {
+		t.Fatalf("abnormal because %q", got.Reason)
+	}
+	applyFails.Store(false)
+	_, err = c.Clusters().Start(ctx, cl.ID) // C11: an abnormal cluster can be started again
+	s.must(err)
+	s.clusterState(c, cl.ID, cluster.Running)
+	submitFails.Store(true)
+	rec := s.jobOn(c, "fails", cl.ID, "")
+	r, err := c.Runs().Create(ctx, rec.ID, dlc.RunOptions{})
+	s.must(err)
+	end := s.runEnds(c, r.ID)
+	if end.State != job.Failed || !strings.Contains(end.Message, "SubmitRun") {
+		t.Fatalf("run: %s %q", end.State, end.Message)
+	}
+	applyFails.Store(true)
+	s.must(c.Clusters().Delete(ctx, cl.ID, dlc.DeleteOptions{Force: true}))
+	s.gone(c, cl.ID)
+	s.quotaClean(c)
 }
