@@ -167,6 +167,7 @@ type Client struct {
 	cat    cluster.Catalogs
 	policy scheduler.Policy
 	cache  *cache
+	queues *queues
 
 	queue   workqueue.TypedInterface[string]
 	limiter workqueue.TypedRateLimiter[string]
@@ -218,7 +219,7 @@ func New(opts ...Option) (*Client, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &Client{o: o, store: o.backend, ray: o.backend, clock: o.clock, cat: o.catalogs, policy: o.policy,
-		cache: newCache(), ctx: ctx, cancel: cancel, failures: map[string]int{}, timers: map[string]timer{}, repaired: map[string]time.Time{},
+		cache: newCache(), queues: newQueues(scheduler.QueueOptions{MaxWait: o.maxWait}), ctx: ctx, cancel: cancel, failures: map[string]int{}, timers: map[string]timer{}, repaired: map[string]time.Time{},
 		queue:   workqueue.NewTyped[string](),
 		limiter: workqueue.NewTypedItemExponentialFailureRateLimiter[string](o.baseDelay, o.maxDelay)}
 	snap, err := c.store.Watch(ctx, c.onChange)
@@ -228,6 +229,7 @@ func New(opts ...Option) (*Client, error) {
 	}
 	for _, d := range snap {
 		c.cache.put(d)
+		c.queues.observe(d, false)
 	}
 	c.ray.Observe(ctx, func(kind, id string) { c.enqueue(kind + "/" + id) })
 	c.resync()

@@ -28,6 +28,7 @@ func (c *Client) onChange(ch backend.Change) {
 	} else {
 		c.cache.put(d)
 	}
+	c.queues.observe(d, ch.Deleted)
 	switch d.Kind {
 	case kindCluster, kindRun, kindRG:
 		c.enqueue(d.Kind + "/" + d.ID)

@@ -167,20 +167,34 @@ func (c *Client) reconcileQuota(ctx context.Context, id string) (time.Duration, 
 		delete(c.repaired, id) // look again when the young one is old enough
 		c.mu.Unlock()
 	}
-	q := scheduler.NewQueue(scheduler.QueueOptions{MaxWait: c.o.maxWait})
-	runs, err := c.listRuns(map[string]string{labelTarget: targetRG + id, labelPhase: phasePending})
-	if err != nil {
-		return 0, err
-	}
-	for _, r := range runs {
-		if _, held := a.Holders[odClusterID(r.ID)]; held {
-			c.enqueue(kindRun + "/" + r.ID) // admitted: on its way to its cluster
-			continue
+	item := func(runID string) (scheduler.Item, bool) {
+		r, err := c.getRun(runID)
+		if err != nil || (r.State != job.Queued && r.State != job.Waiting) {
+			return scheduler.Item{}, false
 		}
-		_ = q.Push(scheduler.Item{RunID: r.ID, Priority: r.Priority, Seq: r.Seq,
-			Enqueued: r.SubmittedAt, Demand: r.Demand})
+		return scheduler.Item{RunID: r.ID, Priority: r.Priority, Seq: r.Seq, Enqueued: r.SubmittedAt, Demand: r.Demand}, true
 	}
-	admitted := q.Admit(now, a.Allocatable())
+	q, queued := c.queues.take(id, item)
+	// A run that holds a reservation here is admitted: out of the queue,
+	// and on its way to its cluster. One whose reservation went (released
+	// by a repair, here or on another client) while it still waits is
+	// back in the queue.
+	held := map[string]bool{}
+	for h := range a.Holders {
+		if runID, ok := strings.CutPrefix(h, odPrefix); ok && c.queues.pending(id, runID) {
+			held[runID] = true
+			c.queues.remove(id, runID)
+			c.enqueue(kindRun + "/" + runID)
+		}
+	}
+	for runID := range c.queues.swapHeld(id, held) {
+		if !held[runID] {
+			if it, ok := item(runID); ok {
+				c.queues.push(id, it)
+			}
+		}
+	}
+	admitted := c.queues.admit(q, func(q *scheduler.Queue) []scheduler.Item { return q.Admit(now, a.Allocatable()) })
 	for _, it := range admitted {
 		if _, err := a.Set(odClusterID(it.RunID), it.Demand, now); err != nil {
 			return 0, err
@@ -189,6 +203,10 @@ func (c *Client) reconcileQuota(ctx context.Context, id string) (time.Duration, 
 	}
 	if changed {
 		if _, err := c.update(ctx, kindRG, id, v, nil, a); err != nil {
+			for _, it := range admitted {
+				c.queues.push(id, it) // not admitted after all
+			}
+			c.requeued(id, queued)
 			return 0, err
 		}
 	}
@@ -197,14 +215,21 @@ func (c *Client) reconcileQuota(ctx context.Context, id string) (time.Duration, 
 		in[it.RunID] = true
 		c.enqueue(kindRun + "/" + it.RunID)
 	}
-	// The rest wait for quota, and say so (J18).
-	for _, r := range runs {
-		if r.State == job.Queued && !in[r.ID] {
-			if _, held := a.Holders[odClusterID(r.ID)]; !held {
-				if err := c.wait(ctx, r, job.InsufficientQuota, "waiting for quota in resource group "+id); err != nil {
-					return 0, err
-				}
-			}
+	// The rest of the newly queued wait for quota, and say so (J18).
+	for i, runID := range queued {
+		if in[runID] {
+			continue
+		}
+		r, err := c.getRun(runID)
+		if err != nil || r.State != job.Queued {
+			continue
+		}
+		if _, held := a.Holders[odClusterID(r.ID)]; held {
+			continue
+		}
+		if err := c.wait(ctx, r, job.InsufficientQuota, "waiting for quota in resource group "+id); err != nil {
+			c.requeued(id, queued[i:])
+			return 0, err
 		}
 	}
 	return recheck, nil
@@ -294,4 +319,16 @@ func (c *Client) justifiedInStore(ctx context.Context, holder, rg string) (bool,
 		return false, err
 	}
 	return r.State.Live() && r.Config.OnDemand != nil && r.Config.OnDemand.ResourceGroup == rg, nil
+}
+
+// requeued puts runs that a failed pass did not tell to wait back in the
+// set of runs stored queued, for the next pass.
+func (c *Client) requeued(rg string, runs []string) {
+	c.queues.mu.Lock()
+	defer c.queues.mu.Unlock()
+	for _, id := range runs {
+		if c.queues.rgOf[id] == rg {
+			set(c.queues.queued, rg)[id] = true
+		}
+	}
 }

@@ -56,7 +56,7 @@ const (
 )
 
 func runLabels(r *job.Run) map[string]string {
-	l := map[string]string{labelJob: r.JobID}
+	l := map[string]string{labelJob: r.JobID, labelState: string(r.State)}
 	switch {
 	case r.State == job.Queued || r.State == job.Waiting:
 		l[labelPhase] = phasePending

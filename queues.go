@@ -1,0 +1,137 @@
+package dlc
+
+import (
+	"strings"
+	"sync"
+
+	"github.com/aidlc/dlc/backend"
+	"github.com/aidlc/dlc/job"
+	"github.com/aidlc/dlc/scheduler"
+)
+
+// queues is each resource group's queue of waiting on-demand runs, derived
+// from the stored runs as the store's watch reports them: an index in
+// memory that a restart rebuilds from the store, never the truth. A run
+// joins when it is stored pending and leaves when it is not; the quota
+// reconciler takes admitted runs out (their reservation on the resource
+// group is the truth of the admission) and puts back any whose admission
+// did not go through.
+type queues struct {
+	mu      sync.Mutex
+	maxWait scheduler.QueueOptions
+	byRG    map[string]*scheduler.Queue
+	rgOf    map[string]string          // pending run → its resource group
+	adds    map[string]map[string]bool // resource group → runs to push, read at the next pass
+	queued  map[string]map[string]bool // resource group → runs stored queued, not yet told to wait
+	held    map[string]map[string]bool // resource group → pending runs admitted at its last pass
+}
+
+func newQueues(o scheduler.QueueOptions) *queues {
+	return &queues{maxWait: o, byRG: map[string]*scheduler.Queue{}, rgOf: map[string]string{},
+		adds: map[string]map[string]bool{}, queued: map[string]map[string]bool{}, held: map[string]map[string]bool{}}
+}
+
+// observe follows a stored run; it only touches memory, so it can run
+// inside the store's watch.
+func (q *queues) observe(d backend.Doc, deleted bool) {
+	if d.Kind != kindRun {
+		return
+	}
+	rg, onDemand := strings.CutPrefix(d.Labels[labelTarget], targetRG)
+	pending := !deleted && onDemand && d.Labels[labelPhase] == phasePending
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	_, known := q.rgOf[d.ID]
+	switch {
+	case pending && !known:
+		q.rgOf[d.ID] = rg
+		set(q.adds, rg)[d.ID] = true
+		if d.Labels[labelState] == string(job.Queued) {
+			set(q.queued, rg)[d.ID] = true
+		}
+	case !pending && known:
+		rg := q.rgOf[d.ID]
+		delete(q.rgOf, d.ID)
+		delete(q.adds[rg], d.ID)
+		delete(q.queued[rg], d.ID)
+		if qu := q.byRG[rg]; qu != nil {
+			qu.Remove(d.ID)
+		}
+	}
+}
+
+func set(m map[string]map[string]bool, k string) map[string]bool {
+	if m[k] == nil {
+		m[k] = map[string]bool{}
+	}
+	return m[k]
+}
+
+// take returns rg's queue with its newly pending runs pushed (item makes
+// each one's entry; false when it is no longer pending) and the runs
+// stored queued since the last take. The caller owns the queue until it
+// calls put; a pass of one resource group runs on one worker at a time.
+func (q *queues) take(rg string, item func(runID string) (scheduler.Item, bool)) (*scheduler.Queue, []string) {
+	q.mu.Lock()
+	adds := q.adds[rg]
+	delete(q.adds, rg)
+	var queued []string
+	for id := range q.queued[rg] {
+		queued = append(queued, id)
+	}
+	delete(q.queued, rg)
+	qu := q.byRG[rg]
+	if qu == nil {
+		qu = scheduler.NewQueue(q.maxWait)
+		q.byRG[rg] = qu
+	}
+	q.mu.Unlock()
+	for id := range adds {
+		if it, ok := item(id); ok {
+			q.push(rg, it)
+		}
+	}
+	return qu, queued
+}
+
+// push puts a run (back) in rg's queue if it is still pending there.
+func (q *queues) push(rg string, it scheduler.Item) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.rgOf[it.RunID] == rg {
+		_ = q.byRG[rg].Push(it)
+	}
+}
+
+// remove takes a run out of rg's queue (it is admitted).
+func (q *queues) remove(rg, runID string) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if qu := q.byRG[rg]; qu != nil {
+		qu.Remove(runID)
+	}
+}
+
+// admit is Queue.Admit under the lock.
+func (q *queues) admit(qu *scheduler.Queue, f func(*scheduler.Queue) []scheduler.Item) []scheduler.Item {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return f(qu)
+}
+
+// pending reports whether runID is a pending run of rg.
+func (q *queues) pending(rg, runID string) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.rgOf[runID] == rg
+}
+
+// swapHeld records the pending runs admitted in rg now and returns those
+// of the last pass.
+func (q *queues) swapHeld(rg string, now map[string]bool) map[string]bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	prev := q.held[rg]
+	q.held[rg] = now
+	return prev
+}
