@@ -3,6 +3,7 @@ package storage
 import (
 	"archive/zip"
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +13,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/aidlc/dlc/errs"
 )
@@ -33,6 +35,14 @@ const (
 	eocdLen       = 22
 	maxEOCDSearch = 0xFFFF + eocdLen
 )
+
+// zipLimits are the limits of one inspection: the exported constants,
+// smaller in tests.
+type zipLimits struct {
+	links, linkBytes, linkDepth int
+}
+
+var defaultZIPLimits = zipLimits{links: MaxSymlinks, linkBytes: MaxSymlinkBytes, linkDepth: MaxSymlinkDepth}
 
 // DataExtensions are file extensions of model weights and data sets. An
 // entry with one of them draws a J6 warning whatever its size.
@@ -121,7 +131,9 @@ type ZIPReport struct {
 // whose entries are safe to unpack (no absolute paths, no '..', no
 // symlinks pointing out of the tree), and the entrypoint's script is in
 // it. It reads the end records and the central directory, not the entries'
-// data (except symlink targets, a few bytes each).
+// data (except symlink targets, a few bytes each). Its work is linear in
+// the archive: symlinks are checked within MaxSymlinks, MaxSymlinkBytes
+// and MaxSymlinkDepth.
 //
 // Every problem is reported at once in an error for which
 // errors.Is(err, errs.ErrInvalid) holds, each a *errs.FieldError with a
@@ -191,14 +203,14 @@ func InspectZIPReader(r io.ReaderAt, size int64, opt InspectOptions) (*ZIPReport
 		opt.EntrypointPath = errs.NewPath("entrypoint")
 	}
 	cr := &boundedReaderAt{r: r, size: size}
-	rep, err := inspect(cr, size, opt)
+	rep, err := inspect(cr, size, opt, defaultZIPLimits)
 	if rep != nil {
 		rep.BytesRead = cr.read()
 	}
 	return rep, err
 }
 
-func inspect(r *boundedReaderAt, size int64, opt InspectOptions) (*ZIPReport, error) {
+func inspect(r *boundedReaderAt, size int64, opt InspectOptions, lim zipLimits) (*ZIPReport, error) {
 	p := opt.Path
 	invalid := func(detail string) error {
 		return errs.List{errs.Invalid(p, "J5", nil, detail)}.ToError()
@@ -260,6 +272,8 @@ func inspect(r *boundedReaderAt, size int64, opt InspectOptions) (*ZIPReport, er
 		large = DefaultLargeEntry
 	}
 	links := map[string]string{}
+	readLinks := true
+	linkCount, linkBytes := 0, 0
 	seen := make(map[string]bool, len(zr.File))
 	rep.Entries = make([]ZIPEntry, 0, len(zr.File))
 	for _, f := range zr.File {
@@ -277,13 +291,28 @@ func inspect(r *boundedReaderAt, size int64, opt InspectOptions) (*ZIPReport, er
 		if f.Flags&0x1 != 0 {
 			problem(f.Name, "is encrypted; Ray cannot unpack encrypted entries")
 		}
-		if e.Mode&fs.ModeSymlink != 0 {
-			target, err := readSymlink(f)
-			if err != nil {
-				problem(f.Name, err.Error())
-			} else {
+		if e.Mode&fs.ModeSymlink != 0 && readLinks {
+			linkCount++
+			linkBytes += len(clean)
+			switch {
+			case linkCount > lim.links:
+				problem("", fmt.Sprintf("the archive holds more than %d symlinks, more than are checked (MaxSymlinks); Ray unpacks symlinks as regular files anyway, so package the files they point to instead", lim.links))
+				readLinks = false
+			case linkBytes > lim.linkBytes:
+				problem("", fmt.Sprintf("the names and targets of the archive's symlinks come to more than %d bytes, more than are checked (MaxSymlinkBytes); Ray unpacks symlinks as regular files anyway, so package the files they point to instead", lim.linkBytes))
+				readLinks = false
+			default:
+				target, err := readSymlink(f)
+				if err != nil {
+					problem(f.Name, err.Error())
+					break
+				}
 				e.Symlink = target
 				links[clean] = target
+				if linkBytes += len(target); linkBytes > lim.linkBytes {
+					problem("", fmt.Sprintf("the names and targets of the archive's symlinks come to more than %d bytes, more than are checked (MaxSymlinkBytes); Ray unpacks symlinks as regular files anyway, so package the files they point to instead", lim.linkBytes))
+					readLinks = false
+				}
 			}
 		}
 		rep.Entries = append(rep.Entries, e)
@@ -301,14 +330,25 @@ func inspect(r *boundedReaderAt, size int64, opt InspectOptions) (*ZIPReport, er
 		}
 	}
 	// Symlinks: every target must stay inside the tree, also when it is
-	// reached through other symlinks of the archive.
-	for _, name := range errs.SortedKeys(links) {
-		target := links[name]
-		if !linkStaysInside(links, name, target) {
-			problem(name, fmt.Sprintf("is a symlink to %q, which points out of the package", target))
-			continue
+	// reached through other symlinks of the archive. When they were not
+	// all read, the archive is refused already.
+	if readLinks && len(links) > 0 {
+		names := errs.SortedKeys(links)
+		targets := make([]string, len(names))
+		for i, n := range names {
+			targets[i] = links[n]
 		}
-		warn(ZIPWarning{Entry: name, Message: "is a symlink; Ray unpacks the package with Python's zipfile, which writes it as a regular file holding the link target"})
+		lr := newLinkResolver(context.Background(), names, targets, lim.linkDepth)
+		if err := lr.resolveAll(); err != nil {
+			return nil, err
+		}
+		for _, l := range lr.links {
+			if d := linkProblem(l, lim.linkDepth); d != "" {
+				problem(l.name, d)
+				continue
+			}
+			warn(ZIPWarning{Entry: l.name, Message: "is a symlink; Ray unpacks the package with Python's zipfile, which writes it as a regular file holding the link target"})
+		}
 	}
 	if rep.Files == 0 && len(problems) == 0 {
 		problem("", "the archive holds no files")
@@ -403,50 +443,33 @@ func readSymlink(f *zip.File) (string, error) {
 	return string(b), nil
 }
 
-// linkStaysInside reports whether the symlink name → target resolves to a
-// path inside the tree, following the archive's other symlinks as a file
-// system would (a link to "." makes "link/.." the parent of the root).
-func linkStaysInside(links map[string]string, name, target string) bool {
-	if strings.HasPrefix(target, "/") || strings.HasPrefix(target, `\`) ||
-		(len(target) >= 2 && target[1] == ':') {
-		return false
+// linkProblem says what is wrong with a resolved symlink, or "".
+func linkProblem(l symlink, depth int) string {
+	t := quoteTarget(l.target)
+	switch l.verdict {
+	case linkInside:
+		return ""
+	case linkOut:
+		return fmt.Sprintf("is a symlink to %s, which points out of the package", t)
+	case linkLoop:
+		return fmt.Sprintf("is a symlink to %s, which never resolves: it leads back to itself through the archive's symlinks", t)
+	case linkDeep:
+		return fmt.Sprintf("is a symlink to %s, which resolves through more than %d symlinks (MaxSymlinkDepth)", t, depth)
 	}
-	budget := 64 // symlinks followed in one resolution, like the kernel's 40
-	var resolve func(dir []string, rel string) ([]string, bool)
-	resolve = func(dir []string, rel string) ([]string, bool) {
-		cur := append([]string(nil), dir...)
-		for _, seg := range strings.Split(strings.ReplaceAll(rel, `\`, "/"), "/") {
-			switch seg {
-			case "", ".":
-				continue
-			case "..":
-				if len(cur) == 0 {
-					return nil, false
-				}
-				cur = cur[:len(cur)-1]
-				continue
-			}
-			cur = append(cur, seg)
-			t, isLink := links[strings.Join(cur, "/")]
-			if !isLink {
-				continue
-			}
-			if budget--; budget < 0 {
-				return nil, false
-			}
-			if strings.HasPrefix(t, "/") || strings.HasPrefix(t, `\`) || (len(t) >= 2 && t[1] == ':') {
-				return nil, false
-			}
-			var ok bool
-			if cur, ok = resolve(cur[:len(cur)-1], t); !ok {
-				return nil, false
-			}
-		}
-		return cur, true
+	return fmt.Sprintf("is a symlink to %s, which could not be resolved", t)
+}
+
+// quoteTarget quotes a link target for a message, shortened when long.
+func quoteTarget(t string) string {
+	const keep = 120
+	if len(t) <= keep {
+		return fmt.Sprintf("%q", t)
 	}
-	dir := strings.Split(name, "/")
-	_, ok := resolve(dir[:len(dir)-1], target)
-	return ok
+	cut := keep
+	for cut > 0 && !utf8.RuneStart(t[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%q… (%d bytes)", t[:cut], len(t))
 }
 
 // topLevelDir returns the single top-level directory of the entries, the

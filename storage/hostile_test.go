@@ -1,0 +1,240 @@
+package storage
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aidlc/dlc/errs"
+)
+
+// linkChain returns n symlinks l000, l001, … each of whose targets is
+// about targetLen bytes: it climbs down d/d/d/… and back up, then names
+// the next link; the last names main.py (or l000 when loop is set). The
+// old resolver copied the path at every segment of the way down and up.
+func linkChain(n, targetLen int, loop bool) []entry {
+	k := max((targetLen-8)/5, 0)
+	pad := strings.Repeat("d/", k) + strings.Repeat("../", k)
+	es := []entry{{name: "main.py", body: "print(1)\n"}}
+	for i := range n {
+		next := fmt.Sprintf("l%03d", i+1)
+		if i == n-1 {
+			next = "main.py"
+			if loop {
+				next = "l000"
+			}
+		}
+		es = append(es, entry{name: fmt.Sprintf("l%03d", i), body: pad + next, link: true})
+	}
+	return es
+}
+
+// linkTower returns n symlinks l000, l001, … each of whose targets
+// names the next link and then goes about targetLen bytes deeper
+// (l001/x/x/…), the last one starting at main.py (or at l000 when loop
+// is set): every link resolves to a path 2 KiB of segments longer than
+// the next. This is the 2,261-byte archive of 16 links that cost the old
+// resolver 16 s and 6.4 GB, and that it accepted.
+func linkTower(n, targetLen int, loop bool) []entry {
+	es := []entry{{name: "main.py", body: "print(1)\n"}}
+	for i := range n {
+		next := fmt.Sprintf("l%03d", i+1)
+		if i == n-1 {
+			next = "main.py"
+			if loop {
+				next = "l000"
+			}
+		}
+		es = append(es, entry{name: fmt.Sprintf("l%03d", i), body: next + strings.Repeat("/x", max(targetLen-len(next), 0)/2), link: true})
+	}
+	return es
+}
+
+// linkFan returns n symlinks f000, f001, … whose targets go through the
+// next link again and again (f001/../f001/../…), about targetLen bytes:
+// resolved naively, the links followed multiply at every level.
+func linkFan(n, targetLen int) []entry {
+	es := []entry{{name: "main.py", body: "print(1)\n"}}
+	for i := range n {
+		next := fmt.Sprintf("f%03d", i+1)
+		if i == n-1 {
+			es = append(es, entry{name: fmt.Sprintf("f%03d", i), body: "main.py", link: true})
+			break
+		}
+		reps := max(targetLen/(len(next)+4), 1)
+		es = append(es, entry{name: fmt.Sprintf("f%03d", i), body: strings.Repeat(next+"/../", reps-1) + next, link: true})
+	}
+	return es
+}
+
+// deepLinks returns n symlinks deep down a directory tree nameLen bytes
+// deep (a/a/a/…/lNNN), each climbing back to the root and into the next
+// one's directory, plus a regular file as deep.
+func deepLinks(n, nameLen int) []entry {
+	depth := max(nameLen/2, 1)
+	dir := strings.Repeat("a/", depth)
+	up := strings.Repeat("../", depth)
+	es := []entry{{name: "main.py", body: "print(1)\n"}, {name: dir + "x.py", body: "x"}}
+	for i := range n {
+		next := dir + fmt.Sprintf("l%03d", i+1)
+		if i == n-1 {
+			next = dir + "x.py"
+		}
+		es = append(es, entry{name: dir + fmt.Sprintf("l%03d", i), body: up + next, link: true})
+	}
+	return es
+}
+
+// allocated runs fn and returns the bytes it allocated (with the rest of
+// the process, so only an upper bound: tests that use it do not call
+// t.Parallel, and so run while parallel tests wait).
+func allocated(fn func()) uint64 {
+	var a, b runtime.MemStats
+	runtime.ReadMemStats(&a)
+	fn()
+	runtime.ReadMemStats(&b)
+	return b.TotalAlloc - a.TotalAlloc
+}
+
+// within fails the test when fn has not returned after d.
+func within(t *testing.T, d time.Duration, fn func()) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		fn()
+	}()
+	select {
+	case <-done:
+	case <-time.After(d):
+		t.Fatalf("still running after %v", d)
+	}
+}
+
+// TestInspectZIPSymlinkChain: the 16 × 4 KiB tower that cost the old
+// resolver 16 s and 6.4 GB, and a chain that climbs down and up again,
+// resolve at once and are accepted (every link ends at main.py); as
+// loops, every link is refused.
+func TestInspectZIPSymlinkChain(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		build func(n, targetLen int, loop bool) []entry
+		loop  bool
+	}{{"tower", linkTower, false}, {"tower loop", linkTower, true}, {"chain", linkChain, false}, {"chain loop", linkChain, true}} {
+		loop := tc.loop
+		data := buildZIP(t, tc.build(16, MaxSymlinkTarget, loop)...)
+		var rep *ZIPReport
+		var err error
+		within(t, 10*time.Second, func() {
+			if a := allocated(func() {
+				rep, err = InspectZIPReader(bytes.NewReader(data), int64(len(data)), InspectOptions{Entrypoint: "python main.py"})
+			}); a > 64<<20 {
+				t.Errorf("%s: a %d-byte archive allocated %d bytes", tc.name, len(data), a)
+			}
+		})
+		if !loop {
+			if err != nil || rep == nil || len(rep.Warnings) != 16 {
+				t.Fatalf("%s: rep=%v err=%v", tc.name, rep, err)
+			}
+			continue
+		}
+		if !errors.Is(err, errs.ErrInvalid) || len(errs.Fields(err)) != 16 || !strings.Contains(err.Error(), "leads back to itself") {
+			t.Fatalf("%s: err = %v", tc.name, err)
+		}
+		if strings.Contains(err.Error(), strings.Repeat("d/", 100)) || strings.Contains(err.Error(), strings.Repeat("/x", 100)) {
+			t.Fatalf("%s: the error quotes whole 4 KiB targets", tc.name)
+		}
+	}
+}
+
+// TestLinkResolverWorkIsLinear: the resolver walks each segment of the
+// names and targets at most once, whatever the shape.
+func TestLinkResolverWorkIsLinear(t *testing.T) {
+	t.Parallel()
+	shapes := map[string][]entry{
+		"tower": linkTower(200, MaxSymlinkTarget, false),
+		"chain": linkChain(200, MaxSymlinkTarget, false),
+		"loop":  linkChain(200, MaxSymlinkTarget, true),
+		"fan":   linkFan(200, MaxSymlinkTarget),
+		"deep":  deepLinks(50, 8000),
+	}
+	for name, es := range shapes {
+		var names, targets []string
+		work := 0
+		for _, e := range es {
+			if e.link {
+				names = append(names, e.name)
+				targets = append(targets, e.body)
+				work += len(e.name) + len(e.body) + 2
+			}
+		}
+		r := newLinkResolver(context.Background(), names, targets, MaxSymlinkDepth)
+		if err := r.resolveAll(); err != nil {
+			t.Fatal(err)
+		}
+		if r.steps > work {
+			t.Errorf("%s: %d steps for %d bytes of names and targets", name, r.steps, work)
+		}
+	}
+}
+
+// TestInspectZIPSymlinkDepth: a chain of MaxSymlinkDepth links is
+// accepted, one link longer is refused at its first link only.
+func TestInspectZIPSymlinkDepth(t *testing.T) {
+	t.Parallel()
+	ok := buildZIP(t, linkChain(MaxSymlinkDepth, 10, false)...)
+	if _, err := InspectZIPReader(bytes.NewReader(ok), int64(len(ok)), InspectOptions{}); err != nil {
+		t.Fatalf("chain of %d: %v", MaxSymlinkDepth, err)
+	}
+	long := buildZIP(t, linkChain(MaxSymlinkDepth+1, 10, false)...)
+	_, err := InspectZIPReader(bytes.NewReader(long), int64(len(long)), InspectOptions{})
+	fields := errs.Fields(err)
+	if len(fields) != 1 || fields[0].BadValue != "l000" || !strings.Contains(err.Error(), "more than 40 symlinks (MaxSymlinkDepth)") {
+		t.Fatalf("chain of %d: %v", MaxSymlinkDepth+1, err)
+	}
+}
+
+// TestInspectZIPSymlinkBudget: archives over MaxSymlinks or
+// MaxSymlinkBytes are refused with one archive-level problem.
+func TestInspectZIPSymlinkBudget(t *testing.T) {
+	t.Parallel()
+	var many []entry
+	for i := range MaxSymlinks + 1 {
+		many = append(many, entry{name: fmt.Sprintf("l%05d", i), body: "main.py", link: true, store: true})
+	}
+	many = append(many, entry{name: "main.py"})
+	// 300 targets of 4 KiB deflate to a small archive but are over 1 MiB.
+	big := linkChain(300, MaxSymlinkTarget, false)
+	for name, tc := range map[string]struct {
+		es  []entry
+		has string
+	}{
+		"count": {many, "more than 10000 symlinks"},
+		"bytes": {big, "more than 1048576 bytes"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			data := buildZIP(t, tc.es...)
+			_, err := InspectZIPReader(bytes.NewReader(data), int64(len(data)), InspectOptions{})
+			if fe := fieldAt(err, "package"); fe == nil || !strings.Contains(err.Error(), tc.has) || len(errs.Fields(err)) != 1 {
+				t.Fatalf("%d bytes: err = %v", len(data), err)
+			}
+		})
+	}
+	// Just under the limits is fine: 200 links of 4 KiB to main.py.
+	under := linkChain(200, MaxSymlinkTarget, false)
+	for i := range under {
+		if under[i].link {
+			under[i].body = under[i].body[:len(under[i].body)-4] + "main.py"
+		}
+	}
+	data := buildZIP(t, under...)
+	if _, err := InspectZIPReader(bytes.NewReader(data), int64(len(data)), InspectOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
