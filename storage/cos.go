@@ -382,12 +382,12 @@ func (c *COSClient) InspectZIP(ctx context.Context, obj COSObject, opt InspectOp
 		return &ZIPReport{Size: info.Size, ZIP64: end.zip64, BytesRead: ra.read(), Warnings: []ZIPWarning{{
 			Rule: "J5", Message: fmt.Sprintf("the central directory is %s; entries and entrypoint were not checked", humanBytes(int64(end.dirSize)))}}}, nil
 	}
-	rep, err := InspectZIPReader(ra, info.Size, opt)
+	rep, err := InspectZIPReaderContext(ctx, ra, info.Size, opt)
+	if err != nil && ctx.Err() != nil {
+		return nil, fmt.Errorf("inspecting %s: %w", obj.URI(), ctx.Err())
+	}
 	if rep != nil {
 		rep.BytesRead = ra.read()
-	}
-	if err != nil && ctx.Err() != nil {
-		return nil, ctx.Err()
 	}
 	return rep, err
 }
@@ -574,7 +574,7 @@ func CheckPackage(ctx context.Context, c *COSClient, pkg Package, opt InspectOpt
 	}
 	if pkg.Local != "" {
 		opt.Path = fp.Child("local")
-		return InspectZIP(pkg.Local, opt)
+		return InspectZIPContext(ctx, pkg.Local, opt)
 	}
 	if c == nil {
 		return nil, errors.New("storage: checking a package in COS needs a COSClient")

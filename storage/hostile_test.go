@@ -5,8 +5,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -236,5 +238,56 @@ func TestInspectZIPSymlinkBudget(t *testing.T) {
 	data := buildZIP(t, under...)
 	if _, err := InspectZIPReader(bytes.NewReader(data), int64(len(data)), InspectOptions{}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// cancelingReaderAt cancels a context on its first read past after
+// bytes.
+type cancelingReaderAt struct {
+	r      io.ReaderAt
+	after  int64
+	cancel context.CancelFunc
+	reads  atomic.Int64
+}
+
+func (c *cancelingReaderAt) ReadAt(p []byte, off int64) (int, error) {
+	if c.reads.Add(int64(len(p))) > c.after {
+		c.cancel()
+	}
+	return c.r.ReadAt(p, off)
+}
+
+// TestInspectZIPContext: a done context stops the inspection, with an
+// error that wraps ctx.Err(), before or while it reads; CheckPackage and
+// InspectZIPContext honour it for a local file too.
+func TestInspectZIPContext(t *testing.T) {
+	t.Parallel()
+	data := buildZIP(t, linkChain(16, MaxSymlinkTarget, false)...)
+	done, cancel := context.WithCancel(context.Background())
+	cancel()
+	if rep, err := InspectZIPReaderContext(done, bytes.NewReader(data), int64(len(data)), InspectOptions{}); !errors.Is(err, context.Canceled) || rep != nil {
+		t.Fatalf("done context: rep=%v err=%v", rep, err)
+	}
+	// Cancelled once the tail is read: the directory and the symlinks
+	// are not.
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &cancelingReaderAt{r: bytes.NewReader(data), after: 4, cancel: cancel}
+	if _, err := InspectZIPReaderContext(ctx, r, int64(len(data)), InspectOptions{}); !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "inspecting the package") {
+		t.Fatalf("cancelled while reading: %v", err)
+	}
+	file := writeTemp(t, "chain.zip", data)
+	if _, err := InspectZIPContext(done, file, InspectOptions{}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("InspectZIPContext: %v", err)
+	}
+	if _, err := CheckPackage(done, nil, LocalPackage(file), InspectOptions{}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("CheckPackage: %v", err)
+	}
+	// A deadline far shorter than the old resolver took is met, with the
+	// right answer.
+	dl, stop := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer stop()
+	start := time.Now()
+	if _, err := CheckPackage(dl, nil, LocalPackage(file), InspectOptions{Entrypoint: "python main.py"}); err != nil || time.Since(start) > 500*time.Millisecond {
+		t.Fatalf("CheckPackage took %v: %v", time.Since(start), err)
 	}
 }

@@ -140,15 +140,29 @@ type ZIPReport struct {
 // field path and rule J5. Warnings (J6: large entries that belong in a
 // mount) do not fail the inspection.
 func InspectZIP(file string, opt InspectOptions) (*ZIPReport, error) {
+	return InspectZIPContext(context.Background(), file, opt)
+}
+
+// InspectZIPContext is InspectZIP with a context: when ctx is done the
+// inspection stops and returns an error wrapping ctx.Err().
+func InspectZIPContext(ctx context.Context, file string, opt InspectOptions) (*ZIPReport, error) {
 	if opt.Path == "" {
 		opt.Path = errs.NewPath("package").Child("local")
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, inspectCanceled(err)
 	}
 	f, size, err := openLocalPackage(file, opt.Path, MaxLocalPackageSize)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	return InspectZIPReader(f, size, opt)
+	return InspectZIPReaderContext(ctx, f, size, opt)
+}
+
+// inspectCanceled wraps the error of a done context.
+func inspectCanceled(err error) error {
+	return fmt.Errorf("inspecting the package: %w", err)
 }
 
 // openLocalPackage opens a local package file after checking that it is a
@@ -196,21 +210,38 @@ func pathErrText(err error) string {
 // as InspectZIP does for a file but without the local size limit (a
 // package in COS has none). It never reads outside [0, size).
 func InspectZIPReader(r io.ReaderAt, size int64, opt InspectOptions) (*ZIPReport, error) {
+	return InspectZIPReaderContext(context.Background(), r, size, opt)
+}
+
+// InspectZIPReaderContext is InspectZIPReader with a context: when ctx is
+// done the inspection stops, without reading further, and returns an
+// error wrapping ctx.Err().
+func InspectZIPReaderContext(ctx context.Context, r io.ReaderAt, size int64, opt InspectOptions) (*ZIPReport, error) {
+	return inspectZIP(ctx, r, size, opt, defaultZIPLimits)
+}
+
+func inspectZIP(ctx context.Context, r io.ReaderAt, size int64, opt InspectOptions, lim zipLimits) (*ZIPReport, error) {
 	if opt.Path == "" {
 		opt.Path = errs.NewPath("package")
 	}
 	if opt.EntrypointPath == "" {
 		opt.EntrypointPath = errs.NewPath("entrypoint")
 	}
-	cr := &boundedReaderAt{r: r, size: size}
-	rep, err := inspect(cr, size, opt, defaultZIPLimits)
+	if err := ctx.Err(); err != nil {
+		return nil, inspectCanceled(err)
+	}
+	cr := &boundedReaderAt{ctx: ctx, r: r, size: size}
+	rep, err := inspect(ctx, cr, size, opt, lim)
+	if err != nil && ctx.Err() != nil {
+		return nil, inspectCanceled(ctx.Err())
+	}
 	if rep != nil {
 		rep.BytesRead = cr.read()
 	}
 	return rep, err
 }
 
-func inspect(r *boundedReaderAt, size int64, opt InspectOptions, lim zipLimits) (*ZIPReport, error) {
+func inspect(ctx context.Context, r *boundedReaderAt, size int64, opt InspectOptions, lim zipLimits) (*ZIPReport, error) {
 	p := opt.Path
 	invalid := func(detail string) error {
 		return errs.List{errs.Invalid(p, "J5", nil, detail)}.ToError()
@@ -243,6 +274,9 @@ func inspect(r *boundedReaderAt, size int64, opt InspectOptions, lim zipLimits) 
 	}
 	zr, err := zip.NewReader(r, size)
 	if err != nil && !errors.Is(err, zip.ErrInsecurePath) {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
 		return nil, invalid("not a valid ZIP archive: " + zipErrText(err))
 	}
 	rep := &ZIPReport{Size: size, ZIP64: end.zip64}
@@ -276,7 +310,12 @@ func inspect(r *boundedReaderAt, size int64, opt InspectOptions, lim zipLimits) 
 	linkCount, linkBytes := 0, 0
 	seen := make(map[string]bool, len(zr.File))
 	rep.Entries = make([]ZIPEntry, 0, len(zr.File))
-	for _, f := range zr.File {
+	for i, f := range zr.File {
+		if i%256 == 0 {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+		}
 		e := ZIPEntry{Name: f.Name, Size: f.UncompressedSize64, CompressedSize: f.CompressedSize64, Mode: f.Mode()}
 		if bad := entryNameProblem(f.Name); bad != "" {
 			problem(f.Name, bad)
@@ -304,6 +343,9 @@ func inspect(r *boundedReaderAt, size int64, opt InspectOptions, lim zipLimits) 
 			default:
 				target, err := readSymlink(f)
 				if err != nil {
+					if ctx.Err() != nil {
+						return nil, ctx.Err()
+					}
 					problem(f.Name, err.Error())
 					break
 				}
@@ -338,7 +380,7 @@ func inspect(r *boundedReaderAt, size int64, opt InspectOptions, lim zipLimits) 
 		for i, n := range names {
 			targets[i] = links[n]
 		}
-		lr := newLinkResolver(context.Background(), names, targets, lim.linkDepth)
+		lr := newLinkResolver(ctx, names, targets, lim.linkDepth)
 		if err := lr.resolveAll(); err != nil {
 			return nil, err
 		}
@@ -771,9 +813,10 @@ func humanBytes(n int64) string {
 	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTP"[exp])
 }
 
-// boundedReaderAt reads from r but never outside [0, size), and counts
-// what it read.
+// boundedReaderAt reads from r but never outside [0, size), counts what
+// it read, and stops reading once ctx is done.
 type boundedReaderAt struct {
+	ctx     context.Context
 	r       io.ReaderAt
 	size    int64
 	mu      sync.Mutex
@@ -791,6 +834,9 @@ func (b *boundedReaderAt) setTail(tail []byte, off int64) {
 }
 
 func (b *boundedReaderAt) ReadAt(p []byte, off int64) (int, error) {
+	if err := b.ctx.Err(); err != nil {
+		return 0, err
+	}
 	if off < 0 {
 		return 0, errors.New("negative offset")
 	}
