@@ -3,6 +3,7 @@ package storage
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -90,6 +91,54 @@ func deepLinks(n, nameLen int) []entry {
 		es = append(es, entry{name: dir + fmt.Sprintf("l%03d", i), body: up + next, link: true})
 	}
 	return es
+}
+
+// zipRecords splits an archive without a comment or ZIP64 records into
+// what comes before its central directory and the directory's records.
+func zipRecords(t testing.TB, b []byte) ([]byte, [][]byte) {
+	t.Helper()
+	eocd := b[len(b)-eocdLen:]
+	if binary.LittleEndian.Uint32(eocd) != 0x06054b50 {
+		t.Fatal("fixture has a comment or no EOCD")
+	}
+	n := int(binary.LittleEndian.Uint16(eocd[10:]))
+	off := int(binary.LittleEndian.Uint32(eocd[16:]))
+	dir := b[off : len(b)-eocdLen]
+	var recs [][]byte
+	for range n {
+		l := 46 + int(binary.LittleEndian.Uint16(dir[28:])) + int(binary.LittleEndian.Uint16(dir[30:])) + int(binary.LittleEndian.Uint16(dir[32:]))
+		recs = append(recs, append([]byte(nil), dir[:l]...))
+		dir = dir[l:]
+	}
+	return append([]byte(nil), b[:off]...), recs
+}
+
+// joinRecords puts an archive back together from zipRecords' parts.
+func joinRecords(body []byte, recs [][]byte) []byte {
+	out := append([]byte(nil), body...)
+	size := 0
+	for _, r := range recs {
+		out = append(out, r...)
+		size += len(r)
+	}
+	end := make([]byte, eocdLen)
+	binary.LittleEndian.PutUint32(end, 0x06054b50)
+	binary.LittleEndian.PutUint16(end[8:], uint16(len(recs)))
+	binary.LittleEndian.PutUint16(end[10:], uint16(len(recs)))
+	binary.LittleEndian.PutUint32(end[12:], uint32(size))
+	binary.LittleEndian.PutUint32(end[16:], uint32(len(body)))
+	return append(out, end...)
+}
+
+// renamed returns a copy of a directory record with another name of the
+// same length.
+func renamed(rec []byte, name string) []byte {
+	c := append([]byte(nil), rec...)
+	if n := int(binary.LittleEndian.Uint16(c[28:])); n != len(name) {
+		panic("renamed: name length differs")
+	}
+	copy(c[46:], name)
+	return c
 }
 
 // allocated runs fn and returns the bytes it allocated (with the rest of
@@ -289,5 +338,52 @@ func TestInspectZIPContext(t *testing.T) {
 	start := time.Now()
 	if _, err := CheckPackage(dl, nil, LocalPackage(file), InspectOptions{Entrypoint: "python main.py"}); err != nil || time.Since(start) > 500*time.Millisecond {
 		t.Fatalf("CheckPackage took %v: %v", time.Since(start), err)
+	}
+}
+
+// TestInspectZIPOverlaps: entries that share bytes (the overlapping zip
+// bomb) or run into the central directory are refused; an archive with
+// data before it (a self-extractor) is not.
+func TestInspectZIPOverlaps(t *testing.T) {
+	t.Parallel()
+	ok := buildZIP(t, entry{name: "main.py", body: strings.Repeat("print(1)\n", 50), store: true}, entry{name: "b.py", body: "x", store: true})
+	body, recs := zipRecords(t, ok)
+	le := binary.LittleEndian
+	// Two records for one local file.
+	shared := joinRecords(body, [][]byte{recs[0], recs[1], renamed(recs[0], "copy.py")})
+	// main.py's data swallows b.py's local header: what David Fifield's
+	// overlapping zip bomb does, where every entry's data holds the next.
+	swallow := append([]byte(nil), recs[0]...)
+	bOff := le.Uint32(recs[1][42:])
+	le.PutUint32(swallow[20:], bOff+10) // compressed size
+	le.PutUint32(swallow[24:], bOff+10)
+	bomb := joinRecords(body, [][]byte{swallow, recs[1]})
+	// b.py's data runs into the central directory.
+	long := append([]byte(nil), recs[1]...)
+	le.PutUint32(long[20:], 1000)
+	le.PutUint32(long[24:], 1000)
+	past := joinRecords(body, [][]byte{recs[0], long})
+	for name, tc := range map[string]struct {
+		data []byte
+		has  string
+	}{
+		"shared local header": {shared, `overlaps entry "main.py"`},
+		"data holds a header": {bomb, `overlaps entry "main.py"`},
+		"into the directory":  {past, "run into the central directory"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := InspectZIPReader(bytes.NewReader(tc.data), int64(len(tc.data)), InspectOptions{})
+			if !errors.Is(err, errs.ErrInvalid) || fieldAt(err, "package") == nil || !strings.Contains(err.Error(), tc.has) {
+				t.Fatalf("err = %v, want %q", err, tc.has)
+			}
+		})
+	}
+	// Data before the archive, its offsets not adjusted for it (archive/zip
+	// then reads the directory at a base offset).
+	prefix := []byte("PK\x03\x04" + strings.Repeat("junk", 50))
+	for name, data := range map[string][]byte{"prefixed": append(prefix, ok...), "zip64": toZIP64(t, ok)} {
+		if _, err := InspectZIPReader(bytes.NewReader(data), int64(len(data)), InspectOptions{Entrypoint: "python main.py"}); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
 	}
 }

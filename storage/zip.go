@@ -34,6 +34,9 @@ const (
 	// its comment, and maxEOCDSearch the last bytes that can hold it.
 	eocdLen       = 22
 	maxEOCDSearch = 0xFFFF + eocdLen
+	// maxDirCache is the largest central directory read into memory in
+	// one piece, so that archive/zip and the layout check share one read.
+	maxDirCache = 64 << 20
 )
 
 // zipLimits are the limits of one inspection: the exported constants,
@@ -129,11 +132,11 @@ type ZIPReport struct {
 // InspectZIP checks a local job package (J5): the file exists, is a
 // regular file of at most MaxLocalPackageSize bytes and is a ZIP archive
 // whose entries are safe to unpack (no absolute paths, no '..', no
-// symlinks pointing out of the tree), and the entrypoint's script is in
-// it. It reads the end records and the central directory, not the entries'
-// data (except symlink targets, a few bytes each). Its work is linear in
-// the archive: symlinks are checked within MaxSymlinks, MaxSymlinkBytes
-// and MaxSymlinkDepth.
+// symlinks pointing out of the tree, no entries that overlap), and the
+// entrypoint's script is in it. It reads the end records and the central
+// directory, not the entries' data (except symlink targets, a few bytes
+// each). Its work is linear in the archive: symlinks are checked within
+// MaxSymlinks, MaxSymlinkBytes and MaxSymlinkDepth.
 //
 // Every problem is reported at once in an error for which
 // errors.Is(err, errs.ErrInvalid) holds, each a *errs.FieldError with a
@@ -272,6 +275,17 @@ func inspect(ctx context.Context, r *boundedReaderAt, size int64, opt InspectOpt
 	if err != nil {
 		return nil, invalid(err.Error())
 	}
+	// Read the directory in one piece when it lies before the tail: both
+	// archive/zip and the layout check read it.
+	tailOff := size - int64(len(tail))
+	if dirStart := end.endOffset - int64(end.dirSize); dirStart < tailOff && tailOff-dirStart <= maxDirCache {
+		b := make([]byte, tailOff-dirStart+int64(len(tail)))
+		if _, err := r.ReadAt(b[:tailOff-dirStart], dirStart); err != nil {
+			return nil, fmt.Errorf("reading the package: %w", err)
+		}
+		copy(b[tailOff-dirStart:], tail)
+		r.setTail(b, dirStart)
+	}
 	zr, err := zip.NewReader(r, size)
 	if err != nil && !errors.Is(err, zip.ErrInsecurePath) {
 		if ctx.Err() != nil {
@@ -305,8 +319,21 @@ func inspect(ctx context.Context, r *boundedReaderAt, size int64, opt InspectOpt
 	if large == 0 {
 		large = DefaultLargeEntry
 	}
-	links := map[string]string{}
+	// The layout: entries that share bytes or reach into the directory
+	// are refused, before any entry's data is read.
+	spans, dirStart, known, err := entrySpans(ctx, r, size, end, zr.File)
+	if err != nil {
+		return nil, err
+	}
 	readLinks := true
+	switch {
+	case !known:
+		problem("", "the central directory does not read the same way twice (a damaged or crafted archive); its layout cannot be checked")
+		readLinks = false
+	case layoutProblems(zr.File, spans, dirStart, problem):
+		readLinks = false
+	}
+	links := map[string]string{}
 	linkCount, linkBytes := 0, 0
 	seen := make(map[string]bool, len(zr.File))
 	rep.Entries = make([]ZIPEntry, 0, len(zr.File))
