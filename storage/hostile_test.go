@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"runtime"
 	"strings"
 	"sync/atomic"
@@ -386,4 +387,52 @@ func TestInspectZIPOverlaps(t *testing.T) {
 			t.Errorf("%s: %v", name, err)
 		}
 	}
+}
+
+// TestInspectZIPDeclaredSizes: sizes near 2^64 saturate the sum instead
+// of wrapping, and the J6 warning gives the declared size in bytes.
+func TestInspectZIPDeclaredSizes(t *testing.T) {
+	t.Parallel()
+	big := uint64(1)<<63 + 5
+	data := buildZIP(t, entry{name: "main.py", body: "123456789", store: true}, entry{name: "a.csv", store: true}, entry{name: "b.csv", store: true})
+	body, recs := zipRecords(t, data)
+	for _, i := range []int{1, 2} {
+		recs[i] = withZIP64Size(recs[i], big)
+	}
+	data = joinRecords(body, recs)
+	rep, err := InspectZIPReader(bytes.NewReader(data), int64(len(data)), InspectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.UncompressedSize != math.MaxUint64 {
+		t.Fatalf("UncompressedSize = %d, want %d", rep.UncompressedSize, uint64(math.MaxUint64))
+	}
+	var j6 []string
+	for _, w := range rep.Warnings {
+		if w.Rule == "J6" {
+			j6 = append(j6, w.String())
+		}
+	}
+	if len(j6) != 2 || !strings.Contains(j6[0], fmt.Sprintf("declares %d bytes uncompressed (8.0 EiB)", big)) {
+		t.Fatalf("J6 warnings: %q", j6)
+	}
+	small := buildZIP(t, entry{name: "main.py"}, entry{name: "data.csv", size: 2048})
+	rep, err = InspectZIPReader(bytes.NewReader(small), int64(len(small)), InspectOptions{LargeEntry: 1024})
+	if err != nil || len(rep.Warnings) != 1 || !strings.Contains(rep.Warnings[0].Message, "declares 2048 bytes uncompressed (2.0 KiB)") {
+		t.Fatalf("rep=%v err=%v", rep, err)
+	}
+}
+
+// withZIP64Size returns a directory record that declares size bytes
+// uncompressed in a ZIP64 extra field.
+func withZIP64Size(rec []byte, size uint64) []byte {
+	le := binary.LittleEndian
+	n, x := int(le.Uint16(rec[28:])), int(le.Uint16(rec[30:]))
+	out := append([]byte(nil), rec[:46+n]...)
+	le.PutUint32(out[24:], math.MaxUint32)
+	le.PutUint16(out[30:], uint16(x+12))
+	out = le.AppendUint16(out, 0x0001)
+	out = le.AppendUint16(out, 8)
+	out = le.AppendUint64(out, size)
+	return append(out, rec[46+n:]...)
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"os"
 	"path"
 	"regexp"
@@ -111,11 +112,13 @@ func (w ZIPWarning) String() string {
 
 // ZIPReport is what an inspection found.
 type ZIPReport struct {
-	Size             int64      // size of the archive in bytes
-	Entries          []ZIPEntry // every entry, in directory order
-	Files            int        // entries that are not directories
-	UncompressedSize uint64     // sum of the entries' uncompressed sizes
-	ZIP64            bool       // the archive uses ZIP64 end records
+	Size    int64      // size of the archive in bytes
+	Entries []ZIPEntry // every entry, in directory order
+	Files   int        // entries that are not directories
+	// UncompressedSize is the sum of the sizes the files declare
+	// uncompressed; a sum over math.MaxUint64 is math.MaxUint64.
+	UncompressedSize uint64
+	ZIP64            bool // the archive uses ZIP64 end records
 	// Root is the single top-level directory that Ray strips when it
 	// unpacks the package as working_dir ("" when there is none); the
 	// entrypoint is looked up below it.
@@ -389,11 +392,12 @@ func inspect(ctx context.Context, r *boundedReaderAt, size int64, opt InspectOpt
 			continue
 		}
 		rep.Files++
-		rep.UncompressedSize += e.Size
+		rep.UncompressedSize = addSat(rep.UncompressedSize, e.Size)
 		switch ext := strings.ToLower(path.Ext(f.Name)); {
 		case large > 0 && e.Size > uint64(large):
 			warn(ZIPWarning{Entry: f.Name, Rule: "J6", Message: fmt.Sprintf(
-				"is %s uncompressed; large files such as weights and data sets belong in a COS or CFS mount, not in the package", humanBytes(int64(min(e.Size, 1<<62))))})
+				"declares %d bytes uncompressed (%s); large files such as weights and data sets belong in a COS or CFS mount, not in the package",
+				e.Size, humanBytes(int64(min(e.Size, math.MaxInt64))))})
 		case e.Size > 0 && isDataExt(ext):
 			warn(ZIPWarning{Entry: f.Name, Rule: "J6", Message: "looks like model weights or a data set (" + ext + "); those belong in a COS or CFS mount, not in the package"})
 		}
@@ -833,11 +837,11 @@ func humanBytes(n int64) string {
 		return fmt.Sprintf("%d B", n)
 	}
 	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit && exp < 4; m /= unit {
+	for m := n / unit; m >= unit && exp < 5; m /= unit {
 		div *= unit
 		exp++
 	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTP"[exp])
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }
 
 // boundedReaderAt reads from r but never outside [0, size), counts what
