@@ -436,3 +436,27 @@ func withZIP64Size(rec []byte, size uint64) []byte {
 	out = le.AppendUint64(out, size)
 	return append(out, rec[46+n:]...)
 }
+
+// TestInspectZIPDeepNames: the entrypoint check indexes names in time
+// linear in them; it used to record every parent directory of every
+// name, which for four 60 KiB names is some 4 GB of hashing.
+func TestInspectZIPDeepNames(t *testing.T) {
+	t.Parallel()
+	es := []entry{{name: "main.py"}}
+	for i := range 4 {
+		es = append(es, entry{name: strings.Repeat("a/", 30000) + fmt.Sprintf("%d.py", i), store: true})
+	}
+	data := buildZIP(t, es...)
+	within(t, 5*time.Second, func() {
+		rep, err := InspectZIPReader(bytes.NewReader(data), int64(len(data)), InspectOptions{Entrypoint: "python -m a.b"})
+		if fe := fieldAt(err, "entrypoint"); fe == nil || rep == nil {
+			t.Errorf("err = %v, want the missing a/b.py", err)
+		}
+	})
+	// A module whose top-level package is not there is taken to be
+	// installed: a warning, not an error.
+	rep, err := InspectZIPReader(bytes.NewReader(data), int64(len(data)), InspectOptions{Entrypoint: "python -m zz.b"})
+	if err != nil || len(rep.Warnings) != 1 || !strings.Contains(rep.Warnings[0].Message, "not in the package") {
+		t.Fatalf("python -m zz.b: %v %v", rep.Warnings, err)
+	}
+}

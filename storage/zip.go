@@ -570,10 +570,12 @@ func topLevelDir(entries []ZIPEntry) string {
 	return top
 }
 
-// entryIndex answers "is this path in the archive" below a root.
+// entryIndex answers "is this file in the archive" and "is there a
+// top-level directory of this name" below a root. It is built in time
+// linear in the names, however deep they are.
 type entryIndex struct {
 	files map[string]bool
-	dirs  map[string]bool
+	dirs  map[string]bool // top-level directories only
 }
 
 func newEntryIndex(rep *ZIPReport) entryIndex {
@@ -587,13 +589,12 @@ func newEntryIndex(rep *ZIPReport) entryIndex {
 		if name == "" {
 			continue
 		}
-		if e.IsDir() {
-			ix.dirs[name] = true
-		} else {
-			ix.files[name] = true
+		top, _, nested := strings.Cut(name, "/")
+		if e.IsDir() || nested {
+			ix.dirs[top] = true
 		}
-		for d := path.Dir(name); d != "." && d != "/"; d = path.Dir(d) {
-			ix.dirs[d] = true
+		if !e.IsDir() {
+			ix.files[name] = true
 		}
 	}
 	return ix
