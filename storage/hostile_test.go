@@ -204,6 +204,29 @@ func TestInspectZIPSymlinkChain(t *testing.T) {
 	}
 }
 
+// TestInspectZIPSymlinkShapes: hostile shapes at about 64 KiB finish in
+// time and memory linear in their size.
+func TestInspectZIPSymlinkShapes(t *testing.T) {
+	for _, sh := range zipShapes {
+		t.Run(sh.name, func(t *testing.T) {
+			data := sh.build(t, 64<<10)
+			runtime.GC()
+			within(t, 10*time.Second, func() {
+				a := allocated(func() {
+					_, err := InspectZIPReader(bytes.NewReader(data), int64(len(data)), InspectOptions{Entrypoint: "python -m a.b"})
+					if err != nil && !errors.Is(err, errs.ErrInvalid) {
+						t.Error(err)
+					}
+				})
+				// The old code allocated gigabytes on some of these.
+				if a > 200*uint64(len(data))+(16<<20) {
+					t.Errorf("%d bytes allocated for %d bytes in", a, len(data))
+				}
+			})
+		})
+	}
+}
+
 // TestLinkResolverWorkIsLinear: the resolver walks each segment of the
 // names and targets at most once, whatever the shape.
 func TestLinkResolverWorkIsLinear(t *testing.T) {
