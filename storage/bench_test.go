@@ -3,7 +3,9 @@ package storage
 import (
 	"archive/zip"
 	"bufio"
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -21,6 +23,7 @@ import (
 
 	cos "github.com/tencentyun/cos-go-sdk-v5"
 
+	"github.com/aidlc/dlc/errs"
 	"github.com/aidlc/dlc/internal/cosfake"
 )
 
@@ -255,4 +258,123 @@ func BenchmarkInspectZIP10000(b *testing.B) {
 	b.ReportMetric(float64(read), "bytes-read/op")
 	b.ReportMetric(float64(fi.Size()), "file-bytes")
 	b.ReportMetric(100*float64(read)/float64(fi.Size()), "%-of-file-read")
+}
+
+// zipShape builds a hostile archive of about size bytes.
+type zipShape struct {
+	name  string
+	build func(tb testing.TB, size int) []byte
+}
+
+// fitZIP builds mk(n) for the largest n whose archive is at most size
+// bytes (at least mk(1)). Entries of mk(n) are taken to be about the same
+// size, so a few builds find n.
+func fitZIP(tb testing.TB, size int, mk func(n int) []entry) []byte {
+	tb.Helper()
+	one, two := len(buildZIP(tb, mk(1)...)), len(buildZIP(tb, mk(2)...))
+	per := max(two-one, 1)
+	n := max(1, 1+(size-one)/per)
+	b := buildZIP(tb, mk(n)...)
+	for len(b) < size && n < 1<<20 { // grow while under
+		next := buildZIP(tb, mk(n+max(1, (size-len(b))/per))...)
+		if len(next) > size {
+			break
+		}
+		n, b = n+max(1, (size-len(b))/per), next
+	}
+	for len(b) > size && n > 1 { // shrink while over
+		n -= max(1, (len(b)-size+per-1)/per)
+		n = max(n, 1)
+		b = buildZIP(tb, mk(n)...)
+	}
+	return b
+}
+
+// zipShapes are the worst cases found for the inspector: symlink towers
+// (each link's target is the next link and 1.5 KiB more segments, so the
+// resolved paths grow by that much per link), chains (targets that climb
+// down and up a tree, deflated or stored, ending in a file or in a loop), fans (targets that go through the next link
+// again and again), links deep in a tree, very deep file names (the
+// entrypoint index), many tiny links, and directory records that all
+// share one local file (the overlapping zip bomb).
+var zipShapes = []zipShape{
+	{"tower", func(tb testing.TB, size int) []byte {
+		return fitZIP(tb, size, func(n int) []entry { return linkTower(n, 1536, false) })
+	}},
+	// 1.5 KiB targets: about as many bytes of them as MaxSymlinkBytes
+	// allows in 64 KiB, so that all are resolved.
+	{"chain", func(tb testing.TB, size int) []byte {
+		return fitZIP(tb, size, func(n int) []entry { return linkChain(n, 1536, false) })
+	}},
+	// 4 KiB targets: 64 KiB of them come to more than MaxSymlinkBytes.
+	{"chain-4KiB", func(tb testing.TB, size int) []byte {
+		return fitZIP(tb, size, func(n int) []entry { return linkChain(n, MaxSymlinkTarget, false) })
+	}},
+	{"chain-stored", func(tb testing.TB, size int) []byte {
+		return fitZIP(tb, size, func(n int) []entry {
+			es := linkChain(n, MaxSymlinkTarget, false)
+			for i := range es {
+				es[i].store = true
+			}
+			return es
+		})
+	}},
+	{"loop", func(tb testing.TB, size int) []byte {
+		return fitZIP(tb, size, func(n int) []entry { return linkChain(n, 1536, true) })
+	}},
+	{"fan", func(tb testing.TB, size int) []byte {
+		return fitZIP(tb, size, func(n int) []entry { return linkFan(n, 1536) })
+	}},
+	{"deep-links", func(tb testing.TB, size int) []byte {
+		return fitZIP(tb, size, func(n int) []entry { return deepLinks(n, 1600) })
+	}},
+	{"deep-names", func(tb testing.TB, size int) []byte {
+		return fitZIP(tb, size, func(n int) []entry {
+			es := []entry{{name: "main.py"}}
+			for i := range n {
+				es = append(es, entry{name: strings.Repeat("a/", 4000) + fmt.Sprintf("%d.py", i), store: true})
+			}
+			return es
+		})
+	}},
+	{"tiny-links", func(tb testing.TB, size int) []byte {
+		return fitZIP(tb, size, func(n int) []entry {
+			es := []entry{{name: "main.py"}}
+			for i := range n {
+				es = append(es, entry{name: fmt.Sprintf("%d", i), body: fmt.Sprintf("%d", i+1), link: true, store: true})
+			}
+			es[len(es)-1].body = "main.py"
+			return es
+		})
+	}},
+	{"overlap", func(tb testing.TB, size int) []byte {
+		body, recs := zipRecords(tb, buildZIP(tb, entry{name: "main.py", body: strings.Repeat("x", 1000)}))
+		for len(body)+len(recs)*len(recs[0])+eocdLen < size && len(recs) < 0xFFFF {
+			recs = append(recs, renamed(recs[0], fmt.Sprintf("%07d", len(recs))))
+		}
+		return joinRecords(body, recs)
+	}},
+}
+
+// BenchmarkInspectZIPHostile inspects each hostile shape at 16, 32 and
+// 64 KiB: ns/op must grow no faster than the input. ns/byte is reported
+// so that sizes compare at a glance.
+func BenchmarkInspectZIPHostile(b *testing.B) {
+	for _, sh := range zipShapes {
+		for _, size := range []int{16 << 10, 32 << 10, 64 << 10} {
+			data := sh.build(b, size)
+			b.Run(fmt.Sprintf("%s/%dKiB", sh.name, size>>10), func(b *testing.B) {
+				b.ReportAllocs()
+				b.SetBytes(int64(len(data)))
+				for b.Loop() {
+					_, err := InspectZIPReader(bytes.NewReader(data), int64(len(data)), InspectOptions{Entrypoint: "python -m a.b"})
+					if err != nil && !errors.Is(err, errs.ErrInvalid) {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(float64(len(data)), "bytes-in")
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(data)), "ns/byte")
+			})
+		}
+	}
 }

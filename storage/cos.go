@@ -64,9 +64,14 @@ type COSOptions struct {
 }
 
 // COSClient talks to Tencent COS through cos-go-sdk-v5, with the SDK's
-// CRC-64 checking of uploads on. It is safe for concurrent use.
+// CRC-64 checking of uploads on. It is safe for concurrent use. Printing
+// it with any verb shows its region and endpoint, never its credentials.
 type COSClient struct {
-	creds    Credentials
+	// creds returns the credentials. A function keeps them out of reach
+	// of fmt: a copy of the struct printed field by field (through
+	// reflection, which Format cannot catch, with any verb) shows the
+	// function's address, not the key.
+	creds    func() Credentials
 	region   string
 	endpoint *url.URL
 	hc       *http.Client
@@ -81,20 +86,22 @@ type COSClient struct {
 // NewCOSClient returns a client. It does no I/O.
 func NewCOSClient(opt COSOptions) (*COSClient, error) {
 	c := &COSClient{
-		creds:    opt.Credentials,
 		region:   opt.Region,
 		attempts: opt.MaxAttempts,
 		base:     opt.RetryBase,
 		max:      opt.RetryMax,
 		clients:  map[string]*cos.Client{},
 	}
+	var creds Credentials
 	switch {
 	case opt.Anonymous:
-		c.creds = Credentials{}
-	case c.creds.IsZero():
-		c.creds = CredentialsFromEnv()
+	case opt.Credentials.IsZero():
+		creds = CredentialsFromEnv()
+	default:
+		creds = opt.Credentials
 	}
-	if (c.creds.SecretID == "") != (c.creds.SecretKey == "") {
+	c.creds = func() Credentials { return creds }
+	if (creds.SecretID == "") != (creds.SecretKey == "") {
 		return nil, errors.New("storage: COS credentials need both a secret id and a secret key")
 	}
 	if c.region != "" && !cosRegion.MatchString(c.region) {
@@ -102,8 +109,13 @@ func NewCOSClient(opt COSOptions) (*COSClient, error) {
 	}
 	if opt.Endpoint != "" {
 		u, err := url.Parse(opt.Endpoint)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") {
-			return nil, fmt.Errorf("storage: COS endpoint %q is not scheme://host[:port]", opt.Endpoint)
+		switch {
+		case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/"):
+			return nil, fmt.Errorf("storage: COS endpoint %q is not scheme://host[:port]", redactUserinfo(opt.Endpoint))
+		case u.User != nil:
+			// COS requests are signed with the credentials; a user and
+			// password in the URL would only end up in error messages.
+			return nil, fmt.Errorf("storage: COS endpoint %q holds a user and password; COS requests are signed with COSOptions.Credentials, and a proxy's password belongs in the HTTPClient's transport", redactUserinfo(opt.Endpoint))
 		}
 		u.Path = ""
 		c.endpoint = u
@@ -126,13 +138,13 @@ func NewCOSClient(opt COSOptions) (*COSClient, error) {
 		t.ResponseHeaderTimeout = 2 * time.Minute
 		hc.Transport = t
 	}
-	if !c.creds.IsZero() {
+	if !creds.IsZero() {
 		inner := hc.Transport
 		if inner == nil {
 			inner = http.DefaultTransport
 		}
 		hc.Transport = &cos.AuthorizationTransport{
-			SecretID: c.creds.SecretID, SecretKey: c.creds.SecretKey, SessionToken: c.creds.SessionToken,
+			SecretID: creds.SecretID, SecretKey: creds.SecretKey, SessionToken: creds.SessionToken,
 			Transport: inner,
 		}
 	}
@@ -142,9 +154,45 @@ func NewCOSClient(opt COSOptions) (*COSClient, error) {
 	return c, nil
 }
 
-// String describes the client without its credentials.
+// String describes the client without its credentials: its region, its
+// endpoint and the redacted Credentials.String.
 func (c *COSClient) String() string {
-	return fmt.Sprintf("COSClient{region:%s endpoint:%v credentials:%v}", c.region, c.endpoint, c.creds)
+	if c == nil {
+		return "COSClient(nil)"
+	}
+	endpoint := ""
+	if c.endpoint != nil {
+		endpoint = c.endpoint.Redacted()
+	}
+	return fmt.Sprintf("COSClient{region:%s endpoint:%s credentials:%s}", c.region, endpoint, c.creds().String())
+}
+
+// GoString returns the same redacted text as String, for %#v.
+func (c *COSClient) GoString() string { return c.String() }
+
+// Format prints the redacted text of String for every verb (%v, %+v, %#v,
+// %s, %q, %d, %x, …), so that no verb walks the struct's fields.
+func (c *COSClient) Format(f fmt.State, verb rune) {
+	if verb == 'q' {
+		fmt.Fprintf(f, "%q", c.String())
+		return
+	}
+	io.WriteString(f, c.String())
+}
+
+// redactUserinfo replaces what comes before the last '@' of a URL's
+// authority (a user and password) with "[redacted]"; it works on strings
+// that url.Parse rejects, too.
+func redactUserinfo(s string) string {
+	at := strings.LastIndex(s, "@")
+	if at < 0 {
+		return s
+	}
+	start := 0
+	if i := strings.Index(s, "://"); i >= 0 && i < at {
+		start = i + len("://")
+	}
+	return s[:start] + "[redacted]" + s[at:]
 }
 
 // object fills in the client's region.
@@ -382,12 +430,12 @@ func (c *COSClient) InspectZIP(ctx context.Context, obj COSObject, opt InspectOp
 		return &ZIPReport{Size: info.Size, ZIP64: end.zip64, BytesRead: ra.read(), Warnings: []ZIPWarning{{
 			Rule: "J5", Message: fmt.Sprintf("the central directory is %s; entries and entrypoint were not checked", humanBytes(int64(end.dirSize)))}}}, nil
 	}
-	rep, err := InspectZIPReader(ra, info.Size, opt)
+	rep, err := InspectZIPReaderContext(ctx, ra, info.Size, opt)
+	if err != nil && ctx.Err() != nil {
+		return nil, fmt.Errorf("inspecting %s: %w", obj.URI(), ctx.Err())
+	}
 	if rep != nil {
 		rep.BytesRead = ra.read()
-	}
-	if err != nil && ctx.Err() != nil {
-		return nil, ctx.Err()
 	}
 	return rep, err
 }
@@ -541,7 +589,8 @@ func (c *COSClient) WorkingDir(ctx context.Context, obj COSObject, opt WorkingDi
 	if opt.Expiry == 0 {
 		opt.Expiry = DefaultWorkingDirExpiry
 	}
-	if c.creds.IsZero() {
+	creds := c.creds()
+	if creds.IsZero() {
 		return "", errors.New("storage: presigning a working_dir URL needs COS credentials (COSOptions.Credentials or TENCENTCLOUD_SECRET_ID/KEY)")
 	}
 	obj, err := c.object(obj)
@@ -550,10 +599,10 @@ func (c *COSClient) WorkingDir(ctx context.Context, obj COSObject, opt WorkingDi
 	}
 	// A nil *PresignedURLOptions in the interface would be dereferenced.
 	var popt any
-	if c.creds.SessionToken != "" {
-		popt = &cos.PresignedURLOptions{Query: &url.Values{"x-cos-security-token": {c.creds.SessionToken}}}
+	if creds.SessionToken != "" {
+		popt = &cos.PresignedURLOptions{Query: &url.Values{"x-cos-security-token": {creds.SessionToken}}}
 	}
-	u, err := c.sdk(obj).Object.GetPresignedURL(ctx, http.MethodGet, obj.Key, c.creds.SecretID, c.creds.SecretKey, opt.Expiry, popt)
+	u, err := c.sdk(obj).Object.GetPresignedURL(ctx, http.MethodGet, obj.Key, creds.SecretID, creds.SecretKey, opt.Expiry, popt)
 	if err != nil {
 		return "", fmt.Errorf("storage: presign %s: %w", obj.URI(), err)
 	}
@@ -574,7 +623,7 @@ func CheckPackage(ctx context.Context, c *COSClient, pkg Package, opt InspectOpt
 	}
 	if pkg.Local != "" {
 		opt.Path = fp.Child("local")
-		return InspectZIP(pkg.Local, opt)
+		return InspectZIPContext(ctx, pkg.Local, opt)
 	}
 	if c == nil {
 		return nil, errors.New("storage: checking a package in COS needs a COSClient")

@@ -20,7 +20,10 @@ const (
 // a session token from STS). They never show in logs: String, GoString,
 // Format, MarshalText and MarshalJSON all redact them, so that printing a
 // value or an options struct holding one, or serialising it into a
-// Kubernetes object by mistake, does not leak the secret.
+// Kubernetes object by mistake, does not leak the secret. One exception
+// is fmt's own: %p of a value that is not a pointer (a Credentials or a
+// struct holding one) prints its fields before any method is asked, so
+// never print those with %p.
 type Credentials struct {
 	SecretID     string
 	SecretKey    string

@@ -1,8 +1,11 @@
 package storage
 
 import (
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -58,5 +61,78 @@ func TestCredentialsAreRedacted(t *testing.T) {
 	}
 	if (Credentials{}).String() != "Credentials{}" || !c.Temporary() || c.IsZero() {
 		t.Fatal("zero or temporary wrong")
+	}
+}
+
+// TestCOSClientIsRedacted: no format verb shows a client's secret key or
+// session token, whether the client is printed itself, in a struct, a
+// slice or a map, or (through reflection, as a logger might) as a struct
+// value field by field.
+func TestCOSClientIsRedacted(t *testing.T) {
+	t.Parallel()
+	creds := Credentials{SecretID: "AKIDabcdefgh1234", SecretKey: "super-secret-key", SessionToken: "session-token-xyz"}
+	c, err := NewCOSClient(COSOptions{Credentials: creds, Region: "ap-guangzhou", Endpoint: "https://cos.example.com:8443"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type holder struct {
+		Client *COSClient
+		client *COSClient
+		Opts   COSOptions
+	}
+	h := holder{Client: c, client: c, Opts: COSOptions{Credentials: creds}}
+	values := []any{c, h, &h, []*COSClient{c}, map[string]*COSClient{"c": c}, reflect.ValueOf(c).Elem()}
+	// fmt handles %p before any method: of a value that is not a pointer
+	// it prints the fields raw, which no method can redact.
+	pointers := []any{c, &h}
+	for _, verb := range []string{"%v", "%+v", "%#v", "%s", "%q", "%x", "%X", "%d", "%10.3v", "%-8s", "%o", "%t", "%p"} {
+		vs := values
+		if verb == "%p" {
+			vs = pointers
+		}
+		for i, v := range vs {
+			s := fmt.Sprintf(verb, v)
+			if strings.Contains(s, creds.SecretKey) || strings.Contains(s, creds.SessionToken) || strings.Contains(s, "AKIDabcdefgh") ||
+				strings.Contains(s, hex.EncodeToString([]byte(creds.SecretKey))) {
+				t.Fatalf("%s of value %d leaked: %s", verb, i, s)
+			}
+		}
+	}
+	if s := fmt.Sprintf("%#v", c); !strings.Contains(s, "ap-guangzhou") || !strings.Contains(s, "cos.example.com") || !strings.Contains(s, "[redacted]") {
+		t.Fatalf("%%#v = %s", s)
+	}
+	if s := fmt.Sprintf("%q", c); s != strconv.Quote(c.String()) {
+		t.Fatalf("%%q = %s", s)
+	}
+	if s := fmt.Sprint((*COSClient)(nil)); s != "COSClient(nil)" {
+		t.Fatalf("nil client = %s", s)
+	}
+}
+
+// TestNewCOSClientRedactsEndpoint: an endpoint's user and password never
+// show in NewCOSClient's error, also when the URL does not parse, and an
+// endpoint with them is refused.
+func TestNewCOSClientRedactsEndpoint(t *testing.T) {
+	t.Parallel()
+	for _, ep := range []string{
+		"https://admin:hunter2@cos.example.com",
+		"https://admin:hunter2@cos.example.com/path",
+		"https://admin:hunter2@cos.example.com:port",
+		"https://admin:hun/ter2@cos.example.com",
+		"ftp://admin:hunter2@cos.example.com",
+		"admin:hunter2@cos.example.com",
+		"https://hunter2@cos.example.com",
+	} {
+		_, err := NewCOSClient(COSOptions{Endpoint: ep, Anonymous: true})
+		if err == nil {
+			t.Errorf("%s accepted", ep)
+			continue
+		}
+		if strings.Contains(err.Error(), "hunter2") || strings.Contains(err.Error(), "ter2") || !strings.Contains(err.Error(), "[redacted]@cos.example.com") {
+			t.Errorf("%s: %v", ep, err)
+		}
+	}
+	if _, err := NewCOSClient(COSOptions{Endpoint: "http://127.0.0.1:9000/", Anonymous: true}); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -113,12 +113,16 @@ func (m Mount) Validate(p errs.Path, rule string) errs.List {
 }
 
 func hasDotDot(p string) bool {
-	for _, seg := range strings.Split(p, "/") {
+	for {
+		seg, rest, more := strings.Cut(p, "/")
 		if seg == ".." {
 			return true
 		}
+		if !more {
+			return false
+		}
+		p = rest
 	}
-	return false
 }
 
 func mountPathProblems(p errs.Path, rule, mp string) errs.List {

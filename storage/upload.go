@@ -121,7 +121,7 @@ func (c *COSClient) UploadPackage(ctx context.Context, file string, opt UploadOp
 		return nil, err
 	}
 	defer f.Close()
-	rep, err := InspectZIPReader(f, size, opt.Inspect)
+	rep, err := InspectZIPReaderContext(ctx, f, size, opt.Inspect)
 	if err != nil {
 		return nil, err
 	}

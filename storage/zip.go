@@ -3,15 +3,18 @@ package storage
 import (
 	"archive/zip"
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"os"
 	"path"
 	"regexp"
 	"strings"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/aidlc/dlc/errs"
 )
@@ -32,7 +35,18 @@ const (
 	// its comment, and maxEOCDSearch the last bytes that can hold it.
 	eocdLen       = 22
 	maxEOCDSearch = 0xFFFF + eocdLen
+	// maxDirCache is the largest central directory read into memory in
+	// one piece, so that archive/zip and the layout check share one read.
+	maxDirCache = 64 << 20
 )
+
+// zipLimits are the limits of one inspection: the exported constants,
+// smaller in tests.
+type zipLimits struct {
+	links, linkBytes, linkDepth int
+}
+
+var defaultZIPLimits = zipLimits{links: MaxSymlinks, linkBytes: MaxSymlinkBytes, linkDepth: MaxSymlinkDepth}
 
 // DataExtensions are file extensions of model weights and data sets. An
 // entry with one of them draws a J6 warning whatever its size.
@@ -98,11 +112,13 @@ func (w ZIPWarning) String() string {
 
 // ZIPReport is what an inspection found.
 type ZIPReport struct {
-	Size             int64      // size of the archive in bytes
-	Entries          []ZIPEntry // every entry, in directory order
-	Files            int        // entries that are not directories
-	UncompressedSize uint64     // sum of the entries' uncompressed sizes
-	ZIP64            bool       // the archive uses ZIP64 end records
+	Size    int64      // size of the archive in bytes
+	Entries []ZIPEntry // every entry, in directory order
+	Files   int        // entries that are not directories
+	// UncompressedSize is the sum of the sizes the files declare
+	// uncompressed; a sum over math.MaxUint64 is math.MaxUint64.
+	UncompressedSize uint64
+	ZIP64            bool // the archive uses ZIP64 end records
 	// Root is the single top-level directory that Ray strips when it
 	// unpacks the package as working_dir ("" when there is none); the
 	// entrypoint is looked up below it.
@@ -119,24 +135,40 @@ type ZIPReport struct {
 // InspectZIP checks a local job package (J5): the file exists, is a
 // regular file of at most MaxLocalPackageSize bytes and is a ZIP archive
 // whose entries are safe to unpack (no absolute paths, no '..', no
-// symlinks pointing out of the tree), and the entrypoint's script is in
-// it. It reads the end records and the central directory, not the entries'
-// data (except symlink targets, a few bytes each).
+// symlinks pointing out of the tree, no entries that overlap), and the
+// entrypoint's script is in it. It reads the end records and the central
+// directory, not the entries' data (except symlink targets, a few bytes
+// each). Its work is linear in the archive: symlinks are checked within
+// MaxSymlinks, MaxSymlinkBytes and MaxSymlinkDepth.
 //
 // Every problem is reported at once in an error for which
 // errors.Is(err, errs.ErrInvalid) holds, each a *errs.FieldError with a
 // field path and rule J5. Warnings (J6: large entries that belong in a
 // mount) do not fail the inspection.
 func InspectZIP(file string, opt InspectOptions) (*ZIPReport, error) {
+	return InspectZIPContext(context.Background(), file, opt)
+}
+
+// InspectZIPContext is InspectZIP with a context: when ctx is done the
+// inspection stops and returns an error wrapping ctx.Err().
+func InspectZIPContext(ctx context.Context, file string, opt InspectOptions) (*ZIPReport, error) {
 	if opt.Path == "" {
 		opt.Path = errs.NewPath("package").Child("local")
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, inspectCanceled(err)
 	}
 	f, size, err := openLocalPackage(file, opt.Path, MaxLocalPackageSize)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	return InspectZIPReader(f, size, opt)
+	return InspectZIPReaderContext(ctx, f, size, opt)
+}
+
+// inspectCanceled wraps the error of a done context.
+func inspectCanceled(err error) error {
+	return fmt.Errorf("inspecting the package: %w", err)
 }
 
 // openLocalPackage opens a local package file after checking that it is a
@@ -184,21 +216,38 @@ func pathErrText(err error) string {
 // as InspectZIP does for a file but without the local size limit (a
 // package in COS has none). It never reads outside [0, size).
 func InspectZIPReader(r io.ReaderAt, size int64, opt InspectOptions) (*ZIPReport, error) {
+	return InspectZIPReaderContext(context.Background(), r, size, opt)
+}
+
+// InspectZIPReaderContext is InspectZIPReader with a context: when ctx is
+// done the inspection stops, without reading further, and returns an
+// error wrapping ctx.Err().
+func InspectZIPReaderContext(ctx context.Context, r io.ReaderAt, size int64, opt InspectOptions) (*ZIPReport, error) {
+	return inspectZIP(ctx, r, size, opt, defaultZIPLimits)
+}
+
+func inspectZIP(ctx context.Context, r io.ReaderAt, size int64, opt InspectOptions, lim zipLimits) (*ZIPReport, error) {
 	if opt.Path == "" {
 		opt.Path = errs.NewPath("package")
 	}
 	if opt.EntrypointPath == "" {
 		opt.EntrypointPath = errs.NewPath("entrypoint")
 	}
-	cr := &boundedReaderAt{r: r, size: size}
-	rep, err := inspect(cr, size, opt)
+	if err := ctx.Err(); err != nil {
+		return nil, inspectCanceled(err)
+	}
+	cr := &boundedReaderAt{ctx: ctx, r: r, size: size}
+	rep, err := inspect(ctx, cr, size, opt, lim)
+	if err != nil && ctx.Err() != nil {
+		return nil, inspectCanceled(ctx.Err())
+	}
 	if rep != nil {
 		rep.BytesRead = cr.read()
 	}
 	return rep, err
 }
 
-func inspect(r *boundedReaderAt, size int64, opt InspectOptions) (*ZIPReport, error) {
+func inspect(ctx context.Context, r *boundedReaderAt, size int64, opt InspectOptions, lim zipLimits) (*ZIPReport, error) {
 	p := opt.Path
 	invalid := func(detail string) error {
 		return errs.List{errs.Invalid(p, "J5", nil, detail)}.ToError()
@@ -229,8 +278,22 @@ func inspect(r *boundedReaderAt, size int64, opt InspectOptions) (*ZIPReport, er
 	if err != nil {
 		return nil, invalid(err.Error())
 	}
+	// Read the directory in one piece when it lies before the tail: both
+	// archive/zip and the layout check read it.
+	tailOff := size - int64(len(tail))
+	if dirStart := end.endOffset - int64(end.dirSize); dirStart < tailOff && tailOff-dirStart <= maxDirCache {
+		b := make([]byte, tailOff-dirStart+int64(len(tail)))
+		if _, err := r.ReadAt(b[:tailOff-dirStart], dirStart); err != nil {
+			return nil, fmt.Errorf("reading the package: %w", err)
+		}
+		copy(b[tailOff-dirStart:], tail)
+		r.setTail(b, dirStart)
+	}
 	zr, err := zip.NewReader(r, size)
 	if err != nil && !errors.Is(err, zip.ErrInsecurePath) {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
 		return nil, invalid("not a valid ZIP archive: " + zipErrText(err))
 	}
 	rep := &ZIPReport{Size: size, ZIP64: end.zip64}
@@ -259,10 +322,30 @@ func inspect(r *boundedReaderAt, size int64, opt InspectOptions) (*ZIPReport, er
 	if large == 0 {
 		large = DefaultLargeEntry
 	}
+	// The layout: entries that share bytes or reach into the directory
+	// are refused, before any entry's data is read.
+	spans, dirStart, known, err := entrySpans(ctx, r, size, end, zr.File)
+	if err != nil {
+		return nil, err
+	}
+	readLinks := true
+	switch {
+	case !known:
+		problem("", "the central directory does not read the same way twice (a damaged or crafted archive); its layout cannot be checked")
+		readLinks = false
+	case layoutProblems(zr.File, spans, dirStart, problem):
+		readLinks = false
+	}
 	links := map[string]string{}
+	linkCount, linkBytes := 0, 0
 	seen := make(map[string]bool, len(zr.File))
 	rep.Entries = make([]ZIPEntry, 0, len(zr.File))
-	for _, f := range zr.File {
+	for i, f := range zr.File {
+		if i%256 == 0 {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+		}
 		e := ZIPEntry{Name: f.Name, Size: f.UncompressedSize64, CompressedSize: f.CompressedSize64, Mode: f.Mode()}
 		if bad := entryNameProblem(f.Name); bad != "" {
 			problem(f.Name, bad)
@@ -277,13 +360,31 @@ func inspect(r *boundedReaderAt, size int64, opt InspectOptions) (*ZIPReport, er
 		if f.Flags&0x1 != 0 {
 			problem(f.Name, "is encrypted; Ray cannot unpack encrypted entries")
 		}
-		if e.Mode&fs.ModeSymlink != 0 {
-			target, err := readSymlink(f)
-			if err != nil {
-				problem(f.Name, err.Error())
-			} else {
+		if e.Mode&fs.ModeSymlink != 0 && readLinks {
+			linkCount++
+			linkBytes += len(clean)
+			switch {
+			case linkCount > lim.links:
+				problem("", fmt.Sprintf("the archive holds more than %d symlinks, more than are checked (MaxSymlinks); Ray unpacks symlinks as regular files anyway, so package the files they point to instead", lim.links))
+				readLinks = false
+			case linkBytes > lim.linkBytes:
+				problem("", fmt.Sprintf("the names and targets of the archive's symlinks come to more than %d bytes, more than are checked (MaxSymlinkBytes); Ray unpacks symlinks as regular files anyway, so package the files they point to instead", lim.linkBytes))
+				readLinks = false
+			default:
+				target, err := readSymlink(f)
+				if err != nil {
+					if ctx.Err() != nil {
+						return nil, ctx.Err()
+					}
+					problem(f.Name, err.Error())
+					break
+				}
 				e.Symlink = target
 				links[clean] = target
+				if linkBytes += len(target); linkBytes > lim.linkBytes {
+					problem("", fmt.Sprintf("the names and targets of the archive's symlinks come to more than %d bytes, more than are checked (MaxSymlinkBytes); Ray unpacks symlinks as regular files anyway, so package the files they point to instead", lim.linkBytes))
+					readLinks = false
+				}
 			}
 		}
 		rep.Entries = append(rep.Entries, e)
@@ -291,24 +392,36 @@ func inspect(r *boundedReaderAt, size int64, opt InspectOptions) (*ZIPReport, er
 			continue
 		}
 		rep.Files++
-		rep.UncompressedSize += e.Size
+		rep.UncompressedSize = addSat(rep.UncompressedSize, e.Size)
 		switch ext := strings.ToLower(path.Ext(f.Name)); {
 		case large > 0 && e.Size > uint64(large):
 			warn(ZIPWarning{Entry: f.Name, Rule: "J6", Message: fmt.Sprintf(
-				"is %s uncompressed; large files such as weights and data sets belong in a COS or CFS mount, not in the package", humanBytes(int64(min(e.Size, 1<<62))))})
+				"declares %d bytes uncompressed (%s); large files such as weights and data sets belong in a COS or CFS mount, not in the package",
+				e.Size, humanBytes(int64(min(e.Size, math.MaxInt64))))})
 		case e.Size > 0 && isDataExt(ext):
 			warn(ZIPWarning{Entry: f.Name, Rule: "J6", Message: "looks like model weights or a data set (" + ext + "); those belong in a COS or CFS mount, not in the package"})
 		}
 	}
 	// Symlinks: every target must stay inside the tree, also when it is
-	// reached through other symlinks of the archive.
-	for _, name := range errs.SortedKeys(links) {
-		target := links[name]
-		if !linkStaysInside(links, name, target) {
-			problem(name, fmt.Sprintf("is a symlink to %q, which points out of the package", target))
-			continue
+	// reached through other symlinks of the archive. When they were not
+	// all read, the archive is refused already.
+	if readLinks && len(links) > 0 {
+		names := errs.SortedKeys(links)
+		targets := make([]string, len(names))
+		for i, n := range names {
+			targets[i] = links[n]
 		}
-		warn(ZIPWarning{Entry: name, Message: "is a symlink; Ray unpacks the package with Python's zipfile, which writes it as a regular file holding the link target"})
+		lr := newLinkResolver(ctx, names, targets, lim.linkDepth)
+		if err := lr.resolveAll(); err != nil {
+			return nil, err
+		}
+		for _, l := range lr.links {
+			if d := linkProblem(l, lim.linkDepth); d != "" {
+				problem(l.name, d)
+				continue
+			}
+			warn(ZIPWarning{Entry: l.name, Message: "is a symlink; Ray unpacks the package with Python's zipfile, which writes it as a regular file holding the link target"})
+		}
 	}
 	if rep.Files == 0 && len(problems) == 0 {
 		problem("", "the archive holds no files")
@@ -403,50 +516,33 @@ func readSymlink(f *zip.File) (string, error) {
 	return string(b), nil
 }
 
-// linkStaysInside reports whether the symlink name → target resolves to a
-// path inside the tree, following the archive's other symlinks as a file
-// system would (a link to "." makes "link/.." the parent of the root).
-func linkStaysInside(links map[string]string, name, target string) bool {
-	if strings.HasPrefix(target, "/") || strings.HasPrefix(target, `\`) ||
-		(len(target) >= 2 && target[1] == ':') {
-		return false
+// linkProblem says what is wrong with a resolved symlink, or "".
+func linkProblem(l symlink, depth int) string {
+	t := quoteTarget(l.target)
+	switch l.verdict {
+	case linkInside:
+		return ""
+	case linkOut:
+		return fmt.Sprintf("is a symlink to %s, which points out of the package", t)
+	case linkLoop:
+		return fmt.Sprintf("is a symlink to %s, which never resolves: it leads back to itself through the archive's symlinks", t)
+	case linkDeep:
+		return fmt.Sprintf("is a symlink to %s, which resolves through more than %d symlinks (MaxSymlinkDepth)", t, depth)
 	}
-	budget := 64 // symlinks followed in one resolution, like the kernel's 40
-	var resolve func(dir []string, rel string) ([]string, bool)
-	resolve = func(dir []string, rel string) ([]string, bool) {
-		cur := append([]string(nil), dir...)
-		for _, seg := range strings.Split(strings.ReplaceAll(rel, `\`, "/"), "/") {
-			switch seg {
-			case "", ".":
-				continue
-			case "..":
-				if len(cur) == 0 {
-					return nil, false
-				}
-				cur = cur[:len(cur)-1]
-				continue
-			}
-			cur = append(cur, seg)
-			t, isLink := links[strings.Join(cur, "/")]
-			if !isLink {
-				continue
-			}
-			if budget--; budget < 0 {
-				return nil, false
-			}
-			if strings.HasPrefix(t, "/") || strings.HasPrefix(t, `\`) || (len(t) >= 2 && t[1] == ':') {
-				return nil, false
-			}
-			var ok bool
-			if cur, ok = resolve(cur[:len(cur)-1], t); !ok {
-				return nil, false
-			}
-		}
-		return cur, true
+	return fmt.Sprintf("is a symlink to %s, which could not be resolved", t)
+}
+
+// quoteTarget quotes a link target for a message, shortened when long.
+func quoteTarget(t string) string {
+	const keep = 120
+	if len(t) <= keep {
+		return fmt.Sprintf("%q", t)
 	}
-	dir := strings.Split(name, "/")
-	_, ok := resolve(dir[:len(dir)-1], target)
-	return ok
+	cut := keep
+	for cut > 0 && !utf8.RuneStart(t[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%q… (%d bytes)", t[:cut], len(t))
 }
 
 // topLevelDir returns the single top-level directory of the entries, the
@@ -474,10 +570,12 @@ func topLevelDir(entries []ZIPEntry) string {
 	return top
 }
 
-// entryIndex answers "is this path in the archive" below a root.
+// entryIndex answers "is this file in the archive" and "is there a
+// top-level directory of this name" below a root. It is built in time
+// linear in the names, however deep they are.
 type entryIndex struct {
 	files map[string]bool
-	dirs  map[string]bool
+	dirs  map[string]bool // top-level directories only
 }
 
 func newEntryIndex(rep *ZIPReport) entryIndex {
@@ -491,13 +589,12 @@ func newEntryIndex(rep *ZIPReport) entryIndex {
 		if name == "" {
 			continue
 		}
-		if e.IsDir() {
-			ix.dirs[name] = true
-		} else {
-			ix.files[name] = true
+		top, _, nested := strings.Cut(name, "/")
+		if e.IsDir() || nested {
+			ix.dirs[top] = true
 		}
-		for d := path.Dir(name); d != "." && d != "/"; d = path.Dir(d) {
-			ix.dirs[d] = true
+		if !e.IsDir() {
+			ix.files[name] = true
 		}
 	}
 	return ix
@@ -741,16 +838,17 @@ func humanBytes(n int64) string {
 		return fmt.Sprintf("%d B", n)
 	}
 	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit && exp < 4; m /= unit {
+	for m := n / unit; m >= unit && exp < 5; m /= unit {
 		div *= unit
 		exp++
 	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTP"[exp])
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }
 
-// boundedReaderAt reads from r but never outside [0, size), and counts
-// what it read.
+// boundedReaderAt reads from r but never outside [0, size), counts what
+// it read, and stops reading once ctx is done.
 type boundedReaderAt struct {
+	ctx     context.Context
 	r       io.ReaderAt
 	size    int64
 	mu      sync.Mutex
@@ -768,6 +866,9 @@ func (b *boundedReaderAt) setTail(tail []byte, off int64) {
 }
 
 func (b *boundedReaderAt) ReadAt(p []byte, off int64) (int, error) {
+	if err := b.ctx.Err(); err != nil {
+		return 0, err
+	}
 	if off < 0 {
 		return 0, errors.New("negative offset")
 	}

@@ -3,8 +3,10 @@ package storage
 import (
 	"archive/zip"
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"math/rand/v2"
@@ -182,7 +184,7 @@ func TestInspectZIP(t *testing.T) {
 		{name: "symlink out, absolute", data: buildZIP(t, entry{name: "main.py"}, entry{name: "l", body: "/etc/passwd", link: true}), errPath: "package", errHas: "points out"},
 		{name: "symlink out, relative", data: buildZIP(t, entry{name: "a/main.py"}, entry{name: "a/l", body: "../../x", link: true}), errPath: "package", errHas: "points out"},
 		{name: "symlink out through a link to .", data: buildZIP(t, entry{name: "main.py"}, entry{name: "here", body: ".", link: true}, entry{name: "up", body: "here/..", link: true}), errPath: "package", errHas: "points out"},
-		{name: "symlink loop", data: buildZIP(t, entry{name: "main.py"}, entry{name: "a", body: "b/x", link: true}, entry{name: "b", body: "a/y", link: true}), errPath: "package", errHas: "points out"},
+		{name: "symlink loop", data: buildZIP(t, entry{name: "main.py"}, entry{name: "a", body: "b/x", link: true}, entry{name: "b", body: "a/y", link: true}), errPath: "package", errHas: "leads back to itself"},
 		{name: "symlink inside", data: buildZIP(t, entry{name: "bin/"}, entry{name: "lib/tool.py", body: "x"}, entry{name: "bin/tool", body: "../lib/tool.py", link: true}), warnHas: "symlink"},
 		{name: "stored symlink", data: buildZIP(t, entry{name: "lib/x", body: "x"}, entry{name: "l", body: "lib/x", link: true, store: true}), warnHas: "symlink"},
 		{name: "not a zip", data: []byte("just some text, long enough to be a file"), errPath: "package", errHas: "not a ZIP"},
@@ -394,25 +396,94 @@ func TestParseEntrypoint(t *testing.T) {
 	}
 }
 
-func TestLinkStaysInside(t *testing.T) {
+// resolveLinks resolves links with the default depth and returns each
+// one's verdict.
+func resolveLinks(t testing.TB, links map[string]string) map[string]linkVerdict {
+	t.Helper()
+	names := errs.SortedKeys(links)
+	targets := make([]string, len(names))
+	for i, n := range names {
+		targets[i] = links[n]
+	}
+	r := newLinkResolver(context.Background(), names, targets, MaxSymlinkDepth)
+	if err := r.resolveAll(); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]linkVerdict{}
+	for _, l := range r.links {
+		out[l.name] = l.verdict
+	}
+	return out
+}
+
+func TestLinkResolver(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
-		links  map[string]string
-		name   string
-		inside bool
+		links map[string]string
+		name  string
+		want  linkVerdict
 	}{
-		{map[string]string{"a": "b"}, "a", true},
-		{map[string]string{"d/a": "../b"}, "d/a", true},
-		{map[string]string{"d/a": "../../b"}, "d/a", false},
-		{map[string]string{"a": "/etc"}, "a", false},
-		{map[string]string{"a": `C:\x`}, "a", false},
-		{map[string]string{"s": "x/y", "t": "s/../.."}, "t", true}, // x/y/../.. is the root
-		{map[string]string{"s": ".", "t": "s/.."}, "t", false},
-		{map[string]string{"s": "t", "t": "s"}, "s", false}, // a loop never resolves
+		{map[string]string{"a": "b"}, "a", linkInside},
+		{map[string]string{"d/a": "../b"}, "d/a", linkInside},
+		{map[string]string{"d/a": "../../b"}, "d/a", linkOut},
+		{map[string]string{"a": "/etc"}, "a", linkOut},
+		{map[string]string{"a": `C:\x`}, "a", linkOut},
+		{map[string]string{"a": `x\..\..\y`}, "a", linkOut},
+		{map[string]string{"s": "x/y", "t": "s/../.."}, "t", linkInside}, // x/y/../.. is the root
+		{map[string]string{"s": ".", "t": "s/.."}, "t", linkOut},
+		{map[string]string{"s": "t", "t": "s"}, "s", linkLoop}, // a loop never resolves
+		{map[string]string{"s": "t", "t": "s"}, "t", linkLoop},
+		{map[string]string{"a": "b/x", "b": "a/y"}, "a", linkLoop},
+		{map[string]string{"l": "l/x"}, "l", linkLoop},
+		{map[string]string{"d/l": "../d/l/x"}, "d/l", linkLoop},
+		{map[string]string{"a": "d", "d/e": "../../x"}, "a", linkInside}, // a is not d/e
+		{map[string]string{"a": "d/e", "d/e": "../../x"}, "a", linkOut},  // through d/e, which points out
+		{map[string]string{"a": "d", "d/e": "../../x"}, "d/e", linkOut},
+		{map[string]string{"a": "b/../..", "b": "c/d"}, "a", linkInside}, // c/d/../.. is the root
+		{map[string]string{"up": "a/../..", "a": "."}, "up", linkOut},
 	}
 	for _, tc := range cases {
-		if got := linkStaysInside(tc.links, tc.name, tc.links[tc.name]); got != tc.inside {
-			t.Errorf("%v: %s inside = %v, want %v", tc.links, tc.name, got, tc.inside)
+		if got := resolveLinks(t, tc.links)[tc.name]; got != tc.want {
+			t.Errorf("%v: %s = %v, want %v", tc.links, tc.name, got, tc.want)
 		}
+	}
+}
+
+// TestLinkResolverDepth: a chain of MaxSymlinkDepth links resolves, one
+// more link does not, and neither do links whose fan-out follows more
+// than that; the links further down a too-long chain still resolve.
+func TestLinkResolverDepth(t *testing.T) {
+	t.Parallel()
+	chain := func(n int) map[string]string {
+		m := map[string]string{}
+		for i := range n - 1 {
+			m[fmt.Sprintf("l%03d", i)] = fmt.Sprintf("l%03d", i+1)
+		}
+		m[fmt.Sprintf("l%03d", n-1)] = "main.py"
+		return m
+	}
+	if v := resolveLinks(t, chain(MaxSymlinkDepth)); v["l000"] != linkInside {
+		t.Fatalf("chain of %d: %v", MaxSymlinkDepth, v["l000"])
+	}
+	v := resolveLinks(t, chain(MaxSymlinkDepth+1))
+	if v["l000"] != linkDeep || v["l001"] != linkInside {
+		t.Fatalf("chain of %d: first %v, second %v", MaxSymlinkDepth+1, v["l000"], v["l001"])
+	}
+	v = resolveLinks(t, chain(1000))
+	for name, got := range v {
+		var i int
+		fmt.Sscanf(name, "l%d", &i)
+		if want := map[bool]linkVerdict{true: linkDeep, false: linkInside}[1000-i > MaxSymlinkDepth]; got != want {
+			t.Fatalf("chain of 1000: %s = %v, want %v", name, got, want)
+		}
+	}
+	// f goes through g 21 times: 1 + 21×2 links.
+	fan := map[string]string{"g": "h", "h": "main.py", "f": strings.Repeat("g/../", 20) + "g"}
+	if v := resolveLinks(t, fan); v["f"] != linkDeep || v["g"] != linkInside {
+		t.Fatalf("fan: %v", v)
+	}
+	fan["f"] = strings.Repeat("g/../", 18) + "g" // 1 + 19×2 = 39
+	if v := resolveLinks(t, fan); v["f"] != linkInside {
+		t.Fatalf("fan of 39: %v", v)
 	}
 }
