@@ -83,20 +83,18 @@ func (s *countingStore) Delete(ctx context.Context, kind, id, version string) er
 	return s.Backend.Delete(ctx, kind, id, version)
 }
 
-// TestStoreCallsPerOperation counts the store calls each operation makes,
-// the background steps that finish it included, on the fake clock. The
-// bounds are the minimum each needs (see the README's table).
-func TestStoreCallsPerOperation(t *testing.T) {
+// countingClient is a client on the fake clock over a counting store, and
+// a settle that runs its steps until nothing is pending.
+func countingClient(t *testing.T) (*dlc.Client, *countingStore, func()) {
 	clk := backend.NewFakeClock(dlctest.Epoch)
 	cs := newCountingStore(memory.New(memory.Options{Clock: clk}), 0)
 	c, err := dlc.New(dlc.WithBackend(cs), dlc.WithClock(clk), dlc.WithWorkers(0))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
-	ctx := dlc.WithUser(t.Context(), "alice")
+	t.Cleanup(func() { _ = c.Close() })
 	settle := func() {
-		for range 1000 {
+		for range 10000 {
 			c.RunPending()
 			if clk.Pending() == 0 {
 				return
@@ -105,6 +103,16 @@ func TestStoreCallsPerOperation(t *testing.T) {
 		}
 		t.Fatal("did not settle")
 	}
+	return c, cs, settle
+}
+
+// TestStoreCallsPerOperation counts the store calls each operation makes,
+// the background steps that finish it included, on the fake clock. The
+// bounds are the minimum each needs (see the README's table).
+func TestStoreCallsPerOperation(t *testing.T) {
+	c, cs, settle := countingClient(t)
+	ctx := dlc.WithUser(t.Context(), "alice")
+	var err error
 	must := func(err error) {
 		t.Helper()
 		if err != nil {
@@ -172,24 +180,8 @@ func TestStoreCallsPerOperation(t *testing.T) {
 // a third when each ends, and nothing else per run.
 func TestPlacingWaitingRuns(t *testing.T) {
 	const waiting = 1000
-	clk := backend.NewFakeClock(dlctest.Epoch)
-	cs := newCountingStore(memory.New(memory.Options{Clock: clk}), 0)
-	c, err := dlc.New(dlc.WithBackend(cs), dlc.WithClock(clk), dlc.WithWorkers(0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c, cs, settle := countingClient(t)
 	ctx := t.Context()
-	settle := func() {
-		for range 10000 {
-			c.RunPending()
-			if clk.Pending() == 0 {
-				return
-			}
-			clk.Advance(10 * time.Millisecond)
-		}
-		t.Fatal("did not settle")
-	}
 	if _, err := c.ResourceGroups().Register(ctx, quota.Group{ID: "rg-1", Package: "pkg-1", Capacity: quota.Resources{MilliCPU: 64000, Memory: 256 * quota.GiB}}); err != nil {
 		t.Fatal(err)
 	}

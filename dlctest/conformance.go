@@ -231,7 +231,8 @@ func (s *suite) onDemand(c *dlc.Client, name, rg string, p int) *job.Record {
 	return rec
 }
 
-func (s *suite) jobOn(c *dlc.Client, name, clusterID, groupID string) *job.Record {
+// jobConfig is a job on an existing cluster (clusterID) or a group.
+func (s *suite) jobConfig(name, clusterID, groupID string) *job.Config {
 	s.t.Helper()
 	b := dlc.NewJob(name).COSPackage("cos://jobs-1250000000/wc.zip").Entrypoint("python main.py")
 	if clusterID != "" {
@@ -241,7 +242,12 @@ func (s *suite) jobOn(c *dlc.Client, name, clusterID, groupID string) *job.Recor
 	}
 	cfg, err := b.Build()
 	s.must(err)
-	rec, err := c.Jobs().Save(s.ctx(), cfg, dlc.SaveOptions{})
+	return cfg
+}
+
+func (s *suite) jobOn(c *dlc.Client, name, clusterID, groupID string) *job.Record {
+	s.t.Helper()
+	rec, err := c.Jobs().Save(s.ctx(), s.jobConfig(name, clusterID, groupID), dlc.SaveOptions{})
 	s.must(err)
 	return rec
 }
@@ -800,14 +806,7 @@ func story(t *testing.T, s *suite, b dlc.Backend) {
 }
 
 func (s *suite) jobOnRetry(c *dlc.Client, retry func(string, func() error), name, clusterID, groupID string) *job.Record {
-	b := dlc.NewJob(name).COSPackage("cos://jobs-1250000000/wc.zip").Entrypoint("python main.py")
-	if clusterID != "" {
-		b.OnCluster(clusterID)
-	} else {
-		b.OnGroup(groupID)
-	}
-	cfg, err := b.Build()
-	s.must(err)
+	cfg := s.jobConfig(name, clusterID, groupID)
 	var rec *job.Record
 	retry("save "+name, func() error {
 		var err error
