@@ -10,6 +10,24 @@
 // calls Memory.Settle or Memory.Clock.Advance, and memory.RayHooks decide
 // how clusters start and how runs end (outcome, message, log lines).
 // memory.StoreHooks intercept store writes, e.g. to make one conflict.
+// The fixture's clients run no reconciler goroutines: Settle runs their
+// queued steps in the test's goroutine between advances of the clock, so
+// a test takes the same steps every time. Memory.NewClient starts another
+// client on the same backend (a second replica, or a restarted process).
+//
+// # Conformance suite
+//
+// [RunConformance] runs the platform's behaviour against any backend: the
+// product rules through the public API, several clients on one store, a
+// restart, and a fault before and after each store write and Ray call of
+// every operation, injected by [Faulty], a wrapper any backend can be put
+// in. backend/memory runs it; so will every other backend:
+//
+//	func TestConformance(t *testing.T) {
+//		dlctest.RunConformance(t, dlctest.Harness{
+//			NewBackend: func(t *testing.T) dlc.Backend { return memory.New(memory.Options{}) },
+//		})
+//	}
 //
 // # Control plane
 //
