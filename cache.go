@@ -151,3 +151,9 @@ func (c *cache) count(kind, k, v string) int {
 	defer c.mu.RUnlock()
 	return len(c.idx[kind][pair(k, v)])
 }
+
+// cachedState returns the state label of kind/id as the cache has it, or "".
+func (c *Client) cachedState(kind, id string) string {
+	d, _ := c.cache.get(kind, id)
+	return d.Labels[labelState]
+}

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/aidlc/dlc/backend"
@@ -82,6 +84,8 @@ type options struct {
 	stepTime   time.Duration
 	cos        *storage.COSClient
 	workersSet bool
+	log        logr.Logger
+	registerer prometheus.Registerer
 }
 
 // WithBackend sets the backend; the default is a new memory backend.
@@ -160,14 +164,15 @@ func UserFrom(ctx context.Context) string {
 // and returns; reconcilers inside the client take each object the rest
 // of the way, retrying with backoff. Close stops them.
 type Client struct {
-	o      options
-	store  Store
-	ray    Provisioner
-	clock  backend.Clock
-	cat    cluster.Catalogs
-	policy scheduler.Policy
-	cache  *cache
-	queues *queues
+	o       options
+	store   Store
+	ray     Provisioner
+	clock   backend.Clock
+	cat     cluster.Catalogs
+	policy  scheduler.Policy
+	cache   *cache
+	queues  *queues
+	metrics *metrics // nil: none registered
 
 	queue   workqueue.TypedInterface[string]
 	limiter workqueue.TypedRateLimiter[string]
@@ -189,7 +194,7 @@ type Client struct {
 // client, or this process before a restart, left half-done is finished.
 func New(opts ...Option) (*Client, error) {
 	o := options{workers: 8, retries: 8, baseDelay: 10 * time.Millisecond, maxDelay: 30 * time.Second,
-		grace: 30 * time.Second, stepTime: 10 * time.Minute}
+		grace: 30 * time.Second, stepTime: 10 * time.Minute, log: logr.Discard()}
 	for _, f := range opts {
 		f(&o)
 	}
@@ -222,6 +227,16 @@ func New(opts ...Option) (*Client, error) {
 		cache: newCache(), queues: newQueues(scheduler.QueueOptions{MaxWait: o.maxWait}), ctx: ctx, cancel: cancel, failures: map[string]int{}, timers: map[string]timer{}, repaired: map[string]time.Time{},
 		queue:   workqueue.NewTyped[string](),
 		limiter: workqueue.NewTypedItemExponentialFailureRateLimiter[string](o.baseDelay, o.maxDelay)}
+	m, err := newMetrics(o.registerer, c)
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("dlc: registering metrics: %w", err)
+	}
+	if m != nil {
+		c.metrics = m
+		ib := instrumented{Backend: o.backend, m: m, log: o.log}
+		c.store, c.ray = ib, ib
+	}
 	snap, err := c.store.Watch(ctx, c.onChange)
 	if err != nil {
 		cancel()

@@ -645,11 +645,13 @@ func (c *Client) putCluster(ctx context.Context, next *cluster.Cluster, version 
 	if next.Live != nil {
 		next.QuotaGroup = next.Live.ResourceGroup
 	}
+	from := c.cachedState(kindCluster, next.ID)
 	v, err := c.update(ctx, kindCluster, next.ID, version, clusterLabels(next), next)
 	if err != nil {
 		return notFoundAs(err, "cluster", next.ID)
 	}
 	next.Version = v
+	c.logClusterChange(cluster.State(from), next)
 	return nil
 }
 

@@ -54,6 +54,11 @@ func BenchmarkRunQueued(b *testing.B) {
 func BenchmarkRunLifecycle(b *testing.B) {
 	m := dlctest.NewMemory(dlctest.MemoryOptions{})
 	defer m.Close()
+	lifecycleBench(b, m)
+}
+
+// lifecycleBench runs group-mode runs to success on a running cluster of m.
+func lifecycleBench(b *testing.B, m *dlctest.Memory) {
 	ctx := context.Background()
 	c := m.Client
 	_, _ = c.ResourceGroups().Register(ctx, quota.Group{ID: "rg", Package: "p", Capacity: quota.Resources{MilliCPU: 64000, Memory: 256 * quota.GiB}})

@@ -1,6 +1,7 @@
 package dlc
 
 import (
+	"strconv"
 	"strings"
 	"sync"
 
@@ -21,13 +22,14 @@ type queues struct {
 	maxWait scheduler.QueueOptions
 	byRG    map[string]*scheduler.Queue
 	rgOf    map[string]string          // pending run → its resource group
+	prioOf  map[string]int             // pending run → its priority
 	adds    map[string]map[string]bool // resource group → runs to push, read at the next pass
 	queued  map[string]map[string]bool // resource group → runs stored queued, not yet told to wait
 	held    map[string]map[string]bool // resource group → pending runs admitted at its last pass
 }
 
 func newQueues(o scheduler.QueueOptions) *queues {
-	return &queues{maxWait: o, byRG: map[string]*scheduler.Queue{}, rgOf: map[string]string{},
+	return &queues{maxWait: o, byRG: map[string]*scheduler.Queue{}, rgOf: map[string]string{}, prioOf: map[string]int{},
 		adds: map[string]map[string]bool{}, queued: map[string]map[string]bool{}, held: map[string]map[string]bool{}}
 }
 
@@ -45,6 +47,7 @@ func (q *queues) observe(d backend.Doc, deleted bool) {
 	switch {
 	case pending && !known:
 		q.rgOf[d.ID] = rg
+		q.prioOf[d.ID], _ = strconv.Atoi(d.Labels[labelPriority])
 		set(q.adds, rg)[d.ID] = true
 		if d.Labels[labelState] == string(job.Queued) {
 			set(q.queued, rg)[d.ID] = true
@@ -52,6 +55,7 @@ func (q *queues) observe(d backend.Doc, deleted bool) {
 	case !pending && known:
 		rg := q.rgOf[d.ID]
 		delete(q.rgOf, d.ID)
+		delete(q.prioOf, d.ID)
 		delete(q.adds[rg], d.ID)
 		delete(q.queued[rg], d.ID)
 		if qu := q.byRG[rg]; qu != nil {
@@ -80,18 +84,43 @@ func (q *queues) take(rg string, item func(runID string) (scheduler.Item, bool))
 		queued = append(queued, id)
 	}
 	delete(q.queued, rg)
+	qu := q.queue(rg)
+	q.mu.Unlock()
+	q.pushAll(rg, adds, item)
+	return qu, queued
+}
+
+// queue returns rg's queue, made if need be; the caller holds q.mu.
+func (q *queues) queue(rg string) *scheduler.Queue {
 	qu := q.byRG[rg]
 	if qu == nil {
 		qu = scheduler.NewQueue(q.maxWait)
 		q.byRG[rg] = qu
 	}
-	q.mu.Unlock()
-	for id := range adds {
+	return qu
+}
+
+func (q *queues) pushAll(rg string, ids map[string]bool, item func(string) (scheduler.Item, bool)) {
+	for id := range ids {
 		if it, ok := item(id); ok {
 			q.push(rg, it)
 		}
 	}
-	return qu, queued
+}
+
+// order returns rg's queue in admission order, its newly pending runs
+// pushed first (as take does, leaving the runs stored queued for the
+// quota reconciler).
+func (q *queues) order(rg string, item func(string) (scheduler.Item, bool)) []scheduler.Item {
+	q.mu.Lock()
+	adds := q.adds[rg]
+	delete(q.adds, rg)
+	q.queue(rg)
+	q.mu.Unlock()
+	q.pushAll(rg, adds, item)
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.byRG[rg].Items()
 }
 
 // push puts a run (back) in rg's queue if it is still pending there.
@@ -134,4 +163,23 @@ func (q *queues) swapHeld(rg string, now map[string]bool) map[string]bool {
 	prev := q.held[rg]
 	q.held[rg] = now
 	return prev
+}
+
+type rgPriority struct {
+	rg       string
+	priority int
+}
+
+// counts returns how many runs wait, admitted ones not counted, per
+// resource group and priority.
+func (q *queues) counts() map[rgPriority]int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	out := map[rgPriority]int{}
+	for id, rg := range q.rgOf {
+		if !q.held[rg][id] {
+			out[rgPriority{rg, q.prioOf[id]}]++
+		}
+	}
+	return out
 }

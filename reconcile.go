@@ -122,11 +122,14 @@ func (c *Client) process(key string) {
 	}
 	// A conflict means the object moved on: read it again at once, with a
 	// short backoff, and do not count it as a failure.
+	c.metrics.retried(kind)
 	if !errors.Is(err, errs.ErrConflict) {
+		c.metrics.failed(kind)
 		c.mu.Lock()
 		c.failures[key]++
 		n := c.failures[key]
 		c.mu.Unlock()
+		c.o.log.Error(err, "reconcile step failed", kindKey(kind), id, "attempt", n, "retries", c.o.retries)
 		if n > c.o.retries {
 			if gerr := c.giveUp(ctx, kind, id, err); gerr == nil {
 				c.mu.Lock()
@@ -185,4 +188,13 @@ func (c *Client) giveUp(ctx context.Context, kind, id string, cause error) error
 		return c.failRun(ctx, id, why)
 	}
 	return cause // a resource group's step has no state to fall back to: retry
+}
+
+// kindKey is the log key that names an object of kind.
+func kindKey(kind string) string {
+	switch kind {
+	case kindRG:
+		return "resourceGroup"
+	}
+	return kind
 }

@@ -113,6 +113,7 @@ func (c *Client) reconcileDelete(ctx context.Context, cl *cluster.Cluster) (time
 	if err := c.store.Delete(ctx, kindCluster, cl.ID, cl.Version); err != nil && !errs.IsNotFound(err) {
 		return 0, err
 	}
+	c.o.log.Info("cluster deleted", "cluster", cl.ID, "state", "gone", "from", string(cl.State))
 	return 0, nil
 }
 

@@ -167,13 +167,7 @@ func (c *Client) reconcileQuota(ctx context.Context, id string) (time.Duration, 
 		delete(c.repaired, id) // look again when the young one is old enough
 		c.mu.Unlock()
 	}
-	item := func(runID string) (scheduler.Item, bool) {
-		r, err := c.getRun(runID)
-		if err != nil || (r.State != job.Queued && r.State != job.Waiting) {
-			return scheduler.Item{}, false
-		}
-		return scheduler.Item{RunID: r.ID, Priority: r.Priority, Seq: r.Seq, Enqueued: r.SubmittedAt, Demand: r.Demand}, true
-	}
+	item := c.queueItem
 	q, queued := c.queues.take(id, item)
 	// A run that holds a reservation here is admitted: out of the queue,
 	// and on its way to its cluster. One whose reservation went (released
@@ -214,6 +208,8 @@ func (c *Client) reconcileQuota(ctx context.Context, id string) (time.Duration, 
 	for _, it := range admitted {
 		in[it.RunID] = true
 		c.enqueue(kindRun + "/" + it.RunID)
+		c.metrics.admitted(id, now.Sub(it.Enqueued))
+		c.o.log.V(1).Info("run admitted", "run", it.RunID, "resourceGroup", id, "priority", it.Priority, "reserved", it.Demand.String())
 	}
 	// The rest of the newly queued wait for quota, and say so (J18).
 	for i, runID := range queued {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"time"
 
 	"github.com/aidlc/dlc/cluster"
@@ -53,10 +54,14 @@ const (
 	targetRG      = "rg."
 	labelOn       = "on" // the cluster it was placed on
 	labelJob      = "job"
+	labelPriority = "priority" // an on-demand run's
 )
 
 func runLabels(r *job.Run) map[string]string {
 	l := map[string]string{labelJob: r.JobID, labelState: string(r.State)}
+	if r.Config.OnDemand != nil {
+		l[labelPriority] = strconv.Itoa(r.Priority)
+	}
 	switch {
 	case r.State == job.Queued || r.State == job.Waiting:
 		l[labelPhase] = phasePending
@@ -129,6 +134,7 @@ func (s *RunService) Create(ctx context.Context, jobID string, opts RunOptions) 
 		return nil, err
 	}
 	r.Version = v
+	c.logRunChange("", r)
 	return r, nil
 }
 
@@ -252,11 +258,13 @@ func (c *Client) RunJob(ctx context.Context, jobID, requestID string) (*job.Run,
 
 // putRun stores next over version and sets its new version.
 func (c *Client) putRun(ctx context.Context, next *job.Run, version string) error {
+	from := c.cachedState(kindRun, next.ID)
 	v, err := c.update(ctx, kindRun, next.ID, version, runLabels(next), next)
 	if err != nil {
 		return notFoundAs(err, "run", next.ID)
 	}
 	next.Version = v
+	c.logRunChange(job.RunState(from), next)
 	return nil
 }
 

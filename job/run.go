@@ -201,6 +201,41 @@ type Observation struct {
 	EndedAt   time.Time // when it ended, if it has
 }
 
+// Pending says why a run waits and where (J18): for an on-demand run, its
+// place in its resource group's queue and what quota it lacks; for a run
+// on a cluster or a group, the clusters it waits for and their states.
+type Pending struct {
+	RunID   string     `json:"runID"`
+	State   RunState   `json:"state"`
+	Reason  WaitReason `json:"reason,omitempty"`
+	Message string     `json:"message,omitempty"`
+	// ResourceGroup is an on-demand run's resource group.
+	ResourceGroup string `json:"resourceGroup,omitempty"`
+	// Position is the run's 1-based place in its resource group's
+	// admission order (priority, then submission); 0 once admitted. A
+	// smaller run behind a head that does not fit may still go first.
+	Position int `json:"position,omitempty"`
+	// Ahead is how many runs are before it in that order.
+	Ahead int `json:"ahead"`
+	// Needs is what admitting it reserves; Allocatable what the resource
+	// group can allocate now.
+	Needs       quota.Resources `json:"needs,omitzero"`
+	Allocatable quota.Resources `json:"allocatable,omitzero"`
+	// Lacks says it in words, e.g. "needs cpu=8 memory=32Gi gpu=0;
+	// allocatable cpu=4 memory=64Gi gpu=0".
+	Lacks string `json:"lacks,omitempty"`
+	// Clusters are the cluster (cluster mode) or the members (group mode)
+	// it waits for, with their states.
+	Clusters []ClusterWait `json:"clusters,omitempty"`
+}
+
+// ClusterWait is a cluster a run waits for, and its state.
+type ClusterWait struct {
+	ID    string `json:"id"`
+	Name  string `json:"name"`
+	State string `json:"state"`
+}
+
 // Submitter saves a job config and starts a run of it; *dlc.Client is
 // one. A non-empty requestID makes each call idempotent: a retry with the
 // same id returns what the first call made.

@@ -1,0 +1,342 @@
+package dlc
+
+import (
+	"context"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/aidlc/dlc/backend"
+	"github.com/aidlc/dlc/cluster"
+	"github.com/aidlc/dlc/errs"
+	"github.com/aidlc/dlc/job"
+	"github.com/aidlc/dlc/quota"
+)
+
+// WithLogger sets the logger the client's services and reconcilers write
+// to (default: discard). It logs one line per state change (V(0)) and per
+// failed step (an error, with the retry it schedules), with the keys
+// cluster, run, job, resourceGroup, state and reason; errors are values.
+// V(1) adds each admission and each backend call that failed. It never
+// logs a spec, a credential or a URL.
+func WithLogger(l logr.Logger) Option { return func(o *options) { o.log = l } }
+
+// WithMetrics registers the client's Prometheus metrics with r (for
+// example controller-runtime's metrics.Registry); by default none are
+// registered. Labels are bounded: resource groups, priorities, states,
+// kinds and operations, never a run or cluster id. See the README's
+// "Operating it" for the list.
+func WithMetrics(r prometheus.Registerer) Option { return func(o *options) { o.registerer = r } }
+
+// metrics are the client's Prometheus metrics; nil when none were asked
+// for, and every method is then a no-op.
+type metrics struct {
+	admissionWait  *prometheus.HistogramVec
+	clusterStart   *prometheus.HistogramVec
+	runDuration    *prometheus.HistogramVec
+	runsFinished   *prometheus.CounterVec
+	reconcileErrs  *prometheus.CounterVec
+	retries        *prometheus.CounterVec
+	backendLatency *prometheus.HistogramVec
+	backendErrs    *prometheus.CounterVec
+}
+
+func newMetrics(r prometheus.Registerer, c *Client) (*metrics, error) {
+	if r == nil {
+		return nil, nil
+	}
+	m := &metrics{
+		admissionWait: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "dlc_admission_wait_seconds",
+			Help:    "Time an on-demand run waited in its resource group's queue before it was admitted.",
+			Buckets: prometheus.ExponentialBuckets(0.01, 4, 10)}, []string{"resource_group"}),
+		clusterStart: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "dlc_cluster_start_seconds",
+			Help:    "Time from a cluster's start to Ray running it.",
+			Buckets: prometheus.ExponentialBuckets(0.01, 4, 10)}, []string{"on_demand"}),
+		runDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "dlc_run_duration_seconds",
+			Help:    "Time runs ran, from their driver's start to their end, by terminal state.",
+			Buckets: prometheus.ExponentialBuckets(0.01, 4, 12)}, []string{"state"}),
+		runsFinished: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "dlc_runs_finished_total",
+			Help: "Runs that ended, by terminal state."}, []string{"state"}),
+		reconcileErrs: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "dlc_reconcile_errors_total",
+			Help: "Reconcile steps that failed, by object kind."}, []string{"kind"}),
+		retries: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "dlc_reconcile_retries_total",
+			Help: "Reconcile steps queued again after a failure or a conflict, by object kind."}, []string{"kind"}),
+		backendLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "dlc_backend_call_duration_seconds",
+			Help:    "Latency of the backend's store and Ray calls, by operation.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 4, 10)}, []string{"operation"}),
+		backendErrs: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "dlc_backend_call_errors_total",
+			Help: "Backend calls that failed, by operation."}, []string{"operation"}),
+	}
+	for _, col := range []prometheus.Collector{m.admissionWait, m.clusterStart, m.runDuration, m.runsFinished,
+		m.reconcileErrs, m.retries, m.backendLatency, m.backendErrs, stateCollector{c}} {
+		if err := r.Register(col); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+func (m *metrics) admitted(rg string, wait time.Duration) {
+	if m != nil {
+		m.admissionWait.WithLabelValues(rg).Observe(wait.Seconds())
+	}
+}
+
+func (m *metrics) clusterStarted(temporary bool, took time.Duration) {
+	if m != nil {
+		od := "false"
+		if temporary {
+			od = "true"
+		}
+		m.clusterStart.WithLabelValues(od).Observe(took.Seconds())
+	}
+}
+
+func (m *metrics) runEnded(r *job.Run) {
+	if m == nil {
+		return
+	}
+	m.runsFinished.WithLabelValues(string(r.State)).Inc()
+	if !r.StartedAt.IsZero() {
+		m.runDuration.WithLabelValues(string(r.State)).Observe(r.FinishedAt.Sub(r.StartedAt).Seconds())
+	}
+}
+
+func (m *metrics) failed(kind string) {
+	if m != nil {
+		m.reconcileErrs.WithLabelValues(kind).Inc()
+	}
+}
+
+func (m *metrics) retried(kind string) {
+	if m != nil {
+		m.retries.WithLabelValues(kind).Inc()
+	}
+}
+
+func (m *metrics) call(op string, start time.Time, err error) {
+	if m == nil {
+		return
+	}
+	m.backendLatency.WithLabelValues(op).Observe(time.Since(start).Seconds())
+	if err != nil {
+		m.backendErrs.WithLabelValues(op).Inc()
+	}
+}
+
+// stateCollector reports, at each scrape, what the client's cache holds
+// of the stored state: pending runs by resource group and priority, and
+// each resource group's capacity and reservations. Every replica reports
+// the same, read from the same store.
+type stateCollector struct{ c *Client }
+
+var (
+	pendingDesc = prometheus.NewDesc("dlc_pending_runs",
+		"On-demand runs waiting in a resource group's queue, by priority.", []string{"resource_group", "priority"}, nil)
+	reservedDesc = prometheus.NewDesc("dlc_quota_reserved",
+		"What a resource group has reserved, by resource (cpu in cores, memory in bytes, gpu).", []string{"resource_group", "resource"}, nil)
+	oldestDesc = prometheus.NewDesc("dlc_oldest_pending_seconds",
+		"How long the longest-waiting on-demand run of a resource group has waited for quota.", []string{"resource_group"}, nil)
+	capacityDesc = prometheus.NewDesc("dlc_quota_capacity",
+		"A resource group's capacity, by resource (cpu in cores, memory in bytes, gpu).", []string{"resource_group", "resource"}, nil)
+)
+
+// Describe implements prometheus.Collector.
+func (s stateCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- pendingDesc
+	ch <- oldestDesc
+	ch <- reservedDesc
+	ch <- capacityDesc
+}
+
+// Collect implements prometheus.Collector.
+func (s stateCollector) Collect(ch chan<- prometheus.Metric) {
+	for key, n := range s.c.queues.counts() {
+		ch <- prometheus.MustNewConstMetric(pendingDesc, prometheus.GaugeValue, float64(n), key.rg, itoa(key.priority))
+	}
+	now := s.c.clock.Now()
+	for _, d := range s.c.cache.selectDocs(kindRG, nil) {
+		a, _, err := cached[quota.Account](s.c, kindRG, d.ID)
+		if err != nil {
+			continue
+		}
+		var oldest time.Time
+		for _, it := range s.c.queues.order(a.ID, s.c.queueItem) {
+			if _, held := a.Holders[odClusterID(it.RunID)]; !held && (oldest.IsZero() || it.Enqueued.Before(oldest)) {
+				oldest = it.Enqueued
+			}
+		}
+		if !oldest.IsZero() {
+			ch <- prometheus.MustNewConstMetric(oldestDesc, prometheus.GaugeValue, now.Sub(oldest).Seconds(), a.ID)
+		}
+		for _, x := range []struct {
+			desc *prometheus.Desc
+			r    quota.Resources
+		}{{reservedDesc, a.Reserved()}, {capacityDesc, a.Capacity}} {
+			ch <- prometheus.MustNewConstMetric(x.desc, prometheus.GaugeValue, float64(x.r.MilliCPU)/1000, a.ID, "cpu")
+			ch <- prometheus.MustNewConstMetric(x.desc, prometheus.GaugeValue, float64(x.r.Memory), a.ID, "memory")
+			ch <- prometheus.MustNewConstMetric(x.desc, prometheus.GaugeValue, float64(x.r.GPU), a.ID, "gpu")
+		}
+	}
+}
+
+func itoa(n int) string {
+	if n >= 0 && n < 10 {
+		return string(rune('0' + n))
+	}
+	return "other"
+}
+
+// logClusterChange writes one line for a cluster that moved from one
+// state to another.
+func (c *Client) logClusterChange(from cluster.State, cl *cluster.Cluster) {
+	if from == cl.State {
+		return
+	}
+	kv := []any{"cluster", cl.ID, "state", string(cl.State), "from", string(from)}
+	if cl.Reason != "" {
+		kv = append(kv, "reason", cl.Reason)
+	}
+	if cl.QuotaGroup != "" {
+		kv = append(kv, "resourceGroup", cl.QuotaGroup)
+	}
+	c.o.log.Info("cluster state changed", kv...)
+	if from == cluster.Starting && cl.State == cluster.Running {
+		c.metrics.clusterStarted(cl.Temporary, c.clock.Now().Sub(c.startedAt(cl)))
+	}
+}
+
+// startedAt is when the cluster's current start was asked for: the time
+// of the last start entry in its log.
+func (c *Client) startedAt(cl *cluster.Cluster) time.Time {
+	for i := len(cl.Events) - 1; i >= 0; i-- {
+		if e := cl.Events[i]; e.Action == "start" || e.Action == "create" {
+			return e.Time
+		}
+	}
+	return cl.CreatedAt
+}
+
+// logRunChange writes one line for a run that moved from one state to
+// another, and counts an ended one.
+func (c *Client) logRunChange(from job.RunState, r *job.Run) {
+	if from == r.State {
+		return
+	}
+	kv := []any{"run", r.ID, "job", r.JobID, "state", string(r.State), "from", string(from)}
+	if r.WaitReason != "" {
+		kv = append(kv, "reason", string(r.WaitReason))
+	} else if r.Message != "" && r.State.Terminal() {
+		kv = append(kv, "reason", r.Message)
+	}
+	if od := r.Config.OnDemand; od != nil {
+		kv = append(kv, "resourceGroup", od.ResourceGroup)
+	}
+	if r.ClusterID != "" {
+		kv = append(kv, "cluster", r.ClusterID)
+	}
+	c.o.log.Info("run state changed", kv...)
+	if r.State.Terminal() {
+		c.metrics.runEnded(r)
+	}
+}
+
+// instrumented times and counts every call of a backend.
+type instrumented struct {
+	Backend
+	m   *metrics
+	log logr.Logger
+}
+
+func (b instrumented) done(op string, start time.Time, err error) {
+	b.m.call(op, start, err)
+	if err != nil {
+		b.log.V(1).Info("backend call failed", "operation", op, "error", err)
+	}
+}
+
+func (b instrumented) Get(ctx context.Context, kind, id string) (backend.Doc, error) {
+	t := time.Now()
+	d, err := b.Backend.Get(ctx, kind, id)
+	b.done("store_get", t, ignoreNotFound(err))
+	return d, err
+}
+
+func (b instrumented) List(ctx context.Context, kind string, sel map[string]string) ([]backend.Doc, error) {
+	t := time.Now()
+	d, err := b.Backend.List(ctx, kind, sel)
+	b.done("store_list", t, err)
+	return d, err
+}
+
+func (b instrumented) Create(ctx context.Context, d backend.Doc) (string, error) {
+	t := time.Now()
+	v, err := b.Backend.Create(ctx, d)
+	b.done("store_create", t, err)
+	return v, err
+}
+
+func (b instrumented) Update(ctx context.Context, d backend.Doc) (string, error) {
+	t := time.Now()
+	v, err := b.Backend.Update(ctx, d)
+	b.done("store_update", t, err)
+	return v, err
+}
+
+func (b instrumented) Delete(ctx context.Context, kind, id, version string) error {
+	t := time.Now()
+	err := b.Backend.Delete(ctx, kind, id, version)
+	b.done("store_delete", t, ignoreNotFound(err))
+	return err
+}
+
+func (b instrumented) ApplyCluster(ctx context.Context, cl *cluster.Cluster) error {
+	t := time.Now()
+	err := b.Backend.ApplyCluster(ctx, cl)
+	b.done("ray_apply_cluster", t, err)
+	return err
+}
+
+func (b instrumented) DeleteCluster(ctx context.Context, id string) error {
+	t := time.Now()
+	err := b.Backend.DeleteCluster(ctx, id)
+	b.done("ray_delete_cluster", t, err)
+	return err
+}
+
+func (b instrumented) ClusterStatus(ctx context.Context, id string) (cluster.Observation, error) {
+	t := time.Now()
+	o, err := b.Backend.ClusterStatus(ctx, id)
+	b.done("ray_cluster_status", t, ignoreNotFound(err))
+	return o, err
+}
+
+func (b instrumented) SubmitRun(ctx context.Context, r *job.Run, cl *cluster.Cluster) error {
+	t := time.Now()
+	err := b.Backend.SubmitRun(ctx, r, cl)
+	b.done("ray_submit_run", t, err)
+	return err
+}
+
+func (b instrumented) StopRun(ctx context.Context, id string) error {
+	t := time.Now()
+	err := b.Backend.StopRun(ctx, id)
+	b.done("ray_stop_run", t, err)
+	return err
+}
+
+func (b instrumented) RunStatus(ctx context.Context, id string) (job.Observation, error) {
+	t := time.Now()
+	o, err := b.Backend.RunStatus(ctx, id)
+	b.done("ray_run_status", t, ignoreNotFound(err))
+	return o, err
+}
+
+// ignoreNotFound: a missing object is an answer, not a failed call.
+func ignoreNotFound(err error) error {
+	if errs.IsNotFound(err) {
+		return nil
+	}
+	return err
+}

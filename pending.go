@@ -1,0 +1,104 @@
+package dlc
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/aidlc/dlc/errs"
+	"github.com/aidlc/dlc/job"
+	"github.com/aidlc/dlc/quota"
+	"github.com/aidlc/dlc/scheduler"
+)
+
+// Pending says why a waiting run waits and where (J18): an on-demand
+// run's position in its resource group's queue, how many runs are ahead,
+// and what quota it lacks; a run on a cluster or a group, the clusters it
+// waits for and in what state. The queue is derived from the stored runs,
+// so every client over the store answers the same. A run that no longer
+// waits is a *StateError.
+func (s *RunService) Pending(ctx context.Context, id string) (*job.Pending, error) {
+	c := s.c
+	r, err := s.Get(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if r.State != job.Queued && r.State != job.Waiting {
+		return nil, &errs.StateError{Kind: "run", ID: id, Op: "say why it waits", State: string(r.State),
+			Allowed: []string{string(job.Queued), string(job.Waiting)}}
+	}
+	p := &job.Pending{RunID: r.ID, State: r.State, Reason: r.WaitReason, Message: r.Message}
+	switch r.Config.Mode() {
+	case job.ClusterMode:
+		if cl, err := c.getCluster(r.Config.Cluster); err == nil {
+			p.Clusters = []job.ClusterWait{{ID: cl.ID, Name: cl.Spec.Name, State: string(cl.State)}}
+		}
+	case job.GroupMode:
+		members, err := c.listClusters(map[string]string{groupLabel + r.Config.Group: "1"})
+		if err != nil {
+			return nil, err
+		}
+		for _, cl := range members {
+			p.Clusters = append(p.Clusters, job.ClusterWait{ID: cl.ID, Name: cl.Spec.Name, State: string(cl.State)})
+		}
+	case job.OnDemandMode:
+		all, err := s.c.ResourceGroups().Pending(ctx, r.Config.OnDemand.ResourceGroup)
+		if err != nil {
+			return nil, err
+		}
+		for i := range all {
+			if all[i].RunID == id {
+				return &all[i], nil
+			}
+		}
+		// Admitted: its reservation is made and its cluster on the way.
+		p.ResourceGroup = r.Config.OnDemand.ResourceGroup
+		p.Needs = r.Demand
+		p.Message = "admitted: its on-demand cluster is starting"
+	}
+	return p, nil
+}
+
+// Pending lists the runs waiting in a resource group's queue in admission
+// order (priority, then submission), each with its position, as Kueue's
+// visibility API does. Admitted runs are not listed.
+func (s *ResourceGroupService) Pending(ctx context.Context, rg string) ([]job.Pending, error) {
+	c := s.c
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	a, _, err := cached[quota.Account](c, kindRG, rg)
+	if err != nil {
+		return nil, notFoundAs(err, "resource group", rg)
+	}
+	items := c.queues.order(rg, c.queueItem)
+	free := a.Allocatable()
+	out := make([]job.Pending, 0, len(items))
+	for _, it := range items {
+		if _, held := a.Holders[odClusterID(it.RunID)]; held {
+			continue
+		}
+		r, err := c.getRun(it.RunID)
+		if err != nil {
+			continue
+		}
+		p := job.Pending{RunID: r.ID, State: r.State, Reason: r.WaitReason, Message: r.Message, ResourceGroup: rg,
+			Position: len(out) + 1, Ahead: len(out), Needs: it.Demand, Allocatable: free}
+		if it.Demand.Fits(free) {
+			p.Lacks = fmt.Sprintf("fits: needs %s; allocatable %s", it.Demand, free)
+		} else {
+			p.Lacks = fmt.Sprintf("needs %s; allocatable %s", it.Demand, free)
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// queueItem is a pending on-demand run's entry in its resource group's
+// queue, or false when it no longer waits.
+func (c *Client) queueItem(runID string) (scheduler.Item, bool) {
+	r, err := c.getRun(runID)
+	if err != nil || (r.State != job.Queued && r.State != job.Waiting) {
+		return scheduler.Item{}, false
+	}
+	return scheduler.Item{RunID: r.ID, Priority: r.Priority, Seq: r.Seq, Enqueued: r.SubmittedAt, Demand: r.Demand}, true
+}
