@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -365,5 +366,53 @@ func waitFor(t *testing.T, d time.Duration, ok func() bool) {
 			t.Fatal("timed out waiting")
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// AddMembers is all or none: a conflict on one cluster is read again and
+// retried, and a failure that does not go away puts back the clusters
+// already changed.
+func TestAddMembersAllOrNone(t *testing.T) {
+	var failing atomic.Value // the cluster id whose updates fail, and how
+	failing.Store([2]string{})
+	f := newFixture(t, dlctest.MemoryOptions{Store: memory.StoreHooks{
+		Write: func(ctx context.Context, w memory.Write, next func(context.Context) (string, error)) (string, error) {
+			if f := failing.Load().([2]string); w.Op == memory.OpUpdate && w.Doc.ID == f[0] {
+				if f[1] == "conflict-once" {
+					failing.Store([2]string{})
+					return "", errs.Conflict(w.Doc.Kind, w.Doc.ID, "injected")
+				}
+				return "", errs.Unavailable("update "+w.Doc.ID, errors.New("injected"))
+			}
+			return next(ctx)
+		}}})
+	a, err := f.c.Clusters().Create(f.ctx, f.spec("a", 1, 1))
+	f.must(err)
+	b, err := f.c.Clusters().Create(f.ctx, f.spec("b", 1, 1))
+	f.must(err)
+	f.settle()
+	g1, err := f.c.Groups().Create(f.ctx, "g-one")
+	f.must(err)
+	g2, err := f.c.Groups().Create(f.ctx, "g-two")
+	f.must(err)
+	members := func(g string) int {
+		ms, err := f.c.Groups().Members(f.ctx, g)
+		f.must(err)
+		return len(ms)
+	}
+	failing.Store([2]string{b.ID, "conflict-once"})
+	f.must(f.c.Groups().AddMembers(f.ctx, g1.ID, a.ID, b.ID))
+	if n := members(g1.ID); n != 2 {
+		t.Fatalf("after a retried conflict: %d members, want 2", n)
+	}
+	failing.Store([2]string{b.ID, "down"})
+	if err := f.c.Groups().AddMembers(f.ctx, g2.ID, a.ID, b.ID); !errors.Is(err, dlc.ErrUnavailable) {
+		t.Fatalf("add with b failing: %v", err)
+	}
+	if n := members(g2.ID); n != 0 {
+		t.Fatalf("a failed add left %d members, want none", n)
+	}
+	if got, _ := f.c.Clusters().Get(f.ctx, a.ID); slices.Contains(got.Spec.Groups, g2.ID) {
+		t.Fatalf("a kept the group: %v", got.Spec.Groups)
 	}
 }
