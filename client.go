@@ -83,7 +83,6 @@ type options struct {
 	grace      time.Duration
 	stepTime   time.Duration
 	cos        *storage.COSClient
-	workersSet bool
 	log        logr.Logger
 	registerer prometheus.Registerer
 }
@@ -115,7 +114,7 @@ func WithLogsLocation(prefix string) Option { return func(o *options) { o.logPre
 // dlctest.NewMemory does on its fake clock, so that every step is
 // deterministic.
 func WithWorkers(n int) Option {
-	return func(o *options) { o.workers, o.workersSet = max(n, 0), true }
+	return func(o *options) { o.workers = max(n, 0) }
 }
 
 // WithRetries sets how a failing background step is retried: up to

@@ -25,6 +25,12 @@ func (c *Client) reconcileCluster(ctx context.Context, id string) (time.Duration
 		return 0, err
 	}
 	defer c.enqueueDependents(cl)
+	if cl.Temporary && cl.State != cluster.Deleting {
+		// An on-demand cluster lives only as long as its run.
+		if r, err := c.getRun(cl.OwnerRun); errs.IsNotFound(err) || (err == nil && !r.State.Live()) {
+			return 0, c.deleteTemporary(ctx, cl, "its run "+cl.OwnerRun+" has ended")
+		}
+	}
 	switch cl.State {
 	case cluster.Created, cluster.Hibernated:
 		return 0, c.releaseHold(ctx, cl)
@@ -38,6 +44,19 @@ func (c *Client) reconcileCluster(ctx context.Context, id string) (time.Duration
 		return 0, err
 	}
 	if errs.IsNotFound(err) || obs.Generation != cl.Generation {
+		if cl.State == cluster.Starting {
+			// Reserve first, act second: never start what holds no quota.
+			held, err := c.holds(ctx, cl)
+			if err != nil {
+				return 0, err
+			}
+			if !held && cl.Temporary {
+				return 0, c.deleteTemporary(ctx, cl, "its reservation is gone")
+			}
+			if !held {
+				return 0, c.clusterStepFailed(ctx, id, "its reservation in resource group "+cl.QuotaGroup+" is gone; start it again")
+			}
+		}
 		if err := c.ray.ApplyCluster(ctx, cl); err != nil {
 			return 0, err
 		}
@@ -208,4 +227,29 @@ func (c *Client) enqueueDependents(cl *cluster.Cluster) {
 	for _, g := range cl.Spec.Groups {
 		c.enqueueRuns(map[string]string{labelTarget: targetGroup + g, labelPhase: phasePending})
 	}
+}
+
+// holds reports whether the cluster's reservation is on its resource
+// group, asking the store when the cache has none (it may be behind).
+func (c *Client) holds(ctx context.Context, cl *cluster.Cluster) (bool, error) {
+	if a, _, err := cached[quota.Account](c, kindRG, cl.QuotaGroup); err == nil && !a.Held(cl.ID).IsZero() {
+		return true, nil
+	}
+	a, _, err := fresh[quota.Account](ctx, c, kindRG, cl.QuotaGroup)
+	if errs.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return !a.Held(cl.ID).IsZero(), nil
+}
+
+// deleteTemporary deletes an on-demand cluster, saying why.
+func (c *Client) deleteTemporary(ctx context.Context, cl *cluster.Cluster, why string) error {
+	next := cl.DeepCopy()
+	next.State = cluster.Deleting
+	next.Generation++
+	next.Events = cluster.AppendEvent(next.Events, c.event(ctx, "system", "delete", why))
+	return c.putCluster(ctx, next, cl.Version)
 }

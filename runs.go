@@ -586,11 +586,7 @@ func (c *Client) cleanupRun(ctx context.Context, r *job.Run) error {
 		case err != nil:
 			return err
 		case cl.State != cluster.Deleting:
-			next := cl.DeepCopy()
-			next.State = cluster.Deleting
-			next.Generation++
-			next.Events = cluster.AppendEvent(next.Events, c.event(ctx, "system", "delete", "run "+r.ID+" "+string(r.State)))
-			if err := c.putCluster(ctx, next, cl.Version); err != nil {
+			if err := c.deleteTemporary(ctx, cl, "run "+r.ID+" "+string(r.State)); err != nil {
 				return err
 			}
 		}
