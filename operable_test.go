@@ -333,13 +333,18 @@ func BenchmarkRunLifecycleObserved(b *testing.B) {
 	for _, tc := range []struct {
 		name          string
 		metrics, logs bool
-	}{{"off", false, false}, {"metrics", true, false}, {"logs", false, true}, {"both", true, true}} {
+		sink          logr.LogSink // nil: funcr, formatting every line
+	}{{"off", false, false, nil}, {"metrics", true, false, nil}, {"logs", false, true, nil}, {"both", true, true, nil},
+		{"both, a sink that formats nothing", true, true, nopSink{}}} {
 		b.Run(tc.name, func(b *testing.B) {
 			var opts []dlc.Option
 			if tc.metrics {
 				opts = append(opts, dlc.WithMetrics(prometheus.NewRegistry()))
 			}
-			if tc.logs {
+			switch {
+			case tc.logs && tc.sink != nil:
+				opts = append(opts, dlc.WithLogger(logr.New(tc.sink)))
+			case tc.logs:
 				opts = append(opts, dlc.WithLogger(funcr.New(func(string, string) {}, funcr.Options{Verbosity: 1})))
 			}
 			m := dlctest.NewMemory(dlctest.MemoryOptions{Options: opts})
@@ -348,3 +353,14 @@ func BenchmarkRunLifecycleObserved(b *testing.B) {
 		})
 	}
 }
+
+// nopSink is enabled at every level and drops every line unformatted: what
+// the SDK itself spends on logging, without a sink's formatting.
+type nopSink struct{}
+
+func (nopSink) Init(logr.RuntimeInfo)            {}
+func (nopSink) Enabled(int) bool                 { return true }
+func (nopSink) Info(int, string, ...any)         {}
+func (nopSink) Error(error, string, ...any)      {}
+func (s nopSink) WithValues(...any) logr.LogSink { return s }
+func (s nopSink) WithName(string) logr.LogSink   { return s }
