@@ -85,6 +85,7 @@ type options struct {
 	cos        *storage.COSClient
 	log        logr.Logger
 	registerer prometheus.Registerer
+	resync     time.Duration
 }
 
 // WithBackend sets the backend; the default is a new memory backend.
@@ -135,6 +136,11 @@ func WithRepairGrace(d time.Duration) Option { return func(o *options) { o.grace
 // hibernating before it turns abnormal, saying it timed out (default 10m).
 func WithStepTimeout(d time.Duration) Option { return func(o *options) { o.stepTime = d } }
 
+// WithResync sets how often the client queues every object again, so that
+// a change whose notice was lost is still acted on (default 5 min; 0:
+// only at start, as dlctest.NewMemory does on its fake clock).
+func WithResync(d time.Duration) Option { return func(o *options) { o.resync = max(d, 0) } }
+
 // WithCOS sets the COS client that job packages in COS are inspected with
 // when a job config is saved (J5); without it only local packages are.
 func WithCOS(c *storage.COSClient) Option { return func(o *options) { o.cos = c } }
@@ -179,12 +185,14 @@ type Client struct {
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
 
-	mu       sync.Mutex
-	failures map[string]int   // consecutive failures of a key's reconcile
-	timers   map[string]timer // a key's pending requeue, to stop
-	timerSeq uint64
-	repaired map[string]time.Time // when each resource group's holders were last audited
-	seq      uint64               // the last run Seq handed out
+	mu         sync.Mutex
+	failures   map[string]int   // consecutive failures of a key's reconcile
+	timers     map[string]timer // a key's pending requeue, to stop
+	timerSeq   uint64
+	repaired   map[string]time.Time // when each resource group's holders were last audited
+	seq        uint64               // the last run Seq handed out
+	dependents map[string]string    // cluster → the state it last queued its runs for
+	stopResync func() bool
 }
 
 // New returns a client; with no options it runs on a new memory backend
@@ -193,7 +201,7 @@ type Client struct {
 // client, or this process before a restart, left half-done is finished.
 func New(opts ...Option) (*Client, error) {
 	o := options{workers: 8, retries: 8, baseDelay: 10 * time.Millisecond, maxDelay: 30 * time.Second,
-		grace: 30 * time.Second, stepTime: 10 * time.Minute, log: logr.Discard()}
+		grace: 30 * time.Second, stepTime: 10 * time.Minute, log: logr.Discard(), resync: 5 * time.Minute}
 	for _, f := range opts {
 		f(&o)
 	}
@@ -223,7 +231,7 @@ func New(opts ...Option) (*Client, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &Client{o: o, store: o.backend, ray: o.backend, clock: o.clock, cat: o.catalogs, policy: o.policy,
-		cache: newCache(), queues: newQueues(scheduler.QueueOptions{MaxWait: o.maxWait}), ctx: ctx, cancel: cancel, failures: map[string]int{}, timers: map[string]timer{}, repaired: map[string]time.Time{},
+		cache: newCache(), queues: newQueues(scheduler.QueueOptions{MaxWait: o.maxWait}), ctx: ctx, cancel: cancel, failures: map[string]int{}, timers: map[string]timer{}, repaired: map[string]time.Time{}, dependents: map[string]string{},
 		queue:   workqueue.NewTyped[string](),
 		limiter: workqueue.NewTypedItemExponentialFailureRateLimiter[string](o.baseDelay, o.maxDelay)}
 	m, err := newMetrics(o.registerer, c)
@@ -247,6 +255,21 @@ func New(opts ...Option) (*Client, error) {
 	}
 	c.ray.Observe(ctx, func(kind, id string) { c.enqueue(kind + "/" + id) })
 	c.resync()
+	if o.resync > 0 {
+		var tick func()
+		tick = func() {
+			if ctx.Err() != nil {
+				return
+			}
+			c.resync()
+			c.mu.Lock()
+			c.stopResync = c.clock.AfterFunc(o.resync, tick)
+			c.mu.Unlock()
+		}
+		c.mu.Lock()
+		c.stopResync = c.clock.AfterFunc(o.resync, tick)
+		c.mu.Unlock()
+	}
 	for range o.workers {
 		c.wg.Add(1)
 		go c.worker()
@@ -259,6 +282,14 @@ func New(opts ...Option) (*Client, error) {
 // next one started on it. Close waits for the steps in progress.
 func (c *Client) Close() error {
 	c.cancel()
+	c.mu.Lock()
+	if c.stopResync != nil {
+		c.stopResync()
+	}
+	for _, t := range c.timers {
+		t.stop()
+	}
+	c.mu.Unlock()
 	c.queue.ShutDown()
 	c.wg.Wait()
 	return nil

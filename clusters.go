@@ -2,6 +2,7 @@ package dlc
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"reflect"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/aidlc/dlc/cluster"
 	"github.com/aidlc/dlc/errs"
+	"github.com/aidlc/dlc/group"
 	"github.com/aidlc/dlc/job"
 	"github.com/aidlc/dlc/quota"
 )
@@ -247,43 +249,107 @@ func (s *ClusterService) start(ctx context.Context, cl *cluster.Cluster) (*clust
 }
 
 // writeWithHold reserves need for next in its live resource group, then
-// writes next over prev's version: reserve first, act second. A write that
-// certainly did not happen (a conflict) puts the reservation back; any
-// other failure leaves it for the repair reconciler, which releases it
-// once nothing justifies it.
+// writes next over prev's version: reserve first, act second. The hold is
+// made for next's generation, which fences it against decisions taken
+// from an older one. A write that did not happen (a conflict, or a lost
+// reply that reading back shows was not written) leaves the hold as the
+// stored cluster needs it; a failure that cannot be told is left to the
+// repair reconciler.
 func (c *Client) writeWithHold(ctx context.Context, next, prev *cluster.Cluster, need quota.Resources) error {
 	rg := next.Live.ResourceGroup
-	var before quota.Resources
 	if _, err := c.changeAccount(ctx, rg, func(a *quota.Account) (bool, error) {
-		before = a.Held(next.ID)
-		return a.Set(next.ID, need, c.clock.Now())
+		return a.SetFor(next.ID, need, next.Generation, c.clock.Now())
 	}); err != nil {
 		return err
 	}
 	moved := prev.Live != nil && prev.Live.ResourceGroup != rg
 	err := c.putCluster(ctx, next, prev.Version)
 	if err != nil && !errors.Is(err, errs.ErrConflict) && !errs.IsNotFound(err) {
-		// The write may have happened though its reply was lost: look.
-		if got, gerr := c.getFresh(ctx, next.ID); gerr == nil && got.Generation == next.Generation && got.State == next.State &&
-			reflect.DeepEqual(got.Replicas, next.Replicas) {
-			*next, err = *got, nil
-		} else if gerr != nil {
+		written, werr := c.wrote(ctx, kindCluster, next.ID, next)
+		switch {
+		case werr != nil:
 			return err // cannot tell: the repair reconciler releases it if unjustified
+		case written:
+			err = nil
 		}
 	}
 	if err != nil {
-		_, _ = c.changeAccount(context.WithoutCancel(ctx), rg, func(a *quota.Account) (bool, error) {
-			return a.Set(next.ID, before, c.clock.Now())
-		})
+		c.holdAsStored(context.WithoutCancel(ctx), rg, next.ID, next.Generation)
 		return err
 	}
 	if moved {
 		// Release last: the old group's hold goes once the new one is written.
-		_, _ = c.changeAccount(context.WithoutCancel(ctx), prev.Live.ResourceGroup, func(a *quota.Account) (bool, error) {
-			return a.Release(next.ID), nil
-		})
+		if _, err := c.changeAccount(context.WithoutCancel(ctx), prev.Live.ResourceGroup, func(a *quota.Account) (bool, error) {
+			return a.ReleaseUpTo(next.ID, next.Generation), nil
+		}); err != nil {
+			c.o.log.Error(err, "releasing the old resource group's reservation failed; the repair reconciler will", "cluster", next.ID, "resourceGroup", prev.Live.ResourceGroup)
+		}
 	}
 	return nil
+}
+
+// holdAsStored makes cluster id's hold in rg what the stored cluster
+// needs, after a write of generation gen that did not happen; a hold made
+// since for a newer generation is left alone.
+func (c *Client) holdAsStored(ctx context.Context, rg, id string, gen int64) {
+	cl, err := c.getFresh(ctx, id)
+	if err != nil && !errs.IsNotFound(err) {
+		c.o.log.Error(err, "reading a cluster back to fix its reservation failed; the repair reconciler will", "cluster", id, "resourceGroup", rg)
+		return
+	}
+	var need quota.Resources
+	var storedGen int64
+	if err == nil {
+		storedGen = cl.Generation
+		if cl.Live != nil && cl.State.HoldsQuota() && cl.QuotaGroup == rg {
+			if need, err = cl.Live.ResourcesAt(c.cat.Nodes, cl.Replicas); err != nil {
+				c.o.log.Error(err, "sizing a cluster's reservation failed", "cluster", id)
+				return
+			}
+		}
+	}
+	if _, err := c.changeAccount(ctx, rg, func(a *quota.Account) (bool, error) {
+		if h, ok := a.Holders[id]; !ok || h.Generation > gen {
+			return false, nil
+		}
+		if need.IsZero() {
+			return a.ReleaseUpTo(id, gen), nil
+		}
+		return a.SetFor(id, need, storedGen, c.clock.Now())
+	}); err != nil {
+		c.o.log.Error(err, "putting a reservation back failed; the repair reconciler will", "cluster", id, "resourceGroup", rg)
+	}
+}
+
+// wrote reports whether the store holds exactly v as kind/id: whether a
+// write whose reply was lost happened.
+func (c *Client) wrote(ctx context.Context, kind, id string, v any) (bool, error) {
+	d, err := c.store.Get(context.WithoutCancel(ctx), kind, id)
+	if errs.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	want, err := json.Marshal(v)
+	if err != nil {
+		return false, err
+	}
+	if string(d.Data) == string(want) {
+		setVersion(v, d.Version)
+		return true, nil
+	}
+	return false, nil
+}
+
+// setVersion records a stored version on the object it belongs to.
+func setVersion(v any, version string) {
+	switch x := v.(type) {
+	case *cluster.Cluster:
+		x.Version = version
+	case *group.Group:
+		x.Version = version
+	}
 }
 
 // Hibernate releases a running or abnormal cluster's compute and keeps
@@ -421,6 +487,16 @@ func (s *ClusterService) Edit(ctx context.Context, in *cluster.Cluster) (*EditRe
 		live, restart = append(live, restart...), nil
 		next.Events = cluster.AppendEvent(next.Events, c.event(ctx, "user", "edit", strings.Join(live, ", ")))
 		werr = c.putCluster(ctx, next, cur.Version)
+		if werr != nil && !errors.Is(werr, errs.ErrConflict) && !errs.IsNotFound(werr) {
+			// A lost reply: if the edit was written, it is done.
+			written, err := c.wrote(ctx, kindCluster, next.ID, next)
+			if err != nil {
+				return nil, werr // cannot tell: a stale name claim is taken over after the grace
+			}
+			if written {
+				werr = nil
+			}
+		}
 	} else {
 		// Worker ranges of groups Ray already runs apply now.
 		for i := range next.Live.Workers {
@@ -446,7 +522,9 @@ func (s *ClusterService) Edit(ctx context.Context, in *cluster.Cluster) (*EditRe
 	}
 	if werr != nil {
 		if renamed {
-			c.releaseName(ctx, kindCluster, spec.Name, cur.ID)
+			if stored, err := c.getFresh(ctx, cur.ID); err == nil && stored.Spec.Name != spec.Name {
+				c.releaseName(ctx, kindCluster, spec.Name, cur.ID)
+			}
 		}
 		return nil, werr
 	}

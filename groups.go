@@ -36,7 +36,13 @@ func (s *GroupService) Create(ctx context.Context, name string) (*group.Group, e
 	}
 	v, err := c.create(ctx, kindGroup, g.ID, nil, g)
 	if err != nil {
-		c.releaseName(ctx, kindGroup, name, g.ID)
+		written, werr := c.wrote(ctx, kindGroup, g.ID, g)
+		switch {
+		case werr == nil && written:
+			return g, nil // made, though the reply was lost
+		case werr == nil:
+			c.releaseName(ctx, kindGroup, name, g.ID)
+		}
 		return nil, err
 	}
 	g.Version = v
@@ -100,6 +106,13 @@ func (s *GroupService) Rename(ctx context.Context, id, name string) (*group.Grou
 	g.Name, g.UpdatedAt = name, c.clock.Now()
 	g.Events = cluster.AppendEvent(g.Events, c.event(ctx, "user", "rename", old+" → "+name))
 	v, err := c.update(ctx, kindGroup, id, g.Version, nil, g)
+	if err != nil && !errors.Is(err, errs.ErrConflict) && !errs.IsNotFound(err) {
+		if written, werr := c.wrote(ctx, kindGroup, id, g); werr != nil {
+			return nil, err // cannot tell: a stale name claim is taken over after the grace
+		} else if written {
+			v, err = g.Version, nil
+		}
+	}
 	if err != nil {
 		c.releaseName(ctx, kindGroup, name, id)
 		return nil, notFoundAs(err, "group", id)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/aidlc/dlc/cluster"
@@ -19,6 +20,17 @@ import (
 func (c *Client) reconcileCluster(ctx context.Context, id string) (time.Duration, error) {
 	cl, err := c.getCluster(id)
 	if errs.IsNotFound(err) {
+		// Ray said something of a cluster that is not stored (deleted while
+		// a late apply was on its way): Ray must not keep it.
+		if _, err := c.ray.ClusterStatus(ctx, id); err == nil {
+			c.o.log.Info("deleting a Ray cluster that is no longer stored", "cluster", id)
+			return 0, c.ray.DeleteCluster(ctx, id)
+		} else if !errs.IsNotFound(err) {
+			return 0, err
+		}
+		c.mu.Lock()
+		delete(c.dependents, id)
+		c.mu.Unlock()
 		return 0, nil
 	}
 	if err != nil {
@@ -142,7 +154,7 @@ func (c *Client) releaseHold(ctx context.Context, cl *cluster.Cluster) error {
 		return nil
 	}
 	_, err := c.changeAccount(ctx, cl.QuotaGroup, func(a *quota.Account) (bool, error) {
-		return a.Release(cl.ID), nil
+		return a.ReleaseUpTo(cl.ID, cl.Generation), nil // a newer start keeps its hold
 	})
 	if errs.IsNotFound(err) {
 		return nil
@@ -150,8 +162,10 @@ func (c *Client) releaseHold(ctx context.Context, cl *cluster.Cluster) error {
 	return err
 }
 
-// trueUpHold brings a started cluster's reservation down to what it runs
-// (a resize whose write failed may have reserved more).
+// trueUpHold makes a started cluster's reservation what it runs (a
+// resize whose write failed may have left it otherwise). A hold made for
+// a newer generation than the cluster as read is a write on its way, and
+// is left alone until it is older than the repair grace.
 func (c *Client) trueUpHold(ctx context.Context, cl *cluster.Cluster) error {
 	if cl.Live == nil {
 		return nil
@@ -160,19 +174,29 @@ func (c *Client) trueUpHold(ctx context.Context, cl *cluster.Cluster) error {
 	if err != nil {
 		return err
 	}
+	now := c.clock.Now()
+	settled := func(a *quota.Account) bool {
+		h, ok := a.Holders[cl.ID]
+		return (ok && h.Resources == need) || (ok && h.Generation > cl.Generation && now.Sub(h.Since) < c.o.grace)
+	}
 	a, _, err := cached[quota.Account](c, kindRG, cl.Live.ResourceGroup)
 	if err != nil {
 		return notFoundAs(err, "resource group", cl.Live.ResourceGroup)
 	}
-	if held := a.Held(cl.ID); held == need || !need.Fits(held) {
+	if settled(a) {
 		return nil
 	}
 	_, err = c.changeAccount(ctx, cl.Live.ResourceGroup, func(a *quota.Account) (bool, error) {
-		if !need.Fits(a.Held(cl.ID)) {
+		if settled(a) {
 			return false, nil
 		}
-		return a.Set(cl.ID, need, c.clock.Now())
+		return a.SetFor(cl.ID, need, cl.Generation, now)
 	})
+	if errors.Is(err, errs.ErrQuota) {
+		// It runs more than its group can hold now: say so, it cannot be fixed here.
+		c.o.log.Error(err, "a running cluster's reservation is below what it runs", "cluster", cl.ID, "resourceGroup", cl.Live.ResourceGroup)
+		return nil
+	}
 	return err
 }
 
@@ -217,8 +241,17 @@ func (c *Client) clusterStepFailed(ctx context.Context, id, why string) error {
 }
 
 // enqueueDependents queues the runs that a change of cl may move: those
-// waiting for it or for one of its groups, and those on it.
+// waiting for it or for one of its groups, and those on it. It does so
+// once per state and generation of the cluster that this client sees.
 func (c *Client) enqueueDependents(cl *cluster.Cluster) {
+	seen := fmt.Sprintf("%s/%d/%s", cl.State, cl.Generation, strings.Join(cl.Spec.Groups, ","))
+	c.mu.Lock()
+	same := c.dependents[cl.ID] == seen
+	c.dependents[cl.ID] = seen
+	c.mu.Unlock()
+	if same {
+		return
+	}
 	c.enqueueRuns(map[string]string{labelOn: cl.ID, labelPhase: phaseActive})
 	if cl.Temporary {
 		return

@@ -518,6 +518,11 @@ func (c *Client) followRun(ctx context.Context, r *job.Run) error {
 		if err := c.ray.SubmitRun(ctx, r, cl); err != nil {
 			return err
 		}
+		// A stop stored while the submit was on its way has already tried
+		// to stop a job Ray did not have yet: stop it now.
+		if now, err := c.getRun(r.ID); err == nil && !now.State.Live() {
+			return c.ray.StopRun(ctx, r.ID)
+		}
 		obs, err = c.ray.RunStatus(ctx, r.ID)
 	}
 	if err != nil {

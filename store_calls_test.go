@@ -88,7 +88,7 @@ func (s *countingStore) Delete(ctx context.Context, kind, id, version string) er
 func countingClient(t *testing.T) (*dlc.Client, *countingStore, func()) {
 	clk := backend.NewFakeClock(dlctest.Epoch)
 	cs := newCountingStore(memory.New(memory.Options{Clock: clk}), 0)
-	c, err := dlc.New(dlc.WithBackend(cs), dlc.WithClock(clk), dlc.WithWorkers(0))
+	c, err := dlc.New(dlc.WithBackend(cs), dlc.WithClock(clk), dlc.WithWorkers(0), dlc.WithResync(0))
 	if err != nil {
 		t.Fatal(err)
 	}

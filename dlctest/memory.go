@@ -55,7 +55,7 @@ func (m *Memory) NewClient(more ...dlc.Option) *dlc.Client {
 	if seed == 0 {
 		seed = 1
 	}
-	opts := append([]dlc.Option{dlc.WithBackend(m.Backend), dlc.WithClock(m.Clock), dlc.WithWorkers(0),
+	opts := append([]dlc.Option{dlc.WithBackend(m.Backend), dlc.WithClock(m.Clock), dlc.WithWorkers(0), dlc.WithResync(0),
 		dlc.WithPolicy(scheduler.NewRandom(seed + int64(len(m.clients)))), dlc.WithMaxWait(m.opts.MaxWait)}, m.opts.Options...)
 	c, err := dlc.New(append(opts, more...)...)
 	if err != nil {

@@ -42,10 +42,14 @@ type Usage struct {
 	Holders     map[string]Resources `json:"holders"`     // reservation per holder (a cluster id)
 }
 
-// Hold is one holder's reservation and when it was last set.
+// Hold is one holder's reservation, when it was last set, and the
+// holder's generation it was made for (a cluster's Generation), which
+// fences it: a decision made from an older generation of the holder
+// leaves a newer hold alone.
 type Hold struct {
-	Resources Resources `json:"resources"`
-	Since     time.Time `json:"since"`
+	Resources  Resources `json:"resources"`
+	Since      time.Time `json:"since"`
+	Generation int64     `json:"generation,omitempty"`
 }
 
 // Account is a resource group as the platform stores it: its capacity
@@ -86,11 +90,17 @@ func (a *Account) Held(holder string) Resources { return a.Holders[holder].Resou
 // group can allocate the difference; otherwise it changes nothing and
 // returns a *errs.QuotaError. It reports whether anything changed.
 func (a *Account) Set(holder string, r Resources, now time.Time) (bool, error) {
+	return a.SetFor(holder, r, 0, now)
+}
+
+// SetFor is Set for the holder's generation gen: the hold records it, and
+// a hold whose amount is unchanged is still renewed for a new generation.
+func (a *Account) SetFor(holder string, r Resources, gen int64, now time.Time) (bool, error) {
 	if r.AnyNegative() {
 		return false, errs.List{errs.Invalid("reservation", "", r.String(), "a reservation is not negative")}.ToError()
 	}
 	cur, had := a.Holders[holder]
-	if had && cur.Resources == r {
+	if had && cur.Resources == r && cur.Generation == gen {
 		return false, nil
 	}
 	if r.IsZero() {
@@ -104,8 +114,17 @@ func (a *Account) Set(holder string, r Resources, now time.Time) (bool, error) {
 	if a.Holders == nil {
 		a.Holders = map[string]Hold{}
 	}
-	a.Holders[holder] = Hold{Resources: r, Since: now}
+	a.Holders[holder] = Hold{Resources: r, Since: now, Generation: gen}
 	return true, nil
+}
+
+// ReleaseUpTo drops holder's reservation if it was made for generation
+// gen or an older one; it reports whether it did.
+func (a *Account) ReleaseUpTo(holder string, gen int64) bool {
+	if h, ok := a.Holders[holder]; !ok || h.Generation > gen {
+		return false
+	}
+	return a.Release(holder)
 }
 
 // Release drops holder's reservation; it reports whether there was one.

@@ -1,0 +1,402 @@
+package dlc_test
+
+// Regression tests for races between replicas, a lost reply, and a crash
+// between two writes, found in review: each interleaving is forced with a
+// store or Ray hook.
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aidlc/dlc"
+	"github.com/aidlc/dlc/backend/memory"
+	"github.com/aidlc/dlc/cluster"
+	"github.com/aidlc/dlc/dlctest"
+	"github.com/aidlc/dlc/errs"
+	"github.com/aidlc/dlc/job"
+	"github.com/aidlc/dlc/quota"
+)
+
+type markKey struct{}
+
+func marked(ctx context.Context) bool { v, _ := ctx.Value(markKey{}).(bool); return v }
+
+// hooked returns a fixture whose store Write hook calls *h (when set).
+func hooked(t *testing.T) (*fixture, *func(ctx context.Context, w memory.Write, next func(context.Context) (string, error)) (string, error)) {
+	var mu sync.Mutex
+	var h func(ctx context.Context, w memory.Write, next func(context.Context) (string, error)) (string, error)
+	f := newFixture(t, dlctest.MemoryOptions{Store: memory.StoreHooks{
+		Write: func(ctx context.Context, w memory.Write, next func(context.Context) (string, error)) (string, error) {
+			mu.Lock()
+			hh := h
+			mu.Unlock()
+			if hh != nil {
+				return hh(ctx, w, next)
+			}
+			return next(ctx)
+		}}})
+	return f, &h
+}
+
+func heldAndNeed(t *testing.T, f *fixture, id string) (held, need quota.Resources, cl *cluster.Cluster) {
+	t.Helper()
+	cl, err := f.c.Clusters().Get(f.ctx, id)
+	f.must(err)
+	u, err := f.c.ResourceGroups().Get(f.ctx, "rg-1")
+	f.must(err)
+	need, err = cl.Live.ResourcesAt(f.c.Catalogs().Nodes, cl.Replicas)
+	f.must(err)
+	return u.Holders[id], need, cl
+}
+
+// a reconcile of a running cluster (here on a second replica) between
+// Autoscale's reserve and its cluster write "trues up" the new, larger
+// reservation back down to the old replica count; then the write lands.
+func TestRaceTrueUpUndoesAutoscaleReservation(t *testing.T) {
+	f, h := hooked(t)
+	cl := f.runningCluster("c1")
+	once := false
+	*h = func(ctx context.Context, w memory.Write, next func(context.Context) (string, error)) (string, error) {
+		if marked(ctx) && !once && w.Op == memory.OpUpdate && w.Doc.Kind == "cluster" {
+			once = true
+			b := f.m.NewClient() // another replica: its resync reconciles the running cluster
+			b.RunPending()
+		}
+		return next(ctx)
+	}
+	res, err := f.c.Clusters().Autoscale(context.WithValue(f.ctx, markKey{}, true), cl.ID, "cpu", 3)
+	f.must(err)
+	f.settle()
+	held, need, got := heldAndNeed(t, f, cl.ID)
+	t.Logf("autoscale %+v; replicas %v; held %s; need %s", res, got.Replicas, held, need)
+	if held != need {
+		t.Fatalf("cluster runs %v workers needing %s but holds %s: the group is over-allocated", got.Replicas, need, held)
+	}
+	if err := f.c.CheckQuota(f.ctx); err != nil {
+		t.Log("CheckQuota:", err)
+	} else {
+		t.Log("CheckQuota says clean")
+	}
+}
+
+// two Autoscale calls to the same count: the loser's conflict "puts
+// back" the reservation it read before, over the winner's.
+func TestRaceConcurrentAutoscaleRestoreClobbers(t *testing.T) {
+	f, h := hooked(t)
+	cl := f.runningCluster("c1")
+	once := false
+	*h = func(ctx context.Context, w memory.Write, next func(context.Context) (string, error)) (string, error) {
+		if marked(ctx) && !once && w.Op == memory.OpUpdate && w.Doc.Kind == "cluster" {
+			once = true
+			if _, err := f.c.Clusters().Autoscale(f.ctx, cl.ID, "cpu", 3); err != nil { // the other caller wins the race
+				t.Errorf("B: %v", err)
+			}
+		}
+		return next(ctx)
+	}
+	_, err := f.c.Clusters().Autoscale(context.WithValue(f.ctx, markKey{}, true), cl.ID, "cpu", 3)
+	f.must(err)
+	f.settle()
+	held, need, got := heldAndNeed(t, f, cl.ID)
+	if held != need {
+		t.Fatalf("cluster runs %v needing %s but holds %s: over-allocated", got.Replicas, need, held)
+	}
+}
+
+// Edit renames a running cluster; its write fails before it happens
+// (unavailable), but the lost-reply check finds an unchanged generation and
+// calls it done, and the old name is released while the cluster still has it.
+func TestRaceEditRenameFailedWriteReleasesName(t *testing.T) {
+	f, h := hooked(t)
+	cl := f.runningCluster("c1")
+	*h = func(ctx context.Context, w memory.Write, next func(context.Context) (string, error)) (string, error) {
+		if marked(ctx) && w.Op == memory.OpUpdate && w.Doc.Kind == "cluster" {
+			return "", errs.Unavailable("update", errors.New("injected: not written"))
+		}
+		return next(ctx)
+	}
+	in, err := f.c.Clusters().Get(f.ctx, cl.ID)
+	f.must(err)
+	in.Spec.Name = "c1_renamed"
+	res, err := f.c.Clusters().Edit(context.WithValue(f.ctx, markKey{}, true), in)
+	t.Logf("Edit err=%v", err)
+	now, _ := f.c.Clusters().Get(f.ctx, cl.ID)
+	t.Logf("stored name %q; Edit returned name %q", now.Spec.Name, func() string {
+		if res != nil {
+			return res.Cluster.Spec.Name
+		}
+		return ""
+	}())
+	other, err := f.c.Clusters().Create(f.ctx, f.spec("c1", 1, 3))
+	if err == nil {
+		t.Fatalf("a second cluster %s got the name %q, still used by %s (stored name %q)", other.ID, "c1", cl.ID, now.Spec.Name)
+	}
+}
+
+// Edit rename of a created (not live) cluster whose write happens but
+// whose reply is lost: the new name is released though the cluster has it.
+func TestRaceEditRenameLostReplyReleasesNewName(t *testing.T) {
+	f, h := hooked(t)
+	cl, err := f.c.Clusters().Create(f.ctx, f.spec("c1", 1, 3))
+	f.must(err)
+	f.settle()
+	*h = func(ctx context.Context, w memory.Write, next func(context.Context) (string, error)) (string, error) {
+		if marked(ctx) && w.Op == memory.OpUpdate && w.Doc.Kind == "cluster" {
+			if _, err := next(ctx); err != nil {
+				return "", err
+			}
+			return "", errs.Unavailable("update", errors.New("injected: reply lost"))
+		}
+		return next(ctx)
+	}
+	in, err := f.c.Clusters().Get(f.ctx, cl.ID)
+	f.must(err)
+	in.Spec.Name = "c2"
+	_, err = f.c.Clusters().Edit(context.WithValue(f.ctx, markKey{}, true), in)
+	t.Logf("Edit err=%v", err)
+	now, _ := f.c.Clusters().Get(f.ctx, cl.ID)
+	other, err := f.c.Clusters().Create(f.ctx, f.spec("c2", 1, 3))
+	if err == nil {
+		t.Fatalf("a second cluster %s got the name c2, which %s has (stored name %q)", other.ID, cl.ID, now.Spec.Name)
+	}
+}
+
+// group create / rename with a lost reply releases the claimed name.
+func TestRaceGroupLostReplyReleasesName(t *testing.T) {
+	f, h := hooked(t)
+	*h = func(ctx context.Context, w memory.Write, next func(context.Context) (string, error)) (string, error) {
+		if marked(ctx) && w.Doc.Kind == "group" && w.Op != memory.OpDelete {
+			if _, err := next(ctx); err != nil {
+				return "", err
+			}
+			return "", errs.Unavailable("write", errors.New("injected: reply lost"))
+		}
+		return next(ctx)
+	}
+	mctx := context.WithValue(f.ctx, markKey{}, true)
+	_, err := f.c.Groups().Create(mctx, "gx")
+	t.Logf("Create gx: %v", err)
+	g2, err := f.c.Groups().Create(f.ctx, "gx")
+	gs, _ := f.c.Groups().List(f.ctx)
+	n := 0
+	for _, g := range gs {
+		if g.Name == "gx" {
+			n++
+		}
+	}
+	if err == nil && n > 1 {
+		t.Errorf("two groups named gx (second %s)", g2.ID)
+	}
+	// rename
+	_, err = f.c.Groups().Rename(mctx, f.grp, "gy")
+	t.Logf("Rename to gy: %v", err)
+	g3, err := f.c.Groups().Create(f.ctx, "gy")
+	if err == nil {
+		cur, _ := f.c.Groups().Get(f.ctx, f.grp)
+		t.Errorf("group %s created as gy while %s is named %q", g3.ID, f.grp, cur.Name)
+	}
+}
+
+// replica A passes the "holds a reservation" check and is about to
+// apply a starting cluster to Ray; meanwhile replica B force-deletes it all
+// the way (Ray delete, release, store delete). A's apply then re-creates the
+// Ray cluster, which runs for ever with no stored object and no reservation.
+func TestRaceStaleApplyResurrectsDeletedCluster(t *testing.T) {
+	var mu sync.Mutex
+	var hook func(call, id string)
+	f := newFixture(t, dlctest.MemoryOptions{Ray: memory.RayHooks{Call: func(ctx context.Context, call, id string) error {
+		mu.Lock()
+		h := hook
+		mu.Unlock()
+		if h != nil {
+			h(call, id)
+		}
+		return nil
+	}}})
+	b := f.m.NewClient() // replica B
+	cl2, err := f.c.Clusters().Create(f.ctx, f.spec("c2", 1, 3))
+	f.must(err)
+	f.settle()
+	_, err = f.c.Clusters().Start(f.ctx, cl2.ID)
+	f.must(err)
+	once := false
+	hook = func(call, id string) {
+		if call != memory.CallApplyCluster || id != cl2.ID || once {
+			return
+		}
+		once = true
+		// B deletes it completely while A's apply is in flight.
+		if err := b.Clusters().Delete(f.ctx, cl2.ID, dlc.DeleteOptions{Force: true}); err != nil {
+			t.Errorf("B delete: %v", err)
+		}
+		for i := 0; i < 50; i++ {
+			b.RunPending()
+			if _, err := f.m.Backend.Store.Get(f.ctx, "cluster", cl2.ID); errs.IsNotFound(err) {
+				break
+			}
+			f.m.Clock.Advance(100 * time.Millisecond)
+		}
+	}
+	f.c.RunPending() // A reconciles cl2 (starting): holds → apply (B deletes inside) → apply lands
+	mu.Lock()
+	hook = nil
+	mu.Unlock()
+	f.settle()
+	if _, err := f.m.Backend.Store.Get(f.ctx, "cluster", cl2.ID); !errs.IsNotFound(err) {
+		t.Fatalf("stored cluster still there: %v", err)
+	}
+	obs, err := f.m.Backend.Ray.ClusterStatus(f.ctx, cl2.ID)
+	u, _ := f.c.ResourceGroups().Get(f.ctx, "rg-1")
+	if err == nil {
+		t.Fatalf("Ray still runs %s (phase %s, %d pods) with no stored cluster; its reservation %s", cl2.ID, obs.Phase, len(obs.Pods), u.Holders[cl2.ID])
+	}
+}
+
+// replica A is about to submit a run's job to Ray; replica B stops the
+// run and cleans it up (StopRun finds nothing, RayDone). A's submit then
+// starts the Ray job of a stopped run, which nobody ever stops.
+func TestRaceSubmitAfterStopLeavesRayJob(t *testing.T) {
+	var mu sync.Mutex
+	var hook func(call, id string)
+	f := newFixture(t, dlctest.MemoryOptions{Ray: memory.RayHooks{Call: func(ctx context.Context, call, id string) error {
+		mu.Lock()
+		h := hook
+		mu.Unlock()
+		if h != nil {
+			h(call, id)
+		}
+		return nil
+	}}})
+	cl := f.runningCluster("c1")
+	rec := f.job(dlc.NewJob("j").OnCluster(cl.ID))
+	b := f.m.NewClient()
+	f.m.RunPending()
+	r, err := f.c.Runs().Create(f.ctx, rec.ID, dlc.RunOptions{})
+	f.must(err)
+	once := false
+	hook = func(call, id string) {
+		if call != memory.CallSubmitRun || id != r.ID || once {
+			return
+		}
+		once = true
+		if _, err := b.Runs().Stop(f.ctx, r.ID); err != nil {
+			t.Errorf("B stop: %v", err)
+		}
+		b.RunPending()
+	}
+	f.c.RunPending()
+	mu.Lock()
+	hook = nil
+	mu.Unlock()
+	f.m.RunPending()
+	got, _ := f.c.Runs().Get(f.ctx, r.ID)
+	obs, err := f.m.Backend.Ray.RunStatus(f.ctx, r.ID)
+	t.Logf("run %s rayDone=%v; Ray: %+v %v", got.State, got.RayDone, obs, err)
+	if got.State == job.Stopped && err == nil && !obs.State.Terminal() {
+		t.Fatalf("run is %s but its Ray job is %s", got.State, obs.State)
+	}
+}
+
+// the hibernated-cluster release decides on a stale read and is
+// re-applied on a fresh account after a conflict (changeAccount re-runs
+// f). A user Start and another replica's apply land between the decision
+// and the write: the release takes the new start's reservation, and the
+// cluster runs in Ray holding nothing, for ever (trueUpHold never raises).
+func TestRaceStaleReleaseTakesNewStartsHold(t *testing.T) {
+	f, h := hooked(t)
+	cl := f.runningCluster("c1")
+	_, err := f.c.Clusters().Hibernate(f.ctx, cl.ID, dlc.DeleteOptions{})
+	f.must(err)
+	armed := true
+	*h = func(ctx context.Context, w memory.Write, next func(context.Context) (string, error)) (string, error) {
+		if armed && w.Op == memory.OpUpdate && w.Doc.Kind == "resourcegroup" {
+			armed = false
+			// Between the releaser's decision and its write: the user starts
+			// the cluster and another replica applies the start to Ray.
+			if _, err := f.c.Clusters().Start(f.ctx, cl.ID); err != nil {
+				t.Errorf("start: %v", err)
+			}
+			c := f.m.NewClient()
+			c.RunPending()
+		}
+		return next(ctx)
+	}
+	f.settle()
+	got, err := f.c.Clusters().Get(f.ctx, cl.ID)
+	f.must(err)
+	held, need, _ := heldAndNeed(t, f, cl.ID)
+	obs, _ := f.m.Backend.Ray.ClusterStatus(f.ctx, cl.ID)
+	t.Logf("cluster %s (%s), Ray %s with %d pods, holds %s, needs %s", got.State, got.Reason, obs.Phase, len(obs.Pods), held, need)
+	f.m.Clock.Advance(time.Hour)
+	f.settle()
+	held, _, _ = heldAndNeed(t, f, cl.ID)
+	obs, _ = f.m.Backend.Ray.ClusterStatus(f.ctx, cl.ID)
+	t.Logf("an hour later: %s, Ray %s with %d pods, holds %s; CheckQuota: %v", got.State, obs.Phase, len(obs.Pods), held, f.c.CheckQuota(f.ctx))
+	if obs.Phase == cluster.PhaseReady && held != need {
+		t.Fatalf("Ray runs %s (%d pods) while it holds %s of the %s it needs: over-allocated, and CheckQuota is silent", cl.ID, len(obs.Pods), held, need)
+	}
+}
+
+// R1/R2 without hooks: one client with its own workers on the real clock;
+// two goroutines autoscale the same running cluster (as Ray's autoscaler
+// and a retry might). Afterwards the reservation should match what runs.
+func TestRaceAutoscaleStressNoHooks(t *testing.T) {
+	d := memory.Delays{Create: time.Millisecond, Start: 2 * time.Millisecond, Hibernate: time.Millisecond,
+		Delete: time.Millisecond, Submit: time.Millisecond, Run: 3 * time.Millisecond}
+	be := memory.New(memory.Options{Delays: &d})
+	c, err := dlc.New(dlc.WithBackend(be))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := dlc.WithUser(context.Background(), "x")
+	if _, err := c.ResourceGroups().Register(ctx, quotaGroup("rg-1", 64)); err != nil {
+		t.Fatal(err)
+	}
+	g, _ := c.Groups().Create(ctx, "g")
+	spec, err := dlc.NewCluster("c1").Groups(g.ID).Resources("pkg-1", "rg-1").Image("ray-2.46.0-py310-cpu").
+		Head("head", "cu.4c16g").WorkerGroup("cpu", "cu.4c8g", 1, 4).Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err := c.Clusters().Create(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wait := func(st cluster.State) {
+		for i := 0; i < 2000; i++ {
+			got, _ := c.Clusters().Get(ctx, cl.ID)
+			if got.State == st {
+				return
+			}
+			time.Sleep(time.Millisecond)
+		}
+		t.Fatalf("not %s", st)
+	}
+	wait(cluster.Created)
+	if _, err := c.Clusters().Start(ctx, cl.ID); err != nil {
+		t.Fatal(err)
+	}
+	wait(cluster.Running)
+	var wg sync.WaitGroup
+	for w := 0; w < 2; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 300; i++ {
+				_, _ = c.Clusters().Autoscale(ctx, cl.ID, "cpu", 1+(i+w)%4)
+			}
+		}()
+	}
+	wg.Wait()
+	time.Sleep(200 * time.Millisecond)
+	got, _ := c.Clusters().Get(ctx, cl.ID)
+	need, _ := got.Live.ResourcesAt(c.Catalogs().Nodes, got.Replicas)
+	u, _ := c.ResourceGroups().Get(ctx, "rg-1")
+	if held := u.Holders[cl.ID]; held != need {
+		t.Fatalf("replicas %v need %s, held %s", got.Replicas, need, held)
+	}
+}
