@@ -191,6 +191,9 @@ func (c *Client) reconcileQuota(ctx context.Context, id string) (time.Duration, 
 	admitted := c.queues.admit(q, func(q *scheduler.Queue) []scheduler.Item { return q.Admit(now, a.Allocatable()) })
 	for _, it := range admitted {
 		if _, err := a.Set(odClusterID(it.RunID), it.Demand, now); err != nil {
+			for _, it := range admitted {
+				c.queues.push(id, it) // not admitted after all
+			}
 			return 0, err
 		}
 		changed = true
