@@ -54,6 +54,14 @@ type RenderOptions struct {
 	// RedisPassword, optional, is the Secret key holding that Redis's
 	// password.
 	RedisPassword *corev1.SecretKeySelector
+	// WorkingDir returns the URL that a Ray head fetches a job package
+	// from (the runtime environment's working_dir), e.g. a pre-signed
+	// HTTPS URL of a COS object. When nil, a COS package's URI is used as
+	// it is, and a local package cannot render.
+	WorkingDir func(pkg storage.Package) (string, error)
+	// SuspendRayJob renders RayJobs with suspend: true, for a run that
+	// waits for admission (as Kueue does); admission clears it.
+	SuspendRayJob bool
 }
 
 func (o RenderOptions) catalogs() cluster.Catalogs {

@@ -23,16 +23,18 @@ import (
 	"github.com/aidlc/dlc/backend/kube"
 	"github.com/aidlc/dlc/cluster"
 	"github.com/aidlc/dlc/errs"
+	"github.com/aidlc/dlc/job"
 	"github.com/aidlc/dlc/storage"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/ from the rendered objects")
 
-// renderCase is one rendered object: a cluster, and the options to render
-// it with.
+// renderCase is one rendered object: a cluster or an on-demand run, and the
+// options to render it with.
 type renderCase struct {
 	name    string // of the golden file, testdata/<name>.yaml
 	cluster *cluster.Cluster
+	run     *job.Run
 	opts    kube.RenderOptions
 }
 
@@ -41,7 +43,15 @@ func (rc renderCase) render(t *testing.T, ns string) client.Object {
 	t.Helper()
 	o := rc.opts
 	o.Namespace = ns
-	obj, err := kube.RenderRayCluster(rc.cluster, o)
+	var (
+		obj client.Object
+		err error
+	)
+	if rc.cluster != nil {
+		obj, err = kube.RenderRayCluster(rc.cluster, o)
+	} else {
+		obj, err = kube.RenderRayJob(rc.run, o)
+	}
 	if err != nil {
 		t.Fatalf("render %s: %v", rc.name, err)
 	}
@@ -116,6 +126,51 @@ func renderCases() []renderCase {
 		{name: "cluster-gpu", cluster: gpu},
 		{name: "cluster-mounts", cluster: mounted, opts: mountOpts},
 		{name: "cluster-hibernated", cluster: hibernated},
+		{name: "rayjob-ondemand", run: onDemandRun(), opts: jobOpts()},
+		{name: "rayjob-queued", run: queuedRun(), opts: func() kube.RenderOptions { o := jobOpts(); o.SuspendRayJob = true; return o }()},
+	}
+}
+
+func onDemandRun() *job.Run {
+	env := cpuEnv()
+	env.Workers[0].Instances = cluster.Range(1, 3)
+	return &job.Run{
+		ID: "run-k3j4h5g6f7", JobID: "job-a1b2c3d4e5", State: job.Provisioning, Priority: 5,
+		Config: job.Config{
+			Name: "训练任务 v2",
+			OnDemand: &job.OnDemand{
+				ResourcePackage: "pkg-1", ResourceGroup: "rg-1", Environment: env,
+			},
+			Package:    storage.COSPackage("cos://jobs-1250000000/train/v2.zip"),
+			Entrypoint: "python main.py --config config.yaml",
+			Mounts:     []storage.Mount{{Type: storage.CFS, Instance: "cfs-1a2b3c4d", SubPath: "team/data", MountPath: "/data", ReadOnly: true}},
+			Runtime: job.RuntimeEnv{
+				Pip:     []string{"torch>=2.0", "pandas==2.2.2"},
+				EnvVars: map[string]string{"WANDB_MODE": "offline", "EPOCHS": "3"},
+			},
+			Advanced: map[string]string{"object-store-memory": "4000000000"},
+		},
+	}
+}
+
+func queuedRun() *job.Run {
+	r := onDemandRun()
+	r.ID, r.State = "run-queued0001", job.Queued
+	r.Config.Runtime = job.RuntimeEnv{Container: "ccr.ccs.tencentyun.com/team-a/deps:1.4", EnvVars: map[string]string{"A": "b"}}
+	return r
+}
+
+func jobOpts() kube.RenderOptions {
+	return kube.RenderOptions{
+		VolumeResolver: kube.PVCResolver{},
+		WorkingDir: func(p storage.Package) (string, error) {
+			o, err := storage.ParseCOSURL(p.COS)
+			if err != nil {
+				return "", err
+			}
+			o.Region = "ap-guangzhou"
+			return o.BucketURL() + "/" + o.Key, nil
+		},
 	}
 }
 
@@ -185,12 +240,24 @@ func TestRenderPassesKubeRayValidation(t *testing.T) {
 	for _, rc := range renderCases() {
 		t.Run(rc.name, func(t *testing.T) {
 			t.Parallel()
-			obj := rc.render(t, "team-a").(*rayv1.RayCluster)
-			if err := utils.ValidateRayClusterMetadata(obj.ObjectMeta); err != nil {
-				t.Error(err)
-			}
-			if err := utils.ValidateRayClusterSpec(&obj.Spec, obj.Annotations); err != nil {
-				t.Error(err)
+			switch obj := rc.render(t, "team-a").(type) {
+			case *rayv1.RayCluster:
+				if err := utils.ValidateRayClusterMetadata(obj.ObjectMeta); err != nil {
+					t.Error(err)
+				}
+				if err := utils.ValidateRayClusterSpec(&obj.Spec, obj.Annotations); err != nil {
+					t.Error(err)
+				}
+			case *rayv1.RayJob:
+				if err := utils.ValidateRayJobMetadata(obj.ObjectMeta); err != nil {
+					t.Error(err)
+				}
+				if err := utils.ValidateRayJobSpec(obj); err != nil {
+					t.Error(err)
+				}
+				if err := utils.ValidateRayClusterSpec(obj.Spec.RayClusterSpec, obj.Annotations); err != nil {
+					t.Error(err)
+				}
 			}
 		})
 	}
@@ -296,6 +363,44 @@ func TestRenderMeaning(t *testing.T) {
 				t.Error("a hibernated cluster renders suspended")
 			}
 		},
+		"rayjob-ondemand": func(t *testing.T, obj client.Object) {
+			rj := obj.(*rayv1.RayJob)
+			s := rj.Spec
+			if rj.Name != "run-k3j4h5g6f7" || s.JobId != "run-k3j4h5g6f7" || !s.ShutdownAfterJobFinishes || s.Suspend ||
+				s.Entrypoint != "python main.py --config config.yaml" || s.SubmissionMode != rayv1.HTTPMode {
+				t.Errorf("spec %+v", s)
+			}
+			if rj.Labels[kube.KeyRunID] != "run-k3j4h5g6f7" || rj.Labels[kube.KeyJobID] != "job-a1b2c3d4e5" || rj.Annotations[kube.KeyName] != "训练任务 v2" {
+				t.Errorf("labels %v, annotations %v", rj.Labels, rj.Annotations)
+			}
+			var re map[string]any
+			if err := yaml.Unmarshal([]byte(s.RuntimeEnvYAML), &re); err != nil {
+				t.Fatal(err)
+			}
+			if re["working_dir"] != "https://jobs-1250000000.cos.ap-guangzhou.myqcloud.com/train/v2.zip" ||
+				len(re["pip"].([]any)) != 2 || re["env_vars"].(map[string]any)["EPOCHS"] != "3" {
+				t.Errorf("runtime env %v", re)
+			}
+			cs := s.RayClusterSpec
+			if cs.Suspend != nil || !*cs.EnableInTreeAutoscaling || *cs.WorkerGroupSpecs[0].Replicas != 1 {
+				t.Errorf("cluster spec %+v", cs)
+			}
+			if p := cs.HeadGroupSpec.RayStartParams["object-store-memory"]; p != "4000000000" {
+				t.Errorf("advanced parameters: %v", cs.HeadGroupSpec.RayStartParams)
+			}
+			if m := cs.WorkerGroupSpecs[0].Template.Spec.Containers[0].VolumeMounts; len(m) != 1 || !m[0].ReadOnly {
+				t.Errorf("job mounts %v", m)
+			}
+			if l := cs.HeadGroupSpec.Template.Labels; l[kube.KeyRunID] != "run-k3j4h5g6f7" || l[kube.KeyNodeGroup] != "head" {
+				t.Errorf("pod labels %v", l)
+			}
+		},
+		"rayjob-queued": func(t *testing.T, obj client.Object) {
+			s := obj.(*rayv1.RayJob).Spec
+			if !s.Suspend || !strings.Contains(s.RuntimeEnvYAML, "image_uri: ccr.ccs.tencentyun.com/team-a/deps:1.4") {
+				t.Errorf("suspend %v, runtime env %q", s.Suspend, s.RuntimeEnvYAML)
+			}
+		},
 	}
 	for _, rc := range renderCases() {
 		t.Run(rc.name, func(t *testing.T) {
@@ -333,7 +438,9 @@ func TestRenderRefuses(t *testing.T) {
 	t.Parallel()
 	type tweak struct {
 		cluster func(*cluster.Cluster, *kube.RenderOptions)
+		run     func(*job.Run, *kube.RenderOptions)
 	}
+	errOther := errors.New("other")
 	cases := []struct {
 		name  string
 		tweak tweak
@@ -388,15 +495,44 @@ func TestRenderRefuses(t *testing.T) {
 			c.Spec.Mounts = []storage.Mount{{Type: storage.CFS, Instance: "cfs-1a2b3c4d", MountPath: "/data"}}
 			o.VolumeResolver = kube.PVCResolver{Strict: true}
 		}}, is: errs.ErrNotFound},
+		{name: "run on a cluster", tweak: tweak{run: func(r *job.Run, _ *kube.RenderOptions) {
+			r.Config.OnDemand, r.Config.Cluster = nil, "cls-a1b2c3d4e5"
+		}}, path: "runMode"},
+		{name: "invalid run config", tweak: tweak{run: func(r *job.Run, _ *kube.RenderOptions) {
+			r.Config.Entrypoint = ""
+		}}, path: "entrypoint"},
+		{name: "run without an id", tweak: tweak{run: func(r *job.Run, _ *kube.RenderOptions) { r.ID = "" }}, path: "id"},
+		{name: "run env var of KubeRay's", tweak: tweak{run: func(r *job.Run, _ *kube.RenderOptions) {
+			r.Config.OnDemand.Environment.Head.Env = map[string]string{"REDIS_PASSWORD": "x"}
+		}}, path: "onDemand.environment.headGroup.envVars[REDIS_PASSWORD]"},
+		{name: "local package without a way to serve it", tweak: tweak{run: func(r *job.Run, o *kube.RenderOptions) {
+			r.Config.Package = storage.LocalPackage("/tmp/job.zip")
+			o.WorkingDir = nil
+		}}, path: "package.local"},
+		{name: "working dir error", tweak: tweak{run: func(_ *job.Run, o *kube.RenderOptions) {
+			o.WorkingDir = func(storage.Package) (string, error) { return "", errOther }
+		}}, is: errOther},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			c, o := running("cls-a1b2c3d4e5", "集群", cpuEnv()), kube.RenderOptions{}
-			tc.tweak.cluster(c, &o)
-			rc, err := kube.RenderRayCluster(c, o)
-			if rc != nil {
-				t.Errorf("rendered %v", rc.Name)
+			var err error
+			if tc.tweak.cluster != nil {
+				c, o := running("cls-a1b2c3d4e5", "集群", cpuEnv()), kube.RenderOptions{}
+				tc.tweak.cluster(c, &o)
+				var rc *rayv1.RayCluster
+				rc, err = kube.RenderRayCluster(c, o)
+				if rc != nil {
+					t.Errorf("rendered %v", rc.Name)
+				}
+			} else {
+				r, o := onDemandRun(), jobOpts()
+				tc.tweak.run(r, &o)
+				var rj *rayv1.RayJob
+				rj, err = kube.RenderRayJob(r, o)
+				if rj != nil {
+					t.Errorf("rendered %v", rj.Name)
+				}
 			}
 			t.Logf("refused: %v", err)
 			switch {
