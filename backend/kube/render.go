@@ -101,7 +101,7 @@ func (o RenderOptions) catalogs() cluster.Catalogs {
 //
 // Bad input renders nothing: the environment, mounts and advanced
 // parameters are checked first, and a problem is errors.Is
-// errs.ErrInvalid. The result has no owner.
+// errs.ErrInvalid. The result has no owner: see SetOwner.
 func RenderRayCluster(c *cluster.Cluster, o RenderOptions) (*rayv1.RayCluster, error) {
 	if c == nil || c.ID == "" {
 		return nil, errs.List{errs.Required("id", "", "a cluster to render needs an id")}.ToError()

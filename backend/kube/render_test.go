@@ -17,6 +17,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -604,5 +606,38 @@ func TestAdvancedParamsReachRayIntact(t *testing.T) {
 		if want := "--p" + strconv.Itoa(i) + "=" + v; got[i] != want {
 			t.Errorf("value %q arrived as %q", v, got[i])
 		}
+	}
+}
+
+func TestSetOwner(t *testing.T) {
+	t.Parallel()
+	gvk := schema.GroupVersionKind{Group: "dlc.aidlc.io", Version: "v1alpha1", Kind: "ComputeCluster"}
+	owner := &corev1.ConfigMap{}
+	owner.Name, owner.Namespace, owner.UID = "cls-a1b2c3d4e5", "team-a", types.UID("uid-1")
+	rc, err := kube.RenderRayCluster(running("cls-a1b2c3d4e5", "集群", cpuEnv()), kube.RenderOptions{Namespace: "team-a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 { // setting it again replaces it
+		if err := kube.SetOwner(rc, owner, gvk); err != nil {
+			t.Fatal(err)
+		}
+	}
+	refs := rc.OwnerReferences
+	if len(refs) != 1 || refs[0].UID != "uid-1" || refs[0].Kind != "ComputeCluster" || refs[0].APIVersion != "dlc.aidlc.io/v1alpha1" ||
+		!*refs[0].Controller || !*refs[0].BlockOwnerDeletion {
+		t.Fatalf("owner references %+v", refs)
+	}
+	other := owner.DeepCopy()
+	other.UID = "uid-2"
+	if err := kube.SetOwner(rc, other, gvk); err == nil {
+		t.Error("a second controller was accepted")
+	}
+	other.Namespace = "team-b"
+	if err := kube.SetOwner(rc, other, gvk); err == nil {
+		t.Error("an owner in another namespace was accepted")
+	}
+	if err := kube.SetOwner(rc, &corev1.ConfigMap{}, gvk); err == nil {
+		t.Error("an owner without a UID was accepted")
 	}
 }
