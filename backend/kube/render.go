@@ -1,0 +1,415 @@
+package kube
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+
+	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/aidlc/dlc/cluster"
+	"github.com/aidlc/dlc/errs"
+	"github.com/aidlc/dlc/internal/check"
+	"github.com/aidlc/dlc/quota"
+	"github.com/aidlc/dlc/storage"
+)
+
+// Names of the Ray containers and the resource of a GPU.
+const (
+	HeadContainer   = "ray-head"
+	WorkerContainer = "ray-worker"
+	GPUResource     = corev1.ResourceName("nvidia.com/gpu")
+)
+
+// RayUID is the user id that custom images run as: user "ray" of the Ray
+// images (C5).
+const RayUID = 1000
+
+// RenderOptions is what rendering needs besides the cluster or run. The
+// zero value renders with the built-in catalogs into no namespace, and
+// refuses mounts (no VolumeResolver) and high availability (no Redis).
+type RenderOptions struct {
+	// Namespace of the rendered objects; "" leaves it to the caller.
+	Namespace string
+	// Catalogs are the node specs and built-in images to render with; a
+	// zero part means the built-in one (quota.DefaultCatalog,
+	// cluster.DefaultImages, whose images live under
+	// cluster.DefaultRegistry).
+	Catalogs cluster.Catalogs
+	// VolumeResolver turns storage instances into volumes (see
+	// RenderMounts); mounts need one. It is called with
+	// context.Background() and should do no I/O, as rendering does none.
+	VolumeResolver VolumeResolver
+	// RedisAddress is the external Redis ("host:port") that keeps the GCS
+	// state of a high-availability head (gcsFaultToleranceOptions); a
+	// cluster with a high-availability head cannot render without it.
+	RedisAddress string
+	// RedisPassword, optional, is the Secret key holding that Redis's
+	// password.
+	RedisPassword *corev1.SecretKeySelector
+	// WorkingDir returns the URL that a Ray head fetches a job package
+	// from (the runtime environment's working_dir), e.g. a pre-signed
+	// HTTPS URL of a COS object. When nil, a COS package's URI is used as
+	// it is, and a local package cannot render.
+	WorkingDir func(pkg storage.Package) (string, error)
+	// SuspendRayJob renders RayJobs with suspend: true, for a run that
+	// waits for admission (as Kueue does); admission clears it.
+	SuspendRayJob bool
+}
+
+func (o RenderOptions) catalogs() cluster.Catalogs {
+	c := o.Catalogs
+	if c.Nodes.Len() == 0 {
+		c.Nodes = quota.DefaultCatalog()
+	}
+	if len(c.Images.Names()) == 0 {
+		c.Images = cluster.DefaultImages()
+	}
+	return c
+}
+
+// RenderRayCluster renders a cluster as a KubeRay RayCluster (ray.io/v1)
+// named RayClusterName(c.ID):
+//
+//   - the environment is the one Ray runs since the last start (c.Live)
+//     when there is one, else the spec's;
+//   - created, creating, hibernating, hibernated and deleting clusters
+//     render with spec.suspend true (no pods), starting, running and
+//     abnormal ones with false;
+//   - each node group is one container (ray-head, ray-worker) whose
+//     requests and limits are its node spec's cpu, memory and, for GU
+//     specs, nvidia.com/gpu; its environment variables are the
+//     container's; its Ray node labels are the group's labels field and
+//     its logical resources the "resources" start parameter;
+//   - a custom image (not a built-in name) runs as user ray (uid 1000);
+//   - a worker group has c.Replicas of its name workers (its minimum when
+//     unset, clamped into its range); any group with min < max turns on
+//     KubeRay's in-tree autoscaler;
+//   - a high-availability head gets GCS fault tolerance with
+//     o.RedisAddress. KubeRay runs one head and restarts it, with the GCS
+//     state kept in Redis; it keeps no standby head (kuberay#522), so a
+//     takeover takes as long as a new head pod takes to start;
+//   - the spec's mounts are on every pod (through o.VolumeResolver), its
+//     advanced parameters are start parameters of every node.
+//
+// Bad input renders nothing: the environment, mounts and advanced
+// parameters are checked first, and a problem is errors.Is
+// errs.ErrInvalid. The result has no owner: see SetOwner.
+func RenderRayCluster(c *cluster.Cluster, o RenderOptions) (*rayv1.RayCluster, error) {
+	if c == nil || c.ID == "" {
+		return nil, errs.List{errs.Required("id", "", "a cluster to render needs an id")}.ToError()
+	}
+	var suspend bool
+	switch c.State {
+	case cluster.Creating, cluster.Created, cluster.Hibernating, cluster.Hibernated, cluster.Deleting:
+		suspend = true
+	case cluster.Starting, cluster.Running, cluster.Abnormal:
+	default:
+		return nil, errs.List{errs.Invalid("state", "C11", string(c.State), "not a cluster state")}.ToError()
+	}
+	env, envPath := &c.Spec.Environment, errs.Path("")
+	if c.Live != nil {
+		env, envPath = &c.Live.Environment, "live"
+	}
+	ids := idLabels(map[string]string{KeyClusterID: c.ID})
+	spec, err := renderClusterSpec(clusterInput{
+		env: env, path: envPath, rules: cluster.Rules{Image: "C5", Head: "C7", Workers: "C8"},
+		replicas: c.Replicas, mounts: c.Spec.Mounts, mountRule: "C9",
+		advanced: c.Spec.Advanced, advancedRule: "C10", maxAdvanced: cluster.MaxAdvanced,
+		podLabels: ids,
+	}, o)
+	if err != nil {
+		return nil, err
+	}
+	spec.Suspend = ptr.To(suspend)
+	rc := &rayv1.RayCluster{
+		TypeMeta: metav1.TypeMeta{APIVersion: rayv1.GroupVersion.String(), Kind: "RayCluster"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      RayClusterName(c.ID),
+			Namespace: o.Namespace,
+			Labels:    withManagedBy(ids),
+			Annotations: map[string]string{
+				KeyClusterID:  c.ID,
+				KeyName:       c.Spec.Name,
+				KeyGeneration: strconv.FormatInt(c.Generation, 10),
+			},
+		},
+		Spec: *spec,
+	}
+	return rc, nil
+}
+
+// clusterInput is what a RayClusterSpec renders from: a cluster's or an
+// on-demand run's, with the rule IDs and paths its problems report.
+type clusterInput struct {
+	env      *cluster.Environment
+	path     errs.Path // of env, in the problems reported
+	rules    cluster.Rules
+	replicas map[string]int
+
+	mounts    []storage.Mount
+	mountRule string
+
+	advanced     map[string]string
+	advancedRule string
+	maxAdvanced  int // < 0: no limit
+
+	podLabels map[string]string // on every pod template
+}
+
+// renderClusterSpec renders a compute environment as a RayClusterSpec,
+// without suspend: a RayCluster sets it, a RayJob's cluster leaves it out.
+func renderClusterSpec(in clusterInput, o RenderOptions) (*rayv1.RayClusterSpec, error) {
+	cat := o.catalogs()
+	env := in.env
+	l := env.Problems(cat, in.rules)
+	l = append(l, nodeProblems(in.rules, env)...)
+	l = l.Prefix(in.path)
+	l = append(l, storage.ValidateMounts(errs.NewPath("mounts"), in.mountRule, in.mounts)...)
+	l = append(l, check.Advanced(errs.NewPath("advanced"), in.advancedRule, in.maxAdvanced, in.advanced)...)
+	l = append(l, advancedProblems(in.advanced)...)
+	if env.Head.HighAvailability && o.RedisAddress == "" {
+		l = append(l, errs.Invalid(in.path.Child("headGroup", "highAvailability"), in.rules.Head, true,
+			"a high-availability head keeps its state in an external Redis, and the backend has none (RenderOptions.RedisAddress)"))
+	}
+	if err := l.ToError(); err != nil {
+		return nil, err
+	}
+	mounts, err := RenderMounts(context.Background(), o.VolumeResolver, in.mounts)
+	if err != nil {
+		return nil, err
+	}
+	image, builtin, err := cat.Images.Resolve(env.Image)
+	if err != nil {
+		return nil, err
+	}
+	start := startParams(in.advanced)
+
+	head, _ := cat.Nodes.Lookup(env.Head.NodeSpec) // checked above
+	spec := &rayv1.RayClusterSpec{
+		HeadGroupSpec: rayv1.HeadGroupSpec{
+			RayStartParams: groupStartParams(start, env.Head.Resources),
+			Labels:         cloneOrNil(env.Head.Labels),
+			Template:       podTemplate(HeadContainer, image, builtin, env.Head.NodeGroup, head, in.podLabels, mounts),
+		},
+		EnableInTreeAutoscaling: ptr.To(false),
+	}
+	for _, w := range env.Workers {
+		ns, _ := cat.Nodes.Lookup(w.NodeSpec)
+		lo, hi := w.Instances.Min, w.Instances.MaxOrMin()
+		n, ok := in.replicas[w.Name]
+		if !ok {
+			n = lo
+		}
+		n = max(lo, min(n, hi))
+		if w.Instances.Autoscaling() {
+			spec.EnableInTreeAutoscaling = ptr.To(true)
+		}
+		spec.WorkerGroupSpecs = append(spec.WorkerGroupSpecs, rayv1.WorkerGroupSpec{
+			GroupName:      w.Name,
+			Replicas:       ptr.To(int32(n)),
+			MinReplicas:    ptr.To(int32(lo)),
+			MaxReplicas:    ptr.To(int32(hi)),
+			NumOfHosts:     1,
+			RayStartParams: groupStartParams(start, w.Resources),
+			Labels:         cloneOrNil(w.Labels),
+			Template:       podTemplate(WorkerContainer, image, builtin, w.NodeGroup, ns, in.podLabels, mounts),
+		})
+	}
+	if env.Head.HighAvailability {
+		ft := &rayv1.GcsFaultToleranceOptions{RedisAddress: o.RedisAddress}
+		if o.RedisPassword != nil {
+			ft.RedisPassword = &rayv1.RedisCredential{ValueFrom: &corev1.EnvVarSource{SecretKeyRef: o.RedisPassword.DeepCopy()}}
+		}
+		spec.GcsFaultToleranceOptions = ft
+	}
+	return spec, nil
+}
+
+// podTemplate renders one node group's pods.
+func podTemplate(container, image string, builtin bool, g cluster.NodeGroup, ns quota.NodeSpec,
+	ids map[string]string, mounts RenderedMounts) corev1.PodTemplateSpec {
+	res := corev1.ResourceList{
+		corev1.ResourceCPU:    *resource.NewQuantity(ns.CPU, resource.DecimalSI),
+		corev1.ResourceMemory: *resource.NewQuantity(ns.MemoryGB*quota.GiB, resource.BinarySI),
+	}
+	if ns.GPU > 0 {
+		res[GPUResource] = *resource.NewQuantity(ns.GPU, resource.DecimalSI)
+	}
+	c := corev1.Container{
+		Name:      container,
+		Image:     image,
+		Resources: corev1.ResourceRequirements{Requests: res, Limits: res.DeepCopy()},
+	}
+	for _, k := range errs.SortedKeys(g.Env) {
+		c.Env = append(c.Env, corev1.EnvVar{Name: k, Value: g.Env[k]})
+	}
+	labels := map[string]string{KeyNodeGroup: g.Name}
+	for k, v := range ids {
+		labels[k] = v
+	}
+	t := corev1.PodTemplateSpec{
+		ObjectMeta: metav1.ObjectMeta{
+			Labels:      labels,
+			Annotations: map[string]string{KeyNodeSpec: ns.Name},
+		},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{c}},
+	}
+	if !builtin {
+		// A custom image runs as Ray's user, not as whatever its image says
+		// (C5); the pod-level setting covers the autoscaler container that
+		// KubeRay adds to the head with the same image.
+		t.Spec.SecurityContext = &corev1.PodSecurityContext{RunAsUser: ptr.To[int64](RayUID), RunAsNonRoot: ptr.To(true)}
+	}
+	mounts.ApplyTo(&t.Spec)
+	return t
+}
+
+// kubeRayEnv are the environment variables that KubeRay v1.5.0 refuses
+// in a Ray container, or that it reads to set up what the platform
+// configures (GCS fault tolerance, the autoscaler).
+var kubeRayEnv = map[string]string{
+	"RAY_REDIS_ADDRESS":        "the backend's Redis (high availability)",
+	"REDIS_PASSWORD":           "the backend's Redis (high availability)",
+	"REDIS_USERNAME":           "the backend's Redis (high availability)",
+	"RAY_enable_autoscaler_v2": "the platform (the autoscaler follows the instance ranges)",
+}
+
+// reservedLabelPrefix starts the labels dlc puts on pods; Ray node labels,
+// which KubeRay also puts on the pods, may not use it.
+const reservedLabelPrefix = "dlc.aidlc.io/"
+
+// nodeProblems reports environment variables that the platform or KubeRay
+// manages (the latter under no rule ID: the rule is KubeRay's), and node
+// labels in the platform's prefix.
+func nodeProblems(r cluster.Rules, env *cluster.Environment) errs.List {
+	var l errs.List
+	group := func(p errs.Path, rule string, g cluster.NodeGroup) {
+		for _, k := range errs.SortedKeys(g.Env) {
+			if by, ok := kubeRayEnv[k]; ok {
+				l = append(l, errs.Forbidden(p.Child("envVars").Key(k), "", fmt.Sprintf("%s is set by %s", k, by)))
+			}
+			if k == PodNameEnv {
+				l = append(l, errs.Forbidden(p.Child("envVars").Key(k), rule, k+" is set by the platform (dynamic mount sub-paths)"))
+			}
+		}
+		for _, k := range errs.SortedKeys(g.Labels) {
+			if strings.HasPrefix(k, reservedLabelPrefix) || k == KeyManagedBy {
+				l = append(l, errs.Forbidden(p.Child("labels").Key(k), rule,
+					fmt.Sprintf("the label %s is the platform's own", k)))
+			}
+		}
+	}
+	group(errs.NewPath("headGroup"), r.Head, env.Head.NodeGroup)
+	for i, w := range env.Workers {
+		group(errs.NewPath("workerGroups").Index(i), r.Workers, w.NodeGroup)
+	}
+	return l
+}
+
+// reservedStartParams are start parameters that KubeRay v1.5.0 refuses
+// beside GCS fault tolerance, which comes from the backend's options;
+// check.Advanced refuses the other platform-managed ones (J11).
+var reservedStartParams = []string{"redis-password", "redis-username"}
+
+func advancedProblems(params map[string]string) errs.List {
+	var l errs.List
+	for _, k := range errs.SortedKeys(params) {
+		for _, r := range reservedStartParams {
+			if check.NormalizeKey(k) == r {
+				l = append(l, errs.Forbidden(errs.NewPath("advanced").Key(k), "",
+					fmt.Sprintf("%q is managed by the platform: Redis comes from the backend's options", k)))
+			}
+		}
+	}
+	return l
+}
+
+// startParams returns advanced parameters as Ray start parameters, each
+// value quoted for the shell where it needs it: KubeRay joins the
+// parameters into a "ray start" command line that bash runs.
+func startParams(advanced map[string]string) map[string]string {
+	out := make(map[string]string, len(advanced))
+	for k, v := range advanced {
+		out[k] = shellQuote(v)
+	}
+	return out
+}
+
+// groupStartParams returns a node group's start parameters: the common
+// ones and its logical resources.
+func groupStartParams(common map[string]string, resources map[string]float64) map[string]string {
+	out := make(map[string]string, len(common)+1)
+	for k, v := range common {
+		out[k] = v
+	}
+	if len(resources) > 0 {
+		out["resources"] = resourcesParam(resources)
+	}
+	return out
+}
+
+// resourcesParam renders logical resources as the "resources" start
+// parameter: JSON in single quotes, the form KubeRay itself writes. The
+// names are safe inside the quotes (check.LogicalResources allows letters,
+// digits, '_', '.', ':', '/' and '-'). The group's resources field of
+// KubeRay v1.5.0 is not used: it lower-cases names, takes "cpu",
+// "memory" and any name ending in "gpu" for Ray's own resources, and
+// parses quantities as Kubernetes quantities.
+func resourcesParam(resources map[string]float64) string {
+	b, err := json.Marshal(resources) // sorted keys; finite values, as checked
+	if err != nil {
+		panic(err) // unreachable: the values are checked finite
+	}
+	return "'" + string(b) + "'"
+}
+
+var shellSafe = regexp.MustCompile(`^[A-Za-z0-9_.,:/=+@%-]+$`)
+
+// shellQuote returns v as bash reads it back as one word. A value that
+// needs no quoting (true and false among them, which KubeRay turns into
+// bare flags) is returned as it is. In a quoted value '$' is doubled:
+// the kubelet expands $(VAR) in a container's arguments and reads "$$" as
+// "$".
+func shellQuote(v string) string {
+	if shellSafe.MatchString(v) {
+		return v
+	}
+	return "'" + strings.ReplaceAll(strings.ReplaceAll(v, "$", "$$"), "'", `'\''`) + "'"
+}
+
+func idLabels(ids map[string]string) map[string]string {
+	out := map[string]string{}
+	for k, v := range ids {
+		if labelValue(v) {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+func withManagedBy(labels map[string]string) map[string]string {
+	out := map[string]string{KeyManagedBy: ManagedBy}
+	for k, v := range labels {
+		out[k] = v
+	}
+	return out
+}
+
+func cloneOrNil(m map[string]string) map[string]string {
+	if len(m) == 0 {
+		return nil
+	}
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
