@@ -205,17 +205,7 @@ func TestRaceGroupLostReplyReleasesName(t *testing.T) {
 // the way (Ray delete, release, store delete). A's apply then re-creates the
 // Ray cluster, which runs for ever with no stored object and no reservation.
 func TestRaceStaleApplyResurrectsDeletedCluster(t *testing.T) {
-	var mu sync.Mutex
-	var hook func(call, id string)
-	f := newFixture(t, dlctest.MemoryOptions{Ray: memory.RayHooks{Call: func(ctx context.Context, call, id string) error {
-		mu.Lock()
-		h := hook
-		mu.Unlock()
-		if h != nil {
-			h(call, id)
-		}
-		return nil
-	}}})
+	f, setHook := rayHooked(t)
 	b := f.m.NewClient() // replica B
 	cl2, err := f.c.Clusters().Create(f.ctx, f.spec("c2", 1, 3))
 	f.must(err)
@@ -223,7 +213,7 @@ func TestRaceStaleApplyResurrectsDeletedCluster(t *testing.T) {
 	_, err = f.c.Clusters().Start(f.ctx, cl2.ID)
 	f.must(err)
 	once := false
-	hook = func(call, id string) {
+	setHook(func(call, id string) {
 		if call != memory.CallApplyCluster || id != cl2.ID || once {
 			return
 		}
@@ -239,11 +229,9 @@ func TestRaceStaleApplyResurrectsDeletedCluster(t *testing.T) {
 			}
 			f.m.Clock.Advance(100 * time.Millisecond)
 		}
-	}
+	})
 	f.c.RunPending() // A reconciles cl2 (starting): holds → apply (B deletes inside) → apply lands
-	mu.Lock()
-	hook = nil
-	mu.Unlock()
+	setHook(nil)
 	f.settle()
 	if _, err := f.m.Backend.Store.Get(f.ctx, "cluster", cl2.ID); !errs.IsNotFound(err) {
 		t.Fatalf("stored cluster still there: %v", err)
@@ -259,17 +247,7 @@ func TestRaceStaleApplyResurrectsDeletedCluster(t *testing.T) {
 // run and cleans it up (StopRun finds nothing, RayDone). A's submit then
 // starts the Ray job of a stopped run, which nobody ever stops.
 func TestRaceSubmitAfterStopLeavesRayJob(t *testing.T) {
-	var mu sync.Mutex
-	var hook func(call, id string)
-	f := newFixture(t, dlctest.MemoryOptions{Ray: memory.RayHooks{Call: func(ctx context.Context, call, id string) error {
-		mu.Lock()
-		h := hook
-		mu.Unlock()
-		if h != nil {
-			h(call, id)
-		}
-		return nil
-	}}})
+	f, setHook := rayHooked(t)
 	cl := f.runningCluster("c1")
 	rec := f.job(dlc.NewJob("j").OnCluster(cl.ID))
 	b := f.m.NewClient()
@@ -277,7 +255,7 @@ func TestRaceSubmitAfterStopLeavesRayJob(t *testing.T) {
 	r, err := f.c.Runs().Create(f.ctx, rec.ID, dlc.RunOptions{})
 	f.must(err)
 	once := false
-	hook = func(call, id string) {
+	setHook(func(call, id string) {
 		if call != memory.CallSubmitRun || id != r.ID || once {
 			return
 		}
@@ -286,11 +264,9 @@ func TestRaceSubmitAfterStopLeavesRayJob(t *testing.T) {
 			t.Errorf("B stop: %v", err)
 		}
 		b.RunPending()
-	}
+	})
 	f.c.RunPending()
-	mu.Lock()
-	hook = nil
-	mu.Unlock()
+	setHook(nil)
 	f.m.RunPending()
 	got, _ := f.c.Runs().Get(f.ctx, r.ID)
 	obs, err := f.m.Backend.Ray.RunStatus(f.ctx, r.ID)
@@ -398,5 +374,26 @@ func TestRaceAutoscaleStressNoHooks(t *testing.T) {
 	u, _ := c.ResourceGroups().Get(ctx, "rg-1")
 	if held := u.Holders[cl.ID]; held != need {
 		t.Fatalf("replicas %v need %s, held %s", got.Replicas, need, held)
+	}
+}
+
+// rayHooked is a fixture whose Ray calls go through a hook that the test
+// sets (and clears with nil) while it runs.
+func rayHooked(t *testing.T) (*fixture, func(func(call, id string))) {
+	var mu sync.Mutex
+	var hook func(call, id string)
+	f := newFixture(t, dlctest.MemoryOptions{Ray: memory.RayHooks{Call: func(ctx context.Context, call, id string) error {
+		mu.Lock()
+		h := hook
+		mu.Unlock()
+		if h != nil {
+			h(call, id)
+		}
+		return nil
+	}}})
+	return f, func(h func(call, id string)) {
+		mu.Lock()
+		hook = h
+		mu.Unlock()
 	}
 }
