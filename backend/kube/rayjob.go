@@ -87,11 +87,25 @@ func RenderRayJob(r *job.Run, o RenderOptions) (*rayv1.RayJob, error) {
 // runtimeEnvYAML renders a run's Ray runtime environment (J5, J10) as
 // YAML with sorted keys; "" when there is nothing to set.
 func runtimeEnvYAML(cfg *job.Config, o RenderOptions) (string, error) {
+	m, err := runtimeEnv(cfg, o)
+	if err != nil || len(m) == 0 {
+		return "", err
+	}
+	b, err := yaml.Marshal(m)
+	if err != nil {
+		return "", fmt.Errorf("kube: rendering the runtime environment: %w", err)
+	}
+	return string(b), nil
+}
+
+// runtimeEnv is a run's Ray runtime environment (J10): the package as
+// working_dir, pip or conda, env_vars, and a container as image_uri.
+func runtimeEnv(cfg *job.Config, o RenderOptions) (map[string]any, error) {
 	m := map[string]any{}
 	if !cfg.Package.IsZero() {
 		dir, err := workingDir(cfg, o)
 		if err != nil {
-			return "", err
+			return nil, err
 		}
 		m["working_dir"] = dir
 	}
@@ -108,14 +122,7 @@ func runtimeEnvYAML(cfg *job.Config, o RenderOptions) (string, error) {
 	if rt.Container != "" {
 		m["image_uri"] = rt.Container
 	}
-	if len(m) == 0 {
-		return "", nil
-	}
-	b, err := yaml.Marshal(m)
-	if err != nil {
-		return "", fmt.Errorf("kube: rendering the runtime environment: %w", err)
-	}
-	return string(b), nil
+	return m, nil
 }
 
 func workingDir(cfg *job.Config, o RenderOptions) (string, error) {
