@@ -1,5 +1,5 @@
 # The README's two set-up commands are `go run ./examples/quickstart` and `make test`.
-.PHONY: test quickstart envtest
+.PHONY: test quickstart envtest generate
 
 # Builds (or reuses) the envtest control-plane binaries, then runs every
 # test, the integration tests against a real kube-apiserver and etcd included.
@@ -11,3 +11,8 @@ quickstart:
 
 envtest:
 	bash hack/envtest-assets.sh
+
+# Regenerates deep copies and CRDs from backend/kube/api with controller-gen
+# (run through go run at a pinned version, so it is not in go.mod).
+generate:
+	go generate ./backend/kube/api/...

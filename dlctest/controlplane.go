@@ -23,6 +23,9 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/aidlc/dlc/backend/kube"
+	dlcv1alpha1 "github.com/aidlc/dlc/backend/kube/api/v1alpha1"
 )
 
 // TestingT is the part of *testing.T, *testing.B and *testing.F that the
@@ -108,7 +111,8 @@ func WithCRDDirs(dirs ...string) Option {
 
 // WithScheme registers more Go types with the control plane's scheme (and so
 // with its client), such as the AddToScheme function of a CRD's API package.
-// The core Kubernetes types and KubeRay's ray.io/v1 are always registered.
+// The core Kubernetes types, KubeRay's ray.io/v1 and dlc's dlc.aidlc.io/v1alpha1
+// are always registered.
 func WithScheme(addToScheme ...func(*runtime.Scheme) error) Option {
 	return func(o *options) { o.addToScheme = append(o.addToScheme, addToScheme...) }
 }
@@ -128,8 +132,8 @@ func newOptions(opts []Option) *options {
 	return o
 }
 
-// ControlPlane is a running kube-apiserver and etcd with KubeRay's CRDs
-// installed. Its methods are safe for concurrent use; tests that share it
+// ControlPlane is a running kube-apiserver and etcd with KubeRay's CRDs and
+// dlc's own (dlc.aidlc.io, [kube.CRDs]) installed. Its methods are safe for concurrent use; tests that share it
 // should each work in a namespace of their own ([ControlPlane.NewNamespace]).
 type ControlPlane struct {
 	env     *envtest.Environment
@@ -149,7 +153,8 @@ func (cp *ControlPlane) Client() client.Client { return cp.client }
 func (cp *ControlPlane) Config() *rest.Config { return rest.CopyConfig(cp.config) }
 
 // Scheme returns the scheme the client uses: client-go's core types,
-// KubeRay's ray.io/v1 and whatever [WithScheme] added. Treat it as read-only.
+// KubeRay's ray.io/v1, dlc's dlc.aidlc.io/v1alpha1 and whatever [WithScheme]
+// added. Treat it as read-only.
 func (cp *ControlPlane) Scheme() *runtime.Scheme { return cp.scheme }
 
 // StartupTime reports how long the control plane took to start, CRDs
@@ -388,7 +393,7 @@ func start(o *options, dir string) (*ControlPlane, error) {
 	began := time.Now()
 
 	scheme := runtime.NewScheme()
-	adders := append([]func(*runtime.Scheme) error{clientgoscheme.AddToScheme, rayv1.AddToScheme}, o.addToScheme...)
+	adders := append([]func(*runtime.Scheme) error{clientgoscheme.AddToScheme, rayv1.AddToScheme, dlcv1alpha1.AddToScheme}, o.addToScheme...)
 	for _, add := range adders {
 		if err := add(scheme); err != nil {
 			return nil, fmt.Errorf("building the scheme: %w", err)
@@ -396,6 +401,10 @@ func start(o *options, dir string) (*ControlPlane, error) {
 	}
 
 	kuberay, err := kubeRayCRDDir()
+	if err != nil {
+		return nil, err
+	}
+	ours, err := kube.CRDs()
 	if err != nil {
 		return nil, err
 	}
@@ -409,6 +418,7 @@ func start(o *options, dir string) (*ControlPlane, error) {
 		Scheme:                scheme,
 		CRDDirectoryPaths:     append([]string{kuberay}, o.crdDirs...),
 		ErrorIfCRDPathMissing: true,
+		CRDs:                  ours,
 		CRDInstallOptions:     envtest.CRDInstallOptions{MaxTime: timeout},
 		BinaryAssetsDirectory: dir,
 		// Never fall through to a real cluster, whatever USE_EXISTING_CLUSTER says.

@@ -1,0 +1,66 @@
+package v1alpha1
+
+// Resources is an amount of compute, as quota.Resources: milli-CPUs, bytes of
+// memory and GPUs, each a non-negative integer.
+type Resources struct {
+	// +kubebuilder:validation:Minimum=0
+	MilliCPU int64 `json:"milliCPU"`
+	// +kubebuilder:validation:Minimum=0
+	Memory int64 `json:"memory"`
+	// +kubebuilder:validation:Minimum=0
+	GPU int64 `json:"gpu"`
+}
+
+// EventSource says who caused an event.
+// +kubebuilder:validation:Enum=user;system
+type EventSource string
+
+// The event sources.
+const (
+	EventSourceUser   EventSource = "user"
+	EventSourceSystem EventSource = "system"
+)
+
+// Event is one entry of an object's operation and event log, as
+// cluster.Event.
+type Event struct {
+	// Time is when it happened, RFC 3339 with nanoseconds.
+	// +kubebuilder:validation:Format=date-time
+	Time   string      `json:"time"`
+	Source EventSource `json:"source"`
+	// +optional
+	Actor string `json:"actor,omitempty"`
+	// +kubebuilder:validation:MinLength=1
+	Action string `json:"action"`
+	// +optional
+	Message string `json:"message,omitempty"`
+}
+
+// MaxEvents bounds an operation log, as cluster.MaxEvents.
+const MaxEvents = 100
+
+// Bookkeeping is what every kind's spec carries from its creation.
+type Bookkeeping struct {
+	// Creator is the identity that created the object.
+	// +optional
+	Creator string `json:"creator,omitempty"`
+	// CreatedAt is when the platform created it (its clock, not the API
+	// server's), RFC 3339 with nanoseconds.
+	// +kubebuilder:validation:Format=date-time
+	// +optional
+	CreatedAt string `json:"createdAt,omitempty"`
+}
+
+// Record is what every kind's status carries: the last change and the
+// operation log.
+type Record struct {
+	// UpdatedAt is when the platform last changed the object.
+	// +kubebuilder:validation:Format=date-time
+	// +optional
+	UpdatedAt string `json:"updatedAt,omitempty"`
+	// Events is the operation and event log, newest last.
+	// +kubebuilder:validation:MaxItems=100
+	// +listType=atomic
+	// +optional
+	Events []Event `json:"events,omitempty"`
+}

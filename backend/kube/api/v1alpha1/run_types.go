@@ -1,0 +1,102 @@
+package v1alpha1
+
+import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+// RunState is a run's state, as job.RunState.
+// +kubebuilder:validation:Enum=queued;waiting;provisioning;running;succeeded;failed;stopped
+type RunState string
+
+// WaitReason says why a run waits, as job.WaitReason.
+// +kubebuilder:validation:Enum="cluster not running";"no member running";"all members abnormal";"insufficient unused quota"
+type WaitReason string
+
+// RunSpec is what a run is of and what is fixed at its submission, as the
+// matching fields of job.Run.
+type RunSpec struct {
+	// JobID is the id of the run's JobConfig.
+	// +kubebuilder:validation:MinLength=1
+	JobID string `json:"jobID"`
+	// Revision is the config revision it runs.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	Revision int32 `json:"revision,omitempty"`
+	// Config is that revision's config.
+	Config JobConfigBody `json:"config"`
+	// Priority is the queueing weight of an on-demand run, 1–9.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=9
+	// +optional
+	Priority *int32 `json:"priority,omitempty"`
+	// Seq orders runs submitted at the same instant.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	Seq int64 `json:"seq,omitempty"`
+	// Demand is what admitting an on-demand run reserves.
+	// +optional
+	Demand *Resources `json:"demand,omitempty"`
+	// +optional
+	Creator string `json:"creator,omitempty"`
+	// SubmittedAt is when it was submitted, RFC 3339 with nanoseconds.
+	// +kubebuilder:validation:Format=date-time
+	SubmittedAt string `json:"submittedAt"`
+}
+
+// RunStatus is what the platform records of a run.
+type RunStatus struct {
+	// State is the run's state; empty means queued.
+	// +optional
+	State RunState `json:"state,omitempty"`
+	// +optional
+	WaitReason WaitReason `json:"waitReason,omitempty"`
+	// Message is why it failed or stopped, or detail on waiting.
+	// +optional
+	Message string `json:"message,omitempty"`
+	// ClusterID is the cluster it runs on.
+	// +optional
+	ClusterID string `json:"clusterID,omitempty"`
+	// +kubebuilder:validation:Format=date-time
+	// +optional
+	StartedAt string `json:"startedAt,omitempty"`
+	// +kubebuilder:validation:Format=date-time
+	// +optional
+	FinishedAt string `json:"finishedAt,omitempty"`
+	// Logs is where its logs are.
+	// +optional
+	Logs string `json:"logs,omitempty"`
+	// RayDone records that Ray holds nothing more of the ended run.
+	// +optional
+	RayDone bool `json:"rayDone,omitempty"`
+	// Record is the last change and the event log.
+	Record `json:",inline"`
+}
+
+// Run is one run of a job config.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:categories=dlc
+// +kubebuilder:printcolumn:name="Job",type=string,JSONPath=`.spec.jobID`
+// +kubebuilder:printcolumn:name="State",type=string,JSONPath=`.status.state`
+// +kubebuilder:printcolumn:name="Wait",type=string,JSONPath=`.status.waitReason`
+// +kubebuilder:printcolumn:name="Message",type=string,JSONPath=`.status.message`,priority=1
+// +kubebuilder:printcolumn:name="Cluster",type=string,JSONPath=`.status.clusterID`,priority=1
+// +kubebuilder:printcolumn:name="Priority",type=integer,JSONPath=`.spec.priority`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type Run struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   RunSpec   `json:"spec"`
+	Status RunStatus `json:"status,omitempty"`
+}
+
+// RunList is a list of Run.
+//
+// +kubebuilder:object:root=true
+type RunList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Run `json:"items"`
+}
+
+func init() { SchemeBuilder.Register(&Run{}, &RunList{}) }
