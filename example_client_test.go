@@ -75,3 +75,32 @@ func ExampleRunService_Create_onDemand() {
 	// provisioning | waiting insufficient unused quota
 	// succeeded succeeded
 }
+
+// Why a run waits, and where it is in its resource group's queue.
+func ExampleRunService_Pending() {
+	m := dlctest.NewMemory(dlctest.MemoryOptions{})
+	defer m.Close()
+	c := m.Client
+	ctx := context.Background()
+	_, _ = c.ResourceGroups().Register(ctx, quota.Group{ID: "rg-1", Package: "pkg-1",
+		Capacity: quota.Resources{MilliCPU: 12000, Memory: 48 * quota.GiB}})
+	submit := func(name string, priority int) string {
+		cfg, _ := dlc.NewJob(name).OnDemand("pkg-1", "rg-1").Priority(priority).
+			Image("ray-2.46.0-py310-cpu").Head("head", "cu.4c8g").WorkerGroup("w", "cu.4c8g", 1, 1).
+			COSPackage("cos://jobs-1250000000/train.zip").Entrypoint("python train.py").Build()
+		rec, _ := c.Jobs().Save(ctx, cfg, dlc.SaveOptions{})
+		r, _ := c.Runs().Create(ctx, rec.ID, dlc.RunOptions{})
+		m.RunPending()
+		return r.ID
+	}
+	submit("first", 5) // takes 8 of the 12 cores
+	low := submit("low", 2)
+	high := submit("high", 8)
+	for _, id := range []string{high, low} {
+		p, _ := c.Runs().Pending(ctx, id)
+		fmt.Println(p.Position, p.Ahead, p.Reason, "|", p.Lacks)
+	}
+	// Output:
+	// 1 0 insufficient unused quota | needs cpu=8 memory=16Gi gpu=0; allocatable cpu=4 memory=32Gi gpu=0
+	// 2 1 insufficient unused quota | needs cpu=8 memory=16Gi gpu=0; allocatable cpu=4 memory=32Gi gpu=0
+}
