@@ -55,6 +55,10 @@ func RunConformance(t *testing.T, h Harness) {
 		{"RestartKeepsQueue", testRestartKeepsQueue},
 		{"Faults", testFaults},
 		{"StepsThatKeepFailing", testPersistentFaults},
+		{"GroupsG1toG6", testGroups},
+		{"TemplatesAndJobEditsC6J15J16", testTemplatesAndJobEdits},
+		{"EditAutoscaleDetailsC11C13C14", testEditAutoscaleDetails},
+		{"AllMembersAbnormalJ18", testAllMembersAbnormal},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -858,4 +862,178 @@ func testPersistentFaults(t *testing.T, s *suite) {
 	s.must(c.Clusters().Delete(ctx, cl.ID, dlc.DeleteOptions{Force: true}))
 	s.gone(c, cl.ID)
 	s.quotaClean(c)
+}
+
+// G1–G6: a cluster in two groups, a rename, the last group kept (C2),
+// and a delete that moves the members to a target.
+func testGroups(t *testing.T, s *suite) {
+	c := s.client(nil)
+	ctx := s.ctx()
+	g1 := s.world(c, "rg-groups", 32)
+	cl, err := c.Clusters().Create(ctx, s.spec("grouped", g1, "rg-groups"))
+	s.must(err)
+	g2, err := c.Groups().Create(ctx, "second")
+	s.must(err)
+	s.must(c.Groups().AddMembers(ctx, g2.ID, cl.ID)) // G1: in two groups
+	for _, g := range []string{g1, g2.ID} {
+		if ms, err := c.Groups().Members(ctx, g); err != nil || len(ms) != 1 {
+			t.Fatalf("members of %s: %d, %v", g, len(ms), err)
+		}
+	}
+	if _, err := c.Groups().Rename(ctx, g2.ID, "renamed"); err != nil { // G5
+		t.Fatal(err)
+	}
+	if _, err := c.Groups().Rename(ctx, g2.ID, "group-rg-groups"); !errors.Is(err, dlc.ErrConflict) {
+		t.Fatalf("rename onto a taken name: %v", err)
+	}
+	s.must(c.Groups().RemoveMembers(ctx, g1, cl.ID))
+	if err := c.Groups().RemoveMembers(ctx, g2.ID, cl.ID); !errors.Is(err, dlc.ErrInvalid) { // C2
+		t.Fatalf("removing the last group: %v", err)
+	}
+	if err := c.Groups().Delete(ctx, g2.ID, ""); !errors.Is(err, dlc.ErrInvalid) { // G6 needs a target
+		t.Fatalf("delete without a target: %v", err)
+	}
+	s.must(c.Groups().Delete(ctx, g2.ID, g1))
+	got, err := c.Clusters().Get(ctx, cl.ID)
+	s.must(err)
+	if !slices.Equal(got.Spec.Groups, []string{g1}) {
+		t.Fatalf("after the delete the cluster is in %v, want [%s]", got.Spec.Groups, g1)
+	}
+	if _, err := c.Groups().Get(ctx, g2.ID); !errors.Is(err, dlc.ErrNotFound) {
+		t.Fatalf("deleted group: %v", err)
+	}
+	if _, err := c.Groups().Create(ctx, "renamed"); err != nil { // a deleted group's name is free
+		t.Fatalf("the name of a deleted group: %v", err)
+	}
+}
+
+// C6: a saved template fills a cluster and an on-demand job; J15: an edit
+// changes only what it may and bumps the revision; J16: a copy.
+func testTemplatesAndJobEdits(t *testing.T, s *suite) {
+	c := s.client(nil)
+	ctx := s.ctx()
+	grp := s.world(c, "rg-tpl", 32)
+	tpl, err := dlc.NewCluster("x").Image("ray-2.46.0-py310-cpu").Head("head", "cu.4c8g").
+		WorkerGroup("cpu", "cu.4c8g", 1, 2).BuildTemplate("small")
+	s.must(err)
+	s.must(c.Templates().Save(ctx, tpl))
+	s.must(c.Templates().Save(ctx, tpl)) // replacing one of the same name
+	got, err := c.Templates().Get(ctx, "small")
+	s.must(err)
+	spec, err := dlc.NewCluster("from_tpl").FromTemplate(got).Groups(grp).Resources("pkg-1", "rg-tpl").Build()
+	s.must(err)
+	if _, err := c.Clusters().Create(ctx, spec); err != nil {
+		t.Fatal(err)
+	}
+	if list, err := c.Templates().List(ctx); err != nil || len(list) != 1 {
+		t.Fatalf("templates: %d, %v", len(list), err)
+	}
+	rec := s.onDemand(c, "editable", "rg-tpl", 4)
+	edit := rec.DeepCopy()
+	edit.Config.Entrypoint = "python train.py --epochs 2"
+	next, err := c.Jobs().Edit(ctx, edit)
+	s.must(err)
+	if next.Revision != 2 || next.Config.Entrypoint != edit.Config.Entrypoint {
+		t.Fatalf("after the edit: revision %d, %q", next.Revision, next.Config.Entrypoint)
+	}
+	if _, err := c.Jobs().Edit(ctx, edit); !errors.Is(err, dlc.ErrConflict) { // a stale version
+		t.Fatalf("an edit of a stale version: %v", err)
+	}
+	bad := next.DeepCopy()
+	bad.Config.Name = "another name"
+	if _, err := c.Jobs().Edit(ctx, bad); !errors.Is(err, dlc.ErrInvalid) {
+		t.Fatalf("an edit of the name (J15): %v", err)
+	}
+	cp, err := c.Jobs().Copy(ctx, rec.ID, "")
+	s.must(err)
+	if cp.ID == rec.ID || cp.Config.Name != "editable (copy)" || cp.Revision != 1 {
+		t.Fatalf("copy: %+v", cp)
+	}
+	s.must(c.Templates().Delete(ctx, "small"))
+	if _, err := c.Templates().Get(ctx, "small"); !errors.Is(err, dlc.ErrNotFound) {
+		t.Fatalf("deleted template: %v", err)
+	}
+}
+
+// C11: an edit of a running cluster applies worker ranges at once and
+// the rest at the next start; C14: autoscaling within the range and the
+// quota; C13: details with pods and the dashboard.
+func testEditAutoscaleDetails(t *testing.T, s *suite) {
+	c := s.client(nil)
+	ctx := s.ctx()
+	grp := s.world(c, "rg-edit", 16) // room for the head and 3 workers of 4 cores
+	cl := s.runningCluster(c, "editing", grp, "rg-edit")
+	cur, err := c.Clusters().Get(ctx, cl.ID)
+	s.must(err)
+	cur.Spec.Workers[0].Instances = cluster.Range(1, 4)
+	cur.Spec.Image = "ray-2.41.0-py310-cpu"
+	res, err := c.Clusters().Edit(ctx, cur)
+	s.must(err)
+	if len(res.Applied) != 1 || len(res.NeedsRestart) != 1 || res.NeedsRestart[0] != "image" {
+		t.Fatalf("edit: applied %v, needs restart %v", res.Applied, res.NeedsRestart)
+	}
+	up, err := c.Clusters().Autoscale(ctx, cl.ID, "cpu", 4)
+	s.must(err)
+	if up.Granted != 3 || !up.QuotaRefused || up.Reason == "" { // 16 cores: head + 3 workers
+		t.Fatalf("autoscale past quota: %+v", up)
+	}
+	s.eventually("three workers running", func() (bool, string) {
+		d, err := c.Clusters().Details(ctx, cl.ID)
+		if err != nil {
+			return false, err.Error()
+		}
+		workers := 0
+		for _, p := range d.Pods {
+			if p.Role == "worker" {
+				workers++
+			}
+		}
+		return workers == 3 && d.Dashboard != "" && d.Resources.MilliCPU == 16000, fmt.Sprintf("%d workers, reserving %s", workers, d.Resources)
+	})
+	down, err := c.Clusters().Autoscale(ctx, cl.ID, "cpu", 0)
+	s.must(err)
+	if down.Granted != 1 || down.QuotaRefused { // the range's minimum
+		t.Fatalf("autoscale down: %+v", down)
+	}
+	s.eventually("quota follows the scale-down", func() (bool, string) {
+		u, _ := c.ResourceGroups().Get(ctx, "rg-edit")
+		return u.Reserved.MilliCPU == 8000, u.Reserved.String()
+	})
+	s.quotaClean(c)
+}
+
+// J18: a group whose members are all abnormal makes its runs wait, saying
+// so; a healthy member lets them go.
+func testAllMembersAbnormal(t *testing.T, s *suite) {
+	var fail atomic.Bool
+	fail.Store(true)
+	fb := NewFaulty(s.backend(), func(_ int, c Call) Fault {
+		if c.Op == "ApplyCluster" && fail.Load() {
+			return Before
+		}
+		return NoFault
+	})
+	c := s.client(fb)
+	ctx := s.ctx()
+	grp := s.world(c, "rg-abn", 32)
+	cl, err := c.Clusters().Create(ctx, s.spec("sick", grp, "rg-abn"))
+	s.must(err)
+	fail.Store(false)
+	s.clusterState(c, cl.ID, cluster.Created)
+	fail.Store(true)
+	_, err = c.Clusters().Start(ctx, cl.ID)
+	s.must(err)
+	s.clusterState(c, cl.ID, cluster.Abnormal)
+	rec := s.jobOn(c, "on-sick-group", "", grp)
+	r, err := c.Runs().Create(ctx, rec.ID, dlc.RunOptions{})
+	s.must(err)
+	if w := s.runState(c, r.ID, job.Waiting); w.WaitReason != job.AllMembersAbnormal {
+		t.Fatalf("waits because %q", w.WaitReason)
+	}
+	fail.Store(false)
+	_, err = c.Clusters().Start(ctx, cl.ID)
+	s.must(err)
+	if end := s.runEnds(c, r.ID); end.State != job.Succeeded {
+		t.Fatalf("run: %s %s", end.State, end.Message)
+	}
 }
