@@ -15,6 +15,17 @@
 // a test takes the same steps every time. Memory.NewClient starts another
 // client on the same backend (a second replica, or a restarted process).
 //
+// # Ray head stand-in
+//
+// [NewRayHead] starts an HTTP server on loopback that speaks the part of
+// the Ray Jobs REST API the SDK uses (submit with submission_id, status,
+// logs, stop) and runs each entrypoint as a real local process in its
+// unpacked working_dir, so packages, entrypoints, logs and exit codes are
+// real without a Ray wheel:
+//
+//	head := dlctest.NewRayHead(t, dlctest.RayHeadOptions{})
+//	c := &kube.JobsClient{Base: head.URL}
+//
 // # Conformance suite
 //
 // [RunConformance] runs the platform's behaviour against any backend: the
