@@ -4,13 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
+	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
 	ray "github.com/ray-project/kuberay/ray-operator/controllers/ray"
 	"github.com/ray-project/kuberay/ray-operator/controllers/ray/utils"
+	"github.com/ray-project/kuberay/ray-operator/controllers/ray/utils/dashboardclient"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/config"
@@ -35,10 +39,44 @@ type KubeRayOptions struct {
 	// them. (KubeRay's reconcilers log through controller-runtime's global
 	// logger, sigs.k8s.io/controller-runtime/pkg/log.SetLogger.)
 	Logger logr.Logger
+	// Dashboard, when set, also runs KubeRay's RayJob reconciler, whose
+	// dashboard client for a RayCluster talks to the URL Dashboard returns
+	// for it, typically a [RayHead]'s URL (one per cluster, or one for all).
+	// It must be on loopback: KubeRay's own address for a dashboard (the
+	// head service's) leads nowhere on a control plane without pods.
+	// Submit RayJobs in HTTPMode (spec.submissionMode): the default,
+	// K8sJobMode, runs the submitter as a Kubernetes Job, which no
+	// controller runs here.
+	Dashboard func(rc *rayv1.RayCluster) string
+}
+
+// dashboards is a utils.ClientProvider whose dashboard clients talk to the
+// URL KubeRayOptions.Dashboard picks.
+type dashboards struct {
+	url func(rc *rayv1.RayCluster) string
+}
+
+func (d dashboards) GetDashboardClient(manager.Manager) func(*rayv1.RayCluster, string) (dashboardclient.RayDashboardClientInterface, error) {
+	return func(rc *rayv1.RayCluster, _ string) (dashboardclient.RayDashboardClientInterface, error) {
+		url := d.url(rc)
+		if url == "" {
+			return nil, fmt.Errorf("dlctest: no dashboard for RayCluster %s/%s", rc.Namespace, rc.Name)
+		}
+		c := &dashboardclient.RayDashboardClient{}
+		c.InitClient(&http.Client{Timeout: 5 * time.Second}, strings.TrimSuffix(url, "/"))
+		return c, nil
+	}
+}
+
+func (d dashboards) GetHttpProxyClient(manager.Manager) func(string, string, string, int) utils.RayHttpProxyClientInterface {
+	return func(string, string, string, int) utils.RayHttpProxyClientInterface {
+		return &utils.FakeRayHttpProxyClient{}
+	}
 }
 
 // KubeRay is KubeRay's operator running in-process against a control plane:
-// its RayCluster reconciler, the one in
+// its RayCluster reconciler (and, with [KubeRayOptions].Dashboard, its
+// RayJob reconciler), from
 // github.com/ray-project/kuberay/ray-operator/controllers/ray, on a
 // controller-runtime manager with metrics, health probes, webhooks and
 // leader election off. It creates the head and worker pods and the head
@@ -122,6 +160,13 @@ func startKubeRay(cp *ControlPlane, o KubeRayOptions) (*KubeRay, error) {
 	if err := ray.NewReconciler(ctx, mgr, ray.RayClusterReconcilerOptions{}).SetupWithManager(mgr, 1); err != nil {
 		cancel()
 		return nil, fmt.Errorf("setting up the RayCluster reconciler: %w", err)
+	}
+	if o.Dashboard != nil {
+		r := ray.NewRayJobReconciler(ctx, mgr, ray.RayJobReconcilerOptions{}, dashboards{url: o.Dashboard})
+		if err := r.SetupWithManager(mgr, 1); err != nil {
+			cancel()
+			return nil, fmt.Errorf("setting up the RayJob reconciler: %w", err)
+		}
 	}
 	k := &KubeRay{Manager: mgr, cancel: cancel, done: make(chan error, 1)}
 	go func() { k.done <- mgr.Start(ctx) }()

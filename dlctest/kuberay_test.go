@@ -83,3 +83,65 @@ func TestKubeRayAndKubelet(t *testing.T) {
 		t.Errorf("Fail of a missing pod: no error")
 	}
 }
+
+// TestKubeRayRunsRayJob runs a RayJob through KubeRay's RayJob reconciler:
+// it creates the RayCluster, which becomes ready on the kubelet stand-in,
+// and submits the entrypoint (HTTPMode) to the Ray head stand-in, which runs
+// it; the RayJob completes with the job's status.
+func TestKubeRayRunsRayJob(t *testing.T) {
+	cp := dlctest.StartControlPlane(t)
+	ns := cp.NewNamespace(t)
+	head := dlctest.NewRayHead(t, dlctest.RayHeadOptions{})
+	cp.StartKubeRay(t, dlctest.KubeRayOptions{
+		Namespaces: []string{ns},
+		Dashboard:  func(*rayv1.RayCluster) string { return head.URL },
+	})
+	cp.StartKubelet(t, ns)
+	c := cp.Client()
+
+	for _, tc := range []struct {
+		name, entrypoint string
+		want             rayv1.JobStatus
+	}{
+		{"succeeds", "echo hello from the stand-in", rayv1.JobStatusSucceeded},
+		{"fails", "echo broken >&2; exit 3", rayv1.JobStatusFailed},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			job := &rayv1.RayJob{
+				ObjectMeta: metav1.ObjectMeta{Name: tc.name, Namespace: ns},
+				Spec: rayv1.RayJobSpec{
+					Entrypoint:     tc.entrypoint,
+					SubmissionMode: rayv1.HTTPMode,
+					RayClusterSpec: &rayv1.RayClusterSpec{
+						HeadGroupSpec:    headGroup(),
+						WorkerGroupSpecs: []rayv1.WorkerGroupSpec{workerGroup("small", ptr.To[int32](1), ptr.To[int32](1))},
+					},
+				},
+			}
+			began := time.Now()
+			if err := c.Create(ctx(t), job); err != nil {
+				t.Fatalf("Create: %v", err)
+			}
+			waitFor(t, 30*time.Second, "the job to end", func() (bool, string) {
+				var got rayv1.RayJob
+				if err := c.Get(ctx(t), client.ObjectKeyFromObject(job), &got); err != nil {
+					return false, err.Error()
+				}
+				return rayv1.IsJobTerminal(got.Status.JobStatus) &&
+						got.Status.JobDeploymentStatus == rayv1.JobDeploymentStatusComplete ||
+						got.Status.JobDeploymentStatus == rayv1.JobDeploymentStatusFailed,
+					string(got.Status.JobDeploymentStatus) + " " + string(got.Status.JobStatus) + " " + got.Status.Message
+			})
+			var got rayv1.RayJob
+			if err := c.Get(ctx(t), client.ObjectKeyFromObject(job), &got); err != nil {
+				t.Fatal(err)
+			}
+			if got.Status.JobStatus != tc.want {
+				t.Errorf("job status %s (%s), want %s", got.Status.JobStatus, got.Status.Message, tc.want)
+			}
+			t.Logf("timing: RayJob created → %s/%s in %v", got.Status.JobDeploymentStatus, got.Status.JobStatus,
+				time.Since(began).Round(time.Millisecond))
+		})
+	}
+}
