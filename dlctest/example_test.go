@@ -61,3 +61,24 @@ func ExampleRunMain() {
 		// dlctest.WithScheme(myapiv1.AddToScheme),
 	))
 }
+
+// A test puts KubeRay's RayCluster reconciler and a kubelet stand-in in the
+// loop: the RayCluster it creates gets real head and worker pods, which the
+// stand-in marks Running and Ready, and KubeRay's status follows. Each works
+// in the test's own namespace, so tests sharing a control plane do not
+// disturb one another.
+func ExampleControlPlane_StartKubeRay() {
+	var t *testing.T // the test's own *testing.T
+
+	cp := dlctest.StartControlPlane(t)
+	ns := cp.NewNamespace(t)
+	cp.StartKubeRay(t, dlctest.KubeRayOptions{Namespaces: []string{ns}})
+	kubelet := cp.StartKubelet(t, ns)
+
+	// ... create a RayCluster in ns, wait for status.state ready ...
+
+	// Fail its head pod as a kubelet would, e.g. after an out-of-memory kill:
+	if err := kubelet.Fail(ns, "demo-head-abcde", "OOMKilled"); err != nil {
+		t.Fatalf("Fail: %v", err)
+	}
+}

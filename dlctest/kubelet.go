@@ -1,0 +1,309 @@
+package dlctest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// Fake addresses the kubelet stand-in reports in pod status. They are for
+// status only: nothing listens on them, and tests must send them no traffic.
+const (
+	// KubeletHostIP is the status.hostIP of every pod the stand-in runs.
+	KubeletHostIP = "10.255.0.1"
+	// kubeletPodNet is the first two octets of the pod IPs handed out.
+	kubeletPodNet = "10.254"
+)
+
+// Kubelet is a kubelet stand-in for a control plane that has none (see
+// [ControlPlane.StartKubelet]). It watches pods and:
+//
+//   - marks each new pod Running and Ready: status.phase Running; conditions
+//     PodScheduled, Initialized, ContainersReady and Ready true; every
+//     container running and ready, every init container terminated with
+//     exit code 0; a podIP from 10.254.0.0/16 and hostIP [KubeletHostIP].
+//     The addresses are fake: nothing listens on them;
+//   - deletes pods that are being deleted (deletionTimestamp set, no
+//     finalizers left) with grace period 0, as a kubelet does once the
+//     containers stop. (The API server deletes a pod that was never bound to
+//     a node at once, so this matters only for pods with spec.nodeName.)
+//
+// [Kubelet.Fail] fails a pod. No container runs and nothing is scheduled:
+// a pod's spec is not looked at beyond its container names.
+type Kubelet struct {
+	client client.Client
+	queue  workqueue.TypedRateLimitingInterface[types.NamespacedName]
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu     sync.Mutex
+	nextIP int
+	ips    map[types.UID]string
+	marked int
+}
+
+// StartKubelet starts a kubelet stand-in ([Kubelet]) for the pods in the
+// given namespaces (all namespaces when none are given) and stops it when
+// t's test ends. Tests sharing a control plane should each pass their own
+// namespace, so that one test's stand-in does not touch another's pods.
+//
+//	cp := dlctest.StartControlPlane(t)
+//	ns := cp.NewNamespace(t)
+//	kubelet := cp.StartKubelet(t, ns)
+//	// ... pods created in ns become Running and Ready ...
+//	err := kubelet.Fail(ns, "head-pod", "OOMKilled")
+func (cp *ControlPlane) StartKubelet(t TestingT, namespaces ...string) *Kubelet {
+	t.Helper()
+	k, err := startKubelet(cp, namespaces)
+	if err != nil {
+		t.Fatalf("dlctest: kubelet: %v", err)
+		return nil
+	}
+	t.Cleanup(k.stop)
+	return k
+}
+
+func startKubelet(cp *ControlPlane, namespaces []string) (*Kubelet, error) {
+	opts := cache.Options{Scheme: cp.scheme}
+	if len(namespaces) > 0 {
+		opts.DefaultNamespaces = map[string]cache.Config{}
+		for _, ns := range namespaces {
+			opts.DefaultNamespaces[ns] = cache.Config{}
+		}
+	}
+	c, err := cache.New(cp.Config(), opts)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	k := &Kubelet{
+		client: cp.client,
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
+			workqueue.NewTypedItemExponentialFailureRateLimiter[types.NamespacedName](5*time.Millisecond, time.Second),
+			workqueue.TypedRateLimitingQueueConfig[types.NamespacedName]{Name: "dlctest-kubelet"}),
+		cancel: cancel,
+		ips:    map[types.UID]string{},
+	}
+	inf, err := c.GetInformer(ctx, &corev1.Pod{})
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	enqueue := func(obj any) {
+		if tomb, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+			obj = tomb.Obj
+		}
+		if pod, ok := obj.(*corev1.Pod); ok {
+			k.queue.Add(types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name})
+		}
+	}
+	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    enqueue,
+		UpdateFunc: func(_, obj any) { enqueue(obj) },
+	}); err != nil {
+		cancel()
+		return nil, err
+	}
+	k.wg.Add(2)
+	go func() {
+		defer k.wg.Done()
+		_ = c.Start(ctx) // returns when ctx ends
+	}()
+	go func() {
+		defer k.wg.Done()
+		k.work(ctx)
+	}()
+	syncCtx, syncCancel := context.WithTimeout(ctx, 30*time.Second)
+	defer syncCancel()
+	if !c.WaitForCacheSync(syncCtx) {
+		k.stop()
+		return nil, errors.New("the pod informer did not sync")
+	}
+	return k, nil
+}
+
+func (k *Kubelet) stop() {
+	k.cancel()
+	k.queue.ShutDown()
+	k.wg.Wait()
+}
+
+// Marked reports how many times the stand-in has marked a pod Running and
+// Ready.
+func (k *Kubelet) Marked() int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.marked
+}
+
+func (k *Kubelet) work(ctx context.Context) {
+	for {
+		key, shutdown := k.queue.Get()
+		if shutdown {
+			return
+		}
+		err := k.sync(ctx, key)
+		if err != nil && ctx.Err() == nil {
+			k.queue.AddRateLimited(key)
+		} else {
+			k.queue.Forget(key)
+		}
+		k.queue.Done(key)
+	}
+}
+
+// sync brings one pod forward: a deleted pod goes, a new one runs.
+func (k *Kubelet) sync(ctx context.Context, key types.NamespacedName) error {
+	var pod corev1.Pod
+	if err := k.client.Get(ctx, key, &pod); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return err
+	}
+	if pod.DeletionTimestamp != nil {
+		if len(pod.Finalizers) > 0 {
+			return nil // someone else's to remove; a later update brings it back
+		}
+		err := k.client.Delete(ctx, &pod, client.GracePeriodSeconds(0),
+			client.Preconditions{UID: &pod.UID})
+		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+			return nil
+		}
+		return err
+	}
+	if pod.Status.Phase != "" && pod.Status.Phase != corev1.PodPending {
+		return nil // Running already, or failed or succeeded: left alone
+	}
+	k.markRunning(&pod)
+	err := k.client.Status().Update(ctx, &pod)
+	if apierrors.IsConflict(err) {
+		return err // retried from a fresh read
+	}
+	if err == nil {
+		k.mu.Lock()
+		k.marked++
+		k.mu.Unlock()
+	}
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}
+
+// podIP hands out a fake pod IP, the same one for a pod's lifetime.
+func (k *Kubelet) podIP(uid types.UID) string {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if ip, ok := k.ips[uid]; ok {
+		return ip
+	}
+	k.nextIP++
+	ip := fmt.Sprintf("%s.%d.%d", kubeletPodNet, (k.nextIP/250)%250, k.nextIP%250+1)
+	k.ips[uid] = ip
+	return ip
+}
+
+func (k *Kubelet) markRunning(pod *corev1.Pod) {
+	now := metav1.Now()
+	ip := k.podIP(pod.UID)
+	st := &pod.Status
+	st.Phase = corev1.PodRunning
+	st.HostIP, st.HostIPs = KubeletHostIP, []corev1.HostIP{{IP: KubeletHostIP}}
+	st.PodIP, st.PodIPs = ip, []corev1.PodIP{{IP: ip}}
+	st.StartTime = &now
+	st.Reason, st.Message = "", ""
+	st.Conditions = nil
+	for _, c := range []corev1.PodConditionType{corev1.PodScheduled, corev1.PodInitialized, corev1.ContainersReady, corev1.PodReady} {
+		st.Conditions = append(st.Conditions, corev1.PodCondition{Type: c, Status: corev1.ConditionTrue, LastTransitionTime: now})
+	}
+	st.InitContainerStatuses = nil
+	for _, c := range pod.Spec.InitContainers {
+		st.InitContainerStatuses = append(st.InitContainerStatuses, corev1.ContainerStatus{
+			Name: c.Name, Image: c.Image, ImageID: c.Image, ContainerID: containerID(pod, c.Name),
+			Ready: true,
+			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
+				ExitCode: 0, Reason: "Completed", StartedAt: now, FinishedAt: now,
+			}},
+		})
+	}
+	st.ContainerStatuses = nil
+	for _, c := range pod.Spec.Containers {
+		st.ContainerStatuses = append(st.ContainerStatuses, corev1.ContainerStatus{
+			Name: c.Name, Image: c.Image, ImageID: c.Image, ContainerID: containerID(pod, c.Name),
+			Ready: true, Started: ptr.To(true),
+			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}},
+		})
+	}
+}
+
+func containerID(pod *corev1.Pod, name string) string {
+	return "dlctest://" + string(pod.UID) + "/" + name
+}
+
+// Fail fails the pod namespace/name as a kubelet does when its containers
+// exit and it will not restart them: status.phase Failed with the reason
+// and a message; conditions Ready and ContainersReady false; every container
+// terminated with exit code 1 and the reason (e.g. "OOMKilled", "Error").
+// The stand-in leaves a failed pod alone from then on. Fail returns the
+// API server's error, e.g. NotFound.
+func (k *Kubelet) Fail(namespace, name, reason string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		var pod corev1.Pod
+		if err := k.client.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, &pod); err != nil {
+			return err
+		}
+		failPod(&pod, reason)
+		return k.client.Status().Update(ctx, &pod)
+	})
+}
+
+func failPod(pod *corev1.Pod, reason string) {
+	now := metav1.Now()
+	st := &pod.Status
+	st.Phase = corev1.PodFailed
+	st.Reason = reason
+	st.Message = "dlctest: the kubelet stand-in failed the pod: " + reason
+	for _, c := range []corev1.PodConditionType{corev1.ContainersReady, corev1.PodReady} {
+		setPodCondition(st, corev1.PodCondition{
+			Type: c, Status: corev1.ConditionFalse, Reason: "PodFailed", LastTransitionTime: now,
+		})
+	}
+	st.ContainerStatuses = nil
+	for _, c := range pod.Spec.Containers {
+		started := now
+		st.ContainerStatuses = append(st.ContainerStatuses, corev1.ContainerStatus{
+			Name: c.Name, Image: c.Image, ImageID: c.Image, ContainerID: containerID(pod, c.Name),
+			Ready: false, Started: ptr.To(false),
+			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
+				ExitCode: 1, Reason: reason, Message: st.Message,
+				StartedAt: started, FinishedAt: now, ContainerID: containerID(pod, c.Name),
+			}},
+		})
+	}
+}
+
+func setPodCondition(st *corev1.PodStatus, c corev1.PodCondition) {
+	for i := range st.Conditions {
+		if st.Conditions[i].Type == c.Type {
+			st.Conditions[i] = c
+			return
+		}
+	}
+	st.Conditions = append(st.Conditions, c)
+}
