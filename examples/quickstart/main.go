@@ -123,6 +123,9 @@ func run() error {
 		return err
 	}
 	fmt.Printf("  %s: %s\n  %s: %s (%s)\n", first.ID, first.State, second.ID, second.State, second.WaitReason)
+	if p, err := c.Runs().Pending(ctx, second.ID); err == nil {
+		fmt.Printf("  %s is number %d in rg-1's queue: %s\n", second.ID, p.Position, p.Lacks)
+	}
 	for _, id := range []string{first.ID, second.ID} {
 		if _, err := waitRun(ctx, c, id); err != nil {
 			return err
