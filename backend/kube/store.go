@@ -1,0 +1,755 @@
+package kube
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"reflect"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/resourceversion"
+	"k8s.io/apimachinery/pkg/util/validation"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
+	ctrlcache "sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/aidlc/dlc/backend"
+	"github.com/aidlc/dlc/backend/kube/api/v1alpha1"
+	"github.com/aidlc/dlc/backend/memory"
+	"github.com/aidlc/dlc/cluster"
+	"github.com/aidlc/dlc/errs"
+)
+
+// Keys of the metadata the store writes on its objects.
+const (
+	// StoreKeyID is an annotation holding the document's id, which the
+	// object's name is only when the id is a valid DNS-1123 subdomain.
+	StoreKeyID = "store.dlc.aidlc.io/id"
+	// StoreKeyLabels is an annotation holding the document's labels as a
+	// JSON object: the truth the store lists by. The metadata labels are a
+	// copy for kubectl, under StoreLabelPrefix, of the pairs that are valid
+	// Kubernetes labels.
+	StoreKeyLabels = "store.dlc.aidlc.io/labels"
+	// StoreKeyKind is a label of the ConfigMaps that hold documents,
+	// naming their kind ("name" for name claims); the store's ConfigMap
+	// informer selects by it.
+	StoreKeyKind = "store.dlc.aidlc.io/kind"
+	// StoreLabelPrefix prefixes a document's label key in metadata.labels.
+	StoreLabelPrefix = "dlc.aidlc.io/"
+	// StoreDataKey is the ConfigMap data key holding a claim's JSON.
+	StoreDataKey = "data"
+)
+
+// StoreOptions configures a Store.
+type StoreOptions struct {
+	// SyncTimeout bounds NewStore's wait for the informer caches to fill
+	// (default 1 min).
+	SyncTimeout time.Duration
+	// WriteWait bounds how long a write waits, after the API server took
+	// it, for the cache to show it, so that a Get after a write reads it
+	// (default 10s; on timeout the write still succeeds).
+	WriteWait time.Duration
+}
+
+// Store is a dlc.Store on a Kubernetes API server: each document is an
+// object of dlc.aidlc.io/v1alpha1 in one namespace (a name claim is a
+// ConfigMap), its Version the object's resourceVersion. Reads (Get, List,
+// Watch) are served from informer caches, which every write waits for
+// (see StoreOptions.WriteWait), so a client reads its own writes; writes
+// go to the API server with the version as a compare-and-swap.
+//
+// A document's Data is split into the object's spec and status by the
+// JSON names of the v1alpha1 types, and joined back on reads: a Get
+// returns Data that decodes to the same domain value as the one written,
+// except that empty slices and maps read as absent (nil). A domain field
+// that the kind's types have no place for is refused (ErrInvalid) rather
+// than dropped.
+//
+// The API server drops status on create and ignores it on update, so a
+// write that changes both spec (or labels) and status is two API writes:
+// the main resource, then the status subresource, each with the
+// resourceVersion the previous one returned. If the second fails, Create
+// deletes the object again (best effort: if that fails too, the object is
+// left with an empty status, which reads as the kind's initial state, and
+// a retried Create is a conflict); Update returns the error with the spec
+// and labels written and the status as it was, at a new version, so that
+// the caller's retry with its old version is a conflict and it re-reads.
+//
+// Watch reports the changes of one kind in the order the API server made
+// them; changes of different kinds come from different informers, and
+// their relative order is only roughly the order they were made in.
+type Store struct {
+	c         client.Client
+	cache     ctrlcache.Cache
+	namespace string
+	opts      StoreOptions
+
+	mu       sync.RWMutex
+	docs     map[string]map[string]entry // kind → id → entry
+	lastRV   map[string]string           // kind → resourceVersion of the last event applied
+	tick     chan struct{}               // closed and replaced on every event
+	watchers map[int]func(backend.Change)
+	nextW    int
+}
+
+// entry is a cached document with the parts its writes compare.
+type entry struct {
+	doc    backend.Doc
+	name   string
+	meta   []byte // labels and annotations as JSON
+	spec   []byte // the spec as JSON ("" for a ConfigMap)
+	status []byte // the status as JSON
+}
+
+// kindInfo says how a kind is stored.
+type kindInfo struct {
+	kind string
+	// newObj returns an empty object of the kind's type.
+	newObj func() client.Object
+	// status reports whether the type has a status subresource.
+	status bool
+	// specKeys and statusKeys are the top-level JSON names of the spec
+	// and status types.
+	specKeys, statusKeys map[string]bool
+	// nested is the domain key whose object is the spec ("spec" for a
+	// cluster), with topSpec the spec keys that are instead top-level in
+	// the domain JSON.
+	nested  string
+	topSpec map[string]bool
+	// dropStatus are status keys the domain has not (derived on write).
+	dropStatus map[string]bool
+}
+
+var kinds = map[string]*kindInfo{}
+
+func init() {
+	add := func(kind string, newObj func() client.Object) *kindInfo {
+		k := &kindInfo{kind: kind, newObj: newObj, status: true}
+		t := reflect.TypeOf(newObj()).Elem()
+		sf, _ := t.FieldByName("Spec")
+		st, _ := t.FieldByName("Status")
+		k.specKeys = jsonKeys(sf.Type)
+		k.statusKeys = jsonKeys(st.Type)
+		kinds[kind] = k
+		return k
+	}
+	cl := add("cluster", func() client.Object { return &v1alpha1.ComputeCluster{} })
+	cl.nested = "spec"
+	cl.topSpec = map[string]bool{}
+	domainSpec := jsonKeys(reflect.TypeFor[cluster.Spec]())
+	for key := range cl.specKeys {
+		if !domainSpec[key] {
+			cl.topSpec[key] = true
+		}
+	}
+	add("group", func() client.Object { return &v1alpha1.ClusterGroup{} })
+	add("template", func() client.Object { return &v1alpha1.ClusterTemplate{} })
+	add("job", func() client.Object { return &v1alpha1.JobConfig{} })
+	add("run", func() client.Object { return &v1alpha1.Run{} })
+	rg := add("resourcegroup", func() client.Object { return &v1alpha1.ResourceGroup{} })
+	rg.dropStatus = map[string]bool{"reserved": true}
+	kinds["name"] = &kindInfo{kind: "name", newObj: func() client.Object { return &corev1.ConfigMap{} }}
+}
+
+// jsonKeys returns the top-level JSON names of struct type t, embedded
+// and inline structs flattened, as encoding/json does.
+func jsonKeys(t reflect.Type) map[string]bool {
+	out := map[string]bool{}
+	for i := range t.NumField() {
+		f := t.Field(i)
+		tag := f.Tag.Get("json")
+		if tag == "-" {
+			continue
+		}
+		name, _, _ := strings.Cut(tag, ",")
+		if name == "" && f.Anonymous && f.Type.Kind() == reflect.Struct {
+			maps.Copy(out, jsonKeys(f.Type))
+			continue
+		}
+		if !f.IsExported() {
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		out[name] = true
+	}
+	return out
+}
+
+// NewStore starts informers on namespace for every kind the store keeps,
+// waits for them to sync, and returns the store. The informers run until
+// ctx is done; the store must not be used after that.
+func NewStore(ctx context.Context, cfg *rest.Config, namespace string, opts StoreOptions) (*Store, error) {
+	if opts.SyncTimeout <= 0 {
+		opts.SyncTimeout = time.Minute
+	}
+	if opts.WriteWait <= 0 {
+		opts.WriteWait = 10 * time.Second
+	}
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, fmt.Errorf("kube store: %w", err)
+	}
+	sel := labels.SelectorFromSet(labels.Set{StoreKeyKind: "name"})
+	cache, err := ctrlcache.New(cfg, ctrlcache.Options{
+		Scheme:            scheme,
+		DefaultNamespaces: map[string]ctrlcache.Config{namespace: {}},
+		ByObject:          map[client.Object]ctrlcache.ByObject{&corev1.ConfigMap{}: {Label: sel}},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("kube store: %w", err)
+	}
+	s := &Store{
+		c: c, cache: cache, namespace: namespace, opts: opts,
+		docs: map[string]map[string]entry{}, lastRV: map[string]string{},
+		tick: make(chan struct{}), watchers: map[int]func(backend.Change){},
+	}
+	var regs []toolscache.ResourceEventHandlerRegistration
+	for _, k := range kinds {
+		s.docs[k.kind] = map[string]entry{}
+		inf, err := cache.GetInformer(ctx, k.newObj())
+		if err != nil {
+			return nil, fmt.Errorf("kube store: informer for %s: %w", k.kind, err)
+		}
+		reg, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+			AddFunc:    func(obj any) { s.observe(k, obj, false) },
+			UpdateFunc: func(_, obj any) { s.observe(k, obj, false) },
+			DeleteFunc: func(obj any) { s.observe(k, obj, true) },
+		})
+		if err != nil {
+			return nil, fmt.Errorf("kube store: handler for %s: %w", k.kind, err)
+		}
+		regs = append(regs, reg)
+	}
+	go func() { _ = cache.Start(ctx) }()
+	sctx, cancel := context.WithTimeout(ctx, opts.SyncTimeout)
+	defer cancel()
+	if !cache.WaitForCacheSync(sctx) {
+		return nil, errs.Unavailable("kube store sync", fmt.Errorf("caches of namespace %s did not sync: %w", namespace, context.Cause(sctx)))
+	}
+	for _, reg := range regs {
+		for !reg.HasSynced() {
+			select {
+			case <-sctx.Done():
+				return nil, errs.Unavailable("kube store sync", fmt.Errorf("handlers of namespace %s did not sync: %w", namespace, context.Cause(sctx)))
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+	}
+	return s, nil
+}
+
+// observe applies an informer event to the documents and tells watchers.
+func (s *Store) observe(k *kindInfo, obj any, deleted bool) {
+	if t, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	o, ok := obj.(client.Object)
+	if !ok {
+		return
+	}
+	e, err := fromObject(k, o)
+	if err != nil {
+		return // not one of ours (e.g. a hand-made object): ignore it
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	byID := s.docs[k.kind]
+	if cur, ok := byID[e.doc.ID]; ok && !deleted && cur.doc.Version == e.doc.Version {
+		return // a resync
+	}
+	if deleted {
+		delete(byID, e.doc.ID)
+	} else {
+		byID[e.doc.ID] = e
+	}
+	if last := s.lastRV[k.kind]; last == "" {
+		s.lastRV[k.kind] = e.doc.Version
+	} else if c, err := resourceversion.CompareResourceVersion(e.doc.Version, last); err == nil && c > 0 {
+		s.lastRV[k.kind] = e.doc.Version
+	}
+	for _, h := range s.watchers {
+		h(backend.Change{Doc: copyDoc(e.doc), Deleted: deleted})
+	}
+	close(s.tick)
+	s.tick = make(chan struct{})
+}
+
+// await waits until cond holds of the cached documents, ctx is done or
+// WriteWait has passed.
+func (s *Store) await(ctx context.Context, cond func() bool) {
+	timer := time.NewTimer(s.opts.WriteWait)
+	defer timer.Stop()
+	for {
+		s.mu.RLock()
+		ok, tick := cond(), s.tick
+		s.mu.RUnlock()
+		if ok {
+			return
+		}
+		select {
+		case <-tick:
+		case <-ctx.Done():
+			return
+		case <-timer.C:
+			return
+		}
+	}
+}
+
+// awaitVersion waits until the cache of kind has seen resourceVersion rv.
+func (s *Store) awaitVersion(ctx context.Context, kind, rv string) {
+	s.await(ctx, func() bool {
+		c, err := resourceversion.CompareResourceVersion(s.lastRV[kind], rv)
+		return err == nil && c >= 0
+	})
+}
+
+func kindOf(kind string) (*kindInfo, error) {
+	k, ok := kinds[kind]
+	if !ok {
+		return nil, fmt.Errorf("%w: kube store: unknown kind %q", errs.ErrInvalid, kind)
+	}
+	return k, nil
+}
+
+// Get returns the document kind/id from the cache, or an error that is
+// errors.Is ErrNotFound.
+func (s *Store) Get(ctx context.Context, kind, id string) (backend.Doc, error) {
+	if err := ctx.Err(); err != nil {
+		return backend.Doc{}, err
+	}
+	if _, err := kindOf(kind); err != nil {
+		return backend.Doc{}, err
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	e, ok := s.docs[kind][id]
+	if !ok {
+		return backend.Doc{}, errs.NotFound(kind, id)
+	}
+	return copyDoc(e.doc), nil
+}
+
+// List returns the cached documents of a kind whose labels include every
+// pair of selector (all of the kind when selector is empty), by id.
+func (s *Store) List(ctx context.Context, kind string, selector map[string]string) ([]backend.Doc, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if _, err := kindOf(kind); err != nil {
+		return nil, err
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var out []backend.Doc
+	for _, e := range s.docs[kind] {
+		if memory.Matches(e.doc.Labels, selector) {
+			out = append(out, copyDoc(e.doc))
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out, nil
+}
+
+// Watch calls h with every change the cache sees from now on, until ctx
+// is done, and returns every cached document as of the moment it started:
+// no change is missed between the snapshot and the first call. h is
+// called with the store locked, from the informers' goroutines: it must
+// return quickly and must not call the store.
+func (s *Store) Watch(ctx context.Context, h func(backend.Change)) ([]backend.Doc, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	id := s.nextW
+	s.nextW++
+	s.watchers[id] = h
+	var snap []backend.Doc
+	for _, byID := range s.docs {
+		for _, e := range byID {
+			snap = append(snap, copyDoc(e.doc))
+		}
+	}
+	s.mu.Unlock()
+	context.AfterFunc(ctx, func() {
+		s.mu.Lock()
+		delete(s.watchers, id)
+		s.mu.Unlock()
+	})
+	return snap, nil
+}
+
+// Create stores a new document and returns its version; an existing id is
+// a conflict.
+func (s *Store) Create(ctx context.Context, d backend.Doc) (string, error) {
+	k, err := kindOf(d.Kind)
+	if err != nil {
+		return "", err
+	}
+	obj, status, err := s.toObject(k, d)
+	if err != nil {
+		return "", err
+	}
+	obj.SetResourceVersion("")
+	op := "store create " + d.Kind + "/" + d.ID
+	if err := s.c.Create(ctx, obj); err != nil {
+		return "", apiError(op, d.Kind, d.ID, err)
+	}
+	if status != nil {
+		setStatus(obj, status)
+		if err := s.c.Status().Update(ctx, obj); err != nil {
+			rv := obj.GetResourceVersion()
+			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.opts.WriteWait)
+			_ = s.c.Delete(dctx, obj, client.Preconditions{ResourceVersion: &rv})
+			cancel()
+			return "", apiError(op+" (status)", d.Kind, d.ID, err)
+		}
+	}
+	rv := obj.GetResourceVersion()
+	s.awaitVersion(ctx, d.Kind, rv)
+	return rv, nil
+}
+
+// Update replaces a document whose current version is d.Version and
+// returns the new version; another version is a conflict, a missing
+// document not found. See Store for an update of spec and status.
+func (s *Store) Update(ctx context.Context, d backend.Doc) (string, error) {
+	k, err := kindOf(d.Kind)
+	if err != nil {
+		return "", err
+	}
+	if d.Version == "" {
+		return "", errs.Conflict(d.Kind, d.ID, "no version: an update needs the version read")
+	}
+	obj, status, err := s.toObject(k, d)
+	if err != nil {
+		return "", err
+	}
+	e, err := fromObject(k, obj)
+	if err != nil {
+		return "", err
+	}
+	mainChanged, statusChanged := true, k.status
+	s.mu.RLock()
+	cur, ok := s.docs[k.kind][d.ID]
+	s.mu.RUnlock()
+	if ok && cur.doc.Version == d.Version {
+		mainChanged = !bytes.Equal(cur.meta, e.meta) || !bytes.Equal(cur.spec, e.spec)
+		statusChanged = k.status && !bytes.Equal(cur.status, e.status)
+		if !mainChanged && !statusChanged {
+			mainChanged = true // a no-op write still checks the version
+		}
+	}
+	op := "store update " + d.Kind + "/" + d.ID
+	if mainChanged {
+		if err := s.c.Update(ctx, obj); err != nil {
+			return "", apiError(op, d.Kind, d.ID, err)
+		}
+	}
+	if statusChanged {
+		if status == nil {
+			status = emptyStatus(k)
+		}
+		setStatus(obj, status)
+		if err := s.c.Status().Update(ctx, obj); err != nil {
+			return "", apiError(op+" (status)", d.Kind, d.ID, err)
+		}
+	}
+	rv := obj.GetResourceVersion()
+	s.awaitVersion(ctx, d.Kind, rv)
+	return rv, nil
+}
+
+// Delete removes kind/id if version is its current one ("": any version).
+func (s *Store) Delete(ctx context.Context, kind, id, version string) error {
+	k, err := kindOf(kind)
+	if err != nil {
+		return err
+	}
+	obj := k.newObj()
+	obj.SetNamespace(s.namespace)
+	obj.SetName(storeObjectName(k, id))
+	var opts []client.DeleteOption
+	if version != "" {
+		opts = append(opts, client.Preconditions{ResourceVersion: &version})
+	}
+	s.mu.RLock()
+	before := s.docs[kind][id].doc.Version
+	s.mu.RUnlock()
+	if err := s.c.Delete(ctx, obj, opts...); err != nil {
+		return apiError("store delete "+kind+"/"+id, kind, id, err)
+	}
+	s.await(ctx, func() bool {
+		e, ok := s.docs[kind][id]
+		return !ok || e.doc.Version != before
+	})
+	return nil
+}
+
+// apiError maps an API error to the store's errors.
+func apiError(op, kind, id string, err error) error {
+	var status apierrors.APIStatus
+	switch {
+	case apierrors.IsConflict(err):
+		return &wrapped{errs.Conflict(kind, id, "stale version: the object changed since it was read"), err}
+	case apierrors.IsAlreadyExists(err):
+		return &wrapped{errs.Conflict(kind, id, "already exists"), err}
+	case apierrors.IsNotFound(err):
+		return &wrapped{errs.NotFound(kind, id), err}
+	case apierrors.IsInvalid(err), apierrors.IsBadRequest(err):
+		return fmt.Errorf("%s: %w: %w", op, errs.ErrInvalid, err)
+	case errors.Is(err, context.Canceled):
+		return err
+	case apierrors.IsTimeout(err), apierrors.IsServerTimeout(err), apierrors.IsTooManyRequests(err),
+		apierrors.IsInternalError(err), apierrors.IsServiceUnavailable(err), apierrors.IsUnexpectedServerError(err),
+		errors.Is(err, context.DeadlineExceeded):
+		return errs.Unavailable(op, err)
+	case errors.As(err, &status):
+		if status.Status().Code >= 500 {
+			return errs.Unavailable(op, err)
+		}
+		return fmt.Errorf("%s: %w", op, err)
+	default:
+		// Not an answer of the API server: the connection failed.
+		return errs.Unavailable(op, err)
+	}
+}
+
+// wrapped is a store error (errors.As *errs.ConflictError or
+// *errs.NotFoundError) that also unwraps to the API error it came from.
+type wrapped struct {
+	err   error
+	cause error
+}
+
+func (w *wrapped) Error() string   { return w.err.Error() }
+func (w *wrapped) Unwrap() []error { return []error{w.err, w.cause} }
+
+// storeObjectName is the object name of document id: the id when it is a
+// valid DNS-1123 subdomain (a claim's never is: it holds a colon), else
+// "x-" and 40 hex digits of its SHA-256. An id that is itself such a name
+// conflicts with the one it hashes from, which only a crafted id can do.
+func storeObjectName(k *kindInfo, id string) string {
+	if k.kind != "name" && len(validation.IsDNS1123Subdomain(id)) == 0 {
+		return id
+	}
+	sum := sha256.Sum256([]byte(k.kind + "\x00" + id))
+	return "x-" + hex.EncodeToString(sum[:20])
+}
+
+// toObject builds the object of d, with its status part separately (nil
+// when empty).
+func (s *Store) toObject(k *kindInfo, d backend.Doc) (client.Object, any, error) {
+	invalid := func(format string, a ...any) error {
+		return fmt.Errorf("%w: kube store: %s %q: %s", errs.ErrInvalid, d.Kind, d.ID, fmt.Sprintf(format, a...))
+	}
+	if d.ID == "" {
+		return nil, nil, invalid("no id")
+	}
+	obj := k.newObj()
+	obj.SetNamespace(s.namespace)
+	obj.SetName(storeObjectName(k, d.ID))
+	obj.SetResourceVersion(d.Version)
+	lj, err := json.Marshal(d.Labels)
+	if err != nil {
+		return nil, nil, invalid("labels: %v", err)
+	}
+	if d.Labels == nil {
+		lj = []byte("{}")
+	}
+	obj.SetAnnotations(map[string]string{StoreKeyID: d.ID, StoreKeyLabels: string(lj)})
+	kl := map[string]string{}
+	for key, v := range d.Labels {
+		if len(validation.IsQualifiedName(StoreLabelPrefix+key)) == 0 && len(validation.IsValidLabelValue(v)) == 0 {
+			kl[StoreLabelPrefix+key] = v
+		}
+	}
+	if k.kind == "name" {
+		kl[StoreKeyKind] = k.kind
+		cm := obj.(*corev1.ConfigMap)
+		cm.Labels = kl
+		if !json.Valid(d.Data) {
+			return nil, nil, invalid("data is not JSON")
+		}
+		cm.Data = map[string]string{StoreDataKey: string(d.Data)}
+		return cm, nil, nil
+	}
+	obj.SetLabels(kl)
+
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(d.Data, &top); err != nil {
+		return nil, nil, invalid("data is not a JSON object: %v", err)
+	}
+	spec, status := map[string]json.RawMessage{}, map[string]json.RawMessage{}
+	for key, v := range top {
+		switch {
+		case key == "id":
+		case k.nested != "" && key == k.nested:
+			var inner map[string]json.RawMessage
+			if err := json.Unmarshal(v, &inner); err != nil {
+				return nil, nil, invalid("%s is not a JSON object: %v", key, err)
+			}
+			for ik, iv := range inner {
+				if !k.specKeys[ik] || k.topSpec[ik] {
+					return nil, nil, invalid("%s.%s has no place in the %T spec", key, ik, obj)
+				}
+				spec[ik] = iv
+			}
+		case k.specKeys[key] && (k.nested == "" || k.topSpec[key]):
+			spec[key] = v
+		case k.statusKeys[key] && !k.dropStatus[key]:
+			status[key] = v
+		default:
+			return nil, nil, invalid("field %q has no place in %T", key, obj)
+		}
+	}
+	rv := reflect.ValueOf(obj).Elem()
+	if err := strictDecode(spec, rv.FieldByName("Spec").Addr().Interface()); err != nil {
+		return nil, nil, invalid("spec: %v", err)
+	}
+	stPtr := reflect.New(rv.FieldByName("Status").Type()).Interface()
+	if err := strictDecode(status, stPtr); err != nil {
+		return nil, nil, invalid("status: %v", err)
+	}
+	if rg, ok := stPtr.(*v1alpha1.ResourceGroupStatus); ok {
+		rg.Reserved = v1alpha1.Resources{}
+		for _, h := range rg.Holders {
+			rg.Reserved.MilliCPU += h.Resources.MilliCPU
+			rg.Reserved.Memory += h.Resources.Memory
+			rg.Reserved.GPU += h.Resources.GPU
+		}
+	}
+	setStatus(obj, stPtr)
+	if reflect.ValueOf(stPtr).Elem().IsZero() {
+		return obj, nil, nil
+	}
+	return obj, stPtr, nil
+}
+
+func strictDecode(m map[string]json.RawMessage, into any) error {
+	b, err := json.Marshal(m)
+	if err != nil {
+		return err
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	return dec.Decode(into)
+}
+
+func emptyStatus(k *kindInfo) any {
+	st, _ := reflect.TypeOf(k.newObj()).Elem().FieldByName("Status")
+	return reflect.New(st.Type).Interface()
+}
+
+// setStatus sets obj's Status to *status.
+func setStatus(obj client.Object, status any) {
+	reflect.ValueOf(obj).Elem().FieldByName("Status").Set(reflect.ValueOf(status).Elem())
+}
+
+// fromObject is the document an object holds, with the parts writes
+// compare.
+func fromObject(k *kindInfo, obj client.Object) (entry, error) {
+	ann := obj.GetAnnotations()
+	id, ok := ann[StoreKeyID]
+	if !ok {
+		return entry{}, fmt.Errorf("kube store: %s has no %s annotation", obj.GetName(), StoreKeyID)
+	}
+	var lbl map[string]string
+	if err := json.Unmarshal([]byte(ann[StoreKeyLabels]), &lbl); err != nil {
+		return entry{}, fmt.Errorf("kube store: %s: labels: %w", obj.GetName(), err)
+	}
+	if len(lbl) == 0 {
+		lbl = nil
+	}
+	meta, err := json.Marshal(struct {
+		L map[string]string `json:"l"`
+		A map[string]string `json:"a"`
+	}{nilIfEmpty(obj.GetLabels()), nilIfEmpty(ann)})
+	if err != nil {
+		return entry{}, err
+	}
+	e := entry{name: obj.GetName(), meta: meta}
+	e.doc = backend.Doc{Kind: k.kind, ID: id, Version: obj.GetResourceVersion(), Labels: lbl}
+	if cm, ok := obj.(*corev1.ConfigMap); ok {
+		e.doc.Data = []byte(cm.Data[StoreDataKey])
+		e.spec = e.doc.Data
+		return e, nil
+	}
+	rv := reflect.ValueOf(obj).Elem()
+	if e.spec, err = json.Marshal(rv.FieldByName("Spec").Interface()); err != nil {
+		return entry{}, err
+	}
+	if e.status, err = json.Marshal(rv.FieldByName("Status").Interface()); err != nil {
+		return entry{}, err
+	}
+	var spec, status map[string]json.RawMessage
+	if err := json.Unmarshal(e.spec, &spec); err != nil {
+		return entry{}, err
+	}
+	if err := json.Unmarshal(e.status, &status); err != nil {
+		return entry{}, err
+	}
+	top := map[string]json.RawMessage{}
+	inner := map[string]json.RawMessage{}
+	for key, v := range spec {
+		if k.nested != "" && !k.topSpec[key] {
+			inner[key] = v
+		} else {
+			top[key] = v
+		}
+	}
+	if k.nested != "" {
+		b, err := json.Marshal(inner)
+		if err != nil {
+			return entry{}, err
+		}
+		top[k.nested] = b
+	}
+	for key, v := range status {
+		if !k.dropStatus[key] {
+			top[key] = v
+		}
+	}
+	idj, _ := json.Marshal(id)
+	top["id"] = idj
+	if e.doc.Data, err = json.Marshal(top); err != nil {
+		return entry{}, err
+	}
+	return e, nil
+}
+
+func copyDoc(d backend.Doc) backend.Doc {
+	d.Data = append([]byte(nil), d.Data...)
+	d.Labels = maps.Clone(d.Labels)
+	return d
+}
+
+func nilIfEmpty(m map[string]string) map[string]string {
+	if len(m) == 0 {
+		return nil
+	}
+	return m
+}

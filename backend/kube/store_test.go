@@ -1,0 +1,345 @@
+package kube_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"reflect"
+	"sync"
+	"testing"
+	"time"
+
+	dlc "github.com/aidlc/dlc"
+	"k8s.io/apimachinery/pkg/util/resourceversion"
+
+	"github.com/aidlc/dlc/backend"
+	"github.com/aidlc/dlc/backend/kube"
+	"github.com/aidlc/dlc/cluster"
+	"github.com/aidlc/dlc/dlctest"
+	"github.com/aidlc/dlc/errs"
+	"github.com/aidlc/dlc/group"
+	"github.com/aidlc/dlc/job"
+	"github.com/aidlc/dlc/quota"
+	"github.com/aidlc/dlc/storage"
+)
+
+// The store satisfies the client's interface.
+var _ dlc.Store = (*kube.Store)(nil)
+
+var t0 = time.Date(2026, 3, 14, 9, 26, 53, 589793238, time.UTC)
+
+func newStore(t *testing.T) *kube.Store {
+	t.Helper()
+	cp := dlctest.StartControlPlane(t)
+	ns := cp.NewNamespace(t)
+	start := time.Now()
+	s, err := kube.NewStore(t.Context(), cp.Config(), ns, kube.StoreOptions{})
+	if err != nil {
+		t.Fatalf("NewStore: %v", err)
+	}
+	t.Logf("NewStore synced in %v", time.Since(start))
+	return s
+}
+
+func testEnv() cluster.Environment {
+	return cluster.Environment{
+		Image: "ray:2.9.3-py310",
+		Head: cluster.HeadGroup{NodeGroup: cluster.NodeGroup{Name: "head", NodeSpec: "CU.S4",
+			Env: map[string]string{"TZ": "Asia/Shanghai"}, Resources: map[string]float64{"head": 0.5}}},
+		Workers: []cluster.WorkerGroup{{NodeGroup: cluster.NodeGroup{Name: "gpu", NodeSpec: "GU.A10",
+			Labels: map[string]string{"zone": "ap-1"}}, Instances: cluster.Range(0, 4)}},
+	}
+}
+
+func testConfig() job.Config {
+	return job.Config{
+		Name:       "训练 resnet",
+		OnDemand:   &job.OnDemand{ResourcePackage: "pkg-1", ResourceGroup: "rg-1", Priority: new(7), Environment: testEnv()},
+		Tags:       map[string]string{"team": "vision"},
+		Package:    storage.Package{COS: "cos://code-1250000000/resnet.zip"},
+		Entrypoint: "python train.py",
+		Mounts:     []storage.Mount{{Type: storage.CFS, Instance: "cfs-1a2b3c4d", SubPath: "team/data", MountPath: "/data", ReadOnly: true}},
+		Runtime:    job.RuntimeEnv{Pip: []string{"torch>=2.0"}, EnvVars: map[string]string{"A": "1"}},
+		Advanced:   map[string]string{"num-cpus": "4"},
+	}
+}
+
+func events() []cluster.Event {
+	return []cluster.Event{{Time: t0, Source: "user", Actor: "alice", Action: "create"}, {Time: t0.Add(time.Second), Source: "system", Action: "created", Message: "Ray has it"}}
+}
+
+// storeCase is one kind's documents: the value created, then the value it
+// is updated to, with their labels; decode reads Data back.
+type storeCase struct {
+	kind, id        string
+	labels, labels2 map[string]string
+	v, v2           any
+	decode          func([]byte) (any, error)
+}
+
+func decoder[T any]() func([]byte) (any, error) {
+	return func(b []byte) (any, error) {
+		v := new(T)
+		err := json.Unmarshal(b, v)
+		return v, err
+	}
+}
+
+func storeCases() []storeCase {
+	cl := &cluster.Cluster{
+		ID: "cls-1a2b3c", State: cluster.Creating, Creator: "alice", CreatedAt: t0, UpdatedAt: t0, Generation: 1,
+		Spec: cluster.Spec{Name: "集群 一", Groups: []string{"grp-1"}, Priority: new(3), Tags: map[string]string{"env": "dev"},
+			ResourcePackage: "pkg-1", ResourceGroup: "rg-1", Environment: testEnv(),
+			Mounts:   []storage.Mount{{Type: storage.COS, Instance: "data-1250000000", MountPath: "/cos"}},
+			Advanced: map[string]string{"object-store-memory": "1000000000"}},
+		Events: events(),
+	}
+	cl2 := *cl.DeepCopy()
+	cl2.Spec.Name = "集群 二"
+	cl2.State = cluster.Running
+	cl2.Generation = 2
+	cl2.Replicas = map[string]int{"gpu": 2}
+	cl2.Live = &cluster.Live{ResourceGroup: "rg-1", Environment: testEnv()}
+	cl2.QuotaGroup = "rg-1"
+	cl2.PendingRestart = []string{"image"}
+	cl2.UpdatedAt = t0.Add(time.Minute)
+
+	g := &group.Group{ID: "grp-1", Name: "组 A", Policy: group.Random, Creator: "alice", CreatedAt: t0, UpdatedAt: t0, Events: events()[:1]}
+	g2 := *g
+	g2.Name = "组 B"
+	g2.UpdatedAt = t0.Add(time.Hour)
+
+	tp := &cluster.Template{Name: "模板 GPU", Description: "A10 workers", Environment: testEnv()}
+	tp2 := *tp
+	tp2.Description = "changed"
+
+	rec := &job.Record{ID: "job-1", Config: testConfig(), Revision: 1, Creator: "alice", CreatedAt: t0, UpdatedAt: t0, Events: events()}
+	rec2 := *rec
+	rec2.Config.Entrypoint = "python train.py --epochs 3"
+	rec2.Revision = 2
+
+	run := &job.Run{ID: "run-1", JobID: "job-1", Revision: 1, Config: testConfig(), State: job.Waiting,
+		WaitReason: job.InsufficientQuota, Message: "needs 8 CPUs", Creator: "alice", SubmittedAt: t0,
+		Priority: 7, Seq: 1234567890, Demand: quota.Resources{MilliCPU: 8000, Memory: 32 << 30, GPU: 1}, Events: events()}
+	run2 := *run
+	run2.State, run2.WaitReason, run2.Message = job.Running, "", ""
+	run2.ClusterID, run2.StartedAt, run2.Logs = "cls-od-1", t0.Add(time.Minute), "cos://logs-1250000000/dlc/run-1"
+
+	acc := &quota.Account{Group: quota.Group{ID: "rg-1", Package: "pkg-1", Capacity: quota.Resources{MilliCPU: 64000, Memory: 256 << 30, GPU: 8}}}
+	acc2 := *acc
+	acc2.Holders = map[string]quota.Hold{"cls-1a2b3c": {Resources: quota.Resources{MilliCPU: 4000, Memory: 16 << 30}, Since: t0, Generation: 2}}
+
+	type claim struct {
+		Owner string    `json:"owner"`
+		At    time.Time `json:"at"`
+	}
+	return []storeCase{
+		{kind: "cluster", id: cl.ID, labels: map[string]string{"state": "creating", "group.grp-1": "1"},
+			labels2: map[string]string{"state": "running", "quota": "rg-1", "group.grp-1": "1"}, v: cl, v2: &cl2, decode: decoder[cluster.Cluster]()},
+		{kind: "group", id: g.ID, v: g, v2: &g2, decode: decoder[group.Group]()},
+		{kind: "template", id: "模板 GPU", labels: map[string]string{"creator": "alice"}, labels2: map[string]string{"creator": "bob", "名字": "值 x"},
+			v: tp, v2: &tp2, decode: decoder[cluster.Template]()},
+		{kind: "job", id: rec.ID, labels: map[string]string{"creator": "alice"}, labels2: map[string]string{"creator": "alice"},
+			v: rec, v2: &rec2, decode: decoder[job.Record]()},
+		{kind: "run", id: run.ID, labels: map[string]string{"job": "job-1", "state": "waiting", "phase": "pending", "target": "rg.rg-1", "priority": "7"},
+			labels2: map[string]string{"job": "job-1", "state": "running", "phase": "active", "target": "rg.rg-1", "priority": "7", "on": "cls-od-1"},
+			v:       run, v2: &run2, decode: decoder[job.Run]()},
+		{kind: "resourcegroup", id: acc.ID, v: acc, v2: &acc2, decode: decoder[quota.Account]()},
+		{kind: "name", id: "cluster:集群 一", v: &claim{Owner: "cls-1a2b3c", At: t0}, v2: &claim{Owner: "cls-9", At: t0.Add(time.Hour)},
+			decode: decoder[claim]()},
+	}
+}
+
+func mustJSON(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func checkDoc(t *testing.T, c storeCase, d backend.Doc, version string, labels map[string]string, want any) {
+	t.Helper()
+	if d.Kind != c.kind || d.ID != c.id || d.Version != version {
+		t.Errorf("got %s/%s@%s, want %s/%s@%s", d.Kind, d.ID, d.Version, c.kind, c.id, version)
+	}
+	if len(labels) == 0 {
+		labels = nil
+	}
+	if !reflect.DeepEqual(d.Labels, labels) {
+		t.Errorf("labels = %v, want %v", d.Labels, labels)
+	}
+	got, err := c.decode(d.Data)
+	if err != nil {
+		t.Fatalf("decoding %s: %v", d.Data, err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("data decodes to\n%+v\nwant\n%+v\n(data %s)", got, want, d.Data)
+	}
+}
+
+func TestStoreKinds(t *testing.T) {
+	s := newStore(t)
+	for _, c := range storeCases() {
+		t.Run(c.kind, func(t *testing.T) {
+			t.Parallel()
+			ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+			defer cancel()
+			d := backend.Doc{Kind: c.kind, ID: c.id, Labels: c.labels, Data: mustJSON(t, c.v)}
+			start := time.Now()
+			v1, err := s.Create(ctx, d)
+			if err != nil {
+				t.Fatalf("Create: %v", err)
+			}
+			t.Logf("create (and read back in the cache) took %v", time.Since(start))
+			got, err := s.Get(ctx, c.kind, c.id)
+			if err != nil {
+				t.Fatalf("Get after Create: %v", err)
+			}
+			checkDoc(t, c, got, v1, c.labels, c.v)
+
+			var ce *errs.ConflictError
+			if _, err := s.Create(ctx, d); !errors.As(err, &ce) {
+				t.Errorf("Create of an existing id: %v, want a *ConflictError", err)
+			}
+
+			d2 := backend.Doc{Kind: c.kind, ID: c.id, Version: v1, Labels: c.labels2, Data: mustJSON(t, c.v2)}
+			v2, err := s.Update(ctx, d2)
+			if err != nil {
+				t.Fatalf("Update: %v", err)
+			}
+			if v2 == v1 {
+				t.Errorf("Update kept version %s", v1)
+			}
+			if got, err = s.Get(ctx, c.kind, c.id); err != nil {
+				t.Fatalf("Get after Update: %v", err)
+			}
+			checkDoc(t, c, got, v2, c.labels2, c.v2)
+
+			if _, err := s.Update(ctx, d2); !errors.Is(err, errs.ErrConflict) {
+				t.Errorf("stale Update: %v, want ErrConflict", err)
+			}
+			if err := s.Delete(ctx, c.kind, c.id, v1); !errors.Is(err, errs.ErrConflict) {
+				t.Errorf("stale Delete: %v, want ErrConflict", err)
+			}
+
+			for k, v := range c.labels2 {
+				l, err := s.List(ctx, c.kind, map[string]string{k: v})
+				if err != nil || len(l) != 1 || l[0].ID != c.id {
+					t.Errorf("List(%s=%s) = %v, %v; want %s", k, v, l, err, c.id)
+				}
+				if l, err := s.List(ctx, c.kind, map[string]string{k: v + "-not"}); err != nil || len(l) != 0 {
+					t.Errorf("List(%s=%s-not) = %v, %v; want none", k, v, l, err)
+				}
+			}
+			if l, err := s.List(ctx, c.kind, nil); err != nil || len(l) != 1 {
+				t.Errorf("List(all) = %v, %v; want 1", l, err)
+			}
+
+			if _, err := s.Get(ctx, c.kind, c.id+"-missing"); !errors.Is(err, errs.ErrNotFound) {
+				t.Errorf("Get of a missing id: %v, want ErrNotFound", err)
+			}
+			miss := d2
+			miss.ID, miss.Version = c.id+"-missing", v2
+			if _, err := s.Update(ctx, miss); !errors.Is(err, errs.ErrNotFound) {
+				t.Errorf("Update of a missing id: %v, want ErrNotFound", err)
+			}
+
+			if err := s.Delete(ctx, c.kind, c.id, v2); err != nil {
+				t.Fatalf("Delete: %v", err)
+			}
+			if _, err := s.Get(ctx, c.kind, c.id); !errors.Is(err, errs.ErrNotFound) {
+				t.Errorf("Get after Delete: %v, want ErrNotFound", err)
+			}
+			if err := s.Delete(ctx, c.kind, c.id, ""); !errors.Is(err, errs.ErrNotFound) {
+				t.Errorf("Delete of a deleted id: %v, want ErrNotFound", err)
+			}
+		})
+	}
+}
+
+// TestStoreRefusesUnknownFields: a domain field the CRD has no place for
+// is an error, not silently pruned by the API server.
+func TestStoreRefusesUnknownFields(t *testing.T) {
+	s := newStore(t)
+	for _, data := range []string{`{"id":"grp-x","name":"x","colour":"red"}`, `[1]`} {
+		_, err := s.Create(t.Context(), backend.Doc{Kind: "group", ID: "grp-x", Data: []byte(data)})
+		if !errors.Is(err, errs.ErrInvalid) {
+			t.Errorf("Create(%s): %v, want ErrInvalid", data, err)
+		}
+	}
+	_, err := s.Create(t.Context(), backend.Doc{Kind: "cluster", ID: "c", Data: []byte(`{"spec":{"name":"x","colour":"red"}}`)})
+	if !errors.Is(err, errs.ErrInvalid) {
+		t.Errorf("Create of a cluster with an unknown spec field: %v, want ErrInvalid", err)
+	}
+}
+
+func TestStoreWatch(t *testing.T) {
+	s := newStore(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	data := func(name string) []byte {
+		return mustJSON(t, &group.Group{ID: "ignored", Name: name, Policy: group.Random, CreatedAt: t0, UpdatedAt: t0})
+	}
+	va, err := s.Create(ctx, backend.Doc{Kind: "group", ID: "grp-a", Data: data("A")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu  sync.Mutex
+		got []backend.Change
+	)
+	wctx, wcancel := context.WithCancel(ctx)
+	defer wcancel()
+	snap, err := s.Watch(wctx, func(c backend.Change) {
+		mu.Lock()
+		got = append(got, c)
+		mu.Unlock()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(snap) != 1 || snap[0].ID != "grp-a" || snap[0].Version != va {
+		t.Fatalf("snapshot = %+v, want grp-a@%s", snap, va)
+	}
+	vb1, err := s.Create(ctx, backend.Doc{Kind: "group", ID: "grp-b", Labels: map[string]string{"n": "1"}, Data: data("B")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	vb2, err := s.Update(ctx, backend.Doc{Kind: "group", ID: "grp-b", Version: vb1, Labels: map[string]string{"n": "2"}, Data: data("B2")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Delete(ctx, "group", "grp-b", vb2); err != nil {
+		t.Fatal(err)
+	}
+	// Every write waits for the cache, which tells the watchers first. A
+	// create or update with a status is two API writes, so a watcher may
+	// also see the state between them (the spec alone).
+	mu.Lock()
+	defer mu.Unlock()
+	var seen []string
+	for i, c := range got {
+		if c.Doc.ID != "grp-b" {
+			t.Errorf("change %d is of %s", i, c.Doc.ID)
+		}
+		if i > 0 && !c.Deleted {
+			if cmp, err := resourceversion.CompareResourceVersion(c.Doc.Version, got[i-1].Doc.Version); err != nil || cmp <= 0 {
+				t.Errorf("change %d at version %s after %s (%v)", i, c.Doc.Version, got[i-1].Doc.Version, err)
+			}
+		}
+		switch {
+		case c.Deleted:
+			seen = append(seen, "deleted")
+		case c.Doc.Version == vb1 && c.Doc.Labels["n"] == "1":
+			seen = append(seen, "created")
+		case c.Doc.Version == vb2 && c.Doc.Labels["n"] == "2":
+			seen = append(seen, "updated")
+		}
+	}
+	if want := []string{"created", "updated", "deleted"}; !reflect.DeepEqual(seen, want) || !got[len(got)-1].Deleted {
+		t.Errorf("changes %v (%d in all), want %v, the delete last", seen, len(got), want)
+	}
+	t.Logf("%d changes for 3 writes", len(got))
+}
