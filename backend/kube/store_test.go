@@ -10,10 +10,13 @@ import (
 	"time"
 
 	dlc "github.com/aidlc/dlc"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/aidlc/dlc/backend"
 	"github.com/aidlc/dlc/backend/kube"
+	"github.com/aidlc/dlc/backend/kube/api/v1alpha1"
 	"github.com/aidlc/dlc/cluster"
 	"github.com/aidlc/dlc/dlctest"
 	"github.com/aidlc/dlc/errs"
@@ -342,4 +345,69 @@ func TestStoreWatch(t *testing.T) {
 		t.Errorf("changes %v (%d in all), want %v, the delete last", seen, len(got), want)
 	}
 	t.Logf("%d changes for 3 writes", len(got))
+}
+
+// TestStoreObjects checks what the store writes on the API server: names,
+// the id and labels annotations, the labels for kubectl, and the domain
+// fields in spec and status.
+func TestStoreObjects(t *testing.T) {
+	cp := dlctest.StartControlPlane(t)
+	ns := cp.NewNamespace(t)
+	s, err := kube.NewStore(t.Context(), cp.Config(), ns, kube.StoreOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	cases := storeCases()
+	for _, i := range []int{0, 2, 6} { // cluster, template, name claim
+		c := cases[i]
+		if _, err := s.Create(ctx, backend.Doc{Kind: c.kind, ID: c.id, Labels: c.labels2, Data: mustJSON(t, c.v2)}); err != nil {
+			t.Fatalf("Create %s: %v", c.kind, err)
+		}
+	}
+	rg := cases[5]
+	if _, err := s.Create(ctx, backend.Doc{Kind: rg.kind, ID: rg.id, Data: mustJSON(t, rg.v2)}); err != nil {
+		t.Fatal(err)
+	}
+
+	var cc v1alpha1.ComputeCluster
+	if err := cp.Client().Get(ctx, client.ObjectKey{Namespace: ns, Name: "cls-1a2b3c"}, &cc); err != nil {
+		t.Fatalf("the cluster is not named by its id: %v", err)
+	}
+	if cc.Spec.Name != "集群 二" || cc.Spec.Creator != "alice" || cc.Spec.ResourceGroup != "rg-1" || cc.Status.State != "running" ||
+		cc.Status.Generation != 2 || len(cc.Status.Events) != 2 || cc.Status.Live == nil || cc.Status.Replicas["gpu"] != 2 {
+		t.Errorf("cluster spec %+v status %+v", cc.Spec, cc.Status)
+	}
+	if cc.Labels["dlc.aidlc.io/state"] != "running" || cc.Labels["dlc.aidlc.io/group.grp-1"] != "1" || cc.Annotations[kube.StoreKeyID] != "cls-1a2b3c" {
+		t.Errorf("cluster labels %v annotations %v", cc.Labels, cc.Annotations)
+	}
+
+	var tl v1alpha1.ClusterTemplateList
+	if err := cp.Client().List(ctx, &tl, client.InNamespace(ns)); err != nil || len(tl.Items) != 1 {
+		t.Fatalf("templates: %v, %v", tl.Items, err)
+	}
+	tp := tl.Items[0]
+	if tp.Name == "模板 GPU" || tp.Annotations[kube.StoreKeyID] != "模板 GPU" || tp.Spec.Description != "changed" {
+		t.Errorf("template %s annotations %v spec %+v", tp.Name, tp.Annotations, tp.Spec)
+	}
+	if _, ok := tp.Labels["dlc.aidlc.io/名字"]; ok || tp.Labels["dlc.aidlc.io/creator"] != "bob" {
+		t.Errorf("template labels %v: want the valid pair only", tp.Labels)
+	}
+
+	var r v1alpha1.ResourceGroup
+	if err := cp.Client().Get(ctx, client.ObjectKey{Namespace: ns, Name: "rg-1"}, &r); err != nil {
+		t.Fatal(err)
+	}
+	if r.Spec.Capacity.GPU != 8 || len(r.Status.Holders) != 1 || r.Status.Reserved.MilliCPU != 4000 {
+		t.Errorf("resource group spec %+v status %+v", r.Spec, r.Status)
+	}
+
+	var cms corev1.ConfigMapList
+	if err := cp.Client().List(ctx, &cms, client.InNamespace(ns), client.MatchingLabels{kube.StoreKeyKind: "name"}); err != nil || len(cms.Items) != 1 {
+		t.Fatalf("claims: %v, %v", cms.Items, err)
+	}
+	if cm := cms.Items[0]; cm.Annotations[kube.StoreKeyID] != "cluster:集群 一" || !json.Valid([]byte(cm.Data[kube.StoreDataKey])) {
+		t.Errorf("claim %s annotations %v data %v", cm.Name, cm.Annotations, cm.Data)
+	}
 }
