@@ -88,6 +88,15 @@ type StoreOptions struct {
 // a retried Create is a conflict); Update returns the error with the spec
 // and labels written and the status as it was, at a new version, so that
 // the caller's retry with its old version is a conflict and it re-reads.
+// Between the two writes, readers and watchers (of this store and of any
+// other on the namespace) may see the object with the new spec and the
+// old status (after a create: no status); Update and Create return the
+// version of the last write. An update whose spec, labels and status are
+// unchanged is still written (the API server keeps the version) so that a
+// stale version is a conflict.
+//
+// Labels and annotations are the store's: an update replaces any that
+// others put on the object.
 //
 // Watch reports the changes of one kind in the order the API server made
 // them; changes of different kinds come from different informers, and
@@ -97,6 +106,7 @@ type Store struct {
 	cache     ctrlcache.Cache
 	namespace string
 	opts      StoreOptions
+	stop      context.CancelFunc
 
 	mu       sync.RWMutex
 	docs     map[string]map[string]entry // kind → id → entry
@@ -193,7 +203,8 @@ func jsonKeys(t reflect.Type) map[string]bool {
 
 // NewStore starts informers on namespace for every kind the store keeps,
 // waits for them to sync, and returns the store. The informers run until
-// ctx is done; the store must not be used after that.
+// ctx is done or Close is called (or NewStore fails); the store must not
+// be used after that.
 func NewStore(ctx context.Context, cfg *rest.Config, namespace string, opts StoreOptions) (*Store, error) {
 	if opts.SyncTimeout <= 0 {
 		opts.SyncTimeout = time.Minute
@@ -243,16 +254,20 @@ func NewStore(ctx context.Context, cfg *rest.Config, namespace string, opts Stor
 		}
 		regs = append(regs, reg)
 	}
-	go func() { _ = cache.Start(ctx) }()
+	run, stop := context.WithCancel(ctx)
+	s.stop = stop
+	go func() { _ = cache.Start(run) }()
 	sctx, cancel := context.WithTimeout(ctx, opts.SyncTimeout)
 	defer cancel()
 	if !cache.WaitForCacheSync(sctx) {
+		stop()
 		return nil, errs.Unavailable("kube store sync", fmt.Errorf("caches of namespace %s did not sync: %w", namespace, context.Cause(sctx)))
 	}
 	for _, reg := range regs {
 		for !reg.HasSynced() {
 			select {
 			case <-sctx.Done():
+				stop()
 				return nil, errs.Unavailable("kube store sync", fmt.Errorf("handlers of namespace %s did not sync: %w", namespace, context.Cause(sctx)))
 			case <-time.After(5 * time.Millisecond):
 			}
@@ -260,6 +275,10 @@ func NewStore(ctx context.Context, cfg *rest.Config, namespace string, opts Stor
 	}
 	return s, nil
 }
+
+// Close stops the store's informers: from then on its cache and its
+// watchers see no further changes.
+func (s *Store) Close() { s.stop() }
 
 // observe applies an informer event to the documents and tells watchers.
 func (s *Store) observe(k *kindInfo, obj any, deleted bool) {

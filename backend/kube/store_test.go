@@ -411,3 +411,56 @@ func TestStoreObjects(t *testing.T) {
 		t.Errorf("claim %s annotations %v data %v", cm.Name, cm.Annotations, cm.Data)
 	}
 }
+
+// TestStoreUpdateParts: an update of the status alone, of the spec alone,
+// and of nothing, each checked against the version.
+func TestStoreUpdateParts(t *testing.T) {
+	s := newStore(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	g := &group.Group{ID: "grp-1", Name: "A", Policy: group.Random, Creator: "alice", CreatedAt: t0, UpdatedAt: t0}
+	put := func(version string, g *group.Group) (string, error) {
+		return s.Update(ctx, backend.Doc{Kind: "group", ID: g.ID, Version: version, Data: mustJSON(t, g)})
+	}
+	v, err := s.Create(ctx, backend.Doc{Kind: "group", ID: g.ID, Data: mustJSON(t, g)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, step := range []struct {
+		name   string
+		change func(*group.Group)
+	}{
+		{"status", func(g *group.Group) { g.UpdatedAt = t0.Add(time.Hour); g.Events = events() }},
+		{"spec", func(g *group.Group) { g.Name = "B" }},
+		{"nothing", func(*group.Group) {}},
+	} {
+		step.change(g)
+		nv, err := put(v, g)
+		if err != nil {
+			t.Fatalf("%s: %v", step.name, err)
+		}
+		d, err := s.Get(ctx, "group", g.ID)
+		if err != nil || d.Version != nv {
+			t.Fatalf("%s: Get = %+v, %v; want version %s", step.name, d, err, nv)
+		}
+		var got group.Group
+		if err := json.Unmarshal(d.Data, &got); err != nil || !reflect.DeepEqual(&got, g) {
+			t.Errorf("%s: got %+v, want %+v", step.name, got, g)
+		}
+		if step.name != "nothing" {
+			if nv == v {
+				t.Errorf("%s: version unchanged", step.name)
+			}
+			if _, err := put(v, g); !errors.Is(err, errs.ErrConflict) {
+				t.Errorf("%s: a write at the old version: %v, want ErrConflict", step.name, err)
+			}
+		}
+		v = nv
+	}
+	if _, err := put("1", g); !errors.Is(err, errs.ErrConflict) {
+		t.Errorf("an unchanged document at a stale version: %v, want ErrConflict", err)
+	}
+	if _, err := put("", g); !errors.Is(err, errs.ErrConflict) {
+		t.Errorf("an update without a version: %v, want ErrConflict", err)
+	}
+}
