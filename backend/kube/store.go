@@ -338,9 +338,15 @@ func (s *Store) await(ctx context.Context, cond func() bool) {
 	}
 }
 
-// awaitVersion waits until the cache of kind has seen resourceVersion rv.
-func (s *Store) awaitVersion(ctx context.Context, kind, rv string) {
+// awaitVersion waits until the cache of kind has seen resourceVersion rv:
+// it holds kind/id at rv, or an event of kind at rv or later (comparing
+// resourceVersions as Kubernetes 1.35 made them comparable; where they
+// are not numbers, only the first test applies).
+func (s *Store) awaitVersion(ctx context.Context, kind, id, rv string) {
 	s.await(ctx, func() bool {
+		if s.docs[kind][id].doc.Version == rv {
+			return true
+		}
 		c, err := resourceversion.CompareResourceVersion(s.lastRV[kind], rv)
 		return err == nil && c >= 0
 	})
@@ -448,7 +454,7 @@ func (s *Store) Create(ctx context.Context, d backend.Doc) (string, error) {
 		}
 	}
 	rv := obj.GetResourceVersion()
-	s.awaitVersion(ctx, d.Kind, rv)
+	s.awaitVersion(ctx, d.Kind, d.ID, rv)
 	return rv, nil
 }
 
@@ -498,7 +504,7 @@ func (s *Store) Update(ctx context.Context, d backend.Doc) (string, error) {
 		}
 	}
 	rv := obj.GetResourceVersion()
-	s.awaitVersion(ctx, d.Kind, rv)
+	s.awaitVersion(ctx, d.Kind, d.ID, rv)
 	return rv, nil
 }
 

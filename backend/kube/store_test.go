@@ -464,3 +464,89 @@ func TestStoreUpdateParts(t *testing.T) {
 		t.Errorf("an update without a version: %v, want ErrConflict", err)
 	}
 }
+
+// TestStoreReplicas: two stores on one namespace, as two replicas of a
+// service, add reservations to one resource group concurrently, each
+// retrying on conflict: none is lost, and each store reads them all.
+func TestStoreReplicas(t *testing.T) {
+	cp := dlctest.StartControlPlane(t)
+	ns := cp.NewNamespace(t)
+	var stores [2]*kube.Store
+	for i := range stores {
+		s, err := kube.NewStore(t.Context(), cp.Config(), ns, kube.StoreOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		stores[i] = s
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	acc := &quota.Account{Group: quota.Group{ID: "rg-1", Package: "pkg-1", Capacity: quota.Resources{MilliCPU: 64000}}}
+	if _, err := stores[0].Create(ctx, backend.Doc{Kind: "resourcegroup", ID: acc.ID, Data: mustJSON(t, acc)}); err != nil {
+		t.Fatal(err)
+	}
+	const holders = 8
+	var (
+		wg        sync.WaitGroup
+		mu        sync.Mutex
+		conflicts int
+	)
+	for i := range holders {
+		wg.Go(func() {
+			s := stores[i%2]
+			holder := "run-" + string(rune('a'+i))
+			for {
+				d, err := s.Get(ctx, "resourcegroup", acc.ID)
+				if err != nil {
+					t.Errorf("%s: Get: %v", holder, err)
+					return
+				}
+				var a quota.Account
+				if err := json.Unmarshal(d.Data, &a); err != nil {
+					t.Error(err)
+					return
+				}
+				if a.Holders == nil {
+					a.Holders = map[string]quota.Hold{}
+				}
+				a.Holders[holder] = quota.Hold{Resources: quota.Resources{MilliCPU: 1000}, Since: t0}
+				d.Data = mustJSON(t, &a)
+				_, err = s.Update(ctx, d)
+				if err == nil {
+					return
+				}
+				if !errors.Is(err, errs.ErrConflict) {
+					t.Errorf("%s: Update: %v", holder, err)
+					return
+				}
+				mu.Lock()
+				conflicts++
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	t.Logf("%d conflicts retried", conflicts)
+	for i, s := range stores {
+		// The other replica's last write may still be on its way to this
+		// cache: wait for it.
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			d, err := s.Get(ctx, "resourcegroup", acc.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var a quota.Account
+			if err := json.Unmarshal(d.Data, &a); err != nil {
+				t.Fatal(err)
+			}
+			if len(a.Holders) == holders {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("store %d: %d holders %v, want %d", i, len(a.Holders), a.Holders, holders)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+}
