@@ -485,6 +485,14 @@ func TestStoreReplicas(t *testing.T) {
 	if _, err := stores[0].Create(ctx, backend.Doc{Kind: "resourcegroup", ID: acc.ID, Data: mustJSON(t, acc)}); err != nil {
 		t.Fatal(err)
 	}
+	// The other replica's cache may not have it yet.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if _, err := stores[1].Get(ctx, "resourcegroup", acc.ID); err == nil {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatalf("the other store never saw the resource group: %v", err)
+		}
+	}
 	const holders = 8
 	var (
 		wg        sync.WaitGroup
