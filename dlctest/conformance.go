@@ -29,6 +29,10 @@ type Harness struct {
 	// Timeout bounds how long the suite waits for the platform to settle
 	// in one step; 0 means 20 s.
 	Timeout time.Duration
+	// RepairGrace is the clients' dlc.WithRepairGrace; 0 means 300 ms.
+	// It must be well above the time between a reservation and the write
+	// that justifies it, which a remote store makes longer.
+	RepairGrace time.Duration
 }
 
 // RunConformance runs the platform's behaviour against a backend, as
@@ -40,6 +44,9 @@ type Harness struct {
 func RunConformance(t *testing.T, h Harness) {
 	if h.Timeout == 0 {
 		h.Timeout = 20 * time.Second
+	}
+	if h.RepairGrace == 0 {
+		h.RepairGrace = 300 * time.Millisecond
 	}
 	tests := []struct {
 		name string
@@ -91,7 +98,7 @@ func (s *suite) client(b dlc.Backend, more ...dlc.Option) *dlc.Client {
 		b = s.backend()
 	}
 	opts := append([]dlc.Option{dlc.WithBackend(b), dlc.WithRetries(5, 2*time.Millisecond, 40*time.Millisecond),
-		dlc.WithRepairGrace(300 * time.Millisecond), dlc.WithStepTimeout(3 * time.Second)}, s.h.Options...)
+		dlc.WithRepairGrace(s.h.RepairGrace), dlc.WithStepTimeout(3 * time.Second)}, s.h.Options...)
 	c, err := dlc.New(append(opts, more...)...)
 	if err != nil {
 		s.t.Fatalf("dlc.New: %v", err)

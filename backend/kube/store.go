@@ -48,6 +48,11 @@ const (
 	// naming their kind ("name" for name claims); the store's ConfigMap
 	// informer selects by it.
 	StoreKeyKind = "store.dlc.aidlc.io/kind"
+	// StoreKeyInitialStatus is an annotation holding a document's status
+	// as it was created: the API server drops status on create, so a
+	// create is one write, and readers take the status from here until
+	// the status subresource is first written.
+	StoreKeyInitialStatus = "store.dlc.aidlc.io/initial-status"
 	// StoreLabelPrefix prefixes a document's label key in metadata.labels.
 	StoreLabelPrefix = "dlc.aidlc.io/"
 	// StoreDataKey is the ConfigMap data key holding a claim's JSON.
@@ -118,11 +123,12 @@ type Store struct {
 
 // entry is a cached document with the parts its writes compare.
 type entry struct {
-	doc    backend.Doc
-	name   string
-	meta   []byte // labels and annotations as JSON
-	spec   []byte // the spec as JSON ("" for a ConfigMap)
-	status []byte // the status as JSON
+	doc     backend.Doc
+	name    string
+	meta    []byte // labels and annotations as JSON
+	spec    []byte // the spec as JSON ("" for a ConfigMap)
+	status  []byte // the status as JSON
+	initial string // the initial-status annotation, while the status subresource is unwritten
 }
 
 // kindInfo says how a kind is stored.
@@ -440,18 +446,19 @@ func (s *Store) Create(ctx context.Context, d backend.Doc) (string, error) {
 	}
 	obj.SetResourceVersion("")
 	op := "store create " + d.Kind + "/" + d.ID
+	if status != nil {
+		// One write: the status rides in an annotation until it is first
+		// written, so no reader ever sees the object without it.
+		b, err := json.Marshal(status)
+		if err != nil {
+			return "", err
+		}
+		ann := obj.GetAnnotations()
+		ann[StoreKeyInitialStatus] = string(b)
+		obj.SetAnnotations(ann)
+	}
 	if err := s.c.Create(ctx, obj); err != nil {
 		return "", apiError(op, d.Kind, d.ID, err)
-	}
-	if status != nil {
-		setStatus(obj, status)
-		if err := s.c.Status().Update(ctx, obj); err != nil {
-			rv := obj.GetResourceVersion()
-			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.opts.WriteWait)
-			_ = s.c.Delete(dctx, obj, client.Preconditions{ResourceVersion: &rv})
-			cancel()
-			return "", apiError(op+" (status)", d.Kind, d.ID, err)
-		}
 	}
 	rv := obj.GetResourceVersion()
 	s.awaitVersion(ctx, d.Kind, d.ID, rv)
@@ -487,6 +494,14 @@ func (s *Store) Update(ctx context.Context, d backend.Doc) (string, error) {
 		if !mainChanged && !statusChanged {
 			mainChanged = true // a no-op write still checks the version
 		}
+	}
+	if ok && cur.initial != "" {
+		// Until the status is written, the main write keeps the initial
+		// status readers take it from.
+		ann := obj.GetAnnotations()
+		ann[StoreKeyInitialStatus] = cur.initial
+		obj.SetAnnotations(ann)
+		statusChanged = k.status
 	}
 	op := "store update " + d.Kind + "/" + d.ID
 	if mainChanged {
@@ -729,6 +744,15 @@ func fromObject(k *kindInfo, obj client.Object) (entry, error) {
 	}
 	if e.status, err = json.Marshal(rv.FieldByName("Status").Interface()); err != nil {
 		return entry{}, err
+	}
+	if init, ok := ann[StoreKeyInitialStatus]; ok {
+		zero, err := json.Marshal(reflect.Zero(rv.FieldByName("Status").Type()).Interface())
+		if err != nil {
+			return entry{}, err
+		}
+		if bytes.Equal(e.status, zero) {
+			e.status, e.initial = []byte(init), init
+		}
 	}
 	var spec, status map[string]json.RawMessage
 	if err := json.Unmarshal(e.spec, &spec); err != nil {

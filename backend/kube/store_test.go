@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"reflect"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -360,15 +361,42 @@ func TestStoreObjects(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	cases := storeCases()
+	var clusterDoc, rgDoc backend.Doc
 	for _, i := range []int{0, 2, 6} { // cluster, template, name claim
 		c := cases[i]
-		if _, err := s.Create(ctx, backend.Doc{Kind: c.kind, ID: c.id, Labels: c.labels2, Data: mustJSON(t, c.v2)}); err != nil {
+		d := backend.Doc{Kind: c.kind, ID: c.id, Labels: c.labels2, Data: mustJSON(t, c.v2)}
+		v, err := s.Create(ctx, d)
+		if err != nil {
 			t.Fatalf("Create %s: %v", c.kind, err)
+		}
+		if i == 0 {
+			d.Version = v
+			clusterDoc = d
 		}
 	}
 	rg := cases[5]
-	if _, err := s.Create(ctx, backend.Doc{Kind: rg.kind, ID: rg.id, Data: mustJSON(t, rg.v2)}); err != nil {
+	rgDoc = backend.Doc{Kind: rg.kind, ID: rg.id, Data: mustJSON(t, rg.v2)}
+	v, err := s.Create(ctx, rgDoc)
+	if err != nil {
 		t.Fatal(err)
+	}
+	rgDoc.Version = v
+	// A create is one write: the status rides in an annotation, read as
+	// the status, until the first update writes the status subresource.
+	var fresh v1alpha1.ComputeCluster
+	if err := cp.Client().Get(ctx, client.ObjectKey{Namespace: ns, Name: "cls-1a2b3c"}, &fresh); err != nil {
+		t.Fatal(err)
+	}
+	if fresh.Status.State != "" || !strings.Contains(fresh.Annotations[kube.StoreKeyInitialStatus], `"state":"running"`) {
+		t.Errorf("after create: status %+v, initial-status annotation %q", fresh.Status, fresh.Annotations[kube.StoreKeyInitialStatus])
+	}
+	if got, err := s.Get(ctx, "cluster", clusterDoc.ID); err != nil || !strings.Contains(string(got.Data), `"state":"running"`) {
+		t.Fatalf("Get after create: %s %v", got.Data, err)
+	}
+	for _, d := range []backend.Doc{clusterDoc, rgDoc} {
+		if _, err := s.Update(ctx, d); err != nil {
+			t.Fatalf("Update %s: %v", d.Kind, err)
+		}
 	}
 
 	var cc v1alpha1.ComputeCluster
