@@ -832,12 +832,7 @@ func (s *suite) jobOnRetry(c *dlc.Client, retry func(string, func() error), name
 // the error as the reason; a forced delete still removes the cluster.
 func testPersistentFaults(t *testing.T, s *suite) {
 	var applyFails, submitFails atomic.Bool
-	fb := NewFaulty(s.backend(), func(_ int, c Call) Fault {
-		if (c.Op == "ApplyCluster" && applyFails.Load()) || (c.Op == "SubmitRun" && submitFails.Load()) {
-			return Before
-		}
-		return NoFault
-	})
+	fb := s.failingCalls(map[string]*atomic.Bool{"ApplyCluster": &applyFails, "SubmitRun": &submitFails})
 	c := s.client(fb)
 	ctx := s.ctx()
 	grp := s.world(c, "rg-fail", 32)
@@ -1014,12 +1009,7 @@ func testEditAutoscaleDetails(t *testing.T, s *suite) {
 func testAllMembersAbnormal(t *testing.T, s *suite) {
 	var fail atomic.Bool
 	fail.Store(true)
-	fb := NewFaulty(s.backend(), func(_ int, c Call) Fault {
-		if c.Op == "ApplyCluster" && fail.Load() {
-			return Before
-		}
-		return NoFault
-	})
+	fb := s.failingCalls(map[string]*atomic.Bool{"ApplyCluster": &fail})
 	c := s.client(fb)
 	ctx := s.ctx()
 	grp := s.world(c, "rg-abn", 32)
@@ -1043,4 +1033,15 @@ func testAllMembersAbnormal(t *testing.T, s *suite) {
 	if end := s.runEnds(c, r.ID); end.State != job.Succeeded {
 		t.Fatalf("run: %s %s", end.State, end.Message)
 	}
+}
+
+// failingCalls wraps the suite's backend so that each call named in
+// switches fails (before it is made) while its switch is on.
+func (s *suite) failingCalls(switches map[string]*atomic.Bool) *Faulty {
+	return NewFaulty(s.backend(), func(_ int, c Call) Fault {
+		if on, ok := switches[c.Op]; ok && on.Load() {
+			return Before
+		}
+		return NoFault
+	})
 }
