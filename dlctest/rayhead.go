@@ -25,8 +25,9 @@ import (
 // RayHeadOptions configure a Ray head stand-in.
 type RayHeadOptions struct {
 	// Fetch gets a working_dir given as a URL (the job package, e.g. a
-	// presigned URL of the S3-compatible test server); nil means an HTTP
-	// GET with the default client. Point it only at loopback.
+	// presigned URL of the S3-compatible test server, or a cos:// URI a
+	// test serves itself); nil means an HTTP GET with the default client,
+	// of http and https URLs only. Point it only at loopback.
 	Fetch func(ctx context.Context, url string) (io.ReadCloser, error)
 	// MaxLog bounds the log kept per job; 0 means 1 MiB (older output is
 	// dropped from the front).
@@ -198,7 +199,7 @@ func (h *RayHead) prepare(ctx context.Context, id string, env utiltypes.RuntimeE
 	switch {
 	case wd == "":
 		return dir, nil
-	case strings.HasPrefix(wd, "http://") || strings.HasPrefix(wd, "https://"):
+	case strings.HasPrefix(wd, "http://") || strings.HasPrefix(wd, "https://") || (h.opts.Fetch != nil && strings.Contains(wd, "://")):
 		fetch := h.opts.Fetch
 		if fetch == nil {
 			fetch = httpGet

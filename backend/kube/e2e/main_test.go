@@ -1,0 +1,161 @@
+// Package e2e_test runs the Kubernetes backend end to end on an envtest
+// control plane with Ray in the loop: KubeRay's own reconcilers, a kubelet
+// stand-in and a Ray head stand-in per cluster (dlctest.RayLoop). The loop
+// watches every namespace, so it lives in a test binary of its own, with
+// its own control plane.
+package e2e_test
+
+import (
+	"archive/zip"
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/aidlc/dlc/backend/kube"
+	"github.com/aidlc/dlc/dlctest"
+)
+
+func TestMain(m *testing.M) {
+	ctrllog.SetLogger(logr.Discard())
+	os.Exit(dlctest.RunMain(runner{m}))
+}
+
+// runner runs the tests, then stops what lives as long as the test binary,
+// before RunMain stops the control plane.
+type runner struct{ m *testing.M }
+
+func (r runner) Run() int {
+	defer pkg.cleanup()
+	return r.m.Run()
+}
+
+// pkgT is the dlctest.TestingT of what lives as long as the test binary:
+// the first test that asks for the world reports its failures, and
+// cleanups run when every test is done.
+type pkgT struct {
+	testing.TB
+	mu       sync.Mutex
+	cleanups []func()
+}
+
+func (p *pkgT) Cleanup(f func()) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cleanups = append(p.cleanups, f)
+}
+
+func (p *pkgT) cleanup() {
+	p.mu.Lock()
+	fs := p.cleanups
+	p.cleanups = nil
+	p.mu.Unlock()
+	for i := len(fs) - 1; i >= 0; i-- {
+		fs[i]()
+	}
+}
+
+var (
+	pkg       pkgT
+	worldOnce sync.Once
+	theWorld  *world
+)
+
+// world is the control plane with Ray in the loop in every namespace.
+type world struct {
+	cp   *dlctest.ControlPlane
+	loop *dlctest.RayLoop
+}
+
+// getWorld starts the world on first use (skipping t when the envtest
+// binaries are missing).
+func getWorld(t *testing.T) *world {
+	t.Helper()
+	cp := dlctest.StartControlPlane(t)
+	worldOnce.Do(func() {
+		pkg.TB = t
+		theWorld = &world{cp: cp, loop: cp.StartRayLoop(&pkg, dlctest.LoopOptions{Fetch: fetch})}
+	})
+	if theWorld == nil {
+		t.Fatal("the world failed to start")
+	}
+	return theWorld
+}
+
+// backend starts a kube backend on a new namespace of the world.
+func (w *world) backend(t *testing.T, o kube.Options) *kube.Backend {
+	t.Helper()
+	if o.Namespace == "" {
+		o.Namespace = w.cp.NewNamespace(t)
+	}
+	if o.Dashboard == nil {
+		o.Dashboard = w.loop.Dashboard
+	}
+	if o.PollInterval == 0 {
+		o.PollInterval = 50 * time.Millisecond
+	}
+	b, err := kube.New(t.Context(), w.cp.Config(), o)
+	if err != nil {
+		t.Fatalf("kube.New: %v", err)
+	}
+	t.Cleanup(b.Close)
+	return b
+}
+
+// scripts is the job package a cos:// working_dir stands for in these
+// tests: the conformance suite's entrypoints, each printing a line.
+var scripts = map[string]string{
+	"main.py":  "print('main.py ran')\n",
+	"train.py": "print('train.py ran')\n",
+}
+
+var zipOnce = sync.OnceValue(func() []byte {
+	var buf bytes.Buffer
+	zw := zip.NewWriter(&buf)
+	for name, body := range scripts {
+		f, err := zw.Create(name)
+		if err != nil {
+			panic(err)
+		}
+		if _, err := io.WriteString(f, body); err != nil {
+			panic(err)
+		}
+	}
+	if err := zw.Close(); err != nil {
+		panic(err)
+	}
+	return buf.Bytes()
+})
+
+// fetch serves a cos:// package from scripts and fetches anything else
+// (the S3-compatible server's presigned URLs) over HTTP.
+func fetch(ctx context.Context, url string) (io.ReadCloser, error) {
+	if strings.HasPrefix(url, "cos://") {
+		return io.NopCloser(bytes.NewReader(zipOnce())), nil
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		resp.Body.Close()
+		return nil, &httpError{url: url, status: resp.Status}
+	}
+	return resp.Body, nil
+}
+
+type httpError struct{ url, status string }
+
+func (e *httpError) Error() string { return "GET " + e.url + ": " + e.status }

@@ -1,0 +1,860 @@
+package kube
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
+	utiltypes "github.com/ray-project/kuberay/ray-operator/controllers/ray/utils/types"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/resourceversion"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
+	ctrlcache "sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/aidlc/dlc/backend/kube/api/v1alpha1"
+	"github.com/aidlc/dlc/cluster"
+	"github.com/aidlc/dlc/errs"
+	"github.com/aidlc/dlc/job"
+	"github.com/aidlc/dlc/quota"
+)
+
+// Labels KubeRay puts on the pods of a RayCluster.
+const (
+	rayLabelNodeType = "ray.io/node-type"
+	rayLabelGroup    = "ray.io/group"
+)
+
+// indexCluster is the field index, on RayClusters, RayJobs and pods, of
+// the KeyClusterID label.
+const indexCluster = "dlc.clusterID"
+
+// Provisioner is the Ray side of the Kubernetes backend (a dlc.Provisioner):
+//
+//   - a cluster is a RayCluster named RayClusterName(id), owned by the
+//     cluster's ComputeCluster object (so deleting that deletes it), applied
+//     with server-side apply; hibernate and start flip spec.suspend;
+//   - an on-demand run's cluster is the run's RayJob (RenderRayJob, with
+//     the cluster's id as a label), owned by the cluster's object; KubeRay
+//     makes its RayCluster, submits the job when the cluster is up and
+//     deletes the cluster when the job ends;
+//   - a run on a cluster or a group member goes to the Ray Jobs REST API of
+//     the cluster's head (Options.Dashboard, or the API server's service
+//     proxy), with the run's id as submission_id.
+//
+// It reads RayClusters, RayJobs and their pods from an informer cache of
+// the namespace (indexed by the cluster id label, so that no call lists
+// the namespace) and tells its observers which cluster or run changed;
+// jobs on the Jobs API, which has no watch, are looked at again every
+// Options.PollInterval while they run. Writes wait for the cache to show
+// them, so that a read after a write sees it.
+type Provisioner struct {
+	c         client.Client
+	cache     ctrlcache.Cache
+	store     *Store
+	namespace string
+	render    RenderOptions
+	manager   string
+	dashboard func(ctx context.Context, rc *rayv1.RayCluster) (string, *http.Client, error)
+	poll      time.Duration
+	log       logr.Logger
+	stop      context.CancelFunc
+	waitFor   time.Duration
+
+	mu       sync.Mutex
+	watchers map[int]func(kind, id string)
+	nextW    int
+	polled   map[string]bool // runs on the Jobs API to look at again
+	tick     chan struct{}   // closed and replaced on every informer event
+}
+
+func newProvisioner(ctx context.Context, cfg *rest.Config, st *Store, o Options) (*Provisioner, error) {
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	if err := rayv1.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, fmt.Errorf("kube provisioner: %w", err)
+	}
+	ours := labels.SelectorFromSet(labels.Set{KeyManagedBy: ManagedBy})
+	hasCluster, err := labels.NewRequirement(KeyClusterID, selection.Exists, nil)
+	if err != nil {
+		return nil, err
+	}
+	cache, err := ctrlcache.New(cfg, ctrlcache.Options{
+		Scheme:            scheme,
+		DefaultNamespaces: map[string]ctrlcache.Config{o.Namespace: {}},
+		ByObject: map[client.Object]ctrlcache.ByObject{
+			&rayv1.RayCluster{}: {Label: ours},
+			&rayv1.RayJob{}:     {Label: ours},
+			&corev1.Pod{}:       {Label: labels.NewSelector().Add(*hasCluster)},
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("kube provisioner: %w", err)
+	}
+	p := &Provisioner{
+		c: c, cache: cache, store: st, namespace: o.Namespace, render: o.Render,
+		manager: o.FieldManager, dashboard: o.Dashboard, poll: o.PollInterval, log: o.Logger,
+		waitFor:  o.Store.WriteWait,
+		watchers: map[int]func(string, string){}, polled: map[string]bool{}, tick: make(chan struct{}),
+	}
+	p.render.Namespace = o.Namespace
+	if p.manager == "" {
+		p.manager = "dlc"
+	}
+	if p.poll <= 0 {
+		p.poll = 2 * time.Second
+	}
+	if p.waitFor <= 0 {
+		p.waitFor = 10 * time.Second
+	}
+	if p.log.GetSink() == nil {
+		p.log = logr.Discard()
+	}
+	if p.dashboard == nil {
+		hc, err := rest.HTTPClientFor(cfg)
+		if err != nil {
+			return nil, fmt.Errorf("kube provisioner: a client for the service proxy: %w", err)
+		}
+		p.dashboard = func(_ context.Context, rc *rayv1.RayCluster) (string, *http.Client, error) {
+			base, err := ServiceProxyURL(cfg, rc.Namespace, headService(rc))
+			return base, hc, err
+		}
+	}
+	byCluster := func(o client.Object) []string {
+		if id := o.GetLabels()[KeyClusterID]; id != "" {
+			return []string{id}
+		}
+		return nil
+	}
+	objs := []client.Object{&rayv1.RayCluster{}, &rayv1.RayJob{}, &corev1.Pod{}}
+	for _, obj := range objs {
+		if err := cache.IndexField(ctx, obj, indexCluster, byCluster); err != nil {
+			return nil, fmt.Errorf("kube provisioner: index: %w", err)
+		}
+	}
+	var regs []toolscache.ResourceEventHandlerRegistration
+	for _, obj := range objs {
+		inf, err := cache.GetInformer(ctx, obj)
+		if err != nil {
+			return nil, fmt.Errorf("kube provisioner: informer: %w", err)
+		}
+		reg, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+			AddFunc:    p.changed,
+			UpdateFunc: func(_, obj any) { p.changed(obj) },
+			DeleteFunc: p.changed,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("kube provisioner: handler: %w", err)
+		}
+		regs = append(regs, reg)
+	}
+	run, stop := context.WithCancel(ctx)
+	p.stop = stop
+	go func() { _ = cache.Start(run) }()
+	timeout := o.Store.SyncTimeout
+	if timeout <= 0 {
+		timeout = time.Minute
+	}
+	sctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	synced := cache.WaitForCacheSync(sctx)
+	for _, reg := range regs {
+		for synced && !reg.HasSynced() {
+			select {
+			case <-sctx.Done():
+				synced = false
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+	}
+	if !synced {
+		stop()
+		return nil, errs.Unavailable("kube provisioner sync", fmt.Errorf("caches of namespace %s did not sync: %w", o.Namespace, context.Cause(sctx)))
+	}
+	go p.poller(run)
+	return p, nil
+}
+
+// Close stops the provisioner's informers and its poller.
+func (p *Provisioner) Close() { p.stop() }
+
+// Observe calls f with "cluster" and the id of a cluster whose RayCluster,
+// RayJob or pods changed, and with "run" and the id of a run whose RayJob
+// changed or whose job on a Jobs API is due to be looked at again, until
+// the backend is closed. f must return quickly.
+func (p *Provisioner) Observe(ctx context.Context, f func(kind, id string)) {
+	p.mu.Lock()
+	id := p.nextW
+	p.nextW++
+	p.watchers[id] = f
+	p.mu.Unlock()
+	context.AfterFunc(ctx, func() {
+		p.mu.Lock()
+		delete(p.watchers, id)
+		p.mu.Unlock()
+	})
+}
+
+// changed tells the observers what an informer event is about.
+func (p *Provisioner) changed(obj any) {
+	if t, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	o, ok := obj.(client.Object)
+	if !ok {
+		return
+	}
+	var notes [][2]string
+	if id := o.GetLabels()[KeyClusterID]; id != "" {
+		notes = append(notes, [2]string{"cluster", id})
+	}
+	if _, isJob := o.(*rayv1.RayJob); isJob {
+		if id := o.GetAnnotations()[KeyRunID]; id != "" {
+			notes = append(notes, [2]string{"run", id})
+		}
+	}
+	p.notify(notes...)
+}
+
+func (p *Provisioner) notify(notes ...[2]string) {
+	p.mu.Lock()
+	close(p.tick)
+	p.tick = make(chan struct{})
+	fs := make([]func(string, string), 0, len(p.watchers))
+	for _, f := range p.watchers {
+		fs = append(fs, f)
+	}
+	p.mu.Unlock()
+	for _, n := range notes {
+		for _, f := range fs {
+			f(n[0], n[1])
+		}
+	}
+}
+
+// poller tells the observers, every poll interval, of the runs on a Jobs
+// API that RunStatus found unfinished.
+func (p *Provisioner) poller(ctx context.Context) {
+	t := time.NewTicker(p.poll)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		p.mu.Lock()
+		ids := make([]string, 0, len(p.polled))
+		for id := range p.polled {
+			ids = append(ids, id)
+		}
+		clear(p.polled)
+		p.mu.Unlock()
+		notes := make([][2]string, len(ids))
+		for i, id := range ids {
+			notes[i] = [2]string{"run", id}
+		}
+		if len(notes) > 0 {
+			p.notify(notes...)
+		}
+	}
+}
+
+func (p *Provisioner) pollLater(runID string) {
+	p.mu.Lock()
+	p.polled[runID] = true
+	p.mu.Unlock()
+}
+
+// awaitCached waits until the cache holds key at resourceVersion rv or
+// later (gone, with rv ""), ctx is done or the write wait has passed.
+func (p *Provisioner) awaitCached(ctx context.Context, obj client.Object, key types.NamespacedName, rv string) {
+	timer := time.NewTimer(p.waitFor)
+	defer timer.Stop()
+	for {
+		p.mu.Lock()
+		tick := p.tick
+		p.mu.Unlock()
+		err := p.cache.Get(ctx, key, obj)
+		switch {
+		case rv == "" && apierrors.IsNotFound(err):
+			return
+		case rv != "" && err == nil:
+			if c, cerr := resourceversion.CompareResourceVersion(obj.GetResourceVersion(), rv); obj.GetResourceVersion() == rv || (cerr == nil && c >= 0) {
+				return
+			}
+		}
+		select {
+		case <-tick:
+		case <-ctx.Done():
+			return
+		case <-timer.C:
+			return
+		}
+	}
+}
+
+// ApplyCluster makes Ray follow c at c.Generation: it applies c's
+// RayCluster (an on-demand cluster's RayJob) unless the cache shows it at
+// that generation already, so that applying a generation again writes
+// nothing.
+func (p *Provisioner) ApplyCluster(ctx context.Context, c *cluster.Cluster) error {
+	gen := strconv.FormatInt(c.Generation, 10)
+	var obj client.Object
+	if c.Temporary {
+		if rj, err := p.rayJob(ctx, c.ID); err != nil {
+			return err
+		} else if rj != nil && rj.Annotations[KeyGeneration] == gen {
+			return nil
+		}
+		r, err := p.getRun(ctx, c.OwnerRun)
+		if err != nil {
+			return err
+		}
+		rj, err := RenderTemporary(c, r, p.render)
+		if err != nil {
+			return err
+		}
+		obj = rj
+	} else {
+		if rc, err := p.rayCluster(ctx, c.ID); err != nil {
+			return err
+		} else if rc != nil && rc.Annotations[KeyGeneration] == gen && rc.DeletionTimestamp == nil {
+			return nil
+		}
+		rc, err := RenderRayCluster(c, p.render)
+		if err != nil {
+			return err
+		}
+		obj = rc
+	}
+	owner := &v1alpha1.ComputeCluster{}
+	okey := types.NamespacedName{Namespace: p.namespace, Name: storeObjectName(kinds["cluster"], c.ID)}
+	if err := p.store.cache.Get(ctx, okey, owner); err != nil {
+		return apiError("read the cluster object", "cluster", c.ID, err)
+	}
+	if err := SetOwner(obj, owner, v1alpha1.GroupVersion.WithKind("ComputeCluster")); err != nil {
+		return err
+	}
+	return p.apply(ctx, obj)
+}
+
+// apply writes obj with server-side apply as the field manager, taking
+// over fields others set, and waits for the cache to show it.
+func (p *Provisioner) apply(ctx context.Context, obj client.Object) error {
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return err
+	}
+	u := &unstructured.Unstructured{Object: m}
+	unstructured.RemoveNestedField(u.Object, "status")
+	unstructured.RemoveNestedField(u.Object, "metadata", "creationTimestamp")
+	kind := u.GetKind()
+	if err := p.c.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(p.manager), client.ForceOwnership); err != nil {
+		return apiError("apply "+kind, kind, obj.GetName(), err)
+	}
+	into := obj.DeepCopyObject().(client.Object)
+	p.awaitCached(ctx, into, client.ObjectKeyFromObject(obj), u.GetResourceVersion())
+	return nil
+}
+
+// RenderTemporary renders the RayJob of on-demand cluster c, made for its
+// run r (c.OwnerRun): RenderRayJob's, with c's id on the RayJob, on the
+// RayCluster KubeRay makes from it and on their pods (KeyClusterID), and
+// c's generation (KeyGeneration).
+func RenderTemporary(c *cluster.Cluster, r *job.Run, o RenderOptions) (*rayv1.RayJob, error) {
+	rj, err := RenderRayJob(r, o)
+	if err != nil {
+		return nil, err
+	}
+	ids := idLabels(map[string]string{KeyClusterID: c.ID})
+	for k, v := range ids {
+		rj.Labels[k] = v
+		spec := rj.Spec.RayClusterSpec
+		spec.HeadGroupSpec.Template.Labels[k] = v
+		for i := range spec.WorkerGroupSpecs {
+			spec.WorkerGroupSpecs[i].Template.Labels[k] = v
+		}
+	}
+	rj.Annotations[KeyClusterID] = c.ID
+	rj.Annotations[KeyGeneration] = strconv.FormatInt(c.Generation, 10)
+	return rj, nil
+}
+
+// DeleteCluster deletes the cluster's RayCluster, RayJob and the RayCluster
+// of that RayJob; what is gone already is not an error.
+func (p *Provisioner) DeleteCluster(ctx context.Context, id string) error {
+	var objs []client.Object
+	if rj, err := p.rayJob(ctx, id); err != nil {
+		return err
+	} else if rj != nil {
+		objs = append(objs, rj)
+	}
+	rcs, err := p.rayClusters(ctx, id)
+	if err != nil {
+		return err
+	}
+	for i := range rcs {
+		objs = append(objs, &rcs[i])
+	}
+	for _, obj := range objs {
+		if obj.GetDeletionTimestamp() != nil {
+			continue
+		}
+		err := p.c.Delete(ctx, obj, client.PropagationPolicy(metav1.DeletePropagationBackground),
+			client.Preconditions{UID: new(obj.GetUID())})
+		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			return apiError("delete "+obj.GetObjectKind().GroupVersionKind().Kind, "cluster", id, err)
+		}
+	}
+	return nil
+}
+
+// ClusterStatus reads what Ray runs of cluster id from its RayCluster's
+// spec.suspend, conditions and observedGeneration (an on-demand cluster's
+// from its RayJob and the RayJob's RayCluster):
+//
+//   - the generation is the one the object was applied at (KeyGeneration),
+//     once KubeRay has observed the object's latest spec, else none;
+//   - suspended: spec.suspend and RayClusterSuspended;
+//   - ready: running, RayClusterProvisioned and HeadPodReady;
+//   - failed: provisioned once but the head pod is not ready any more (it
+//     failed, KubeRay replaces it and the cluster lost its state), or the
+//     RayJob failed before its job ran;
+//   - pending otherwise.
+//
+// An on-demand cluster whose job has ended reads ready: it did its work,
+// and KubeRay shuts it down; the run's reconciler then deletes it.
+func (p *Provisioner) ClusterStatus(ctx context.Context, id string) (cluster.Observation, error) {
+	rj, err := p.rayJob(ctx, id)
+	if err != nil {
+		return cluster.Observation{}, err
+	}
+	rcs, err := p.rayClusters(ctx, id)
+	if err != nil {
+		return cluster.Observation{}, err
+	}
+	if rj == nil && len(rcs) == 0 {
+		return cluster.Observation{}, errs.NotFound("ray cluster", id)
+	}
+	pods, err := p.Pods(ctx, id)
+	if err != nil {
+		return cluster.Observation{}, err
+	}
+	var rc *rayv1.RayCluster
+	for i := range rcs {
+		if rj == nil || rcs[i].Name == rj.Status.RayClusterName {
+			rc = &rcs[i]
+		}
+	}
+	if rj == nil {
+		o := clusterObservation(rc)
+		o.Pods = pods
+		return o, nil
+	}
+	// A RayJob is applied once (an on-demand cluster's generation does not
+	// change) and KubeRay v1.5 leaves its status.observedGeneration unset.
+	o := cluster.Observation{Generation: generationOf(rj), Phase: cluster.PhasePending, Pods: pods}
+	switch {
+	case rayJobFailed(rj) && !jobEnded(rj):
+		o.Phase, o.Reason = cluster.PhaseFailed, rayJobReason(rj)
+	case jobEnded(rj):
+		o.Phase = cluster.PhaseReady
+	case rc != nil:
+		ro := clusterObservation(rc)
+		o.Phase, o.Reason = ro.Phase, ro.Reason
+	}
+	return o, nil
+}
+
+func generationOf(o client.Object) int64 {
+	g, _ := strconv.ParseInt(o.GetAnnotations()[KeyGeneration], 10, 64)
+	return g
+}
+
+func clusterObservation(rc *rayv1.RayCluster) cluster.Observation {
+	o := cluster.Observation{Phase: cluster.PhasePending}
+	if rc.Status.ObservedGeneration == rc.Generation {
+		o.Generation = generationOf(rc)
+	}
+	conds := rc.Status.Conditions
+	suspended := meta.IsStatusConditionTrue(conds, string(rayv1.RayClusterSuspended))
+	provisioned := meta.IsStatusConditionTrue(conds, string(rayv1.RayClusterProvisioned))
+	head := meta.FindStatusCondition(conds, string(rayv1.HeadPodReady))
+	switch {
+	case rc.DeletionTimestamp != nil:
+	case rc.Spec.Suspend != nil && *rc.Spec.Suspend:
+		if suspended {
+			o.Phase = cluster.PhaseSuspended
+		}
+	case suspended:
+	case provisioned && head != nil && head.Status == metav1.ConditionTrue:
+		o.Phase = cluster.PhaseReady
+	case provisioned:
+		o.Phase, o.Reason = cluster.PhaseFailed, "the head pod is not ready"
+		if head != nil && head.Message != "" {
+			o.Reason += ": " + head.Message
+		} else if head != nil && head.Reason != "" {
+			o.Reason += ": " + head.Reason
+		}
+	}
+	return o
+}
+
+func rayJobFailed(rj *rayv1.RayJob) bool {
+	switch rj.Status.JobDeploymentStatus {
+	case rayv1.JobDeploymentStatusFailed, rayv1.JobDeploymentStatusValidationFailed:
+		return true
+	}
+	return false
+}
+
+func jobEnded(rj *rayv1.RayJob) bool { return rayv1.IsJobTerminal(rj.Status.JobStatus) }
+
+func rayJobReason(rj *rayv1.RayJob) string {
+	why := strings.TrimSpace(rj.Status.Message)
+	if why == "" {
+		why = string(rj.Status.Reason)
+	}
+	if why == "" {
+		why = "the RayJob " + string(rj.Status.JobDeploymentStatus)
+	}
+	return why
+}
+
+// SubmitRun submits run r to cluster c's Ray Jobs API, under the run's id
+// as submission_id. An on-demand run needs no submit: KubeRay submits its
+// RayJob's job once the cluster is up.
+func (p *Provisioner) SubmitRun(ctx context.Context, r *job.Run, c *cluster.Cluster) error {
+	if r.Config.OnDemand != nil || c.Temporary {
+		return nil
+	}
+	rc, err := p.rayCluster(ctx, c.ID)
+	if err != nil {
+		return err
+	}
+	if rc == nil || clusterObservation(rc).Phase != cluster.PhaseReady {
+		return &errs.StateError{Kind: "ray cluster", ID: c.ID, Op: "submit a job", State: "not ready", Allowed: []string{string(cluster.PhaseReady)}}
+	}
+	jc, err := p.jobs(ctx, rc)
+	if err != nil {
+		return err
+	}
+	req, err := RunRequest(r, p.render)
+	if err != nil {
+		return err
+	}
+	if err := jc.Submit(ctx, req); err != nil {
+		return err
+	}
+	p.pollLater(r.ID)
+	return nil
+}
+
+// StopRun stops the run's job on its cluster's head; a job that has ended,
+// or whose cluster has no ready head (so nothing runs), is not an error.
+func (p *Provisioner) StopRun(ctx context.Context, runID string) error {
+	jc, err := p.headOf(ctx, runID)
+	if err != nil || jc == nil {
+		return err
+	}
+	return jc.Stop(ctx, runID)
+}
+
+// RunStatus reads an on-demand run's state from its RayJob's status, any
+// other run's from its cluster's Jobs API. It fails with ErrNotFound when
+// there is no such RayJob, or the head has no such job.
+func (p *Provisioner) RunStatus(ctx context.Context, runID string) (job.Observation, error) {
+	r, err := p.getRun(ctx, runID)
+	if errs.IsNotFound(err) {
+		return job.Observation{}, errs.NotFound("ray job", runID)
+	}
+	if err != nil {
+		return job.Observation{}, err
+	}
+	if od := r.Config.OnDemand; od != nil {
+		var rj rayv1.RayJob
+		err := p.cache.Get(ctx, types.NamespacedName{Namespace: p.namespace, Name: RayJobName(runID)}, &rj)
+		if apierrors.IsNotFound(err) {
+			return job.Observation{}, errs.NotFound("ray job", runID)
+		}
+		if err != nil {
+			return job.Observation{}, apiError("read the RayJob", "run", runID, err)
+		}
+		return rayJobObservation(&rj), nil
+	}
+	rc, err := p.rayCluster(ctx, r.ClusterID)
+	if err != nil {
+		return job.Observation{}, err
+	}
+	if rc == nil || r.ClusterID == "" {
+		return job.Observation{}, errs.NotFound("ray job", runID)
+	}
+	jc, err := p.jobs(ctx, rc)
+	if err != nil {
+		return job.Observation{}, err
+	}
+	info, err := jc.Status(ctx, runID)
+	if err != nil {
+		return job.Observation{}, err
+	}
+	o := Observation(info)
+	if !o.State.Terminal() {
+		p.pollLater(runID)
+	}
+	return o, nil
+}
+
+// rayJobObservation says what a RayJob's status means for its run.
+func rayJobObservation(rj *rayv1.RayJob) job.Observation {
+	st := rj.Status
+	o := Observation(&utiltypes.RayJobInfo{JobStatus: st.JobStatus, Message: st.Message})
+	if o.State == "" {
+		o.State = job.Provisioning
+		if rayJobFailed(rj) {
+			o.State, o.Message = job.Failed, rayJobReason(rj)
+		}
+	}
+	if t := st.RayJobStatusInfo.StartTime; t != nil {
+		o.StartedAt = t.UTC()
+	}
+	if t := st.RayJobStatusInfo.EndTime; t != nil {
+		o.EndedAt = t.UTC()
+	} else if t := st.EndTime; t != nil && o.State.Terminal() {
+		o.EndedAt = t.UTC()
+	}
+	return o
+}
+
+// Logs returns the run's log lines so far from its cluster's head; none
+// when the cluster has no ready head (any more).
+func (p *Provisioner) Logs(ctx context.Context, runID string) ([]string, error) {
+	jc, err := p.headOf(ctx, runID)
+	if err != nil || jc == nil {
+		return nil, err
+	}
+	s, err := jc.Logs(ctx, runID)
+	if errs.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	s = strings.TrimSuffix(s, "\n")
+	if s == "" {
+		return nil, nil
+	}
+	return strings.Split(s, "\n"), nil
+}
+
+// headOf returns the Jobs API of the head where run runID runs, or nil
+// when it has none that is ready (or no such run is stored).
+func (p *Provisioner) headOf(ctx context.Context, runID string) (*JobsClient, error) {
+	r, err := p.getRun(ctx, runID)
+	if errs.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var rc *rayv1.RayCluster
+	if r.Config.OnDemand != nil {
+		var rj rayv1.RayJob
+		err := p.cache.Get(ctx, types.NamespacedName{Namespace: p.namespace, Name: RayJobName(runID)}, &rj)
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, apiError("read the RayJob", "run", runID, err)
+		}
+		if rj.Status.RayClusterName != "" {
+			var c rayv1.RayCluster
+			err := p.cache.Get(ctx, types.NamespacedName{Namespace: p.namespace, Name: rj.Status.RayClusterName}, &c)
+			if err != nil && !apierrors.IsNotFound(err) {
+				return nil, apiError("read the RayCluster", "run", runID, err)
+			}
+			if err == nil {
+				rc = &c
+			}
+		}
+	} else if r.ClusterID != "" {
+		if rc, err = p.rayCluster(ctx, r.ClusterID); err != nil {
+			return nil, err
+		}
+	}
+	if rc == nil || !headReady(rc) {
+		return nil, nil
+	}
+	return p.jobs(ctx, rc)
+}
+
+func headReady(rc *rayv1.RayCluster) bool {
+	return rc.DeletionTimestamp == nil && meta.IsStatusConditionTrue(rc.Status.Conditions, string(rayv1.HeadPodReady))
+}
+
+// jobs returns the Jobs API client of a RayCluster's head.
+func (p *Provisioner) jobs(ctx context.Context, rc *rayv1.RayCluster) (*JobsClient, error) {
+	base, hc, err := p.dashboard(ctx, rc)
+	if err != nil {
+		return nil, errs.Unavailable("reach the dashboard of RayCluster "+rc.Name, err)
+	}
+	return &JobsClient{Base: base, HTTP: hc}, nil
+}
+
+// headService is the name of a RayCluster's head service.
+func headService(rc *rayv1.RayCluster) string {
+	if s := rc.Status.Head.ServiceName; s != "" {
+		return s
+	}
+	if h := rc.Spec.HeadGroupSpec.HeadService; h != nil && h.Name != "" {
+		return h.Name
+	}
+	return rc.Name + "-head-svc"
+}
+
+// Pods returns the cluster's pods, by name: the RayCluster's (an on-demand
+// cluster's RayJob's RayCluster's), found by the cluster id label.
+func (p *Provisioner) Pods(ctx context.Context, clusterID string) ([]cluster.Pod, error) {
+	var list corev1.PodList
+	if err := p.cache.List(ctx, &list, client.InNamespace(p.namespace), client.MatchingFields{indexCluster: clusterID}); err != nil {
+		return nil, apiError("list pods", "cluster", clusterID, err)
+	}
+	out := make([]cluster.Pod, 0, len(list.Items))
+	for i := range list.Items {
+		out = append(out, podOf(&list.Items[i]))
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+func podOf(pod *corev1.Pod) cluster.Pod {
+	out := cluster.Pod{
+		Name: pod.Name, IP: pod.Status.PodIP, Role: pod.Labels[rayLabelNodeType], Node: pod.Spec.NodeName,
+		Group: pod.Labels[KeyNodeGroup], Status: string(pod.Status.Phase), CreatedAt: pod.CreationTimestamp.UTC(),
+		NodeSpec: pod.Annotations[KeyNodeSpec],
+	}
+	if out.Group == "" {
+		out.Group = pod.Labels[rayLabelGroup]
+	}
+	if pod.DeletionTimestamp != nil {
+		out.Status = "Terminating"
+	}
+	for _, c := range pod.Spec.Containers {
+		if c.Name == HeadContainer || c.Name == WorkerContainer || len(pod.Spec.Containers) == 1 {
+			out.Image = c.Image
+			out.Requests, out.Limits = resourcesOf(c.Resources.Requests), resourcesOf(c.Resources.Limits)
+			break
+		}
+	}
+	return out
+}
+
+func resourcesOf(l corev1.ResourceList) quota.Resources {
+	r := quota.Resources{}
+	if q, ok := l[corev1.ResourceCPU]; ok {
+		r.MilliCPU = q.MilliValue()
+	}
+	if q, ok := l[corev1.ResourceMemory]; ok {
+		r.Memory = q.Value()
+	}
+	if q, ok := l[GPUResource]; ok {
+		r.GPU = q.Value()
+	}
+	return r
+}
+
+// Dashboard returns the address of a cluster's Ray dashboard while its head
+// is ready, else "".
+func (p *Provisioner) Dashboard(ctx context.Context, clusterID string) (string, error) {
+	rcs, err := p.rayClusters(ctx, clusterID)
+	if err != nil {
+		return "", err
+	}
+	for i := range rcs {
+		if headReady(&rcs[i]) {
+			base, _, err := p.dashboard(ctx, &rcs[i])
+			if err != nil {
+				return "", errs.Unavailable("reach the dashboard of RayCluster "+rcs[i].Name, err)
+			}
+			return base, nil
+		}
+	}
+	return "", nil
+}
+
+// rayCluster returns the RayCluster of (not on-demand) cluster id from the
+// cache, or nil.
+func (p *Provisioner) rayCluster(ctx context.Context, id string) (*rayv1.RayCluster, error) {
+	var rc rayv1.RayCluster
+	err := p.cache.Get(ctx, types.NamespacedName{Namespace: p.namespace, Name: RayClusterName(id)}, &rc)
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, apiError("read the RayCluster", "cluster", id, err)
+	}
+	if rc.Annotations[KeyClusterID] != id {
+		return nil, nil // another id's, whose name hashes the same: not ours
+	}
+	return &rc, nil
+}
+
+// rayClusters returns the RayClusters labelled with cluster id: its own,
+// or its RayJob's.
+func (p *Provisioner) rayClusters(ctx context.Context, id string) ([]rayv1.RayCluster, error) {
+	var list rayv1.RayClusterList
+	if err := p.cache.List(ctx, &list, client.InNamespace(p.namespace), client.MatchingFields{indexCluster: id}); err != nil {
+		return nil, apiError("list RayClusters", "cluster", id, err)
+	}
+	return list.Items, nil
+}
+
+// rayJob returns the RayJob of on-demand cluster id, or nil.
+func (p *Provisioner) rayJob(ctx context.Context, id string) (*rayv1.RayJob, error) {
+	var list rayv1.RayJobList
+	if err := p.cache.List(ctx, &list, client.InNamespace(p.namespace), client.MatchingFields{indexCluster: id}); err != nil {
+		return nil, apiError("list RayJobs", "cluster", id, err)
+	}
+	if len(list.Items) == 0 {
+		return nil, nil
+	}
+	return &list.Items[0], nil
+}
+
+// getRun reads a run from the store's cache.
+func (p *Provisioner) getRun(ctx context.Context, id string) (*job.Run, error) {
+	d, err := p.store.Get(ctx, "run", id)
+	if err != nil {
+		return nil, err
+	}
+	var r job.Run
+	if err := json.Unmarshal(d.Data, &r); err != nil {
+		return nil, errors.Join(fmt.Errorf("kube provisioner: run %s: %w", id, err), errs.ErrInvalid)
+	}
+	return &r, nil
+}
