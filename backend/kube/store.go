@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
@@ -68,6 +69,12 @@ type StoreOptions struct {
 	// it, for the cache to show it, so that a Get after a write reads it
 	// (default 10s; on timeout the write still succeeds).
 	WriteWait time.Duration
+	// NoEvents turns off the Kubernetes Events the store writes for the
+	// system entries of the documents' event logs (see Store).
+	NoEvents bool
+	// Logger receives what the store does not return, such as an Event it
+	// could not write (default: discarded).
+	Logger logr.Logger
 }
 
 // Store is a dlc.Store on a Kubernetes API server: each document is an
@@ -106,12 +113,27 @@ type StoreOptions struct {
 // Watch reports the changes of one kind in the order the API server made
 // them; changes of different kinds come from different informers, and
 // their relative order is only roughly the order they were made in.
+//
+// Unless StoreOptions.NoEvents, each system entry (Source "system": what
+// the platform did, such as a cluster becoming running or abnormal) that
+// a successful Create or Update adds to a document's event log is also
+// written as a Kubernetes Event on its object, so that kubectl describe
+// and kubectl get events show it: reason the entry's action in
+// UpperCamelCase ("running" is Running), message its message, type
+// Warning when the entry says something went wrong (abnormal, failed, a
+// step refused or retried), else Normal, component "dlc". Entries are
+// new when the log before the write (as the store's cache had it) holds
+// no equal entry. The Events are best effort: written asynchronously,
+// rate-limited and aggregated per object by client-go's event
+// broadcaster, a failure logged (StoreOptions.Logger) and never the
+// write's; the store needs permission to create and patch events.
 type Store struct {
 	c         client.Client
 	cache     ctrlcache.Cache
 	namespace string
 	opts      StoreOptions
 	stop      context.CancelFunc
+	events    *eventRecorder // nil when StoreOptions.NoEvents
 
 	mu       sync.RWMutex
 	docs     map[string]map[string]entry // kind → id → entry
@@ -262,6 +284,12 @@ func NewStore(ctx context.Context, cfg *rest.Config, namespace string, opts Stor
 	}
 	run, stop := context.WithCancel(ctx)
 	s.stop = stop
+	if !opts.NoEvents {
+		if s.events, err = newEventRecorder(run, cfg, namespace, scheme, opts.Logger); err != nil {
+			stop()
+			return nil, err
+		}
+	}
 	go func() { _ = cache.Start(run) }()
 	sctx, cancel := context.WithTimeout(ctx, opts.SyncTimeout)
 	defer cancel()
@@ -282,9 +310,10 @@ func NewStore(ctx context.Context, cfg *rest.Config, namespace string, opts Stor
 	return s, nil
 }
 
-// Close stops the store's informers: from then on its cache and its
-// watchers see no further changes.
-func (s *Store) Close() { s.stop() }
+// Close stops the store's informers (from then on its cache and its
+// watchers see no further changes) and its Events (any still queued may
+// be lost).
+func (s *Store) Close() { s.stop(); s.events.close() }
 
 // observe applies an informer event to the documents and tells watchers.
 func (s *Store) observe(k *kindInfo, obj any, deleted bool) {
@@ -460,6 +489,7 @@ func (s *Store) Create(ctx context.Context, d backend.Doc) (string, error) {
 	if err := s.c.Create(ctx, obj); err != nil {
 		return "", apiError(op, d.Kind, d.ID, err)
 	}
+	s.events.record(k, nil, d.Data, obj)
 	rv := obj.GetResourceVersion()
 	s.awaitVersion(ctx, d.Kind, d.ID, rv)
 	return rv, nil
@@ -518,6 +548,7 @@ func (s *Store) Update(ctx context.Context, d backend.Doc) (string, error) {
 			return "", apiError(op+" (status)", d.Kind, d.ID, err)
 		}
 	}
+	s.events.record(k, cur.doc.Data, d.Data, obj)
 	rv := obj.GetResourceVersion()
 	s.awaitVersion(ctx, d.Kind, d.ID, rv)
 	return rv, nil
