@@ -41,8 +41,11 @@ const (
 	// object's name is only when the id is a valid DNS-1123 subdomain.
 	StoreKeyID = "store.dlc.aidlc.io/id"
 	// StoreKeyLabels is an annotation holding the document's labels as a
-	// JSON object: the truth the store lists by. The metadata labels are a
-	// copy for kubectl, under StoreLabelPrefix, of the pairs that are valid
+	// JSON object, the truth the store lists by, for the kinds whose
+	// status has no storeLabels (resource groups, name claims; the others
+	// keep them in status.storeLabels, so that a change of state is one
+	// status write). The metadata labels of those kinds are a copy for
+	// kubectl, under StoreLabelPrefix, of the pairs that are valid
 	// Kubernetes labels.
 	StoreKeyLabels = "store.dlc.aidlc.io/labels"
 	// StoreKeyKind is a label of the ConfigMaps that hold documents,
@@ -91,21 +94,23 @@ type StoreOptions struct {
 // that the kind's types have no place for is refused (ErrInvalid) rather
 // than dropped.
 //
-// The API server drops status on create and ignores it on update, so a
-// write that changes both spec (or labels) and status is two API writes:
-// the main resource, then the status subresource, each with the
-// resourceVersion the previous one returned. If the second fails, Create
-// deletes the object again (best effort: if that fails too, the object is
-// left with an empty status, which reads as the kind's initial state, and
-// a retried Create is a conflict); Update returns the error with the spec
-// and labels written and the status as it was, at a new version, so that
-// the caller's retry with its old version is a conflict and it re-reads.
-// Between the two writes, readers and watchers (of this store and of any
-// other on the namespace) may see the object with the new spec and the
-// old status (after a create: no status); Update and Create return the
-// version of the last write. An update whose spec, labels and status are
-// unchanged is still written (the API server keeps the version) so that a
-// stale version is a conflict.
+// The API server drops status on create and ignores it on update. A
+// Create is one write: the status rides in the StoreKeyInitialStatus
+// annotation, which readers take as the status until the status
+// subresource is first written. An Update writes only the parts that
+// changed: the main resource when the spec or the metadata did, the
+// status subresource when the status did. For the kinds whose status has
+// storeLabels (all but resource groups and name claims) the document's
+// labels are part of the status, so that a change of state and of the
+// labels that follow it is one status write. When both parts change, the
+// main resource goes first, then the status with the resourceVersion the
+// first write returned; if the second fails, Update returns the error
+// with the spec written and the status as it was, at a new version, so
+// that the caller's retry with its old version is a conflict and it
+// re-reads. Between the two writes readers and watchers (of this store
+// and of any other on the namespace) may see the new spec with the old
+// status. An update that changes nothing is still written (the API server
+// keeps the version) so that a stale version is a conflict.
 //
 // Labels and annotations are the store's: an update replaces any that
 // others put on the object.
@@ -200,8 +205,27 @@ func init() {
 	add("run", func() client.Object { return &v1alpha1.Run{} })
 	rg := add("resourcegroup", func() client.Object { return &v1alpha1.ResourceGroup{} })
 	rg.dropStatus = map[string]bool{"reserved": true}
+	for _, k := range kinds {
+		if k.statusKeys[storeLabelsKey] {
+			k.dropStatus = maps.Clone(k.dropStatus)
+			if k.dropStatus == nil {
+				k.dropStatus = map[string]bool{}
+			}
+			k.dropStatus[storeLabelsKey] = true
+		}
+	}
 	kinds["name"] = &kindInfo{kind: "name", newObj: func() client.Object { return &corev1.ConfigMap{} }}
 }
+
+// storeLabelsKey is the status key of a document's labels, in the kinds
+// whose status has one (v1alpha1.Record): there a change of state and of
+// the labels that follow it is one write of the status subresource. The
+// other kinds keep them in the StoreKeyLabels annotation, with a copy in
+// metadata.labels.
+const storeLabelsKey = "storeLabels"
+
+// labelsInStatus reports whether the kind keeps its labels in the status.
+func (k *kindInfo) labelsInStatus() bool { return k.status && k.statusKeys[storeLabelsKey] }
 
 // jsonKeys returns the top-level JSON names of struct type t, embedded
 // and inline structs flattened, as encoding/json does.
@@ -510,14 +534,21 @@ func (s *Store) Update(ctx context.Context, d backend.Doc) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	s.mu.RLock()
+	cur, ok := s.docs[k.kind][d.ID]
+	s.mu.RUnlock()
+	if ok && cur.initial != "" {
+		// Until the status is written, the main write keeps the initial
+		// status readers take it from; it is no change of the main part.
+		ann := obj.GetAnnotations()
+		ann[StoreKeyInitialStatus] = cur.initial
+		obj.SetAnnotations(ann)
+	}
 	e, err := fromObject(k, obj)
 	if err != nil {
 		return "", err
 	}
 	mainChanged, statusChanged := true, k.status
-	s.mu.RLock()
-	cur, ok := s.docs[k.kind][d.ID]
-	s.mu.RUnlock()
 	if ok && cur.doc.Version == d.Version {
 		mainChanged = !bytes.Equal(cur.meta, e.meta) || !bytes.Equal(cur.spec, e.spec)
 		statusChanged = k.status && !bytes.Equal(cur.status, e.status)
@@ -526,11 +557,6 @@ func (s *Store) Update(ctx context.Context, d backend.Doc) (string, error) {
 		}
 	}
 	if ok && cur.initial != "" {
-		// Until the status is written, the main write keeps the initial
-		// status readers take it from.
-		ann := obj.GetAnnotations()
-		ann[StoreKeyInitialStatus] = cur.initial
-		obj.SetAnnotations(ann)
 		statusChanged = k.status
 	}
 	op := "store update " + d.Kind + "/" + d.ID
@@ -651,7 +677,12 @@ func (s *Store) toObject(k *kindInfo, d backend.Doc) (client.Object, any, error)
 	if d.Labels == nil {
 		lj = []byte("{}")
 	}
-	obj.SetAnnotations(map[string]string{StoreKeyID: d.ID, StoreKeyLabels: string(lj)})
+	if k.labelsInStatus() {
+		// The labels ride in the status (see storeLabelsKey).
+		obj.SetAnnotations(map[string]string{StoreKeyID: d.ID})
+	} else {
+		obj.SetAnnotations(map[string]string{StoreKeyID: d.ID, StoreKeyLabels: string(lj)})
+	}
 	kl := map[string]string{}
 	for key, v := range d.Labels {
 		if len(validation.IsQualifiedName(StoreLabelPrefix+key)) == 0 && len(validation.IsValidLabelValue(v)) == 0 {
@@ -668,7 +699,9 @@ func (s *Store) toObject(k *kindInfo, d backend.Doc) (client.Object, any, error)
 		cm.Data = map[string]string{StoreDataKey: string(d.Data)}
 		return cm, nil, nil
 	}
-	obj.SetLabels(kl)
+	if !k.labelsInStatus() {
+		obj.SetLabels(kl)
+	}
 
 	var top map[string]json.RawMessage
 	if err := json.Unmarshal(d.Data, &top); err != nil {
@@ -696,6 +729,9 @@ func (s *Store) toObject(k *kindInfo, d backend.Doc) (client.Object, any, error)
 		default:
 			return nil, nil, invalid("field %q has no place in %T", key, obj)
 		}
+	}
+	if k.labelsInStatus() && len(d.Labels) > 0 {
+		status[storeLabelsKey] = lj
 	}
 	rv := reflect.ValueOf(obj).Elem()
 	if err := strictDecode(spec, rv.FieldByName("Spec").Addr().Interface()); err != nil {
@@ -749,16 +785,18 @@ func fromObject(k *kindInfo, obj client.Object) (entry, error) {
 		return entry{}, fmt.Errorf("kube store: %s has no %s annotation", obj.GetName(), StoreKeyID)
 	}
 	var lbl map[string]string
-	if err := json.Unmarshal([]byte(ann[StoreKeyLabels]), &lbl); err != nil {
-		return entry{}, fmt.Errorf("kube store: %s: labels: %w", obj.GetName(), err)
-	}
-	if len(lbl) == 0 {
-		lbl = nil
+	if !k.labelsInStatus() {
+		if err := json.Unmarshal([]byte(ann[StoreKeyLabels]), &lbl); err != nil {
+			return entry{}, fmt.Errorf("kube store: %s: labels: %w", obj.GetName(), err)
+		}
+		if len(lbl) == 0 {
+			lbl = nil
+		}
 	}
 	meta, err := json.Marshal(struct {
 		L map[string]string `json:"l"`
 		A map[string]string `json:"a"`
-	}{nilIfEmpty(obj.GetLabels()), nilIfEmpty(ann)})
+	}{nilIfEmpty(obj.GetLabels()), nilIfEmpty(withoutInitial(ann))})
 	if err != nil {
 		return entry{}, err
 	}
@@ -770,19 +808,22 @@ func fromObject(k *kindInfo, obj client.Object) (entry, error) {
 		return e, nil
 	}
 	rv := reflect.ValueOf(obj).Elem()
-	if e.spec, err = json.Marshal(rv.FieldByName("Spec").Interface()); err != nil {
+	if e.spec, err = canonicalJSON(rv.FieldByName("Spec").Interface()); err != nil {
 		return entry{}, err
 	}
-	if e.status, err = json.Marshal(rv.FieldByName("Status").Interface()); err != nil {
+	if e.status, err = canonicalJSON(rv.FieldByName("Status").Interface()); err != nil {
 		return entry{}, err
 	}
 	if init, ok := ann[StoreKeyInitialStatus]; ok {
-		zero, err := json.Marshal(reflect.Zero(rv.FieldByName("Status").Type()).Interface())
+		zero, err := canonicalJSON(reflect.Zero(rv.FieldByName("Status").Type()).Interface())
 		if err != nil {
 			return entry{}, err
 		}
 		if bytes.Equal(e.status, zero) {
-			e.status, e.initial = []byte(init), init
+			if e.status, err = canonicalJSON(json.RawMessage(init)); err != nil {
+				return entry{}, fmt.Errorf("kube store: %s: initial status: %w", obj.GetName(), err)
+			}
+			e.initial = init
 		}
 	}
 	var spec, status map[string]json.RawMessage
@@ -813,12 +854,50 @@ func fromObject(k *kindInfo, obj client.Object) (entry, error) {
 			top[key] = v
 		}
 	}
+	if raw, ok := status[storeLabelsKey]; ok && k.labelsInStatus() {
+		if err := json.Unmarshal(raw, &lbl); err != nil {
+			return entry{}, fmt.Errorf("kube store: %s: labels: %w", obj.GetName(), err)
+		}
+	}
+	if len(lbl) == 0 {
+		lbl = nil
+	}
+	e.doc.Labels = lbl
 	idj, _ := json.Marshal(id)
 	top["id"] = idj
 	if e.doc.Data, err = json.Marshal(top); err != nil {
 		return entry{}, err
 	}
 	return e, nil
+}
+
+// withoutInitial returns the annotations but the initial status, which is
+// no part of what an update compares: it is superseded once the status is
+// written, and dropped by the next write of the main resource.
+func withoutInitial(ann map[string]string) map[string]string {
+	if _, ok := ann[StoreKeyInitialStatus]; !ok {
+		return ann
+	}
+	out := maps.Clone(ann)
+	delete(out, StoreKeyInitialStatus)
+	return out
+}
+
+// canonicalJSON marshals v with the keys of every object sorted, nested
+// raw JSON (a node group's) included, so that an update compares what it
+// writes with what the API server returned, whatever the key order.
+func canonicalJSON(v any) ([]byte, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var generic any
+	if err := dec.Decode(&generic); err != nil {
+		return nil, err
+	}
+	return json.Marshal(generic)
 }
 
 func copyDoc(d backend.Doc) backend.Doc {

@@ -407,8 +407,10 @@ func TestStoreObjects(t *testing.T) {
 		cc.Status.Generation != 2 || len(cc.Status.Events) != 2 || cc.Status.Live == nil || cc.Status.Replicas["gpu"] != 2 {
 		t.Errorf("cluster spec %+v status %+v", cc.Spec, cc.Status)
 	}
-	if cc.Labels["dlc.aidlc.io/state"] != "running" || cc.Labels["dlc.aidlc.io/group.grp-1"] != "1" || cc.Annotations[kube.StoreKeyID] != "cls-1a2b3c" {
-		t.Errorf("cluster labels %v annotations %v", cc.Labels, cc.Annotations)
+	// A kind with a status keeps the store's labels in it, so that a change
+	// of state is one write.
+	if cc.Status.StoreLabels["state"] != "running" || cc.Status.StoreLabels["group.grp-1"] != "1" || cc.Annotations[kube.StoreKeyID] != "cls-1a2b3c" {
+		t.Errorf("cluster store labels %v annotations %v", cc.Status.StoreLabels, cc.Annotations)
 	}
 
 	var tl v1alpha1.ClusterTemplateList
@@ -419,8 +421,14 @@ func TestStoreObjects(t *testing.T) {
 	if tp.Name == "模板 GPU" || tp.Annotations[kube.StoreKeyID] != "模板 GPU" || tp.Spec.Description != "changed" {
 		t.Errorf("template %s annotations %v spec %+v", tp.Name, tp.Annotations, tp.Spec)
 	}
-	if _, ok := tp.Labels["dlc.aidlc.io/名字"]; ok || tp.Labels["dlc.aidlc.io/creator"] != "bob" {
-		t.Errorf("template labels %v: want the valid pair only", tp.Labels)
+	// The status keeps every pair, those that are no valid Kubernetes
+	// label included; until its first update it is the initial status.
+	var initial v1alpha1.ClusterTemplateStatus
+	if err := json.Unmarshal([]byte(tp.Annotations[kube.StoreKeyInitialStatus]), &initial); err != nil {
+		t.Fatalf("template initial status: %v", err)
+	}
+	if initial.StoreLabels["名字"] != "值 x" || initial.StoreLabels["creator"] != "bob" || tp.Annotations[kube.StoreKeyLabels] != "" || len(tp.Labels) != 0 {
+		t.Errorf("template store labels %v annotations %v labels %v", initial.StoreLabels, tp.Annotations, tp.Labels)
 	}
 
 	var r v1alpha1.ResourceGroup

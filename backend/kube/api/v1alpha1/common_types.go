@@ -63,4 +63,11 @@ type Record struct {
 	// +listType=atomic
 	// +optional
 	Events []Event `json:"events,omitempty"`
+	// StoreLabels are the labels the SDK's store lists the object by (its
+	// state, its groups, …). They are kept in the status, not in
+	// metadata.labels, so that a change of state is one write of the
+	// status subresource.
+	// +kubebuilder:validation:MaxProperties=64
+	// +optional
+	StoreLabels map[string]string `json:"storeLabels,omitempty"`
 }
