@@ -38,9 +38,16 @@ func (c *Client) reconcileCluster(ctx context.Context, id string) (time.Duration
 	}
 	defer c.enqueueDependents(cl)
 	if cl.Temporary && cl.State != cluster.Deleting {
-		// An on-demand cluster lives only as long as its run.
-		if r, err := c.getRun(cl.OwnerRun); errs.IsNotFound(err) || (err == nil && !r.State.Live()) {
+		// An on-demand cluster lives only as long as its run. The run's own
+		// cleanup deletes it as the run ends; this is for a cleanup that did
+		// not happen (its run is gone, or ended more than the repair grace
+		// ago), so that the two do not both write.
+		r, err := c.getRun(cl.OwnerRun)
+		if errs.IsNotFound(err) || (err == nil && !r.State.Live() && (r.RayDone || c.clock.Now().Sub(r.FinishedAt) >= c.o.grace)) {
 			return 0, c.deleteTemporary(ctx, cl, "its run "+cl.OwnerRun+" has ended")
+		}
+		if err == nil && !r.State.Live() {
+			return c.o.grace, nil // look again then, should the run's cleanup not have happened
 		}
 	}
 	switch cl.State {

@@ -291,23 +291,17 @@ func (p *Provisioner) pollLater(runID string) {
 	p.mu.Unlock()
 }
 
-// awaitCached waits until the cache holds key at resourceVersion rv or
-// later (gone, with rv ""), ctx is done or the write wait has passed.
-func (p *Provisioner) awaitCached(ctx context.Context, obj client.Object, key types.NamespacedName, rv string) {
+// awaitCached waits until the cache's copy of key (read into obj, or a
+// NotFound error) satisfies done, ctx is done or the write wait has passed.
+func (p *Provisioner) awaitCached(ctx context.Context, obj client.Object, key types.NamespacedName, done func(error) bool) {
 	timer := time.NewTimer(p.waitFor)
 	defer timer.Stop()
 	for {
 		p.mu.Lock()
 		tick := p.tick
 		p.mu.Unlock()
-		err := p.cache.Get(ctx, key, obj)
-		switch {
-		case rv == "" && apierrors.IsNotFound(err):
+		if done(p.cache.Get(ctx, key, obj)) {
 			return
-		case rv != "" && err == nil:
-			if c, cerr := resourceversion.CompareResourceVersion(obj.GetResourceVersion(), rv); obj.GetResourceVersion() == rv || (cerr == nil && c >= 0) {
-				return
-			}
 		}
 		select {
 		case <-tick:
@@ -378,8 +372,14 @@ func (p *Provisioner) apply(ctx context.Context, obj client.Object) error {
 	if err := p.c.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(p.manager), client.ForceOwnership); err != nil {
 		return apiError("apply "+kind, kind, obj.GetName(), err)
 	}
-	into := obj.DeepCopyObject().(client.Object)
-	p.awaitCached(ctx, into, client.ObjectKeyFromObject(obj), u.GetResourceVersion())
+	into, rv := obj.DeepCopyObject().(client.Object), u.GetResourceVersion()
+	p.awaitCached(ctx, into, client.ObjectKeyFromObject(obj), func(err error) bool {
+		if err != nil {
+			return false
+		}
+		c, cerr := resourceversion.CompareResourceVersion(into.GetResourceVersion(), rv)
+		return into.GetResourceVersion() == rv || (cerr == nil && c >= 0)
+	})
 	return nil
 }
 
@@ -431,6 +431,12 @@ func (p *Provisioner) DeleteCluster(ctx context.Context, id string) error {
 		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 			return apiError("delete "+obj.GetObjectKind().GroupVersionKind().Kind, "cluster", id, err)
 		}
+		// Wait for the cache to show it going, so that a delete again soon
+		// after writes nothing.
+		into := obj.DeepCopyObject().(client.Object)
+		p.awaitCached(ctx, into, client.ObjectKeyFromObject(obj), func(err error) bool {
+			return apierrors.IsNotFound(err) || (err == nil && (into.GetDeletionTimestamp() != nil || into.GetUID() != obj.GetUID()))
+		})
 	}
 	return nil
 }
