@@ -1,0 +1,307 @@
+package e2e_test
+
+import (
+	"fmt"
+	"net/http"
+	"net/url"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aidlc/dlc"
+	"github.com/aidlc/dlc/backend/kube"
+	"github.com/aidlc/dlc/cluster"
+	"github.com/aidlc/dlc/job"
+	"github.com/aidlc/dlc/quota"
+)
+
+// counter is an http.RoundTripper that counts the API requests a backend
+// makes, by verb and resource: "create computeclusters",
+// "patch rayclusters", "update runs/status", "list pods", "watch …".
+type counter struct {
+	next http.RoundTripper
+	mu   sync.Mutex
+	n    map[string]int
+	last time.Time
+}
+
+func (c *counter) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := c.next.RoundTrip(req)
+	key := verbOf(req)
+	if err == nil && resp.StatusCode >= 400 {
+		key += fmt.Sprintf(" (%d)", resp.StatusCode)
+	}
+	c.mu.Lock()
+	c.n[key]++
+	c.last = time.Now()
+	c.mu.Unlock()
+	return resp, err
+}
+
+// verbOf names a request as RBAC would: its verb and resource
+// (with subresource).
+func verbOf(req *http.Request) string {
+	parts := strings.Split(strings.Trim(req.URL.Path, "/"), "/")
+	// api/v1/namespaces/ns/pods[/name[/sub]] or apis/g/v/namespaces/ns/res[/name[/sub]];
+	// anything shorter is discovery.
+	skip := map[string]int{"api": 2, "apis": 3}[parts[0]]
+	if skip == 0 || len(parts) <= skip {
+		return "discover " + req.URL.Path
+	}
+	parts = parts[skip:]
+	if len(parts) >= 2 && parts[0] == "namespaces" {
+		parts = parts[2:]
+	}
+	resource, named := "", false
+	if len(parts) > 0 {
+		resource = parts[0]
+	}
+	if len(parts) > 1 {
+		named = true
+	}
+	if len(parts) > 2 {
+		resource += "/" + parts[2]
+	}
+	q, _ := url.ParseQuery(req.URL.RawQuery)
+	switch req.Method {
+	case http.MethodGet:
+		switch {
+		case q.Get("watch") == "true" || q.Get("watch") == "1":
+			return "watch " + resource
+		case named:
+			return "get " + resource
+		default:
+			return "list " + resource
+		}
+	case http.MethodPost:
+		return "create " + resource
+	case http.MethodPut:
+		return "update " + resource
+	case http.MethodPatch:
+		return "patch " + resource
+	case http.MethodDelete:
+		return "delete " + resource
+	}
+	return req.Method + " " + resource
+}
+
+// take returns the counts since the last take, once no request has been
+// made for quiet, and starts counting anew.
+func (c *counter) take(t *testing.T, quiet time.Duration) map[string]int {
+	t.Helper()
+	for {
+		c.mu.Lock()
+		idle := time.Since(c.last)
+		if idle >= quiet {
+			n := c.n
+			c.n = map[string]int{}
+			c.mu.Unlock()
+			return n
+		}
+		c.mu.Unlock()
+		time.Sleep(quiet - idle)
+	}
+}
+
+func (c *counter) reset() {
+	c.mu.Lock()
+	c.n = map[string]int{}
+	c.mu.Unlock()
+}
+
+// writes returns the write requests, without Events (best effort, and not
+// the operation's), and the list requests, each as "verb resource ×n".
+func writesAndLists(n map[string]int) (writes []string, total int, lists []string) {
+	for k, v := range n {
+		verb, res, _ := strings.Cut(k, " ")
+		switch {
+		case res == "events" || verb == "discover":
+		case verb == "list":
+			lists = append(lists, fmt.Sprintf("%s ×%d", k, v))
+		case verb != "get" && verb != "watch":
+			writes = append(writes, fmt.Sprintf("%s ×%d", k, v))
+			total += v
+		}
+	}
+	sort.Strings(writes)
+	sort.Strings(lists)
+	return writes, total, lists
+}
+
+// TestRequestsPerOperation counts the API requests of one client's backend
+// for each operation, from the call until the platform has settled, with
+// the caches synced: each operation makes at most the writes below (a
+// refused write, a 409 say, counts too) and no list call. Each is a step
+// the platform must record or a Ray object it must change, and none is
+// written twice: a state change is one write of the status subresource
+// (the store keeps its labels there), an unchanged apply or a second
+// delete is skipped from the cache, Events aside (best effort, and not the
+// operation's):
+//
+//   - create (4): the name claim (a ConfigMap: names are unique), the
+//     ComputeCluster (its initial status in the create), the suspended
+//     RayCluster (apply), the status to created;
+//   - start (4): the status to starting, the reservation on the resource
+//     group, the RayCluster's spec.suspend flipped (apply), the status to
+//     running;
+//   - a run on the cluster, or on its group (4): the run's create, its
+//     placement, running, succeeded (Ray's part done in the same write) —
+//     the submit goes to the Jobs API, not to the API server;
+//   - hibernate (4): the status to hibernating, the apply, the status to
+//     hibernated, the reservation released;
+//   - delete (4): the status to deleting, the RayCluster's delete, the
+//     ComputeCluster's and the name claim's deletes (a hibernated cluster
+//     holds no reservation);
+//   - an on-demand run (13): the run's create, its admission (the
+//     reservation), the on-demand cluster's create, the run placed, the
+//     RayJob (apply), the cluster running, the run running, succeeded, the
+//     cluster deleting, the run's Ray part done, the RayJob's delete (its
+//     RayCluster KubeRay has deleted already), the reservation released,
+//     the cluster's delete.
+func TestRequestsPerOperation(t *testing.T) {
+	w := getWorld(t)
+	ns := w.cp.NewNamespace(t)
+	cfg := w.cp.Config()
+	cnt := &counter{n: map[string]int{}}
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { cnt.next = rt; return cnt })
+	be, err := kube.New(t.Context(), cfg, kube.Options{Namespace: ns, Dashboard: w.loop.Dashboard, PollInterval: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(be.Close)
+	c := newClient(t, be)
+	ctx := dlc.WithUser(t.Context(), "counting")
+	if _, err := c.ResourceGroups().Register(ctx, quota.Group{ID: "rg", Package: "pkg-1",
+		Capacity: quota.Resources{MilliCPU: 64000, Memory: 256 * quota.GiB}}); err != nil {
+		t.Fatal(err)
+	}
+	grp, err := c.Groups().Create(ctx, "counted")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const quiet = 700 * time.Millisecond
+	cnt.take(t, quiet)
+
+	clusterState := func(id string, want cluster.State) {
+		t.Helper()
+		waitFor(t, "cluster "+string(want), func() (bool, string) {
+			cl, err := c.Clusters().Get(ctx, id)
+			if err != nil {
+				return false, err.Error()
+			}
+			return cl.State == want, string(cl.State)
+		})
+	}
+	runEnds := func(id string) {
+		t.Helper()
+		waitFor(t, "run "+id+" succeeded", func() (bool, string) {
+			r, err := c.Runs().Get(ctx, id)
+			if err != nil {
+				return false, err.Error()
+			}
+			if r.State.Terminal() && r.State != job.Succeeded {
+				t.Fatalf("run %s: %s %s", id, r.State, r.Message)
+			}
+			return r.State == job.Succeeded, string(r.State)
+		})
+	}
+	var figures []string
+	check := func(op string, most int) {
+		t.Helper()
+		writes, total, lists := writesAndLists(cnt.take(t, quiet))
+		figures = append(figures, fmt.Sprintf("%s: %d writes %v", op, total, writes))
+		if len(lists) > 0 {
+			t.Errorf("%s listed after the caches synced: %v", op, lists)
+		}
+		if total > most {
+			t.Errorf("%s: %d writes, want at most %d: %v", op, total, most, writes)
+		}
+	}
+
+	spec, err := dlc.NewCluster("counted").Groups(grp.ID).Resources("pkg-1", "rg").Image("ray-2.46.0-py310-cpu").
+		Head("head", "cu.4c8g").WorkerGroup("cpu", "cu.4c8g", 1, 3).Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err := c.Clusters().Create(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clusterState(cl.ID, cluster.Created)
+	check("create a cluster", 4)
+
+	if _, err := c.Clusters().Start(ctx, cl.ID); err != nil {
+		t.Fatal(err)
+	}
+	clusterState(cl.ID, cluster.Running)
+	check("start it", 4)
+
+	for _, tc := range []struct{ name, clusterID, groupID string }{
+		{"a run on the cluster", cl.ID, ""},
+		{"a run on its group", "", grp.ID},
+	} {
+		b := dlc.NewJob(tc.name).COSPackage("cos://jobs-1250000000/wc.zip").Entrypoint("python main.py")
+		if tc.clusterID != "" {
+			b.OnCluster(tc.clusterID)
+		} else {
+			b.OnGroup(tc.groupID)
+		}
+		jc, err := b.Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec, err := c.Jobs().Save(ctx, jc, dlc.SaveOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cnt.take(t, quiet)
+		r, err := c.Runs().Create(ctx, rec.ID, dlc.RunOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		runEnds(r.ID)
+		check(tc.name, 4)
+	}
+
+	if _, err := c.Clusters().Hibernate(ctx, cl.ID, dlc.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	clusterState(cl.ID, cluster.Hibernated)
+	check("hibernate it", 4)
+
+	if err := c.Clusters().Delete(ctx, cl.ID, dlc.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the cluster gone", func() (bool, string) {
+		_, err := c.Clusters().Get(ctx, cl.ID)
+		return err != nil, fmt.Sprint(err)
+	})
+	check("delete it", 4)
+
+	od, err := dlc.NewJob("counted-od").OnDemand("pkg-1", "rg").Priority(5).Image("ray-2.46.0-py310-cpu").
+		Head("head", "cu.4c8g").WorkerGroup("cpu", "cu.4c8g", 1, 1).
+		COSPackage("cos://jobs-1250000000/train.zip").Entrypoint("python train.py").Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := c.Jobs().Save(ctx, od, dlc.SaveOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cnt.take(t, quiet)
+	r, err := c.Runs().Create(ctx, rec.ID, dlc.RunOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runEnds(r.ID)
+	waitFor(t, "the on-demand cluster gone", func() (bool, string) {
+		cls, err := c.Clusters().List(ctx)
+		return err == nil && len(cls) == 0, fmt.Sprint(len(cls), err)
+	})
+	check("an on-demand run", 13)
+	for _, f := range figures {
+		t.Log("requests: " + f)
+	}
+}
