@@ -12,7 +12,9 @@ quickstart:
 envtest:
 	bash hack/envtest-assets.sh
 
-# Regenerates deep copies and CRDs from backend/kube/api with controller-gen
-# (run through go run at a pinned version, so it is not in go.mod).
+# Regenerates deep copies and CRDs from backend/kube/api, and the backend's
+# Role (config/rbac/role.yaml) from the markers in backend/kube/rbac.go, with
+# controller-gen (run through go run at a pinned version, so it is not in
+# go.mod).
 generate:
-	go generate ./backend/kube/api/...
+	go generate ./backend/kube ./backend/kube/api/...

@@ -141,6 +141,8 @@ type ControlPlane struct {
 	scheme  *runtime.Scheme
 	client  client.Client
 	started time.Duration
+
+	usersMu sync.Mutex // envtest's AddUser is not safe for concurrent use
 }
 
 // Client returns a controller-runtime client for the control plane, with the
@@ -182,6 +184,26 @@ func (cp *ControlPlane) NewNamespace(t TestingT) string {
 		}
 	})
 	return ns.Name
+}
+
+// AddUser provisions a user of the control plane named name, in groups,
+// and returns a REST configuration that authenticates as that user (by a
+// client certificate). The API server authorizes by RBAC, so the user may
+// do nothing but what the discovery roles every authenticated user has
+// allow until a Role or ClusterRole is bound to it (to the name, or to one
+// of the groups): use it to test what a component can do with the
+// permissions it is given. Its rate limits are the administrator's.
+func (cp *ControlPlane) AddUser(t TestingT, name string, groups ...string) *rest.Config {
+	t.Helper()
+	cp.usersMu.Lock()
+	defer cp.usersMu.Unlock()
+	base := &rest.Config{QPS: cp.config.QPS, Burst: cp.config.Burst}
+	u, err := cp.env.ControlPlane.AddUser(envtest.User{Name: name, Groups: groups}, base)
+	if err != nil {
+		t.Fatalf("dlctest: adding user %s: %v", name, err)
+		return nil
+	}
+	return rest.CopyConfig(u.Config())
 }
 
 // shared is the control plane RunMain shares across its package's tests.

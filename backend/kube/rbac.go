@@ -1,0 +1,55 @@
+package kube
+
+// RBAC: what the backend needs on the API server, and no more. The markers
+// below are the source of the Role config/rbac/role.yaml, named
+// dlc-backend, which controller-gen writes (go generate in this directory,
+// or make generate; hack/check-generated.sh fails when the committed file is
+// stale). Every marker names a namespace, so the result is a namespaced Role
+// rather than a ClusterRole: the backend works in one namespace and needs
+// nothing cluster-wide. The namespace written here, dlc-system, is a
+// placeholder: config/kustomization.yaml sets the namespace everything is
+// installed into, Role included.
+//
+// Installing the CRDs (InstallCRDs, or kubectl apply -k config) needs
+// cluster-scoped rights and is an administrator's step, not the backend's.
+//
+// The go:generate line scans this package alone (paths=., not ./..., so
+// nothing below it such as api/v1alpha1): controller-gen v0.23.0 takes
+// directories, not files. A marker in another file of the package would
+// count too; keep them all here.
+
+//go:generate go run sigs.k8s.io/controller-tools/cmd/controller-gen@v0.23.0 rbac:roleName=dlc-backend paths=. output:rbac:artifacts:config=../../config/rbac
+
+// dlc.aidlc.io: the store (NewStore) keeps every domain object as one of
+// the SDK's own kinds: it watches them through informers, creates,
+// updates (a compare-and-swap on the resourceVersion) and deletes them, and
+// writes their status subresource separately.
+//
+// +kubebuilder:rbac:groups=dlc.aidlc.io,namespace=dlc-system,resources=computeclusters;clustergroups;clustertemplates;jobconfigs;runs;resourcegroups,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=dlc.aidlc.io,namespace=dlc-system,resources=computeclusters/status;clustergroups/status;clustertemplates/status;jobconfigs/status;runs/status;resourcegroups/status,verbs=get;update;patch
+
+// Core ConfigMaps: the store's name claims (kind "name") are ConfigMaps,
+// watched and written like the documents.
+//
+// +kubebuilder:rbac:groups="",namespace=dlc-system,resources=configmaps,verbs=get;list;watch;create;update;patch;delete
+
+// ray.io: the provisioner applies RayClusters and RayJobs rendered by
+// RenderRayCluster and RenderRayJob (server-side apply is a patch, which
+// creates the object when it is missing), watches them for their status and
+// deletes them.
+//
+// +kubebuilder:rbac:groups=ray.io,namespace=dlc-system,resources=rayclusters;rayjobs,verbs=get;list;watch;create;update;patch;delete
+
+// Core Pods and Services: a cluster's pods are read (never written: KubeRay
+// makes them) to tell why it is not ready, and its head Service to reach
+// the head. services/proxy is the Ray Jobs REST API through the API
+// server's service proxy (ServiceProxyURL): GET is get (a job's status and
+// logs), POST is create (submit, stop).
+//
+// +kubebuilder:rbac:groups="",namespace=dlc-system,resources=pods;services,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",namespace=dlc-system,resources=services/proxy,verbs=get;create
+
+// Events, core and events.k8s.io: Kubernetes Events about our objects
+// (created, or patched when the recorder aggregates a repeated one).
+//
+// +kubebuilder:rbac:groups="";events.k8s.io,namespace=dlc-system,resources=events,verbs=create;patch
