@@ -8,13 +8,11 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
-	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -26,7 +24,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	"github.com/aidlc/dlc/backend"
 	"github.com/aidlc/dlc/backend/kube"
@@ -39,84 +36,6 @@ import (
 // ServiceAccount and RoleBinding written by hand.
 var rbacDir = filepath.Join("..", "..", "config", "rbac")
 
-// boundUser installs config/rbac in namespace ns as kubectl apply -k would
-// with the kustomization's namespace set to ns: the ServiceAccount, the Role
-// generated from the markers in rbac.go and the RoleBinding between them.
-// It returns a REST configuration that authenticates as that ServiceAccount
-// (the user system:serviceaccount:<ns>:dlc-backend, by a client
-// certificate), once the API server authorizes by the binding, so that the
-// configuration may do exactly what the shipped RBAC grants the backend.
-func boundUser(t testing.TB, cp *dlctest.ControlPlane, ns string) *rest.Config {
-	t.Helper()
-	var (
-		sa      corev1.ServiceAccount
-		role    rbacv1.Role
-		binding rbacv1.RoleBinding
-	)
-	readRBAC(t, "service_account.yaml", &sa)
-	readRBAC(t, "role.yaml", &role)
-	readRBAC(t, "role_binding.yaml", &binding)
-	if role.Kind != "Role" || role.Name != "dlc-backend" || len(role.Rules) == 0 {
-		t.Fatalf("role.yaml holds %s %q with %d rules, want the Role dlc-backend", role.Kind, role.Name, len(role.Rules))
-	}
-	if binding.RoleRef != (rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name}) ||
-		len(binding.Subjects) != 1 || binding.Subjects[0].Kind != rbacv1.ServiceAccountKind ||
-		binding.Subjects[0].Name != sa.Name || binding.Subjects[0].Namespace != sa.Namespace {
-		t.Fatalf("role_binding.yaml binds %+v to %+v, want Role %s to ServiceAccount %s/%s",
-			binding.RoleRef, binding.Subjects, role.Name, sa.Namespace, sa.Name)
-	}
-	sa.Namespace, role.Namespace, binding.Namespace = ns, ns, ns
-	binding.Subjects[0].Namespace = ns
-
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancel()
-	for _, obj := range []client.Object{&sa, &role, &binding} {
-		if err := cp.Client().Create(ctx, obj); err != nil {
-			t.Fatalf("creating %s %s/%s: %v", obj.GetObjectKind().GroupVersionKind().Kind, ns, obj.GetName(), err)
-		}
-	}
-	cfg := cp.AddUser(t, "system:serviceaccount:"+ns+":"+sa.Name, "system:serviceaccounts", "system:serviceaccounts:"+ns)
-
-	// The API server's authorizer reads roles and bindings from its own
-	// informers: wait until it grants the role's first rule to the user.
-	c, err := client.New(cfg, client.Options{Scheme: cp.Scheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := role.Rules[0]
-	for {
-		review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
-			ResourceAttributes: &authorizationv1.ResourceAttributes{
-				Namespace: ns, Verb: r.Verbs[0], Group: r.APIGroups[0], Resource: r.Resources[0],
-			},
-		}}
-		if err := c.Create(ctx, review); err != nil {
-			t.Fatalf("reviewing the user's access: %v", err)
-		}
-		if review.Status.Allowed {
-			return cfg
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("the API server never granted %s %s.%s in %s to the user: %s",
-				r.Verbs[0], r.Resources[0], r.APIGroups[0], ns, review.Status.Reason)
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
-}
-
-// readRBAC decodes config/rbac/<name> into obj, refusing unknown fields.
-func readRBAC(t testing.TB, name string, obj any) {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join(rbacDir, name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := yaml.UnmarshalStrict(b, obj); err != nil {
-		t.Fatalf("%s: %v", name, err)
-	}
-}
-
 // rbacOp is one thing done as the backend's user in a namespace.
 type rbacOp struct {
 	name string
@@ -124,7 +43,7 @@ type rbacOp struct {
 }
 
 // TestLeastPrivilege runs, as the user config/rbac makes of the backend
-// (boundUser), what the backend does on the API server: the store, and
+// (ControlPlane.BindRBAC), what the backend does on the API server: the store, and
 // KubeRay's objects, pods, services, the service proxy and events outside
 // it. All of it succeeds in the Role's namespace, and is forbidden in
 // another; what the Role does not grant (secrets, writing pods, RBAC,
@@ -132,7 +51,7 @@ type rbacOp struct {
 func TestLeastPrivilege(t *testing.T) {
 	cp := dlctest.StartControlPlane(t)
 	ns, other := cp.NewNamespace(t), cp.NewNamespace(t)
-	cfg := boundUser(t, cp, ns)
+	cfg := cp.BindRBAC(t, ns, rbacDir)
 	c, err := client.NewWithWatch(cfg, client.Options{Scheme: cp.Scheme()})
 	if err != nil {
 		t.Fatal(err)

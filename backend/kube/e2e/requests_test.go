@@ -4,11 +4,14 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"k8s.io/client-go/rest"
 
 	"github.com/aidlc/dlc"
 	"github.com/aidlc/dlc/backend/kube"
@@ -160,10 +163,15 @@ func writesAndLists(n map[string]int) (writes []string, total int, lists []strin
 //     cluster deleting, the run's Ray part done, the RayJob's delete (its
 //     RayCluster KubeRay has deleted already), the reservation released,
 //     the cluster's delete.
+//
+// The backend runs as the user the shipped RBAC makes of it (config/rbac
+// bound in its namespace): that is all it needs, and the same user's
+// backend on another namespace does not start.
 func TestRequestsPerOperation(t *testing.T) {
 	w := getWorld(t)
 	ns := w.cp.NewNamespace(t)
-	cfg := w.cp.Config()
+	cfg := w.cp.BindRBAC(t, ns, filepath.Join("..", "..", "..", "config", "rbac"))
+	elsewhere := rest.CopyConfig(cfg)
 	cnt := &counter{n: map[string]int{}}
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { cnt.next = rt; return cnt })
 	be, err := kube.New(t.Context(), cfg, kube.Options{Namespace: ns, Dashboard: w.loop.Dashboard, PollInterval: 50 * time.Millisecond})
@@ -303,5 +311,13 @@ func TestRequestsPerOperation(t *testing.T) {
 	check("an on-demand run", 13)
 	for _, f := range figures {
 		t.Log("requests: " + f)
+	}
+
+	other := w.cp.NewNamespace(t)
+	if b, err := kube.New(t.Context(), elsewhere, kube.Options{Namespace: other, Store: kube.StoreOptions{SyncTimeout: time.Second}}); err == nil {
+		b.Close()
+		t.Errorf("the backend's user started a backend on namespace %s, outside its Role", other)
+	} else {
+		t.Logf("the backend's user on another namespace: %v", err)
 	}
 }
