@@ -131,6 +131,9 @@ func TestLeastPrivilege(t *testing.T) {
 			s.Close()
 			t.Fatalf("NewStore on namespace %s, which the Role is not in, succeeded", other)
 		}
+		if !apierrors.IsForbidden(err) {
+			t.Errorf("NewStore on another namespace: %v, want the API server's forbidden", err)
+		}
 		t.Logf("NewStore on another namespace: %v", err)
 	})
 

@@ -18,6 +18,8 @@ import (
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
@@ -27,6 +29,7 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 	ctrlcache "sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
 	"github.com/aidlc/dlc/backend"
 	"github.com/aidlc/dlc/backend/kube/api/v1alpha1"
@@ -319,7 +322,7 @@ func NewStore(ctx context.Context, cfg *rest.Config, namespace string, opts Stor
 	defer cancel()
 	if !cache.WaitForCacheSync(sctx) {
 		stop()
-		return nil, errs.Unavailable("kube store sync", fmt.Errorf("caches of namespace %s did not sync: %w", namespace, context.Cause(sctx)))
+		return nil, syncError(ctx, c, namespace, fmt.Errorf("caches of namespace %s did not sync: %w", namespace, context.Cause(sctx)))
 	}
 	for _, reg := range regs {
 		for !reg.HasSynced() {
@@ -332,6 +335,28 @@ func NewStore(ctx context.Context, cfg *rest.Config, namespace string, opts Stor
 		}
 	}
 	return s, nil
+}
+
+// syncError is the error of caches that did not sync: the API server's
+// refusal of a list (forbidden: the user's RBAC does not reach the
+// namespace; not found: a CRD is not installed), found by one list of at
+// most one object of each kind, or else ErrUnavailable with cause.
+func syncError(ctx context.Context, c client.Client, namespace string, cause error) error {
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	for _, k := range kinds {
+		gvk, err := apiutil.GVKForObject(k.newObj(), c.Scheme())
+		if err != nil {
+			continue
+		}
+		list := &metav1.PartialObjectMetadataList{}
+		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+		err = c.List(pctx, list, client.InNamespace(namespace), client.Limit(1))
+		if apierrors.IsForbidden(err) || apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {
+			return fmt.Errorf("kube store sync: listing %ss in namespace %s: %w", k.kind, namespace, err)
+		}
+	}
+	return errs.Unavailable("kube store sync", cause)
 }
 
 // Close stops the store's informers (from then on its cache and its

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/rest"
 
 	"github.com/aidlc/dlc"
@@ -317,6 +318,8 @@ func TestRequestsPerOperation(t *testing.T) {
 	if b, err := kube.New(t.Context(), elsewhere, kube.Options{Namespace: other, Store: kube.StoreOptions{SyncTimeout: time.Second}}); err == nil {
 		b.Close()
 		t.Errorf("the backend's user started a backend on namespace %s, outside its Role", other)
+	} else if !apierrors.IsForbidden(err) {
+		t.Errorf("the backend's user on another namespace: %v, want the API server's forbidden", err)
 	} else {
 		t.Logf("the backend's user on another namespace: %v", err)
 	}
