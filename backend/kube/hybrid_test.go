@@ -23,7 +23,8 @@ func TestConformanceStoreOnAPIServer(t *testing.T) {
 	d := memory.Delays{Create: time.Millisecond, Start: 3 * time.Millisecond, Hibernate: 2 * time.Millisecond,
 		Delete: 2 * time.Millisecond, Submit: time.Millisecond, Run: 5 * time.Millisecond}
 	dlctest.RunConformance(t, dlctest.Harness{
-		RepairGrace: 3 * time.Second, // an API server under -race takes longer than memory between two writes
+		RepairGrace: 3 * time.Second,  // an API server under -race takes longer than memory between two writes
+		Timeout:     60 * time.Second, // and a loaded machine longer still to settle
 		NewBackend: func(t *testing.T) dlc.Backend {
 			ns := cp.NewNamespace(t)
 			st, err := kube.NewStore(t.Context(), cp.Config(), ns, kube.StoreOptions{})

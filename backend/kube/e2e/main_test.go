@@ -77,7 +77,7 @@ type world struct {
 
 // getWorld starts the world on first use (skipping t when the envtest
 // binaries are missing).
-func getWorld(t *testing.T) *world {
+func getWorld(t testing.TB) *world {
 	t.Helper()
 	cp := dlctest.StartControlPlane(t)
 	worldOnce.Do(func() {
@@ -91,7 +91,7 @@ func getWorld(t *testing.T) *world {
 }
 
 // backend starts a kube backend on a new namespace of the world.
-func (w *world) backend(t *testing.T, o kube.Options) *kube.Backend {
+func (w *world) backend(t testing.TB, o kube.Options) *kube.Backend {
 	t.Helper()
 	if o.Namespace == "" {
 		o.Namespace = w.cp.NewNamespace(t)

@@ -1,0 +1,130 @@
+package kube_test
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aidlc/dlc"
+	"github.com/aidlc/dlc/backend"
+	"github.com/aidlc/dlc/backend/kube"
+	"github.com/aidlc/dlc/backend/memory"
+	"github.com/aidlc/dlc/dlctest"
+	"github.com/aidlc/dlc/quota"
+)
+
+// BenchmarkOnDemandAdmissions measures how many on-demand runs per second
+// two clients, each on a store of its own on one namespace (two replicas
+// of a service), admit into one resource group with room for all of them:
+// each iteration submits a batch through both at once and waits until a
+// third store's watch sees every run's reservation in the group. Ray is
+// the simulated one, with clusters that never come up, so that what is
+// measured is the admission (the scheduler's compare-and-swap on the
+// resource group) and not Ray.
+func BenchmarkOnDemandAdmissions(b *testing.B) {
+	const batch = 100
+	cp := dlctest.StartControlPlane(b)
+	ns := cp.NewNamespace(b)
+	ctx := dlc.WithUser(b.Context(), "bench")
+	never := memory.Delays{Create: time.Hour, Start: time.Hour, Hibernate: time.Hour, Delete: time.Hour,
+		Submit: time.Hour, Run: time.Hour}
+	store := func() *kube.Store {
+		st, err := kube.NewStore(b.Context(), cp.Config(), ns, kube.StoreOptions{NoEvents: true})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(st.Close)
+		return st
+	}
+	var clients [2]*dlc.Client
+	for i := range clients {
+		c, err := dlc.New(dlc.WithBackend(hybrid{store(), memory.NewRay(memory.RayOptions{Delays: &never})}),
+			dlc.WithRetries(20, time.Millisecond, 100*time.Millisecond))
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { _ = c.Close() })
+		clients[i] = c
+	}
+	if _, err := clients[0].ResourceGroups().Register(ctx, quota.Group{ID: "rg", Package: "pkg-1",
+		Capacity: quota.Resources{MilliCPU: 1 << 40, Memory: 1 << 50}}); err != nil {
+		b.Fatal(err)
+	}
+	od, err := dlc.NewJob("admitted").OnDemand("pkg-1", "rg").Priority(5).Image("ray-2.46.0-py310-cpu").
+		Head("head", "cu.4c8g").WorkerGroup("cpu", "cu.4c8g", 1, 1).COSPackage("cos://jobs-1250000000/train.zip").Entrypoint("python train.py").Build()
+	if err != nil {
+		b.Fatal(err)
+	}
+	rec, err := clients[0].Jobs().Save(ctx, od, dlc.SaveOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+
+	var (
+		mu      sync.Mutex
+		holders int
+		changed = make(chan struct{}, 1)
+	)
+	if _, err := store().Watch(ctx, func(ch backend.Change) {
+		if ch.Doc.Kind != "resourcegroup" || ch.Deleted {
+			return
+		}
+		var acc quota.Account
+		if json.Unmarshal(ch.Doc.Data, &acc) != nil {
+			return
+		}
+		mu.Lock()
+		holders = len(acc.Holders)
+		mu.Unlock()
+		select {
+		case changed <- struct{}{}:
+		default:
+		}
+	}); err != nil {
+		b.Fatal(err)
+	}
+
+	var admitted int
+	var took time.Duration
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		start := time.Now()
+		var wg sync.WaitGroup
+		errc := make(chan error, batch)
+		for i := range batch {
+			wg.Go(func() {
+				if _, err := clients[i%2].Runs().Create(ctx, rec.ID, dlc.RunOptions{}); err != nil {
+					errc <- err
+				}
+			})
+		}
+		wg.Wait()
+		close(errc)
+		for err := range errc {
+			b.Fatal(err)
+		}
+		admitted += batch
+		deadline := time.After(2 * time.Minute)
+		for {
+			mu.Lock()
+			n := holders
+			mu.Unlock()
+			if n >= admitted {
+				break
+			}
+			select {
+			case <-changed:
+			case <-deadline:
+				b.Fatalf("%d of %d runs admitted after 2 minutes", n, admitted)
+			case <-ctx.Done():
+				b.Fatal(context.Cause(ctx))
+			}
+		}
+		took += time.Since(start)
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(admitted)/took.Seconds(), "admissions/s")
+}
