@@ -1,0 +1,62 @@
+package main
+
+import (
+	"archive/zip"
+	"bytes"
+	"context"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aidlc/dlc/dlctest"
+)
+
+// The example's whole story on an envtest control plane with Ray in the
+// loop (KubeRay's reconcilers, a kubelet stand-in, a Ray head stand-in
+// per cluster, the job package served for its cos:// URI).
+func TestExample(t *testing.T) {
+	var pkg bytes.Buffer
+	zw := zip.NewWriter(&pkg)
+	f, err := zw.Create("main.py")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.WriteString(f, "print('hello from the job')\n"); err != nil {
+		t.Fatal(err)
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	cp := dlctest.StartControlPlane(t)
+	ns := cp.NewNamespace(t)
+	loop := cp.StartRayLoop(t, dlctest.LoopOptions{Namespaces: []string{ns},
+		Fetch: func(ctx context.Context, url string) (io.ReadCloser, error) {
+			return io.NopCloser(bytes.NewReader(pkg.Bytes())), nil
+		}})
+	// Twice, as a user runs it again: the second run finds the resource
+	// group and the cluster group the first left.
+	for i := range 2 {
+		var out bytes.Buffer
+		o := options{Namespace: ns, InstallCRDs: i == 0, Package: "cos://jobs-1250000000/hello.zip",
+			Entrypoint: "python main.py", Timeout: 3 * time.Minute, Dashboard: loop.Dashboard, PollInterval: 100 * time.Millisecond}
+		start := time.Now()
+		err = run(t.Context(), cp.Config(), o, &out)
+		t.Logf("run %d took %v and printed:\n%s", i+1, time.Since(start), out.String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []string{"running", "pod ", "| hello from the job", "succeeded", "is released"}
+		if i == 0 {
+			want = append(want, "dlc's CRDs installed")
+		}
+		for _, w := range want {
+			if !strings.Contains(out.String(), w) {
+				t.Errorf("run %d: the output has no %q", i+1, w)
+			}
+		}
+		if strings.Contains(out.String(), "deleting") {
+			t.Errorf("run %d: a clean-up failed", i+1)
+		}
+	}
+}
