@@ -79,6 +79,24 @@
 // skipped with instructions, or fails when $CI is true, so a run never passes
 // without having had a control plane.
 //
+// # Ray in the loop
+//
+// [ControlPlane.StartRayLoop] closes the loop from a RayCluster to a
+// running job on a control plane that has no kubelet and no Ray: KubeRay's
+// own RayCluster and RayJob reconcilers, in process ([ControlPlane.StartKubeRay]),
+// a kubelet stand-in that marks the pods they make Running and Ready with
+// IPs and can fail one ([ControlPlane.StartKubelet]), and a Ray head
+// stand-in per RayCluster. Give its [RayLoop.Dashboard] to
+// kube.Options.Dashboard and the Kubernetes backend submits, watches and
+// stops real local processes through KubeRay's objects:
+//
+//	loop := cp.StartRayLoop(t, dlctest.LoopOptions{Namespaces: []string{ns}})
+//	be, err := kube.New(ctx, cp.Config(), kube.Options{Namespace: ns, Dashboard: loop.Dashboard})
+//
+// [ControlPlane.BindRBAC] installs the backend's RBAC (config/rbac) in a
+// namespace and returns a rest.Config of its ServiceAccount, to run the
+// backend with exactly the rights it ships with.
+//
 // KubeRay's CRDs are read from the module cache, from the version of
 // github.com/ray-project/kuberay/ray-operator that the calling module builds
 // with (found with go list; $DLC_KUBERAY_CRD_DIR overrides it). Add more CRD

@@ -1,8 +1,10 @@
 package dlctest_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"testing"
 
@@ -11,6 +13,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/aidlc/dlc"
+	"github.com/aidlc/dlc/backend/kube"
 	"github.com/aidlc/dlc/dlctest"
 )
 
@@ -81,4 +85,54 @@ func ExampleControlPlane_StartKubeRay() {
 	if err := kubelet.Fail(ns, "demo-head-abcde", "OOMKilled"); err != nil {
 		t.Fatalf("Fail: %v", err)
 	}
+}
+
+// A test runs the Kubernetes backend with Ray in the loop: KubeRay's
+// reconcilers, a kubelet stand-in and a Ray head stand-in per RayCluster,
+// in the test's namespace. The backend reaches each head through the
+// loop's Dashboard, and every job's working_dir is fetched by Fetch (here:
+// any URL is the test's ZIP), so a run's entrypoint really runs and its
+// output comes back as the run's logs.
+func ExampleControlPlane_StartRayLoop() {
+	var t *testing.T // the test's own *testing.T
+	var zipBytes []byte
+
+	cp := dlctest.StartControlPlane(t)
+	ns := cp.NewNamespace(t)
+	loop := cp.StartRayLoop(t, dlctest.LoopOptions{
+		Namespaces: []string{ns},
+		Fetch: func(ctx context.Context, url string) (io.ReadCloser, error) {
+			return io.NopCloser(bytes.NewReader(zipBytes)), nil
+		},
+	})
+	be, err := kube.New(t.Context(), cp.Config(), kube.Options{Namespace: ns, Dashboard: loop.Dashboard})
+	if err != nil {
+		t.Fatalf("kube.New: %v", err)
+	}
+	defer be.Close()
+	c, err := dlc.New(dlc.WithBackend(be))
+	if err != nil {
+		t.Fatalf("dlc.New: %v", err)
+	}
+	defer c.Close()
+
+	// ... create and start a cluster, run a job on it: c.Runs().Logs has
+	// what its entrypoint printed ...
+}
+
+// A test runs the backend as the user the shipped RBAC makes of it: the
+// ServiceAccount, Role and RoleBinding of config/rbac installed in the
+// test's namespace, and a rest.Config that authenticates as that
+// ServiceAccount. What the Role does not grant is forbidden.
+func ExampleControlPlane_BindRBAC() {
+	var t *testing.T // the test's own *testing.T
+
+	cp := dlctest.StartControlPlane(t)
+	ns := cp.NewNamespace(t)
+	cfg := cp.BindRBAC(t, ns, "config/rbac") // relative to the test's package directory
+	be, err := kube.New(t.Context(), cfg, kube.Options{Namespace: ns})
+	if err != nil {
+		t.Fatalf("kube.New as the backend's user: %v", err)
+	}
+	defer be.Close()
 }
