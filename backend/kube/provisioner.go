@@ -25,7 +25,6 @@ import (
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	ctrlcache "sigs.k8s.io/controller-runtime/pkg/cache"
@@ -88,16 +87,9 @@ type Provisioner struct {
 }
 
 func newProvisioner(ctx context.Context, cfg *rest.Config, st *Store, o Options) (*Provisioner, error) {
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		return nil, err
-	}
-	if err := rayv1.AddToScheme(scheme); err != nil {
-		return nil, err
-	}
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	scheme, c, err := newClient(cfg, "kube provisioner", rayv1.AddToScheme)
 	if err != nil {
-		return nil, fmt.Errorf("kube provisioner: %w", err)
+		return nil, err
 	}
 	ours := labels.SelectorFromSet(labels.Set{KeyManagedBy: ManagedBy})
 	hasCluster, err := labels.NewRequirement(KeyClusterID, selection.Exists, nil)

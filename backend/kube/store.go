@@ -267,16 +267,9 @@ func NewStore(ctx context.Context, cfg *rest.Config, namespace string, opts Stor
 	if opts.WriteWait <= 0 {
 		opts.WriteWait = 10 * time.Second
 	}
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		return nil, err
-	}
-	if err := v1alpha1.AddToScheme(scheme); err != nil {
-		return nil, err
-	}
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	scheme, c, err := newClient(cfg, "kube store", v1alpha1.AddToScheme)
 	if err != nil {
-		return nil, fmt.Errorf("kube store: %w", err)
+		return nil, err
 	}
 	sel := labels.SelectorFromSet(labels.Set{StoreKeyKind: "name"})
 	cache, err := ctrlcache.New(cfg, ctrlcache.Options{
@@ -335,6 +328,22 @@ func NewStore(ctx context.Context, cfg *rest.Config, namespace string, opts Stor
 		}
 	}
 	return s, nil
+}
+
+// newClient returns a client of cfg whose scheme has the core types and
+// those that add puts in it; what names the caller in its errors.
+func newClient(cfg *rest.Config, what string, add ...func(*runtime.Scheme) error) (*runtime.Scheme, client.Client, error) {
+	scheme := runtime.NewScheme()
+	for _, f := range append([]func(*runtime.Scheme) error{clientgoscheme.AddToScheme}, add...) {
+		if err := f(scheme); err != nil {
+			return nil, nil, fmt.Errorf("%s: %w", what, err)
+		}
+	}
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", what, err)
+	}
+	return scheme, c, nil
 }
 
 // syncError is the error of caches that did not sync: the API server's

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -80,18 +81,24 @@ func BenchmarkClusterCreate(b *testing.B) {
 		return cl, &cc
 	}
 
+	// rendered returns a new cluster's RayCluster, rendered, its owner set.
+	rendered := func(b *testing.B) *rayv1.RayCluster {
+		cl, cc := owned(b)
+		rc, err := kube.RenderRayCluster(cl, kube.RenderOptions{Namespace: ns})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := kube.SetOwner(rc, cc, v1alpha1.GroupVersion.WithKind("ComputeCluster")); err != nil {
+			b.Fatal(err)
+		}
+		return rc
+	}
+
 	b.Run("bare", func(b *testing.B) {
 		b.ReportAllocs()
 		b.StopTimer()
 		for range b.N {
-			cl, cc := owned(b)
-			rc, err := kube.RenderRayCluster(cl, kube.RenderOptions{Namespace: ns})
-			if err != nil {
-				b.Fatal(err)
-			}
-			if err := kube.SetOwner(rc, cc, v1alpha1.GroupVersion.WithKind("ComputeCluster")); err != nil {
-				b.Fatal(err)
-			}
+			rc := rendered(b)
 			b.StartTimer()
 			if err := bare.Create(ctx, rc); err != nil {
 				b.Fatal(err)
@@ -103,14 +110,7 @@ func BenchmarkClusterCreate(b *testing.B) {
 		b.ReportAllocs()
 		b.StopTimer()
 		for range b.N {
-			cl, cc := owned(b)
-			rc, err := kube.RenderRayCluster(cl, kube.RenderOptions{Namespace: ns})
-			if err != nil {
-				b.Fatal(err)
-			}
-			if err := kube.SetOwner(rc, cc, v1alpha1.GroupVersion.WithKind("ComputeCluster")); err != nil {
-				b.Fatal(err)
-			}
+			rc := rendered(b)
 			m, _ := runtime.DefaultUnstructuredConverter.ToUnstructured(rc)
 			u := &unstructured.Unstructured{Object: m}
 			unstructured.RemoveNestedField(u.Object, "status")

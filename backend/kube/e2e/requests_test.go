@@ -216,6 +216,20 @@ func TestRequestsPerOperation(t *testing.T) {
 			return r.State == job.Succeeded, string(r.State)
 		})
 	}
+	// runOnce saves jc, starts counting and runs it once to success.
+	runOnce := func(jc *job.Config) {
+		t.Helper()
+		rec, err := c.Jobs().Save(ctx, jc, dlc.SaveOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cnt.take(t, quiet)
+		r, err := c.Runs().Create(ctx, rec.ID, dlc.RunOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		runEnds(r.ID)
+	}
 	var figures []string
 	check := func(op string, most int) {
 		t.Helper()
@@ -261,16 +275,7 @@ func TestRequestsPerOperation(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		rec, err := c.Jobs().Save(ctx, jc, dlc.SaveOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		cnt.take(t, quiet)
-		r, err := c.Runs().Create(ctx, rec.ID, dlc.RunOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		runEnds(r.ID)
+		runOnce(jc)
 		check(tc.name, 4)
 	}
 
@@ -295,16 +300,7 @@ func TestRequestsPerOperation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec, err := c.Jobs().Save(ctx, od, dlc.SaveOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cnt.take(t, quiet)
-	r, err := c.Runs().Create(ctx, rec.ID, dlc.RunOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	runEnds(r.ID)
+	runOnce(od)
 	waitFor(t, "the on-demand cluster gone", func() (bool, string) {
 		cls, err := c.Clusters().List(ctx)
 		return err == nil && len(cls) == 0, fmt.Sprint(len(cls), err)
