@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/retry"
@@ -41,8 +42,10 @@ const (
 //     containers stop. (The API server deletes a pod that was never bound to
 //     a node at once, so this matters only for pods with spec.nodeName.)
 //
-// [Kubelet.Fail] fails a pod. No container runs and nothing is scheduled:
-// a pod's spec is not looked at beyond its container names.
+// [Kubelet.Fail] fails a pod; [Kubelet.FailMatching] every pod of a
+// selector, replacements included, until undone. No container runs and
+// nothing is scheduled: a pod's spec is not looked at beyond its container
+// names.
 type Kubelet struct {
 	client client.Client
 	queue  workqueue.TypedRateLimitingInterface[types.NamespacedName]
@@ -53,6 +56,15 @@ type Kubelet struct {
 	nextIP int
 	ips    map[types.UID]string
 	marked int
+	breaks map[int]podBreak
+	nextB  int
+}
+
+// podBreak is a rule of FailMatching.
+type podBreak struct {
+	namespace string
+	sel       labels.Selector
+	reason    string
 }
 
 // StartKubelet starts a kubelet stand-in ([Kubelet]) for the pods in the
@@ -96,6 +108,7 @@ func startKubelet(cp *ControlPlane, namespaces []string) (*Kubelet, error) {
 			workqueue.TypedRateLimitingQueueConfig[types.NamespacedName]{Name: "dlctest-kubelet"}),
 		cancel: cancel,
 		ips:    map[types.UID]string{},
+		breaks: map[int]podBreak{},
 	}
 	inf, err := c.GetInformer(ctx, &corev1.Pod{})
 	if err != nil {
@@ -181,6 +194,17 @@ func (k *Kubelet) sync(ctx context.Context, key types.NamespacedName) error {
 		err := k.client.Delete(ctx, &pod, client.GracePeriodSeconds(0),
 			client.Preconditions{UID: &pod.UID})
 		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+			return nil
+		}
+		return err
+	}
+	if reason, broken := k.broken(&pod); broken {
+		if pod.Status.Phase == corev1.PodFailed {
+			return nil
+		}
+		failPod(&pod, reason)
+		err := k.client.Status().Update(ctx, &pod)
+		if apierrors.IsNotFound(err) {
 			return nil
 		}
 		return err
@@ -271,6 +295,48 @@ func (k *Kubelet) Fail(namespace, name, reason string) error {
 		failPod(&pod, reason)
 		return k.client.Status().Update(ctx, &pod)
 	})
+}
+
+// FailMatching fails, as Fail does, every pod in namespace whose labels
+// match sel: those there now and every one created until the returned
+// function is called (after which new pods run again; failed ones stay
+// failed). A controller that replaces a failed pod sees each replacement
+// fail too, e.g. a head pod that keeps crashing:
+//
+//	undo := kubelet.FailMatching(ns, labels.SelectorFromSet(labels.Set{
+//		"ray.io/cluster": rc.Name, "ray.io/node-type": "head"}), "CrashLoopBackOff")
+//	defer undo()
+func (k *Kubelet) FailMatching(namespace string, sel labels.Selector, reason string) (undo func()) {
+	k.mu.Lock()
+	id := k.nextB
+	k.nextB++
+	k.breaks[id] = podBreak{namespace: namespace, sel: sel, reason: reason}
+	k.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var pods corev1.PodList
+	if err := k.client.List(ctx, &pods, client.InNamespace(namespace), client.MatchingLabelsSelector{Selector: sel}); err == nil {
+		for _, p := range pods.Items {
+			k.queue.Add(types.NamespacedName{Namespace: p.Namespace, Name: p.Name})
+		}
+	}
+	return func() {
+		k.mu.Lock()
+		delete(k.breaks, id)
+		k.mu.Unlock()
+	}
+}
+
+// broken reports whether a FailMatching rule holds pod, and its reason.
+func (k *Kubelet) broken(pod *corev1.Pod) (string, bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for _, b := range k.breaks {
+		if b.namespace == pod.Namespace && b.sel.Matches(labels.Set(pod.Labels)) {
+			return b.reason, true
+		}
+	}
+	return "", false
 }
 
 func failPod(pod *corev1.Pod, reason string) {

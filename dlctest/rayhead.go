@@ -46,12 +46,13 @@ type RayHead struct {
 	// URL is the dashboard's base URL, http://127.0.0.1:<port>.
 	URL string
 
-	opts RayHeadOptions
-	srv  *httptest.Server
-	base string
-	mu   sync.Mutex
-	jobs map[string]*headJob
-	wg   sync.WaitGroup
+	opts    RayHeadOptions
+	srv     *httptest.Server
+	base    string
+	mu      sync.Mutex
+	jobs    map[string]*headJob
+	submits map[string]int
+	wg      sync.WaitGroup
 }
 
 type headJob struct {
@@ -72,7 +73,7 @@ func NewRayHead(t TestingT, o RayHeadOptions) *RayHead {
 	if err != nil {
 		t.Fatalf("dlctest: ray head: %v", err)
 	}
-	h := &RayHead{opts: o, base: base, jobs: map[string]*headJob{}}
+	h := &RayHead{opts: o, base: base, jobs: map[string]*headJob{}, submits: map[string]int{}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /api/jobs/{$}", h.submit)
 	mux.HandleFunc("GET /api/jobs/{id}", h.status)
@@ -82,6 +83,26 @@ func NewRayHead(t TestingT, o RayHeadOptions) *RayHead {
 	h.URL = h.srv.URL
 	t.Cleanup(h.Close)
 	return h
+}
+
+// Jobs returns the submission ids of the jobs the head has started, in no
+// particular order: each is started once, however often it is submitted.
+func (h *RayHead) Jobs() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	ids := make([]string, 0, len(h.jobs))
+	for id := range h.jobs {
+		ids = append(ids, id)
+	}
+	return ids
+}
+
+// Submits reports how many submit requests named submission id, the
+// refused repeats included.
+func (h *RayHead) Submits(id string) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.submits[id]
 }
 
 // Close stops every job and the server.
@@ -116,6 +137,7 @@ func (h *RayHead) submit(w http.ResponseWriter, r *http.Request) {
 		id = fmt.Sprintf("raysubmit_%d", time.Now().UnixNano())
 	}
 	h.mu.Lock()
+	h.submits[id]++
 	if _, ok := h.jobs[id]; ok {
 		h.mu.Unlock()
 		http.Error(w, fmt.Sprintf("Job with submission_id %s already exists. Please use a different submission_id.", id), http.StatusInternalServerError)
@@ -202,7 +224,7 @@ func (h *RayHead) prepare(ctx context.Context, id string, env utiltypes.RuntimeE
 	case strings.HasPrefix(wd, "http://") || strings.HasPrefix(wd, "https://") || (h.opts.Fetch != nil && strings.Contains(wd, "://")):
 		fetch := h.opts.Fetch
 		if fetch == nil {
-			fetch = httpGet
+			fetch = FetchHTTP
 		}
 		rc, err := fetch(ctx, wd)
 		if err != nil {
@@ -229,7 +251,10 @@ func (h *RayHead) prepare(ctx context.Context, id string, env utiltypes.RuntimeE
 	return dir, unzip(data, dir)
 }
 
-func httpGet(ctx context.Context, url string) (io.ReadCloser, error) {
+// FetchHTTP is the default Fetch of a Ray head stand-in: an HTTP GET of
+// url with the default client; a status other than 200 is an error. A
+// test's own Fetch can fall back to it for the URLs it does not serve.
+func FetchHTTP(ctx context.Context, url string) (io.ReadCloser, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return nil, err
