@@ -9,7 +9,6 @@ import (
 	"archive/zip"
 	"bytes"
 	"context"
-	"fmt"
 	"io"
 	"os"
 	"strings"
@@ -115,6 +114,7 @@ func (w *world) backend(t testing.TB, o kube.Options) *kube.Backend {
 var scripts = map[string]string{
 	"main.py":  "print('main.py ran')\n",
 	"train.py": "print('train.py ran')\n",
+	"slow.py":  "import time\ntime.sleep(3)\nprint('slow.py ran')\n",
 }
 
 var zipOnce = sync.OnceValue(func() []byte {
@@ -135,11 +135,11 @@ var zipOnce = sync.OnceValue(func() []byte {
 	return buf.Bytes()
 })
 
-// fetch serves a cos:// package from scripts: the only packages these
-// tests run (the backend renders no working_dir of another kind).
+// fetch serves a cos:// package from scripts, and fetches anything else
+// (the S3-compatible server's presigned URLs) over HTTP.
 func fetch(ctx context.Context, url string) (io.ReadCloser, error) {
-	if !strings.HasPrefix(url, "cos://") {
-		return nil, fmt.Errorf("fetch %s: only cos:// packages here", url)
+	if strings.HasPrefix(url, "cos://") {
+		return io.NopCloser(bytes.NewReader(zipOnce())), nil
 	}
-	return io.NopCloser(bytes.NewReader(zipOnce())), nil
+	return dlctest.FetchHTTP(ctx, url)
 }
