@@ -117,13 +117,16 @@ var scripts = map[string]string{
 	"slow.py":  "import time\ntime.sleep(3)\nprint('slow.py ran')\n",
 }
 
-var zipOnce = sync.OnceValue(func() []byte {
+var zipOnce = sync.OnceValue(func() []byte { return zipOf(scripts) })
+
+// zipOf returns a ZIP holding files (name → content).
+func zipOf(files map[string]string) []byte {
 	var buf bytes.Buffer
 	zw := zip.NewWriter(&buf)
-	for name, body := range scripts {
+	for name, body := range files {
 		f, err := zw.Create(name)
 		if err != nil {
-			panic(err)
+			panic(err) // a bytes.Buffer does not fail
 		}
 		if _, err := io.WriteString(f, body); err != nil {
 			panic(err)
@@ -133,7 +136,7 @@ var zipOnce = sync.OnceValue(func() []byte {
 		panic(err)
 	}
 	return buf.Bytes()
-})
+}
 
 // fetch serves a cos:// package from scripts, and fetches anything else
 // (the S3-compatible server's presigned URLs) over HTTP.

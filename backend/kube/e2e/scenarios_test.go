@@ -1,7 +1,6 @@
 package e2e_test
 
 import (
-	"archive/zip"
 	"context"
 	"fmt"
 	"os"
@@ -371,24 +370,7 @@ func TestScenarios(t *testing.T) {
 
 func writeZIP(t *testing.T, path string, files map[string]string) {
 	t.Helper()
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	zw := zip.NewWriter(f)
-	for name, body := range files {
-		w, err := zw.Create(name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := w.Write([]byte(body)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := zw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Close(); err != nil {
+	if err := os.WriteFile(path, zipOf(files), 0o600); err != nil {
 		t.Fatal(err)
 	}
 }
