@@ -1,5 +1,5 @@
 # The README's two set-up commands are `go run ./examples/quickstart` and `make test`.
-.PHONY: test quickstart envtest generate
+.PHONY: test quickstart envtest generate lint
 
 # Builds (or reuses) the envtest control-plane binaries, then runs every
 # test, the integration tests against a real kube-apiserver and etcd included.
@@ -18,3 +18,8 @@ envtest:
 # go.mod).
 generate:
 	go generate ./backend/kube ./backend/kube/api/...
+
+# vet and staticcheck (at the version hack/staticcheck.sh pins).
+lint:
+	go vet ./...
+	bash hack/staticcheck.sh

@@ -145,13 +145,6 @@ func (c *cache) selectDocs(kind string, sel map[string]string) []backend.Doc {
 	return out
 }
 
-// count returns how many documents of kind hold the label pair k=v.
-func (c *cache) count(kind, k, v string) int {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	return len(c.idx[kind][pair(k, v)])
-}
-
 // cachedState returns the state label of kind/id as the cache has it, or "".
 func (c *Client) cachedState(kind, id string) string {
 	d, _ := c.cache.get(kind, id)

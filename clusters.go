@@ -211,9 +211,9 @@ func retryStale[T any](ctx context.Context, c *Client, id string, op func(contex
 			var zero T
 			return zero, err
 		}
-		v, err := op(ctx, cl)
-		if !errors.Is(err, errs.ErrConflict) || attempt >= conflictRetries || ctx.Err() != nil {
-			return v, err
+		v, opErr := op(ctx, cl)
+		if !errors.Is(opErr, errs.ErrConflict) || attempt >= conflictRetries || ctx.Err() != nil {
+			return v, opErr
 		}
 		cl, err = c.getFresh(ctx, id)
 	}

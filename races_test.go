@@ -397,3 +397,47 @@ func rayHooked(t *testing.T) (*fixture, func(func(call, id string))) {
 		mu.Unlock()
 	}
 }
+
+// A user call that loses a race with a background write (a conflict) and
+// then fails to read the cluster again returns the read's error: it once
+// called the operation again with a nil cluster and panicked (staticcheck
+// SA4006 on retryStale).
+func TestRetryStaleConflictThenFailedRead(t *testing.T) {
+	var armed atomicBool
+	f := newFixture(t, dlctest.MemoryOptions{Store: memory.StoreHooks{
+		Write: func(ctx context.Context, w memory.Write, next func(context.Context) (string, error)) (string, error) {
+			if armed.get() && w.Op == memory.OpUpdate && w.Doc.Kind == "cluster" {
+				return "", errs.Conflict("cluster", w.Doc.ID, "moved on")
+			}
+			return next(ctx)
+		},
+		Read: func(ctx context.Context, kind, id string) error {
+			if armed.get() && kind == "cluster" && id != "" {
+				return errs.Unavailable("get cluster", errors.New("the store is away"))
+			}
+			return nil
+		},
+	}})
+	cl := f.runningCluster("c1")
+	armed.set(true)
+	for _, op := range []struct {
+		name string
+		call func() error
+	}{
+		{"hibernate", func() error { _, err := f.c.Clusters().Hibernate(f.ctx, cl.ID, dlc.DeleteOptions{}); return err }},
+		{"delete", func() error { return f.c.Clusters().Delete(f.ctx, cl.ID, dlc.DeleteOptions{}) }},
+	} {
+		err := op.call()
+		if !errors.Is(err, errs.ErrUnavailable) {
+			t.Errorf("%s: %v, want the failed read's ErrUnavailable", op.name, err)
+		}
+	}
+}
+
+type atomicBool struct {
+	mu sync.Mutex
+	v  bool
+}
+
+func (b *atomicBool) get() bool  { b.mu.Lock(); defer b.mu.Unlock(); return b.v }
+func (b *atomicBool) set(v bool) { b.mu.Lock(); b.v = v; b.mu.Unlock() }

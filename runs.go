@@ -468,15 +468,14 @@ func (c *Client) placeOnDemand(ctx context.Context, r *job.Run) error {
 		}
 		return nil
 	}
-	cl, err := c.getCluster(cid)
-	if errs.IsNotFound(err) {
+	if _, err := c.getCluster(cid); errs.IsNotFound(err) {
 		now := c.clock.Now()
 		env := od.Environment.DeepCopy()
 		replicas := map[string]int{}
 		for _, w := range env.Workers {
 			replicas[w.Name] = w.Instances.Min
 		}
-		cl = &cluster.Cluster{ID: cid, State: cluster.Starting, Generation: 1, Creator: r.Creator, CreatedAt: now, UpdatedAt: now,
+		cl := &cluster.Cluster{ID: cid, State: cluster.Starting, Generation: 1, Creator: r.Creator, CreatedAt: now, UpdatedAt: now,
 			Temporary: true, OwnerRun: r.ID, Replicas: replicas, QuotaGroup: od.ResourceGroup,
 			Live: &cluster.Live{ResourceGroup: od.ResourceGroup, Environment: *env.DeepCopy()},
 			Spec: cluster.Spec{Name: "ondemand_" + r.ID, Priority: new(od.EffectivePriority()), ResourcePackage: od.ResourcePackage,

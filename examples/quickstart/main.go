@@ -92,7 +92,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	if r, err = waitRun(ctx, c, r.ID); err != nil {
+	if _, err = waitRun(ctx, c, r.ID); err != nil {
 		return err
 	}
 

@@ -109,12 +109,6 @@ func (c *counter) take(t *testing.T, quiet time.Duration) map[string]int {
 	}
 }
 
-func (c *counter) reset() {
-	c.mu.Lock()
-	c.n = map[string]int{}
-	c.mu.Unlock()
-}
-
 // writes returns the write requests, without Events (best effort, and not
 // the operation's), and the list requests, each as "verb resource ×n".
 func writesAndLists(n map[string]int) (writes []string, total int, lists []string) {
