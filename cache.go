@@ -17,11 +17,20 @@ type cache struct {
 	docs map[string]map[string]backend.Doc         // kind → id → doc
 	objs map[string]map[string]any                 // kind → id → the doc decoded, once per version
 	idx  map[string]map[string]map[string]struct{} // kind → "key=value" → ids
+
+	// gone holds "kind/id" of the documents the watch saw deleted, the
+	// newest maxGone of them (goneQ in order), so that a miss on one of
+	// them needs no read of the store to be believed.
+	gone  map[string]struct{}
+	goneQ []string
 }
+
+// maxGone bounds how many deletions the cache remembers.
+const maxGone = 4096
 
 func newCache() *cache {
 	return &cache{docs: map[string]map[string]backend.Doc{}, objs: map[string]map[string]any{},
-		idx: map[string]map[string]map[string]struct{}{}}
+		idx: map[string]map[string]map[string]struct{}{}, gone: map[string]struct{}{}}
 }
 
 func pair(k, v string) string { return k + "=" + v }
@@ -39,6 +48,7 @@ func (c *cache) put(d backend.Doc) {
 	}
 	byID[d.ID] = d
 	delete(c.objs[d.Kind], d.ID)
+	delete(c.gone, d.Kind+"/"+d.ID)
 	idx := c.idx[d.Kind]
 	if idx == nil {
 		idx = map[string]map[string]struct{}{}
@@ -72,6 +82,24 @@ func (c *cache) remove(kind, id string) {
 		delete(c.docs[kind], id)
 		delete(c.objs[kind], id)
 	}
+	key := kind + "/" + id
+	if _, ok := c.gone[key]; !ok {
+		c.gone[key] = struct{}{}
+		c.goneQ = append(c.goneQ, key)
+		if len(c.goneQ) > maxGone {
+			delete(c.gone, c.goneQ[0])
+			c.goneQ = c.goneQ[1:]
+		}
+	}
+}
+
+// deleted reports whether the watch saw kind/id deleted (and not stored
+// again since), among the newest deletions the cache remembers.
+func (c *cache) deleted(kind, id string) bool {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	_, ok := c.gone[kind+"/"+id]
+	return ok
 }
 
 // object returns the decoded form of kind/id at version, made by dec

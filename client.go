@@ -339,13 +339,46 @@ func decode[T any](d backend.Doc) (*T, error) {
 	return v, nil
 }
 
+// exists says whether kind/id is stored: from the cache, or, on a miss,
+// from the store itself (see cached).
+func (c *Client) exists(ctx context.Context, kind, id string) (bool, error) {
+	if _, ok := c.cache.get(kind, id); ok {
+		return true, nil
+	}
+	if c.cache.deleted(kind, id) {
+		return false, nil
+	}
+	_, err := c.store.Get(ctx, kind, id)
+	switch {
+	case err == nil:
+		return true, nil
+	case errs.IsNotFound(err):
+		return false, nil
+	}
+	return false, err
+}
+
 // decodeInto reads JSON into v.
 func decodeInto(data []byte, v any) error { return json.Unmarshal(data, v) }
 
-// cached returns a copy of kind/id from the cache, or a typed
-// not-found. The cache decodes each version once, as an informer keeps
-// typed objects; every caller gets a deep copy of its own.
-func cached[T any](c *Client, kind, id string) (*T, string, error) {
+// cached returns a copy of kind/id from the cache. The cache decodes each
+// version once, as an informer keeps typed objects; every caller gets a
+// deep copy of its own. A miss is not taken for "gone": the cache may not
+// have seen a write another replica (or this one, on another kind's
+// watch) made a moment ago, so the store itself is asked before the
+// answer is a typed not-found, unless the watch saw the document deleted.
+func cached[T any](ctx context.Context, c *Client, kind, id string) (*T, string, error) {
+	v, version, err := fromCache[T](c, kind, id)
+	if errs.IsNotFound(err) && !c.cache.deleted(kind, id) {
+		return fresh[T](ctx, c, kind, id)
+	}
+	return v, version, err
+}
+
+// fromCache returns a copy of kind/id from the cache only, or a typed
+// not-found: for what walks the cache itself (metrics, queues), where a
+// miss is a document deleted meanwhile.
+func fromCache[T any](c *Client, kind, id string) (*T, string, error) {
 	d, ok := c.cache.get(kind, id)
 	if !ok {
 		return nil, "", errs.NotFound(kind, id)

@@ -86,7 +86,7 @@ func (c *Client) createCluster(ctx context.Context, spec *cluster.Spec, action, 
 	if spec.Priority == nil {
 		spec.Priority = new(cluster.DefaultPriority)
 	}
-	if err := c.checkClusterSpec(spec); err != nil {
+	if err := c.checkClusterSpec(ctx, spec); err != nil {
 		return nil, err
 	}
 	now := c.clock.Now()
@@ -120,18 +120,20 @@ func (c *Client) getFresh(ctx context.Context, id string) (*cluster.Cluster, err
 }
 
 // checkClusterSpec validates a spec and what it refers to.
-func (c *Client) checkClusterSpec(spec *cluster.Spec) error {
+func (c *Client) checkClusterSpec(ctx context.Context, spec *cluster.Spec) error {
 	l := spec.Problems(c.cat)
 	for i, g := range spec.Groups {
 		if g == "" {
 			continue
 		}
-		if _, ok := c.cache.get(kindGroup, g); !ok {
+		if ok, err := c.exists(ctx, kindGroup, g); err != nil {
+			return err
+		} else if !ok {
 			l = append(l, errs.Invalid(errs.NewPath("groups").Index(i), "C2", g, "no cluster group with this id; create it first"))
 		}
 	}
 	if spec.ResourceGroup != "" {
-		a, _, err := cached[quota.Account](c, kindRG, spec.ResourceGroup)
+		a, _, err := cached[quota.Account](ctx, c, kindRG, spec.ResourceGroup)
 		switch {
 		case errs.IsNotFound(err):
 			l = append(l, errs.Invalid("resourceGroup", "C4", spec.ResourceGroup, "no resource group with this id; register it first"))
@@ -150,11 +152,11 @@ func (s *ClusterService) Get(ctx context.Context, id string) (*cluster.Cluster, 
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	return s.c.getCluster(id)
+	return s.c.getCluster(ctx, id)
 }
 
-func (c *Client) getCluster(id string) (*cluster.Cluster, error) {
-	cl, v, err := cached[cluster.Cluster](c, kindCluster, id)
+func (c *Client) getCluster(ctx context.Context, id string) (*cluster.Cluster, error) {
+	cl, v, err := cached[cluster.Cluster](ctx, c, kindCluster, id)
 	if err != nil {
 		return nil, notFoundAs(err, "cluster", id)
 	}
@@ -205,7 +207,7 @@ func (s *ClusterService) Start(ctx context.Context, id string) (*cluster.Cluster
 // a background step (a conflict on a cluster the caller gave no version
 // of), reading the cluster afresh from the store.
 func retryStale[T any](ctx context.Context, c *Client, id string, op func(context.Context, *cluster.Cluster) (T, error)) (T, error) {
-	cl, err := c.getCluster(id)
+	cl, err := c.getCluster(ctx, id)
 	for attempt := 0; ; attempt++ {
 		if err != nil {
 			var zero T
@@ -434,7 +436,7 @@ func (s *ClusterService) Clone(ctx context.Context, id, newName string) (*cluste
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	cl, err := c.getCluster(id)
+	cl, err := c.getCluster(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -456,7 +458,7 @@ func (s *ClusterService) Edit(ctx context.Context, in *cluster.Cluster) (*EditRe
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	cur, err := c.getCluster(in.ID)
+	cur, err := c.getCluster(ctx, in.ID)
 	if err != nil {
 		return nil, err
 	}
@@ -470,7 +472,7 @@ func (s *ClusterService) Edit(ctx context.Context, in *cluster.Cluster) (*EditRe
 	if spec.Priority == nil {
 		spec.Priority = new(cluster.DefaultPriority)
 	}
-	if err := c.checkClusterSpec(spec); err != nil {
+	if err := c.checkClusterSpec(ctx, spec); err != nil {
 		return nil, err
 	}
 	live, restart := specChanges(&cur.Spec, spec)
@@ -613,7 +615,7 @@ func (s *ClusterService) Autoscale(ctx context.Context, clusterID, group string,
 		return res, err
 	}
 	for attempt := 0; ; attempt++ {
-		cl, err := c.getCluster(clusterID)
+		cl, err := c.getCluster(ctx, clusterID)
 		if err != nil {
 			return res, err
 		}
@@ -637,7 +639,7 @@ func (s *ClusterService) Autoscale(ctx context.Context, clusterID, group string,
 		cur := cl.Replicas[group]
 		res.Granted, res.QuotaRefused, res.Reason = want, false, ""
 		if want > cur {
-			a, _, err := cached[quota.Account](c, kindRG, cl.Live.ResourceGroup)
+			a, _, err := cached[quota.Account](ctx, c, kindRG, cl.Live.ResourceGroup)
 			if err != nil {
 				return res, notFoundAs(err, "resource group", cl.Live.ResourceGroup)
 			}
@@ -685,13 +687,13 @@ func (s *ClusterService) Details(ctx context.Context, id string) (*cluster.Detai
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	cl, err := c.getCluster(id)
+	cl, err := c.getCluster(ctx, id)
 	if err != nil {
 		return nil, err
 	}
 	d := &cluster.Details{Cluster: *cl, Events: cl.Events}
 	if cl.QuotaGroup != "" {
-		if a, _, err := cached[quota.Account](c, kindRG, cl.QuotaGroup); err == nil {
+		if a, _, err := cached[quota.Account](ctx, c, kindRG, cl.QuotaGroup); err == nil {
 			d.Resources = a.Held(cl.ID)
 		}
 	}

@@ -54,11 +54,11 @@ func (s *GroupService) Get(ctx context.Context, id string) (*group.Group, error)
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	return s.c.getGroup(id)
+	return s.c.getGroup(ctx, id)
 }
 
-func (c *Client) getGroup(id string) (*group.Group, error) {
-	g, v, err := cached[group.Group](c, kindGroup, id)
+func (c *Client) getGroup(ctx context.Context, id string) (*group.Group, error) {
+	g, v, err := cached[group.Group](ctx, c, kindGroup, id)
 	if err != nil {
 		return nil, notFoundAs(err, "group", id)
 	}
@@ -92,7 +92,7 @@ func (s *GroupService) Rename(ctx context.Context, id, name string) (*group.Grou
 	if err := group.ValidateName(name); err != nil {
 		return nil, err
 	}
-	g, err := c.getGroup(id)
+	g, err := c.getGroup(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -165,7 +165,7 @@ func (c *Client) changeMembers(ctx context.Context, groupID string, ids []string
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if _, err := c.getGroup(groupID); err != nil {
+	if _, err := c.getGroup(ctx, groupID); err != nil {
 		return err
 	}
 	check := func(cl *cluster.Cluster) error {
@@ -176,7 +176,7 @@ func (c *Client) changeMembers(ctx context.Context, groupID string, ids []string
 		return err
 	}
 	for _, id := range ids {
-		cl, err := c.getCluster(id)
+		cl, err := c.getCluster(ctx, id)
 		if err != nil {
 			return err
 		}
@@ -225,7 +225,7 @@ func (c *Client) changeMembers(ctx context.Context, groupID string, ids []string
 // editCluster applies f to a cluster by compare-and-swap, reading it again
 // on a conflict.
 func (c *Client) editCluster(ctx context.Context, id string, f func(*cluster.Cluster) (bool, error)) error {
-	cl, err := c.getCluster(id)
+	cl, err := c.getCluster(ctx, id)
 	for attempt := 0; ; attempt++ {
 		if err != nil {
 			return notFoundAs(err, "cluster", id)
@@ -256,14 +256,16 @@ func (s *GroupService) Delete(ctx context.Context, id, targetID string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	g, err := c.getGroup(id)
+	g, err := c.getGroup(ctx, id)
 	if err != nil {
 		return err
 	}
 	if targetID == id || targetID == "" {
 		return errs.List{errs.Invalid("target", "G6", targetID, "name another existing group to move the members into")}.ToError()
 	}
-	if _, ok := c.cache.get(kindGroup, targetID); !ok {
+	if ok, err := c.exists(ctx, kindGroup, targetID); err != nil {
+		return err
+	} else if !ok {
 		return errs.List{errs.Invalid("target", "G6", targetID, "no cluster group with this id")}.ToError()
 	}
 	members, err := c.listClusters(map[string]string{groupLabel + id: "1"})

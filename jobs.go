@@ -42,7 +42,7 @@ func (s *JobService) Save(ctx context.Context, cfg *job.Config, opts SaveOptions
 	id := newID("job")
 	if opts.RequestID != "" {
 		id = idFor("job", opts.RequestID)
-		if rec, err := c.getJob(id); err == nil {
+		if rec, err := c.getJob(ctx, id); err == nil {
 			return rec, nil
 		}
 	}
@@ -89,7 +89,7 @@ func (c *Client) checkJob(ctx context.Context, cfg *job.Config) error {
 	}
 	switch cfg.Mode() {
 	case job.ClusterMode:
-		cl, err := c.getCluster(cfg.Cluster)
+		cl, err := c.getCluster(ctx, cfg.Cluster)
 		switch {
 		case errs.IsNotFound(err) || (err == nil && cl.Temporary):
 			l = append(l, errs.Invalid("cluster", "J12", cfg.Cluster, "no compute cluster with this id"))
@@ -99,12 +99,14 @@ func (c *Client) checkJob(ctx context.Context, cfg *job.Config) error {
 			l = append(l, storage.MountClashes(errs.NewPath("mounts"), cl.Spec.Mounts, cfg.Mounts)...)
 		}
 	case job.GroupMode:
-		if _, ok := c.cache.get(kindGroup, cfg.Group); !ok {
+		if ok, err := c.exists(ctx, kindGroup, cfg.Group); err != nil {
+			return err
+		} else if !ok {
 			l = append(l, errs.Invalid("group", "J12", cfg.Group, "no cluster group with this id"))
 		}
 	case job.OnDemandMode:
 		od := cfg.OnDemand
-		a, _, err := cached[quota.Account](c, kindRG, od.ResourceGroup)
+		a, _, err := cached[quota.Account](ctx, c, kindRG, od.ResourceGroup)
 		if errs.IsNotFound(err) {
 			l = append(l, errs.Invalid("onDemand.resourceGroup", "J12", od.ResourceGroup, "no resource group with this id"))
 			break
@@ -133,11 +135,11 @@ func (s *JobService) Get(ctx context.Context, id string) (*job.Record, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	return s.c.getJob(id)
+	return s.c.getJob(ctx, id)
 }
 
-func (c *Client) getJob(id string) (*job.Record, error) {
-	rec, v, err := cached[job.Record](c, kindJob, id)
+func (c *Client) getJob(ctx context.Context, id string) (*job.Record, error) {
+	rec, v, err := cached[job.Record](ctx, c, kindJob, id)
 	if err != nil {
 		return nil, notFoundAs(err, "job", id)
 	}
@@ -191,7 +193,7 @@ func (s *JobService) Edit(ctx context.Context, rec *job.Record) (*job.Record, er
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	cur, err := c.getJob(rec.ID)
+	cur, err := c.getJob(ctx, rec.ID)
 	if err != nil {
 		return nil, err
 	}
@@ -259,7 +261,7 @@ func (s *JobService) Delete(ctx context.Context, id string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	rec, err := c.getJob(id)
+	rec, err := c.getJob(ctx, id)
 	if err != nil {
 		return err
 	}

@@ -157,7 +157,7 @@ func (s stateCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	now := s.c.clock.Now()
 	for _, d := range s.c.cache.selectDocs(kindRG, nil) {
-		a, _, err := cached[quota.Account](s.c, kindRG, d.ID)
+		a, _, err := fromCache[quota.Account](s.c, kindRG, d.ID)
 		if err != nil {
 			continue
 		}

@@ -29,7 +29,7 @@ func (s *RunService) Pending(ctx context.Context, id string) (*job.Pending, erro
 	p := &job.Pending{RunID: r.ID, State: r.State, Reason: r.WaitReason, Message: r.Message}
 	switch r.Config.Mode() {
 	case job.ClusterMode:
-		if cl, err := c.getCluster(r.Config.Cluster); err == nil {
+		if cl, err := c.getCluster(ctx, r.Config.Cluster); err == nil {
 			p.Clusters = []job.ClusterWait{{ID: cl.ID, Name: cl.Spec.Name, State: string(cl.State)}}
 		}
 	case job.GroupMode:
@@ -66,7 +66,7 @@ func (s *ResourceGroupService) Pending(ctx context.Context, rg string) ([]job.Pe
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	a, _, err := cached[quota.Account](c, kindRG, rg)
+	a, _, err := cached[quota.Account](ctx, c, kindRG, rg)
 	if err != nil {
 		return nil, notFoundAs(err, "resource group", rg)
 	}
@@ -77,7 +77,7 @@ func (s *ResourceGroupService) Pending(ctx context.Context, rg string) ([]job.Pe
 		if _, held := a.Holders[odClusterID(it.RunID)]; held {
 			continue
 		}
-		r, err := c.getRun(it.RunID)
+		r, err := c.getRun(ctx, it.RunID)
 		if err != nil {
 			continue
 		}
@@ -96,7 +96,7 @@ func (s *ResourceGroupService) Pending(ctx context.Context, rg string) ([]job.Pe
 // queueItem is a pending on-demand run's entry in its resource group's
 // queue, or false when it no longer waits.
 func (c *Client) queueItem(runID string) (scheduler.Item, bool) {
-	r, err := c.getRun(runID)
+	r, _, err := fromCache[job.Run](c, kindRun, runID)
 	if err != nil || (r.State != job.Queued && r.State != job.Waiting) {
 		return scheduler.Item{}, false
 	}

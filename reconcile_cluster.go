@@ -18,7 +18,7 @@ import (
 // once Ray has let the compute go, and the runs that depend on the
 // cluster are queued to look again.
 func (c *Client) reconcileCluster(ctx context.Context, id string) (time.Duration, error) {
-	cl, err := c.getCluster(id)
+	cl, err := c.getCluster(ctx, id)
 	if errs.IsNotFound(err) {
 		// Ray said something of a cluster that is not stored (deleted while
 		// a late apply was on its way): Ray must not keep it.
@@ -42,7 +42,7 @@ func (c *Client) reconcileCluster(ctx context.Context, id string) (time.Duration
 		// cleanup deletes it as the run ends; this is for a cleanup that did
 		// not happen (its run is gone, or ended more than the repair grace
 		// ago), so that the two do not both write.
-		r, err := c.getRun(cl.OwnerRun)
+		r, err := c.getRun(ctx, cl.OwnerRun)
 		if errs.IsNotFound(err) || (err == nil && !r.State.Live() && (r.RayDone || c.clock.Now().Sub(r.FinishedAt) >= c.o.grace)) {
 			return 0, c.deleteTemporary(ctx, cl, "its run "+cl.OwnerRun+" has ended")
 		}
@@ -186,19 +186,40 @@ func (c *Client) trueUpHold(ctx context.Context, cl *cluster.Cluster) error {
 		h, ok := a.Holders[cl.ID]
 		return (ok && h.Resources == need) || (ok && h.Generation > cl.Generation && now.Sub(h.Since) < c.o.grace)
 	}
-	a, _, err := cached[quota.Account](c, kindRG, cl.Live.ResourceGroup)
+	a, _, err := cached[quota.Account](ctx, c, kindRG, cl.Live.ResourceGroup)
 	if err != nil {
 		return notFoundAs(err, "resource group", cl.Live.ResourceGroup)
 	}
 	if settled(a) {
 		return nil
 	}
+	changed := false
 	_, err = c.changeAccount(ctx, cl.Live.ResourceGroup, func(a *quota.Account) (bool, error) {
 		if settled(a) {
 			return false, nil
 		}
-		return a.SetFor(cl.ID, need, cl.Generation, now)
+		ok, err := a.SetFor(cl.ID, need, cl.Generation, now)
+		changed = ok
+		return ok, err
 	})
+	if err == nil && changed {
+		// The cluster was read before the reservation was written: a delete
+		// or hibernate may have released its hold in between, and this
+		// write put it back. Look at the cluster again, in the store, and
+		// take back what was written for a cluster that no longer holds.
+		cur, _, ferr := fresh[cluster.Cluster](ctx, c, kindCluster, cl.ID)
+		switch {
+		case errs.IsNotFound(ferr) || (ferr == nil && !cur.State.HoldsQuota()):
+			_, err = c.changeAccount(ctx, cl.Live.ResourceGroup, func(a *quota.Account) (bool, error) {
+				if h, ok := a.Holders[cl.ID]; ok && h.Generation == cl.Generation && h.Since.Equal(now) {
+					return a.Release(cl.ID), nil
+				}
+				return false, nil
+			})
+		case ferr != nil:
+			err = ferr
+		}
+	}
 	if errors.Is(err, errs.ErrQuota) {
 		// It runs more than its group can hold now: say so, it cannot be fixed here.
 		c.o.log.Error(err, "a running cluster's reservation is below what it runs", "cluster", cl.ID, "resourceGroup", cl.Live.ResourceGroup)
@@ -272,7 +293,7 @@ func (c *Client) enqueueDependents(cl *cluster.Cluster) {
 // holds reports whether the cluster's reservation is on its resource
 // group, asking the store when the cache has none (it may be behind).
 func (c *Client) holds(ctx context.Context, cl *cluster.Cluster) (bool, error) {
-	if a, _, err := cached[quota.Account](c, kindRG, cl.QuotaGroup); err == nil && !a.Held(cl.ID).IsZero() {
+	if a, _, err := cached[quota.Account](ctx, c, kindRG, cl.QuotaGroup); err == nil && !a.Held(cl.ID).IsZero() {
 		return true, nil
 	}
 	a, _, err := fresh[quota.Account](ctx, c, kindRG, cl.QuotaGroup)

@@ -65,7 +65,7 @@ func (s *ResourceGroupService) Get(ctx context.Context, id string) (quota.Usage,
 	if err := ctx.Err(); err != nil {
 		return quota.Usage{}, err
 	}
-	a, _, err := cached[quota.Account](s.c, kindRG, id)
+	a, _, err := cached[quota.Account](ctx, s.c, kindRG, id)
 	if err != nil {
 		return quota.Usage{}, notFoundAs(err, "resource group", id)
 	}
@@ -92,7 +92,7 @@ func (s *ResourceGroupService) List(ctx context.Context) ([]quota.Usage, error) 
 // changes the account it is given and reports whether it did; on a
 // conflict the account is read again from the store and f applied anew.
 func (c *Client) changeAccount(ctx context.Context, rg string, f func(*quota.Account) (bool, error)) (*quota.Account, error) {
-	a, v, err := cached[quota.Account](c, kindRG, rg)
+	a, v, err := cached[quota.Account](ctx, c, kindRG, rg)
 	if errs.IsNotFound(err) {
 		a, v, err = fresh[quota.Account](ctx, c, kindRG, rg) // the cache may not have it yet
 	}
@@ -132,7 +132,7 @@ func odClusterID(runID string) string { return odPrefix + runID }
 // Both are one compare-and-swap of the resource group: two clients that
 // decide at once cannot both win.
 func (c *Client) reconcileQuota(ctx context.Context, id string) (time.Duration, error) {
-	a, v, err := cached[quota.Account](c, kindRG, id)
+	a, v, err := cached[quota.Account](ctx, c, kindRG, id)
 	if errs.IsNotFound(err) {
 		return 0, nil
 	}
@@ -219,7 +219,7 @@ func (c *Client) reconcileQuota(ctx context.Context, id string) (time.Duration, 
 		if in[runID] {
 			continue
 		}
-		r, err := c.getRun(runID)
+		r, err := c.getRun(ctx, runID)
 		if err != nil || r.State != job.Queued {
 			continue
 		}
@@ -242,7 +242,7 @@ func (c *Client) justified(holder, rg string) bool {
 		return cluster.State(d.Labels[labelState]).HoldsQuota() && d.Labels[labelQuota] == rg
 	}
 	if runID, ok := strings.CutPrefix(holder, odPrefix); ok {
-		if r, err := c.getRun(runID); err == nil {
+		if r, _, err := fromCache[job.Run](c, kindRun, runID); err == nil {
 			return r.State.Live() && r.Config.OnDemand != nil && r.Config.OnDemand.ResourceGroup == rg
 		}
 	}

@@ -100,11 +100,11 @@ func (s *RunService) Create(ctx context.Context, jobID string, opts RunOptions) 
 	id := newID("run")
 	if opts.RequestID != "" {
 		id = idFor("run", jobID, opts.RequestID)
-		if r, err := c.getRun(id); err == nil {
+		if r, err := c.getRun(ctx, id); err == nil {
 			return r, nil
 		}
 	}
-	rec, err := c.getJob(jobID)
+	rec, err := c.getJob(ctx, jobID)
 	if err != nil {
 		return nil, err
 	}
@@ -118,7 +118,11 @@ func (s *RunService) Create(ctx context.Context, jobID string, opts RunOptions) 
 		}
 	}
 	r.Events = cluster.AppendEvent(nil, c.event(ctx, "user", "submit", fmt.Sprintf("revision %d", r.Revision)))
-	if why := c.missingTarget(&r.Config); why != "" {
+	why, err := c.missingTarget(ctx, &r.Config)
+	if err != nil {
+		return nil, err
+	}
+	if why != "" {
 		r.State, r.Message, r.FinishedAt, r.RayDone = job.Failed, why, now, true
 		r.Events = cluster.AppendEvent(r.Events, c.event(ctx, "system", string(job.Failed), why))
 	}
@@ -149,22 +153,23 @@ func (c *Client) nextSeq(now time.Time) uint64 {
 
 // missingTarget says why a config's run cannot start at all: its cluster
 // or cluster group is gone (J19).
-func (c *Client) missingTarget(cfg *job.Config) string {
+func (c *Client) missingTarget(ctx context.Context, cfg *job.Config) (string, error) {
+	kind, id, what := "", "", ""
 	switch cfg.Mode() {
 	case job.ClusterMode:
-		if _, ok := c.cache.get(kindCluster, cfg.Cluster); !ok {
-			return fmt.Sprintf("cluster %s does not exist", cfg.Cluster)
-		}
+		kind, id, what = kindCluster, cfg.Cluster, "cluster"
 	case job.GroupMode:
-		if _, ok := c.cache.get(kindGroup, cfg.Group); !ok {
-			return fmt.Sprintf("cluster group %s does not exist", cfg.Group)
-		}
+		kind, id, what = kindGroup, cfg.Group, "cluster group"
 	case job.OnDemandMode:
-		if _, ok := c.cache.get(kindRG, cfg.OnDemand.ResourceGroup); !ok {
-			return fmt.Sprintf("resource group %s does not exist", cfg.OnDemand.ResourceGroup)
-		}
+		kind, id, what = kindRG, cfg.OnDemand.ResourceGroup, "resource group"
+	default:
+		return "", nil
 	}
-	return ""
+	ok, err := c.exists(ctx, kind, id)
+	if err != nil || ok {
+		return "", err
+	}
+	return fmt.Sprintf("%s %s does not exist", what, id), nil
 }
 
 // Get returns a run.
@@ -172,11 +177,11 @@ func (s *RunService) Get(ctx context.Context, id string) (*job.Run, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	return s.c.getRun(id)
+	return s.c.getRun(ctx, id)
 }
 
-func (c *Client) getRun(id string) (*job.Run, error) {
-	r, v, err := cached[job.Run](c, kindRun, id)
+func (c *Client) getRun(ctx context.Context, id string) (*job.Run, error) {
+	r, v, err := cached[job.Run](ctx, c, kindRun, id)
 	if err != nil {
 		return nil, notFoundAs(err, "run", id)
 	}
@@ -221,7 +226,7 @@ func (s *RunService) Stop(ctx context.Context, id string) (*job.Run, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	r, err := s.c.getRun(id)
+	r, err := s.c.getRun(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -361,7 +366,7 @@ func (c *Client) wait(ctx context.Context, r *job.Run, why job.WaitReason, msg s
 // reconcileRun takes a run one step on: place it, follow it on Ray, or
 // release what an ended run still holds.
 func (c *Client) reconcileRun(ctx context.Context, id string) (time.Duration, error) {
-	r, err := c.getRun(id)
+	r, err := c.getRun(ctx, id)
 	if errs.IsNotFound(err) {
 		return 0, nil
 	}
@@ -383,7 +388,7 @@ func (c *Client) placeRun(ctx context.Context, r *job.Run) error {
 	cfg := &r.Config
 	switch cfg.Mode() {
 	case job.ClusterMode:
-		cl, err := c.getCluster(cfg.Cluster)
+		cl, err := c.getCluster(ctx, cfg.Cluster)
 		switch {
 		case errs.IsNotFound(err):
 			_, err = c.endRun(ctx, r, job.Fail, fmt.Sprintf("cluster %s does not exist", cfg.Cluster))
@@ -399,7 +404,9 @@ func (c *Client) placeRun(ctx context.Context, r *job.Run) error {
 		return c.wait(ctx, r, job.ClusterNotRunning, fmt.Sprintf("waiting for cluster %s to run", cl.ID))
 	case job.GroupMode:
 		gid := cfg.Group
-		if _, ok := c.cache.get(kindGroup, gid); !ok {
+		if ok, err := c.exists(ctx, kindGroup, gid); err != nil {
+			return err
+		} else if !ok {
 			_, err := c.endRun(ctx, r, job.Fail, fmt.Sprintf("cluster group %s does not exist", gid))
 			return err
 		}
@@ -453,7 +460,7 @@ func (c *Client) place(ctx context.Context, r *job.Run, cl *cluster.Cluster) err
 // asks the resource group's reconciler to look.
 func (c *Client) placeOnDemand(ctx context.Context, r *job.Run) error {
 	od := r.Config.OnDemand
-	a, _, err := cached[quota.Account](c, kindRG, od.ResourceGroup)
+	a, _, err := cached[quota.Account](ctx, c, kindRG, od.ResourceGroup)
 	if errs.IsNotFound(err) {
 		_, err = c.endRun(ctx, r, job.Fail, fmt.Sprintf("resource group %s does not exist", od.ResourceGroup))
 		return err
@@ -468,7 +475,9 @@ func (c *Client) placeOnDemand(ctx context.Context, r *job.Run) error {
 		}
 		return nil
 	}
-	if _, err := c.getCluster(cid); errs.IsNotFound(err) {
+	// A cluster not in the cache is created; one that exists after all
+	// (the cache lags) is a conflict, which is fine.
+	if _, ok := c.cache.get(kindCluster, cid); !ok {
 		now := c.clock.Now()
 		env := od.Environment.DeepCopy()
 		replicas := map[string]int{}
@@ -495,7 +504,7 @@ func (c *Client) placeOnDemand(ctx context.Context, r *job.Run) error {
 // submits the job once the cluster runs (Ray keys it by the run id, so a
 // retry never starts it twice), and records what Ray reports.
 func (c *Client) followRun(ctx context.Context, r *job.Run) error {
-	cl, err := c.getCluster(r.ClusterID)
+	cl, err := c.getCluster(ctx, r.ClusterID)
 	switch {
 	case errs.IsNotFound(err) || (err == nil && cl.State == cluster.Deleting):
 		_, err = c.endRun(ctx, r, job.Fail, fmt.Sprintf("cluster %s was deleted", r.ClusterID))
@@ -519,7 +528,7 @@ func (c *Client) followRun(ctx context.Context, r *job.Run) error {
 		}
 		// A stop stored while the submit was on its way has already tried
 		// to stop a job Ray did not have yet: stop it now.
-		if now, err := c.getRun(r.ID); err == nil && !now.State.Live() {
+		if now, err := c.getRun(ctx, r.ID); err == nil && !now.State.Live() {
 			return c.ray.StopRun(ctx, r.ID)
 		}
 		obs, err = c.ray.RunStatus(ctx, r.ID)
@@ -579,7 +588,7 @@ func (c *Client) cleanupRun(ctx context.Context, r *job.Run) error {
 	}
 	if od := r.Config.OnDemand; od != nil {
 		cid := odClusterID(r.ID)
-		cl, err := c.getCluster(cid)
+		cl, err := c.getCluster(ctx, cid)
 		switch {
 		case errs.IsNotFound(err):
 			if _, err := c.changeAccount(ctx, od.ResourceGroup, func(a *quota.Account) (bool, error) {

@@ -57,7 +57,7 @@ func (s *TemplateService) Get(ctx context.Context, name string) (*cluster.Templa
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	t, _, err := cached[cluster.Template](s.c, kindTemplate, name)
+	t, _, err := cached[cluster.Template](ctx, s.c, kindTemplate, name)
 	if err != nil {
 		return nil, notFoundAs(err, "template", name)
 	}
