@@ -453,22 +453,34 @@ func kindOf(kind string) (*kindInfo, error) {
 	return k, nil
 }
 
-// Get returns the document kind/id from the cache, or an error that is
-// errors.Is ErrNotFound.
+// Get returns the document kind/id from the cache or, when the cache has
+// it not, from the API server; or an error that is errors.Is ErrNotFound.
 func (s *Store) Get(ctx context.Context, kind, id string) (backend.Doc, error) {
 	if err := ctx.Err(); err != nil {
 		return backend.Doc{}, err
 	}
-	if _, err := kindOf(kind); err != nil {
+	k, err := kindOf(kind)
+	if err != nil {
 		return backend.Doc{}, err
 	}
 	s.mu.RLock()
-	defer s.mu.RUnlock()
 	e, ok := s.docs[kind][id]
-	if !ok {
-		return backend.Doc{}, errs.NotFound(kind, id)
+	s.mu.RUnlock()
+	if ok {
+		return copyDoc(e.doc), nil
 	}
-	return copyDoc(e.doc), nil
+	// A miss may be the cache lagging a write another replica made a
+	// moment ago (behind a load balancer, a user's next call lands on
+	// another replica): the API server itself says whether it exists.
+	obj := k.newObj()
+	if err := s.c.Get(ctx, client.ObjectKey{Namespace: s.namespace, Name: storeObjectName(k, id)}, obj); err != nil {
+		return backend.Doc{}, apiError("store get "+kind+"/"+id, kind, id, err)
+	}
+	got, err := fromObject(k, obj)
+	if err != nil || got.doc.ID != id {
+		return backend.Doc{}, errs.NotFound(kind, id) // not one of ours
+	}
+	return copyDoc(got.doc), nil
 }
 
 // List returns the cached documents of a kind whose labels include every
