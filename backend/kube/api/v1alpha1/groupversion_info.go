@@ -26,6 +26,7 @@ var (
 // Builder collects the kinds of this API version (each kind's file
 // registers itself in init) and adds them to a scheme. It keeps the API
 // package free of controller-runtime: it needs only apimachinery.
+// +kubebuilder:object:generate=false
 type Builder struct {
 	objs []runtime.Object
 }
