@@ -287,8 +287,8 @@ func TestRenderMeaning(t *testing.T) {
 				t.Errorf("head container %s %s", head.Name, head.Image)
 			}
 			wantRes(t, head, "4", "16Gi", "")
-			if rc.Spec.HeadGroupSpec.Template.Spec.SecurityContext != nil {
-				t.Errorf("a built-in image keeps its user: %+v", rc.Spec.HeadGroupSpec.Template.Spec.SecurityContext)
+			if sc := rc.Spec.HeadGroupSpec.Template.Spec.SecurityContext; sc == nil || *sc.RunAsUser != kube.RayUID || !*sc.RunAsNonRoot {
+				t.Errorf("a built-in image runs as user ray too: %+v", sc)
 			}
 			w := rc.Spec.WorkerGroupSpecs[0]
 			wantRes(t, w.Template.Spec.Containers[0], "8", "32Gi", "")
