@@ -2,18 +2,22 @@ package kube_test
 
 import (
 	"context"
+	"encoding/json"
 	"maps"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
+	"github.com/ray-project/kuberay/ray-operator/controllers/ray/common"
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -141,6 +145,16 @@ func admissionCases() []admissionCase {
 		{name: "env from a dlc-env- Secret", base: "cluster-cpu", // what the SDK renders for Secret references
 			edit: func(s *rayv1.RayClusterSpec, _ *rayv1.RayJobSpec) {
 				worker(s).Containers[0].Env = append(worker(s).Containers[0].Env, secretEnv("dlc-env-run-1"))
+			}},
+		{name: "thousands of env vars within the CEL cost budget", base: "cluster-autoscaling",
+			edit: func(s *rayv1.RayClusterSpec, _ *rayv1.RayJobSpec) {
+				for _, p := range []*corev1.PodSpec{head(s), worker(s), &s.WorkerGroupSpecs[1].Template.Spec} {
+					for i := range 2000 {
+						e := secretEnv("dlc-env-run-1")
+						e.Name = "S" + strconv.Itoa(i)
+						p.Containers[0].Env = append(p.Containers[0].Env, e)
+					}
+				}
 			}},
 		{name: "init container", base: "cluster-cpu", refuse: "pods may not have initContainers",
 			edit: func(s *rayv1.RayClusterSpec, _ *rayv1.RayJobSpec) {
@@ -323,7 +337,7 @@ func TestAdmissionPoliciesAgree(t *testing.T) {
 		byName[p.Name] = p
 	}
 	rc, rj := byName["dlc-raycluster-shapes"], byName["dlc-rayjob-shapes"]
-	if rc == nil || rj == nil || len(policies) != 2 {
+	if rc == nil || rj == nil {
 		t.Fatalf("policies %v, want dlc-raycluster-shapes and dlc-rayjob-shapes", slices.Collect(maps.Keys(byName)))
 	}
 	withoutSpec := func(vs []admissionv1.Variable) []admissionv1.Variable {
@@ -340,4 +354,107 @@ func TestAdmissionPoliciesAgree(t *testing.T) {
 		rj.Spec.FailurePolicy == nil || *rj.Spec.FailurePolicy != admissionv1.Fail {
 		t.Errorf("failurePolicy %v, %v: want Fail", rc.Spec.FailurePolicy, rj.Spec.FailurePolicy)
 	}
+}
+
+// TestAdmissionHeads checks what the shipped policies leave an autoscaling
+// head's token (KubeRay's Role for the ServiceAccount named after its
+// RayCluster: patch every pod and RayCluster of the namespace): it may
+// scale its own RayCluster, and may not touch another's, suspend or resume
+// its own, or change a pod's image or Ray labels.
+func TestAdmissionHeads(t *testing.T) {
+	cp := dlctest.StartControlPlane(t)
+	ns := cp.NewNamespace(t)
+	cp.BindAdmission(t, ns, configDir)
+	admin := cp.Client()
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+
+	var mine, theirs *rayv1.RayCluster
+	for i, name := range []string{"cls-mine", "cls-theirs"} {
+		rc := renderByName(t, "cluster-autoscaling", ns).(*rayv1.RayCluster)
+		rc.Name = name
+		if err := admin.Create(ctx, rc); err != nil {
+			t.Fatalf("creating %s: %v", name, err)
+		}
+		if i == 0 {
+			mine = rc
+		} else {
+			theirs = rc
+		}
+	}
+	pod := kubeRayPods(t, mine.Name, ns, &mine.Spec)["head"]
+	pod.Name, pod.GenerateName = "cls-mine-head", ""
+	if err := admin.Create(ctx, &pod); err != nil {
+		t.Fatalf("creating the head pod as KubeRay would: %v", err)
+	}
+
+	// The head's token: KubeRay's ServiceAccount, Role and RoleBinding.
+	role, err := common.BuildRole(mine)
+	if err != nil {
+		t.Fatal(err)
+	}
+	binding, err := common.BuildRoleBinding(mine)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, obj := range []client.Object{role, binding} {
+		if err := admin.Create(ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sa := "system:serviceaccount:" + ns + ":" + mine.Name
+	head, err := client.New(cp.AddUser(t, sa, "system:serviceaccounts", "system:serviceaccounts:"+ns), client.Options{Scheme: cp.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	patch := func(obj client.Object, p string) error {
+		pt := types.MergePatchType
+		if _, ok := obj.(*corev1.Pod); ok {
+			pt = types.StrategicMergePatchType // containers merge by name
+		}
+		for {
+			err := head.Patch(ctx, obj, client.RawPatch(pt, []byte(p)))
+			// The API server's authorizer learns the binding a moment later.
+			if err == nil || !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "cannot patch") || ctx.Err() != nil {
+				return err
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}
+	scale := `{"spec":{"workerGroupSpecs":[{"groupName":"cpu","replicas":4,"minReplicas":1,"maxReplicas":4,"numOfHosts":1,"rayStartParams":{},"template":` +
+		mustJSONString(t, mine.Spec.WorkerGroupSpecs[0].Template) + `}]}}`
+	for _, c := range []struct {
+		name   string
+		obj    client.Object
+		patch  string
+		refuse string
+	}{
+		{"scale its own cluster", mine.DeepCopy(), scale, ""},
+		{"scale another's", theirs.DeepCopy(), scale, "may update only the RayCluster of its own name"},
+		{"hibernate its own", mine.DeepCopy(), `{"spec":{"suspend":true}}`, "may not suspend or resume a RayCluster"},
+		{"privileged own", mine.DeepCopy(), `{"spec":{"headGroupSpec":{"template":{"spec":{"hostPID":true}}}}}`, "node's namespaces"},
+		{"a pod's image", pod.DeepCopy(), `{"spec":{"containers":[{"name":"ray-head","image":"evil:latest"}]}}`, "container images may not change"},
+		{"a pod's Ray label", pod.DeepCopy(), `{"metadata":{"labels":{"ray.io/cluster":"elsewhere"}}}`, "ray.io/ and dlc.aidlc.io/ labels may not change"},
+		{"a pod's own label", pod.DeepCopy(), `{"metadata":{"labels":{"team":"a"}}}`, ""},
+	} {
+		err := patch(c.obj, c.patch)
+		switch {
+		case c.refuse == "" && err != nil:
+			t.Errorf("%s: %v", c.name, err)
+		case c.refuse != "" && (err == nil || !strings.Contains(err.Error(), "ValidatingAdmissionPolicy") || !strings.Contains(err.Error(), c.refuse)):
+			t.Errorf("%s: %v, want the policy's refusal %q", c.name, err, c.refuse)
+		}
+	}
+}
+
+func mustJSONString(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
