@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -60,6 +61,22 @@ func (cp *ControlPlane) BindAdmission(t TestingT, ns, configDir string) {
 			t.Fatalf("dlctest: installing ValidatingAdmissionPolicy %s: %v", p.Name, err)
 		}
 	}
+	// The probe below is refused by the policy on RayCluster creates: its
+	// binding goes last, so that once the API server enforces it, it has
+	// seen every policy and binding made before (its policy source reads
+	// them from informers, which deliver them in order).
+	probe := ""
+	for _, p := range policies {
+		if probe == "" && createsRayClusters(p) {
+			probe = p.Name
+		}
+	}
+	if probe == "" {
+		t.Fatalf("dlctest: no policy in %s matches RayCluster creates", configDir)
+	}
+	slices.SortStableFunc(bindings, func(a, b *admissionv1.ValidatingAdmissionPolicyBinding) int {
+		return cmpBool(a.Spec.PolicyName == probe, b.Spec.PolicyName == probe)
+	})
 	for _, bd := range bindings {
 		if err := createOrUpdateSpec(ctx, c, bd, func(cur *admissionv1.ValidatingAdmissionPolicyBinding) bool {
 			same := equality.Semantic.DeepEqual(cur.Spec, bd.Spec)
@@ -89,8 +106,8 @@ func (cp *ControlPlane) BindAdmission(t TestingT, ns, configDir string) {
 		ObjectMeta: metav1.ObjectMeta{Name: "dlctest-privileged", Namespace: ns},
 		Spec:       bad.Spec.HeadGroupSpec.Template.Spec,
 	}
-	for what, obj := range map[string]client.Object{"the policies": bad, "Pod Security": pod} {
-		want := "ValidatingAdmissionPolicy '"
+	for what, obj := range map[string]client.Object{"policy " + probe: bad, "Pod Security": pod} {
+		want := "ValidatingAdmissionPolicy '" + probe + "'"
 		if _, isPod := obj.(*corev1.Pod); isPod {
 			want = "violates PodSecurity"
 		}
@@ -171,6 +188,32 @@ func ReadAdmission(t TestingT, dir string) ([]*admissionv1.ValidatingAdmissionPo
 		t.Fatalf("dlctest: bindings of policies that %s does not hold: %v", dir, bound)
 	}
 	return policies, bindings
+}
+
+// createsRayClusters reports whether p's rules match RayCluster creates.
+func createsRayClusters(p *admissionv1.ValidatingAdmissionPolicy) bool {
+	if p.Spec.MatchConstraints == nil {
+		return false
+	}
+	for _, r := range p.Spec.MatchConstraints.ResourceRules {
+		if slices.Contains(r.APIGroups, rayv1.GroupVersion.Group) && slices.Contains(r.Resources, "rayclusters") &&
+			(slices.Contains(r.Operations, admissionv1.Create) || slices.Contains(r.Operations, admissionv1.OperationAll)) {
+			return true
+		}
+	}
+	return false
+}
+
+// cmpBool orders false before true.
+func cmpBool(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case a:
+		return 1
+	default:
+		return -1
+	}
 }
 
 // pause waits a little, or returns false when ctx is done.
