@@ -71,7 +71,9 @@ type RenderOptions struct {
 	// cluster.DefaultRegistry).
 	Catalogs cluster.Catalogs
 	// VolumeResolver turns storage instances into volumes (see
-	// RenderMounts); mounts need one. It is called with
+	// RenderMounts); mounts need one. The admission policies of
+	// config/admission admit PersistentVolumeClaim volumes only (as
+	// PVCResolver returns). It is called with
 	// context.Background() and should do no I/O, as rendering does none.
 	VolumeResolver VolumeResolver
 	// RedisAddress is the external Redis ("host:port") that keeps the GCS
@@ -79,7 +81,8 @@ type RenderOptions struct {
 	// cluster with a high-availability head cannot render without it.
 	RedisAddress string
 	// RedisPassword, optional, is the Secret key holding that Redis's
-	// password.
+	// password. The admission policies of config/admission admit only a
+	// Secret whose name starts with "dlc-redis".
 	RedisPassword *corev1.SecretKeySelector
 	// WorkingDir returns the URL that a Ray head fetches a job package
 	// from (the runtime environment's working_dir), e.g. a pre-signed
