@@ -116,7 +116,7 @@ func admissionCases() []admissionCase {
 			edit: func(s *rayv1.RayClusterSpec, _ *rayv1.RayJobSpec) {
 				s.AutoscalerOptions.EnvFrom = []corev1.EnvFromSource{{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "x"}}}}
 			}},
-		{name: "pod as root may", base: "cluster-cpu", refuse: podContext,
+		{name: "pod without runAsNonRoot", base: "cluster-cpu", refuse: podContext,
 			edit: func(s *rayv1.RayClusterSpec, _ *rayv1.RayJobSpec) { head(s).SecurityContext.RunAsNonRoot = nil }},
 		{name: "no pod security context", base: "cluster-cpu", refuse: podContext,
 			edit: func(s *rayv1.RayClusterSpec, _ *rayv1.RayJobSpec) { worker(s).SecurityContext = nil }},
