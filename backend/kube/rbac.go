@@ -36,7 +36,10 @@ package kube
 // ray.io: the provisioner applies RayClusters and RayJobs rendered by
 // RenderRayCluster and RenderRayJob (server-side apply is a patch, which
 // creates the object when it is missing), watches them for their status and
-// deletes them.
+// deletes them. KubeRay makes their pods with its own rights: the
+// admission policies of config/admission hold what this identity writes to
+// the shapes the renderers make (no privileges, Secrets, tokens or exposed
+// heads), and the namespace's Pod Security label (restricted) the pods.
 //
 // +kubebuilder:rbac:groups=ray.io,namespace=dlc-system,resources=rayclusters;rayjobs,verbs=get;list;watch;create;update;patch;delete
 

@@ -28,9 +28,36 @@ const (
 	GPUResource     = corev1.ResourceName("nvidia.com/gpu")
 )
 
-// RayUID is the user id that custom images run as: user "ray" of the Ray
-// images (C5).
+// RayUID is the user id that every Ray container runs as: user "ray" of
+// the Ray images (C5).
 const RayUID = 1000
+
+// podSecurity is the pod-level security context of every rendered pod:
+// Ray's user (RayUID, whatever the image says, so a custom image runs as
+// user ray too and the kubelet can check that the user is not root) and
+// the container runtime's default seccomp profile. It covers the
+// containers KubeRay adds (the autoscaler on the head, the wait-gcs-ready
+// init container on workers). With containerSecurity it meets the
+// restricted Pod Security profile.
+func podSecurity() *corev1.PodSecurityContext {
+	return &corev1.PodSecurityContext{
+		RunAsUser:      ptr.To[int64](RayUID),
+		RunAsNonRoot:   ptr.To(true),
+		SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+	}
+}
+
+// containerSecurity is the security context of every Ray container and
+// of the autoscaler KubeRay adds to an autoscaling head: no privilege
+// escalation (setuid binaries, sudo), no Linux capabilities. KubeRay
+// copies the Ray container's onto the workers' wait-gcs-ready init
+// container.
+func containerSecurity() *corev1.SecurityContext {
+	return &corev1.SecurityContext{
+		AllowPrivilegeEscalation: ptr.To(false),
+		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+	}
+}
 
 // RenderOptions is what rendering needs besides the cluster or run. The
 // zero value renders with the built-in catalogs into no namespace, and
@@ -44,7 +71,9 @@ type RenderOptions struct {
 	// cluster.DefaultRegistry).
 	Catalogs cluster.Catalogs
 	// VolumeResolver turns storage instances into volumes (see
-	// RenderMounts); mounts need one. It is called with
+	// RenderMounts); mounts need one. The admission policies of
+	// config/admission admit PersistentVolumeClaim volumes only (as
+	// PVCResolver returns). It is called with
 	// context.Background() and should do no I/O, as rendering does none.
 	VolumeResolver VolumeResolver
 	// RedisAddress is the external Redis ("host:port") that keeps the GCS
@@ -52,7 +81,8 @@ type RenderOptions struct {
 	// cluster with a high-availability head cannot render without it.
 	RedisAddress string
 	// RedisPassword, optional, is the Secret key holding that Redis's
-	// password.
+	// password. The admission policies of config/admission admit only a
+	// Secret whose name starts with "dlc-redis".
 	RedisPassword *corev1.SecretKeySelector
 	// WorkingDir returns the URL that a Ray head fetches a job package
 	// from (the runtime environment's working_dir), e.g. a pre-signed
@@ -88,7 +118,12 @@ func (o RenderOptions) catalogs() cluster.Catalogs {
 //     specs, nvidia.com/gpu; its environment variables are the
 //     container's; its Ray node labels are the group's labels field and
 //     its logical resources the "resources" start parameter;
-//   - a custom image (not a built-in name) runs as user ray (uid 1000);
+//   - every pod meets the restricted Pod Security profile: it runs as
+//     user ray (uid 1000, a custom image too), non-root, with the
+//     runtime's default seccomp profile, and every container (the
+//     autoscaler's included) without privilege escalation or
+//     capabilities; no pod mounts a ServiceAccount token but an
+//     autoscaling head, whose autoscaler talks to the API server;
 //   - a worker group has c.Replicas of its name workers (its minimum when
 //     unset, clamped into its range); any group with min < max turns on
 //     KubeRay's in-tree autoscaler;
@@ -186,7 +221,7 @@ func renderClusterSpec(in clusterInput, o RenderOptions) (*rayv1.RayClusterSpec,
 	if err != nil {
 		return nil, err
 	}
-	image, builtin, err := cat.Images.Resolve(env.Image)
+	image, _, err := cat.Images.Resolve(env.Image)
 	if err != nil {
 		return nil, err
 	}
@@ -197,7 +232,7 @@ func renderClusterSpec(in clusterInput, o RenderOptions) (*rayv1.RayClusterSpec,
 		HeadGroupSpec: rayv1.HeadGroupSpec{
 			RayStartParams: groupStartParams(start, env.Head.Resources),
 			Labels:         cloneOrNil(env.Head.Labels),
-			Template:       podTemplate(HeadContainer, image, builtin, env.Head.NodeGroup, head, in.podLabels, mounts),
+			Template:       podTemplate(HeadContainer, image, env.Head.NodeGroup, head, in.podLabels, mounts),
 		},
 		EnableInTreeAutoscaling: ptr.To(false),
 	}
@@ -220,8 +255,15 @@ func renderClusterSpec(in clusterInput, o RenderOptions) (*rayv1.RayClusterSpec,
 			NumOfHosts:     1,
 			RayStartParams: groupStartParams(start, w.Resources),
 			Labels:         cloneOrNil(w.Labels),
-			Template:       podTemplate(WorkerContainer, image, builtin, w.NodeGroup, ns, in.podLabels, mounts),
+			Template:       podTemplate(WorkerContainer, image, w.NodeGroup, ns, in.podLabels, mounts),
 		})
+	}
+	if *spec.EnableInTreeAutoscaling {
+		// KubeRay adds the autoscaler container to the head with no security
+		// context of its own, and runs the head as a ServiceAccount of the
+		// cluster's that the autoscaler's token comes from.
+		spec.AutoscalerOptions = &rayv1.AutoscalerOptions{SecurityContext: containerSecurity()}
+		spec.HeadGroupSpec.Template.Spec.AutomountServiceAccountToken = nil
 	}
 	if env.Head.HighAvailability {
 		ft := &rayv1.GcsFaultToleranceOptions{RedisAddress: o.RedisAddress}
@@ -234,7 +276,7 @@ func renderClusterSpec(in clusterInput, o RenderOptions) (*rayv1.RayClusterSpec,
 }
 
 // podTemplate renders one node group's pods.
-func podTemplate(container, image string, builtin bool, g cluster.NodeGroup, ns quota.NodeSpec,
+func podTemplate(container, image string, g cluster.NodeGroup, ns quota.NodeSpec,
 	ids map[string]string, mounts RenderedMounts) corev1.PodTemplateSpec {
 	res := corev1.ResourceList{
 		corev1.ResourceCPU:    *resource.NewQuantity(ns.CPU, resource.DecimalSI),
@@ -244,9 +286,10 @@ func podTemplate(container, image string, builtin bool, g cluster.NodeGroup, ns 
 		res[GPUResource] = *resource.NewQuantity(ns.GPU, resource.DecimalSI)
 	}
 	c := corev1.Container{
-		Name:      container,
-		Image:     image,
-		Resources: corev1.ResourceRequirements{Requests: res, Limits: res.DeepCopy()},
+		Name:            container,
+		Image:           image,
+		Resources:       corev1.ResourceRequirements{Requests: res, Limits: res.DeepCopy()},
+		SecurityContext: containerSecurity(),
 	}
 	for _, k := range errs.SortedKeys(g.Env) {
 		c.Env = append(c.Env, corev1.EnvVar{Name: k, Value: g.Env[k]})
@@ -260,13 +303,11 @@ func podTemplate(container, image string, builtin bool, g cluster.NodeGroup, ns 
 			Labels:      labels,
 			Annotations: map[string]string{KeyNodeSpec: ns.Name},
 		},
-		Spec: corev1.PodSpec{Containers: []corev1.Container{c}},
-	}
-	if !builtin {
-		// A custom image runs as Ray's user, not as whatever its image says
-		// (C5); the pod-level setting covers the autoscaler container that
-		// KubeRay adds to the head with the same image.
-		t.Spec.SecurityContext = &corev1.PodSecurityContext{RunAsUser: ptr.To[int64](RayUID), RunAsNonRoot: ptr.To(true)}
+		Spec: corev1.PodSpec{
+			Containers:                   []corev1.Container{c},
+			SecurityContext:              podSecurity(),
+			AutomountServiceAccountToken: ptr.To(false), // but an autoscaling head's: see renderClusterSpec
+		},
 	}
 	mounts.ApplyTo(&t.Spec)
 	return t

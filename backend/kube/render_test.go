@@ -99,7 +99,7 @@ func renderCases() []renderCase {
 	haEnv.Head.HighAvailability = true
 	ha := running("cls-ha00000001", "高可用集群", haEnv)
 	haOpts := goodRedis
-	haOpts.RedisPassword = &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "redis-ha"}, Key: "password"}
+	haOpts.RedisPassword = &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "dlc-redis-ha"}, Key: "password"}
 
 	var gpuEnv cluster.Environment
 	gpuEnv.Image = "ccr.ccs.tencentyun.com/team-a/ray-llm:2.46.0-cu121" // custom: runs as user ray
@@ -287,8 +287,8 @@ func TestRenderMeaning(t *testing.T) {
 				t.Errorf("head container %s %s", head.Name, head.Image)
 			}
 			wantRes(t, head, "4", "16Gi", "")
-			if rc.Spec.HeadGroupSpec.Template.Spec.SecurityContext != nil {
-				t.Errorf("a built-in image keeps its user: %+v", rc.Spec.HeadGroupSpec.Template.Spec.SecurityContext)
+			if sc := rc.Spec.HeadGroupSpec.Template.Spec.SecurityContext; sc == nil || *sc.RunAsUser != kube.RayUID || !*sc.RunAsNonRoot {
+				t.Errorf("a built-in image runs as user ray too: %+v", sc)
 			}
 			w := rc.Spec.WorkerGroupSpecs[0]
 			wantRes(t, w.Template.Spec.Containers[0], "8", "32Gi", "")
@@ -324,7 +324,7 @@ func TestRenderMeaning(t *testing.T) {
 		},
 		"cluster-ha": func(t *testing.T, obj client.Object) {
 			ft := obj.(*rayv1.RayCluster).Spec.GcsFaultToleranceOptions
-			if ft == nil || ft.RedisAddress != goodRedis.RedisAddress || ft.RedisPassword.ValueFrom.SecretKeyRef.Name != "redis-ha" {
+			if ft == nil || ft.RedisAddress != goodRedis.RedisAddress || ft.RedisPassword.ValueFrom.SecretKeyRef.Name != "dlc-redis-ha" {
 				t.Errorf("gcsFaultToleranceOptions %+v", ft)
 			}
 		},

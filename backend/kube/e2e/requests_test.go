@@ -160,12 +160,15 @@ func writesAndLists(n map[string]int) (writes []string, total int, lists []strin
 //     the cluster's delete.
 //
 // The backend runs as the user the shipped RBAC makes of it (config/rbac
-// bound in its namespace): that is all it needs, and the same user's
-// backend on another namespace does not start.
+// bound in its namespace), in a namespace held to what config/ ships
+// besides (the admission policies, Pod Security restricted on the pods
+// KubeRay makes): that is all it needs, and the same user's backend on
+// another namespace does not start.
 func TestRequestsPerOperation(t *testing.T) {
 	w := getWorld(t)
 	ns := w.cp.NewNamespace(t)
 	cfg := w.cp.BindRBAC(t, ns, filepath.Join("..", "..", "..", "config", "rbac"))
+	w.cp.BindAdmission(t, ns, filepath.Join("..", "..", "..", "config"))
 	elsewhere := rest.CopyConfig(cfg)
 	cnt := &counter{n: map[string]int{}}
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { cnt.next = rt; return cnt })
