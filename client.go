@@ -60,6 +60,16 @@ type Provisioner interface {
 	Dashboard(ctx context.Context, clusterID string) (string, error)
 }
 
+// LatestReader is what a Store whose reads are served from a cache (as
+// the Kubernetes backend's are, from informers) adds: a read of the
+// newest version of one object, past its cache. The client reads through
+// it where a decision must not rest on a cache that lags: after a
+// conflict, and before it takes a missing object or reservation for gone.
+// A Store without it is read with Get.
+type LatestReader interface {
+	GetLatest(ctx context.Context, kind, id string) (backend.Doc, error)
+}
+
 // Backend is a Store and a Provisioner, such as *memory.Backend.
 type Backend interface {
 	Store
@@ -420,11 +430,13 @@ func deepCopy[T any](v *T) *T {
 	return out
 }
 
-// fresh reads kind/id from the store itself: after a conflict, when the
-// cache may be behind. The cache is left to the watch: a read may race a
-// newer change and must not put an older version back.
+// fresh reads kind/id from the store itself, at its newest version where
+// the store can (LatestReader): after a conflict, and before a missing
+// object or reservation is taken for gone, when the cache may be behind.
+// The cache is left to the watch: a read may race a newer change and must
+// not put an older version back.
 func fresh[T any](ctx context.Context, c *Client, kind, id string) (*T, string, error) {
-	d, err := c.store.Get(ctx, kind, id)
+	d, err := c.latest(ctx, kind, id)
 	if err != nil {
 		return nil, "", err
 	}

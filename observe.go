@@ -263,6 +263,20 @@ func (b instrumented) Get(ctx context.Context, kind, id string) (backend.Doc, er
 	return d, err
 }
 
+// latest reads kind/id past the store's cache where the store can.
+func (c *Client) latest(ctx context.Context, kind, id string) (backend.Doc, error) {
+	lr, ok := c.o.backend.(LatestReader)
+	if !ok {
+		return c.store.Get(ctx, kind, id)
+	}
+	t := time.Now()
+	d, err := lr.GetLatest(ctx, kind, id)
+	if in, ok := c.store.(instrumented); ok {
+		in.done("store_get_latest", t, ignoreNotFound(err))
+	}
+	return d, err
+}
+
 func (b instrumented) List(ctx context.Context, kind string, sel map[string]string) ([]backend.Doc, error) {
 	t := time.Now()
 	d, err := b.Backend.List(ctx, kind, sel)

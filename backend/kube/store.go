@@ -472,6 +472,24 @@ func (s *Store) Get(ctx context.Context, kind, id string) (backend.Doc, error) {
 	// A miss may be the cache lagging a write another replica made a
 	// moment ago (behind a load balancer, a user's next call lands on
 	// another replica): the API server itself says whether it exists.
+	return s.getLatest(ctx, k, id)
+}
+
+// GetLatest returns the document kind/id as the API server has it now,
+// past the cache (a dlc.LatestReader): one GET, a quorum read.
+func (s *Store) GetLatest(ctx context.Context, kind, id string) (backend.Doc, error) {
+	if err := ctx.Err(); err != nil {
+		return backend.Doc{}, err
+	}
+	k, err := kindOf(kind)
+	if err != nil {
+		return backend.Doc{}, err
+	}
+	return s.getLatest(ctx, k, id)
+}
+
+func (s *Store) getLatest(ctx context.Context, k *kindInfo, id string) (backend.Doc, error) {
+	kind := k.kind
 	obj := k.newObj()
 	if err := s.c.Get(ctx, client.ObjectKey{Namespace: s.namespace, Name: storeObjectName(k, id)}, obj); err != nil {
 		return backend.Doc{}, apiError("store get "+kind+"/"+id, kind, id, err)

@@ -28,7 +28,11 @@ import (
 )
 
 // The store satisfies the client's interface.
-var _ dlc.Store = (*kube.Store)(nil)
+var (
+	_ dlc.Store        = (*kube.Store)(nil)
+	_ dlc.LatestReader = (*kube.Store)(nil)
+	_ dlc.LatestReader = (*kube.Backend)(nil)
+)
 
 var t0 = time.Date(2026, 3, 14, 9, 26, 53, 589793238, time.UTC)
 

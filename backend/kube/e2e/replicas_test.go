@@ -106,7 +106,13 @@ func TestTwoClientsFiftyOnDemandRuns(t *testing.T) {
 			r, err := b.Runs().Get(ctx, id)
 			if err == nil && r.State.Terminal() {
 				if r.State != job.Succeeded {
-					t.Fatalf("run %s: %s: %s", id, r.State, r.Message)
+					var why []string
+					if cl, err := b.Clusters().Get(ctx, r.ClusterID); err == nil {
+						for _, e := range cl.Events {
+							why = append(why, e.Source+" "+e.Action+": "+e.Message)
+						}
+					}
+					t.Fatalf("run %s: %s: %s; its cluster's events: %q; the run's: %+v", id, r.State, r.Message, why, r.Events)
 				}
 				break
 			}
