@@ -64,8 +64,13 @@ func Name(p errs.Path, rule, kind, name string, maxLen int) errs.List {
 		return errs.List{errs.Invalid(p, rule, name, fmt.Sprintf(
 			"a name has no control, zero-width or bidirectional formatting characters (it holds U+%04X)", r))}
 	}
+	if r, ok := nonCharacter(name); ok {
+		return errs.List{errs.Invalid(p, rule, name, fmt.Sprintf(
+			"a name has no Unicode noncharacters (it holds U+%04X)", r))}
+	}
 	if !hasVisible(name) {
-		return errs.List{errs.Invalid(p, rule, name, "a name needs at least one visible character")}
+		return errs.List{errs.Invalid(p, rule, name,
+			"a name needs at least one visible character (unassigned and private-use code points are not)")}
 	}
 	return nil
 }
@@ -83,6 +88,18 @@ func hiddenRune(s string) (rune, bool) {
 	return 0, false
 }
 
+// nonCharacter returns the first Unicode noncharacter of s: U+FDD0 to
+// U+FDEF and the last two code points of every plane, which are never
+// meant for text that is shown or exchanged.
+func nonCharacter(s string) (rune, bool) {
+	for _, r := range s {
+		if (r >= 0xFDD0 && r <= 0xFDEF) || r&0xFFFE == 0xFFFE {
+			return r, true
+		}
+	}
+	return 0, false
+}
+
 // blankLetters are letters and symbols that fonts draw as blank space.
 var blankLetters = map[rune]bool{
 	'\u115F': true, '\u1160': true, '\u3164': true, '\uFFA0': true, // Hangul fillers
@@ -90,11 +107,13 @@ var blankLetters = map[rune]bool{
 }
 
 // hasVisible reports whether s, free of hidden runes, holds a character
-// that is drawn: not a space, a combining mark on its own, or a blank
-// letter.
+// that is drawn: an assigned graphic character (a letter, mark, number,
+// punctuation or symbol: not unassigned, private-use or a noncharacter,
+// which no font is sure to draw) that is not a space, a combining mark on
+// its own, or a blank letter.
 func hasVisible(s string) bool {
 	for _, r := range s {
-		if !unicode.IsSpace(r) && !unicode.In(r, unicode.Mn, unicode.Me) && !blankLetters[r] {
+		if unicode.IsGraphic(r) && !unicode.IsSpace(r) && !unicode.In(r, unicode.Mn, unicode.Me) && !blankLetters[r] {
 			return true
 		}
 	}
