@@ -73,6 +73,8 @@ func (s *Spec) Problems(c Catalogs) errs.List {
 		switch {
 		case strings.TrimSpace(g) == "":
 			l = append(l, errs.Required(p.Index(i), "C2", "a cluster group id"))
+		case !check.IsID(g):
+			l = append(l, check.ID(p.Index(i), "C2", "cluster group", g)...)
 		case seen[g]:
 			l = append(l, errs.Duplicate(p.Index(i), "C2", g))
 		}
@@ -82,9 +84,13 @@ func (s *Spec) Problems(c Catalogs) errs.List {
 	l = append(l, check.Tags(errs.NewPath("tags"), "C3", s.Tags)...)
 	if s.ResourcePackage == "" {
 		l = append(l, errs.Required(errs.NewPath("resourcePackage"), "C4", "the resource package the cluster draws from"))
+	} else {
+		l = append(l, check.ID(errs.NewPath("resourcePackage"), "C4", "resource package", s.ResourcePackage)...)
 	}
 	if s.ResourceGroup == "" {
 		l = append(l, errs.Required(errs.NewPath("resourceGroup"), "C4", "the resource group the cluster draws from"))
+	} else {
+		l = append(l, check.ID(errs.NewPath("resourceGroup"), "C4", "resource group", s.ResourceGroup)...)
 	}
 	l = append(l, s.Environment.Problems(c, clusterRules)...)
 	l = append(l, storage.ValidateMounts(errs.NewPath("mounts"), "C9", s.Mounts)...)

@@ -65,6 +65,13 @@ func TestSpecValidate(t *testing.T) {
 		// C4
 		{"C4 resource package required", func(s *cluster.Spec) { s.ResourcePackage = "" }, []want{{"resourcePackage", "C4"}}},
 		{"C4 resource group required", func(s *cluster.Spec) { s.ResourceGroup = "" }, []want{{"resourceGroup", "C4"}}},
+		{"C4 resource group id of 63", func(s *cluster.Spec) { s.ResourceGroup = strings.Repeat("r", 63) }, nil},
+		{"C4 resource group id of 64", func(s *cluster.Spec) { s.ResourceGroup = strings.Repeat("r", 64) }, []want{{"resourceGroup", "C4"}}},
+		{"C4 resource group id not a DNS label", func(s *cluster.Spec) { s.ResourceGroup = `rg"}{x` }, []want{{"resourceGroup", "C4"}}},
+		{"C4 resource group id upper case", func(s *cluster.Spec) { s.ResourceGroup = "RG-1" }, []want{{"resourceGroup", "C4"}}},
+		{"C4 resource package id not a DNS label", func(s *cluster.Spec) { s.ResourcePackage = "pkg_1" }, []want{{"resourcePackage", "C4"}}},
+		{"C2 group id too long", func(s *cluster.Spec) { s.Groups = []string{strings.Repeat("g", 64<<10)} }, []want{{"groups[0]", "C2"}}},
+		{"C2 group id not a DNS label", func(s *cluster.Spec) { s.Groups = []string{"grp-a", "grp a"} }, []want{{"groups[1]", "C2"}}},
 		// C5
 		{"C5 valid custom registry", func(s *cluster.Spec) { s.Image = "ccr.ccs.tencentyun.com/team/ray:2.46.0" }, nil},
 		{"C5 valid registry with port and digest", func(s *cluster.Spec) {

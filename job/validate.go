@@ -59,15 +59,23 @@ func (c *Config) modeProblems(cat cluster.Catalogs) errs.List {
 	}
 	od := c.OnDemand
 	if od == nil {
-		return nil
+		// The cluster's or group's id.
+		if c.Cluster != "" {
+			return check.ID(errs.NewPath("cluster"), "J2", "cluster", c.Cluster)
+		}
+		return check.ID(errs.NewPath("group"), "J2", "cluster group", c.Group)
 	}
 	p := errs.NewPath("onDemand")
 	var l errs.List
 	if od.ResourcePackage == "" {
 		l = append(l, errs.Required(p.Child("resourcePackage"), "J3", "the resource package the run draws from"))
+	} else {
+		l = append(l, check.ID(p.Child("resourcePackage"), "J3", "resource package", od.ResourcePackage)...)
 	}
 	if od.ResourceGroup == "" {
 		l = append(l, errs.Required(p.Child("resourceGroup"), "J3", "the resource group the run queues in"))
+	} else {
+		l = append(l, check.ID(p.Child("resourceGroup"), "J3", "resource group", od.ResourceGroup)...)
 	}
 	l = append(l, check.Priority(p.Child("priority"), "J3", od.Priority)...)
 	l = append(l, od.Environment.Problems(cat, cluster.JobRules).Prefix(p.Child("environment"))...)

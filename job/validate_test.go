@@ -61,6 +61,11 @@ func TestConfigValidate(t *testing.T) {
 		{"J3 resource package and group required", func(c *job.Config) {
 			c.OnDemand.ResourcePackage, c.OnDemand.ResourceGroup = "", ""
 		}, []want{{"onDemand.resourcePackage", "J3"}, {"onDemand.resourceGroup", "J3"}}},
+		{"J3 resource group id of 64 KiB", func(c *job.Config) { c.OnDemand.ResourceGroup = strings.Repeat(`"}{`, 64<<10) }, []want{{"onDemand.resourceGroup", "J3"}}},
+		{"J3 resource group id of 64", func(c *job.Config) { c.OnDemand.ResourceGroup = strings.Repeat("r", 64) }, []want{{"onDemand.resourceGroup", "J3"}}},
+		{"J3 resource package id not a DNS label", func(c *job.Config) { c.OnDemand.ResourcePackage = "Pkg" }, []want{{"onDemand.resourcePackage", "J3"}}},
+		{"J2 cluster id too long", func(c *job.Config) { c.OnDemand, c.Cluster = nil, strings.Repeat("c", 64) }, []want{{"cluster", "J2"}}},
+		{"J2 group id not a DNS label", func(c *job.Config) { c.OnDemand, c.Group = nil, "grp 1" }, []want{{"group", "J2"}}},
 		// J4
 		{"J4 valid tags", func(c *job.Config) { c.Tags = map[string]string{"team": "cv"} }, nil},
 		{"J4 bad tag", func(c *job.Config) { c.Tags = map[string]string{" ": "x"} }, []want{{"tags[ ]", "J4"}}},

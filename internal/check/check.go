@@ -22,6 +22,7 @@ const (
 	MaxTagValueLen   = 255 // characters in a tag value
 	MaxAdvancedValue = 4096
 	MaxNodeGroupName = 63
+	MaxIDLen         = 63 // characters in an id: a DNS label
 )
 
 var (
@@ -134,6 +135,27 @@ func NodeGroupName(p errs.Path, rule, name string) errs.List {
 	}
 	return nil
 }
+
+// ID checks the id of a platform object, given or referenced — a resource
+// group or package, a cluster or cluster group: required (the error says
+// "a <kind> id"), and a DNS-1123 label, at most MaxIDLen characters. Ids
+// become metric label values and parts of Kubernetes object names, so
+// they are short and of a safe alphabet.
+func ID(p errs.Path, rule, kind, id string) errs.List {
+	switch {
+	case id == "":
+		return errs.List{errs.Required(p, rule, "a "+kind+" id")}
+	case len(id) > MaxIDLen:
+		return errs.List{errs.TooLong(p, rule, id, MaxIDLen)}
+	case !dns1123Label.MatchString(id):
+		return errs.List{errs.Invalid(p, rule, id,
+			"a "+kind+" id is a DNS label: lower-case letters, digits and '-', starting and ending with a letter or digit")}
+	}
+	return nil
+}
+
+// IsID reports whether id is a valid id (see ID).
+func IsID(id string) bool { return len(id) <= MaxIDLen && dns1123Label.MatchString(id) }
 
 // Tags checks key–value tags (J4, C3).
 func Tags(p errs.Path, rule string, tags map[string]string) errs.List {

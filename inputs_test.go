@@ -1,0 +1,61 @@
+package dlc_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/aidlc/dlc"
+	"github.com/aidlc/dlc/errs"
+	"github.com/aidlc/dlc/quota"
+)
+
+// Resource group ids are DNS labels (C4): an id that is long or holds
+// quotes and braces is refused at Register, stores nothing, and never
+// becomes a metric label value.
+func TestRegisterRefusesBadGroupIDs(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	c, err := dlc.New(dlc.WithMetrics(reg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	for name, id := range map[string]string{
+		"64 KiB with quotes and braces": strings.Repeat(`a"}{`, 16<<10),
+		"64 characters":                 strings.Repeat("a", 64),
+		"upper case":                    "RG-1",
+		"underscore":                    "rg_1",
+		"label syntax":                  `rg",x="y`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := c.ResourceGroups().Register(ctx, quota.Group{ID: id, Package: "pkg-1", Capacity: quota.Cores(8)})
+			fs := errs.Fields(err)
+			if !errors.Is(err, errs.ErrInvalid) || len(fs) != 1 || fs[0].Path != "id" || fs[0].Rule != "C4" {
+				t.Fatalf("err = %v, want ErrInvalid at id (C4)", err)
+			}
+			if _, err := c.ResourceGroups().Get(ctx, id); !errs.IsNotFound(err) {
+				t.Fatalf("Get after a refused Register: %v", err)
+			}
+		})
+	}
+	if _, err := c.ResourceGroups().Register(ctx, quota.Group{ID: strings.Repeat("a", 63), Package: "pkg-1", Capacity: quota.Cores(8)}); err != nil {
+		t.Fatal(err)
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "resource_group" && l.GetValue() != strings.Repeat("a", 63) {
+					t.Errorf("%s has resource_group %.40q", mf.GetName(), l.GetValue())
+				}
+			}
+		}
+	}
+}
