@@ -652,6 +652,9 @@ func apiError(op, kind, id string, err error) error {
 		return &wrapped{errs.NotFound(kind, id), err}
 	case apierrors.IsInvalid(err), apierrors.IsBadRequest(err):
 		return fmt.Errorf("%s: %w: %w", op, errs.ErrInvalid, err)
+	case tooLarge(err):
+		// The same write fails the same way: not worth a retry.
+		return fmt.Errorf("%s: %w: the object is too large to store: %w", op, errs.ErrInvalid, err)
 	case errors.Is(err, context.Canceled):
 		return err
 	case apierrors.IsTimeout(err), apierrors.IsServerTimeout(err), apierrors.IsTooManyRequests(err),
@@ -667,6 +670,24 @@ func apiError(op, kind, id string, err error) error {
 		// Not an answer of the API server: the connection failed.
 		return errs.Unavailable(op, err)
 	}
+}
+
+// tooLarge reports whether the API server refused a write for its size:
+// 413 Request Entity Too Large (a body over its limit, 3 MiB), or in a 500
+// etcd's "request is too large" (an object over etcd's limit, 1.5 MiB by
+// default) or gRPC's "message larger than max" (over the API server's
+// 2 MiB limit for a call to etcd).
+func tooLarge(err error) bool {
+	var status apierrors.APIStatus
+	if apierrors.IsRequestEntityTooLargeError(err) {
+		return true
+	}
+	if !errors.As(err, &status) || status.Status().Code < 500 {
+		return false
+	}
+	msg := status.Status().Message
+	return strings.Contains(msg, "request is too large") || // etcd's limit
+		strings.Contains(msg, "message larger than max") // the API server's gRPC limit towards etcd (2 MiB)
 }
 
 // wrapped is a store error (errors.As *errs.ConflictError or
