@@ -285,6 +285,14 @@ func TestWorkingDir(t *testing.T) {
 	if err != nil || !strings.Contains(u, "x-cos-security-token=tok123") {
 		t.Fatalf("temporary credentials: %s, %v", u, err)
 	}
+	// The default validity is an hour, not a day: the URL sits in the
+	// RayJob for anyone who reads it.
+	if pu, err = url.Parse(u); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fmt.Sscanf(pu.Query().Get("q-sign-time"), "%d;%d", &start, &end); err != nil || end-start != 3600 {
+		t.Fatalf("default q-sign-time %q, want an hour", pu.Query().Get("q-sign-time"))
+	}
 
 	for scheme, want := range map[string]string{"": "cos://" + testBucket + "/pkgs/job.zip", "s3": "s3://" + testBucket + "/pkgs/job.zip"} {
 		if u, err := c.WorkingDir(ctx, o, WorkingDirOptions{ClusterCredentials: true, Scheme: scheme}); err != nil || u != want {

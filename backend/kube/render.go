@@ -57,7 +57,11 @@ type RenderOptions struct {
 	// WorkingDir returns the URL that a Ray head fetches a job package
 	// from (the runtime environment's working_dir), e.g. a pre-signed
 	// HTTPS URL of a COS object. When nil, a COS package's URI is used as
-	// it is, and a local package cannot render.
+	// it is, and a local package cannot render. It is called when a run is
+	// submitted to a cluster's Jobs API, and when an on-demand run's
+	// RayJob is applied, at admission: a presigned URL needs to live only
+	// until the head fetched the package (storage.DefaultWorkingDirExpiry,
+	// an hour, covers the on-demand cluster's start).
 	WorkingDir func(pkg storage.Package) (string, error)
 	// SuspendRayJob renders RayJobs with suspend: true, for a run that
 	// waits for admission (as Kueue does); admission clears it.
