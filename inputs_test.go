@@ -4,11 +4,15 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/aidlc/dlc"
+	"github.com/aidlc/dlc/backend/memory"
+	"github.com/aidlc/dlc/dlctest"
 	"github.com/aidlc/dlc/errs"
 	"github.com/aidlc/dlc/quota"
 )
@@ -57,5 +61,39 @@ func TestRegisterRefusesBadGroupIDs(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// A name whose claim the store refuses as taken, yet cannot read back
+// (an object someone else made under the claim's name): Create is a
+// conflict after a bounded number of attempts, not a loop until the
+// context ends.
+func TestClaimOfAnUnreadableNameIsBounded(t *testing.T) {
+	var creates atomic.Int64
+	f := newFixture(t, dlctest.MemoryOptions{Store: memory.StoreHooks{
+		Write: func(ctx context.Context, w memory.Write, next func(context.Context) (string, error)) (string, error) {
+			if w.Doc.Kind == "name" && w.Op == memory.OpCreate && strings.HasSuffix(w.Doc.ID, ":squatted") {
+				creates.Add(1)
+				return "", errs.Conflict(w.Doc.Kind, w.Doc.ID, "already exists (a foreign object)")
+			}
+			return next(ctx)
+		}}})
+	ctx, cancel := context.WithTimeout(f.ctx, 10*time.Second)
+	defer cancel()
+	start := time.Now()
+	_, err := f.c.Clusters().Create(ctx, f.spec("squatted", 1, 1))
+	if !errors.Is(err, errs.ErrConflict) || !strings.Contains(err.Error(), "a foreign object") {
+		t.Fatalf("Create: %v, want a conflict that says what holds the name", err)
+	}
+	if n := creates.Load(); n > 3 || time.Since(start) > 5*time.Second {
+		t.Fatalf("%d claim attempts in %v: want at most 3", n, time.Since(start))
+	}
+	if l, _ := f.c.Clusters().List(f.ctx); len(l) != 0 {
+		t.Fatalf("a refused Create left clusters: %v", l)
+	}
+	// The same through a template and a group, whose names are claimed too.
+	_, err = f.c.Groups().Create(ctx, "squatted")
+	if !errors.Is(err, errs.ErrConflict) {
+		t.Fatalf("group Create: %v", err)
 	}
 }

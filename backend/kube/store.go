@@ -545,12 +545,30 @@ func (s *Store) Create(ctx context.Context, d backend.Doc) (string, error) {
 		obj.SetAnnotations(ann)
 	}
 	if err := s.c.Create(ctx, obj); err != nil {
+		if k.kind == "name" && apierrors.IsAlreadyExists(err) {
+			return "", s.foreignClaim(ctx, op, d.ID, obj.GetName(), err)
+		}
 		return "", apiError(op, d.Kind, d.ID, err)
 	}
 	s.events.record(k, nil, d.Data, obj)
 	rv := obj.GetResourceVersion()
 	s.awaitVersion(ctx, d.Kind, d.ID, rv)
 	return rv, nil
+}
+
+// foreignClaim is the error of a name claim whose ConfigMap exists: a
+// conflict, which names the ConfigMap when it is not the store's (made by
+// someone else, without the label the store's cache selects by, so the
+// store can never read it as a claim). One uncached read tells.
+func (s *Store) foreignClaim(ctx context.Context, op, id, name string, err error) error {
+	cm := &corev1.ConfigMap{}
+	if gerr := s.c.Get(ctx, client.ObjectKey{Namespace: s.namespace, Name: name}, cm); gerr != nil ||
+		cm.Labels[StoreKeyKind] == "name" {
+		return apiError(op, "name", id, err)
+	}
+	return &wrapped{errs.Conflict("name", id, fmt.Sprintf(
+		"ConfigMap %s/%s holds the name's claim but is not the store's (it lacks the label %s=name): someone else made it; delete it to free the name",
+		s.namespace, name, StoreKeyKind)), err}
 }
 
 // Update replaces a document whose current version is d.Version and
