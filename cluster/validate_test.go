@@ -379,6 +379,9 @@ func TestTemplateC6(t *testing.T) {
 		{"C6 name bidi isolate", func(t *cluster.Template) { t.Name = "\u2068a10" }, []want{{"name", "C6"}}},
 		{"C6 name control", func(t *cluster.Template) { t.Name = "a\x1b[31m" }, []want{{"name", "C6"}}},
 		{"C6 environment checked", func(t *cluster.Template) { t.Workers = nil }, []want{{"workerGroups", "C8"}}},
+		{"C6 valid description at the limit", func(t *cluster.Template) { t.Description = strings.Repeat("述", cluster.MaxDescriptionLen) }, nil},
+		{"C6 description too long", func(t *cluster.Template) { t.Description = strings.Repeat("d", 1<<20) }, []want{{"description", "C6"}}},
+		{"C6 description with NUL", func(t *cluster.Template) { t.Description = "a\x00b" }, []want{{"description", "C6"}}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
