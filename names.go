@@ -3,6 +3,7 @@ package dlc
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/aidlc/dlc/errs"
@@ -20,6 +21,12 @@ type nameClaim struct {
 }
 
 func claimID(kind, name string) string { return kind + ":" + name }
+
+// maxClaimAttempts bounds the creates of one claim: a claim taken over
+// from a stale owner, or released meanwhile, takes a second; a third
+// that still finds the name taken by a claim the store cannot read (an
+// object someone else made under the claim's name) gives up.
+const maxClaimAttempts = 3
 
 // claimName claims name for owner, or fails with ErrConflict naming the
 // object that has it.
@@ -39,6 +46,11 @@ func (c *Client) claimName(ctx context.Context, kind, name, owner string) error 
 		}
 		cl, v, gerr := fresh[nameClaim](ctx, c, kindName, id)
 		switch {
+		case errs.IsNotFound(gerr) && attempt+1 >= maxClaimAttempts:
+			// Taken, yet not there to read: not a claim of ours (the
+			// store's conflict says what holds the name).
+			return errs.Conflict(kind, name, fmt.Sprintf(
+				"the name's claim cannot be made, and what holds it cannot be read as a claim: %v", err))
 		case errs.IsNotFound(gerr):
 			continue // released meanwhile: try again
 		case gerr != nil:

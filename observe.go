@@ -10,6 +10,7 @@ import (
 	"github.com/aidlc/dlc/backend"
 	"github.com/aidlc/dlc/cluster"
 	"github.com/aidlc/dlc/errs"
+	"github.com/aidlc/dlc/internal/check"
 	"github.com/aidlc/dlc/job"
 	"github.com/aidlc/dlc/quota"
 )
@@ -79,7 +80,7 @@ func newMetrics(r prometheus.Registerer, c *Client) (*metrics, error) {
 
 func (m *metrics) admitted(rg string, wait time.Duration) {
 	if m != nil {
-		m.admissionWait.WithLabelValues(rg).Observe(wait.Seconds())
+		m.admissionWait.WithLabelValues(rgLabel(rg)).Observe(wait.Seconds())
 	}
 }
 
@@ -153,13 +154,16 @@ func (s stateCollector) Describe(ch chan<- *prometheus.Desc) {
 // Collect implements prometheus.Collector.
 func (s stateCollector) Collect(ch chan<- prometheus.Metric) {
 	for key, n := range s.c.queues.counts() {
+		if !check.IsID(key.rg) {
+			continue // a run that names no valid group cannot be queued: not a label value
+		}
 		ch <- prometheus.MustNewConstMetric(pendingDesc, prometheus.GaugeValue, float64(n), key.rg, itoa(key.priority))
 	}
 	now := s.c.clock.Now()
 	for _, d := range s.c.cache.selectDocs(kindRG, nil) {
 		a, _, err := fromCache[quota.Account](s.c, kindRG, d.ID)
-		if err != nil {
-			continue
+		if err != nil || !check.IsID(a.ID) {
+			continue // registered groups have valid ids: this one was written by someone else
 		}
 		var oldest time.Time
 		for _, it := range s.c.queues.order(a.ID, s.c.queueItem) {
@@ -179,6 +183,17 @@ func (s stateCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(x.desc, prometheus.GaugeValue, float64(x.r.GPU), a.ID, "gpu")
 		}
 	}
+}
+
+// rgLabel returns a resource group id as a label value: the id, which
+// Register checks is a DNS label (at most 63 characters of [a-z0-9-]), or
+// "invalid" for one that is not (a foreign write to the store), so that no
+// input makes a label value long or of another alphabet.
+func rgLabel(id string) string {
+	if check.IsID(id) {
+		return id
+	}
+	return "invalid"
 }
 
 func itoa(n int) string {

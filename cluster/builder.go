@@ -36,6 +36,18 @@ func Env(name, value string) NodeOption {
 	}
 }
 
+// SecretEnv sets an environment variable on the group's nodes whose value
+// is key of the Secret named secret (whose name starts with
+// SecretEnvPrefix): only the reference is stored and rendered.
+func SecretEnv(name, secret, key string) NodeOption {
+	return func(g *NodeGroup) {
+		if g.SecretEnv == nil {
+			g.SecretEnv = map[string]SecretKeyRef{}
+		}
+		g.SecretEnv[name] = SecretKeyRef{Secret: secret, Key: key}
+	}
+}
+
 // Label sets a Ray node label on the group's nodes.
 func Label(key, value string) NodeOption {
 	return func(g *NodeGroup) {

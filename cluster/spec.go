@@ -17,12 +17,14 @@ import (
 
 // Limits of a cluster spec.
 const (
-	MaxNameLen         = 64  // C1, in characters
-	MaxTemplateNameLen = 100 // C6, in characters
-	MinWorkerGroups    = 1   // C8, J7
-	MaxWorkerGroups    = 7   // J7
-	MaxAdvanced        = 20  // C10
-	DefaultPriority    = 5   // C3
+	MaxNameLen         = 64   // C1, in characters
+	MaxTemplateNameLen = 100  // C6, in characters
+	MinWorkerGroups    = 1    // C8, J7
+	MaxWorkerGroups    = 7    // J7
+	MaxAdvanced        = 20   // C10
+	MaxGroups          = 20   // C2: cluster groups one cluster joins
+	MaxDescriptionLen  = 1000 // C6: characters in a template's description
+	DefaultPriority    = 5    // C3
 	DefaultHeadGroup   = "head"
 	HighAvailabilityGx = 2 // an HA head takes twice its spec (C7)
 )
@@ -75,11 +77,12 @@ type Environment struct {
 
 // NodeGroup is what head and worker groups share.
 type NodeGroup struct {
-	Name      string             `json:"name"`
-	NodeSpec  string             `json:"nodeSpec"` // a name from the CU/GU catalog
-	Env       map[string]string  `json:"envVars,omitempty"`
-	Labels    map[string]string  `json:"labels,omitempty"`    // Ray node labels
-	Resources map[string]float64 `json:"resources,omitempty"` // Ray logical resources
+	Name      string                  `json:"name"`
+	NodeSpec  string                  `json:"nodeSpec"` // a name from the CU/GU catalog
+	Env       map[string]string       `json:"envVars,omitempty"`
+	SecretEnv map[string]SecretKeyRef `json:"secretEnvVars,omitempty"` // variables whose value is a key of a Secret
+	Labels    map[string]string       `json:"labels,omitempty"`        // Ray node labels
+	Resources map[string]float64      `json:"resources,omitempty"`     // Ray logical resources
 }
 
 // HeadGroup is the head node group (C7). With HighAvailability there is an
@@ -187,6 +190,7 @@ func (t *Template) DeepCopy() *Template {
 
 func (g NodeGroup) deepCopy() NodeGroup {
 	g.Env = maps.Clone(g.Env)
+	g.SecretEnv = maps.Clone(g.SecretEnv)
 	g.Labels = maps.Clone(g.Labels)
 	g.Resources = maps.Clone(g.Resources)
 	return g

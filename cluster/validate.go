@@ -67,12 +67,16 @@ func (s *Spec) Problems(c Catalogs) errs.List {
 	p := errs.NewPath("groups")
 	if len(s.Groups) == 0 {
 		l = append(l, errs.Required(p, "C2", "a cluster joins at least one cluster group"))
+	} else if len(s.Groups) > MaxGroups {
+		l = append(l, errs.TooMany(p, "C2", len(s.Groups), MaxGroups))
 	}
 	seen := map[string]bool{}
 	for i, g := range s.Groups {
 		switch {
 		case strings.TrimSpace(g) == "":
 			l = append(l, errs.Required(p.Index(i), "C2", "a cluster group id"))
+		case !check.IsID(g):
+			l = append(l, check.ID(p.Index(i), "C2", "cluster group", g)...)
 		case seen[g]:
 			l = append(l, errs.Duplicate(p.Index(i), "C2", g))
 		}
@@ -82,9 +86,13 @@ func (s *Spec) Problems(c Catalogs) errs.List {
 	l = append(l, check.Tags(errs.NewPath("tags"), "C3", s.Tags)...)
 	if s.ResourcePackage == "" {
 		l = append(l, errs.Required(errs.NewPath("resourcePackage"), "C4", "the resource package the cluster draws from"))
+	} else {
+		l = append(l, check.ID(errs.NewPath("resourcePackage"), "C4", "resource package", s.ResourcePackage)...)
 	}
 	if s.ResourceGroup == "" {
 		l = append(l, errs.Required(errs.NewPath("resourceGroup"), "C4", "the resource group the cluster draws from"))
+	} else {
+		l = append(l, check.ID(errs.NewPath("resourceGroup"), "C4", "resource group", s.ResourceGroup)...)
 	}
 	l = append(l, s.Environment.Problems(c, clusterRules)...)
 	l = append(l, storage.ValidateMounts(errs.NewPath("mounts"), "C9", s.Mounts)...)
@@ -166,7 +174,7 @@ func (g *NodeGroup) problems(p errs.Path, rule string, nodes quota.Catalog) errs
 		// Every catalog entry meets the node limits: NewCatalog checks them.
 		l = append(l, errs.Invalid(sp, rule, g.NodeSpec, nodes.UnknownDetail(g.NodeSpec)))
 	}
-	l = append(l, check.EnvVars(p.Child("envVars"), rule, g.Env)...)
+	l = append(l, EnvProblems(p, rule, g.Env, g.SecretEnv)...)
 	l = append(l, check.NodeLabels(p.Child("labels"), rule, g.Labels)...)
 	l = append(l, check.LogicalResources(p.Child("resources"), rule, g.Resources)...)
 	return l
@@ -200,5 +208,11 @@ func (t *Template) Validate() error { return t.Problems(Catalogs{}).ToError() }
 // Problems returns the template's problems as a list.
 func (t *Template) Problems(c Catalogs) errs.List {
 	l := check.Name(errs.NewPath("name"), "C6", "template", t.Name, MaxTemplateNameLen)
+	switch dp := errs.NewPath("description"); {
+	case utf8.RuneCountInString(t.Description) > MaxDescriptionLen:
+		l = append(l, errs.TooLong(dp, "C6", t.Description, MaxDescriptionLen))
+	case !utf8.ValidString(t.Description) || strings.ContainsRune(t.Description, 0):
+		l = append(l, errs.Invalid(dp, "C6", t.Description, "a description is valid UTF-8 without NUL"))
+	}
 	return append(l, t.Environment.Problems(c, clusterRules)...)
 }

@@ -2,12 +2,14 @@ package cluster_test
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
 
 	"github.com/aidlc/dlc/cluster"
 	"github.com/aidlc/dlc/errs"
+	"github.com/aidlc/dlc/internal/check"
 	"github.com/aidlc/dlc/internal/fieldtest"
 	"github.com/aidlc/dlc/quota"
 	"github.com/aidlc/dlc/storage"
@@ -32,6 +34,33 @@ type want = fieldtest.Want
 
 var checkProblems = fieldtest.Check
 
+// envOf returns n variables whose values have size bytes.
+func envOf(n, size int) map[string]string {
+	m := map[string]string{}
+	for i := range n {
+		m[fmt.Sprintf("V%03d", i)] = strings.Repeat("x", max(size-4, 0))
+	}
+	return m
+}
+
+// secretsOf returns n variables from Secrets.
+func secretsOf(n int) map[string]cluster.SecretKeyRef {
+	m := map[string]cluster.SecretKeyRef{}
+	for i := range n {
+		m[fmt.Sprintf("S%03d", i)] = cluster.SecretKeyRef{Secret: "dlc-env-s", Key: "k"}
+	}
+	return m
+}
+
+// mapOf returns n keys k_000… with value v.
+func mapOf(n int, v string) map[string]string {
+	m := map[string]string{}
+	for i := range n {
+		m[fmt.Sprintf("k_%03d", i)] = v
+	}
+	return m
+}
+
 func TestSpecValidate(t *testing.T) {
 	long := strings.Repeat("集", 65)
 	cases := []struct {
@@ -52,6 +81,12 @@ func TestSpecValidate(t *testing.T) {
 		{"C2 required", func(s *cluster.Spec) { s.Groups = nil }, []want{{"groups", "C2"}}},
 		{"C2 duplicate", func(s *cluster.Spec) { s.Groups = []string{"a", "a"} }, []want{{"groups[1]", "C2"}}},
 		{"C2 empty id", func(s *cluster.Spec) { s.Groups = []string{"a", " "} }, []want{{"groups[1]", "C2"}}},
+		{"C2 too many groups", func(s *cluster.Spec) {
+			s.Groups = nil
+			for k := range mapOf(cluster.MaxGroups+1, "") {
+				s.Groups = append(s.Groups, strings.ToLower(strings.ReplaceAll(k, "_", "-")))
+			}
+		}, []want{{"groups", "C2"}}},
 		// C3
 		{"C3 valid priority 9", func(s *cluster.Spec) { s.Priority = new(9) }, nil},
 		{"C3 valid priority 1", func(s *cluster.Spec) { s.Priority = new(1) }, nil},
@@ -65,6 +100,13 @@ func TestSpecValidate(t *testing.T) {
 		// C4
 		{"C4 resource package required", func(s *cluster.Spec) { s.ResourcePackage = "" }, []want{{"resourcePackage", "C4"}}},
 		{"C4 resource group required", func(s *cluster.Spec) { s.ResourceGroup = "" }, []want{{"resourceGroup", "C4"}}},
+		{"C4 resource group id of 63", func(s *cluster.Spec) { s.ResourceGroup = strings.Repeat("r", 63) }, nil},
+		{"C4 resource group id of 64", func(s *cluster.Spec) { s.ResourceGroup = strings.Repeat("r", 64) }, []want{{"resourceGroup", "C4"}}},
+		{"C4 resource group id not a DNS label", func(s *cluster.Spec) { s.ResourceGroup = `rg"}{x` }, []want{{"resourceGroup", "C4"}}},
+		{"C4 resource group id upper case", func(s *cluster.Spec) { s.ResourceGroup = "RG-1" }, []want{{"resourceGroup", "C4"}}},
+		{"C4 resource package id not a DNS label", func(s *cluster.Spec) { s.ResourcePackage = "pkg_1" }, []want{{"resourcePackage", "C4"}}},
+		{"C2 group id too long", func(s *cluster.Spec) { s.Groups = []string{strings.Repeat("g", 64<<10)} }, []want{{"groups[0]", "C2"}}},
+		{"C2 group id not a DNS label", func(s *cluster.Spec) { s.Groups = []string{"grp-a", "grp a"} }, []want{{"groups[1]", "C2"}}},
 		// C5
 		{"C5 valid custom registry", func(s *cluster.Spec) { s.Image = "ccr.ccs.tencentyun.com/team/ray:2.46.0" }, nil},
 		{"C5 valid registry with port and digest", func(s *cluster.Spec) {
@@ -86,6 +128,59 @@ func TestSpecValidate(t *testing.T) {
 		{"C7 head node spec required", func(s *cluster.Spec) { s.Head.NodeSpec = "" }, []want{{"headGroup.nodeSpec", "C7"}}},
 		{"C7 head unknown node spec", func(s *cluster.Spec) { s.Head.NodeSpec = "cu.1c1g" }, []want{{"headGroup.nodeSpec", "C7"}}},
 		{"C7 env var name", func(s *cluster.Spec) { s.Head.Env = map[string]string{"1BAD": "x"} }, []want{{"headGroup.envVars[1BAD]", "C7"}}},
+		// Bounds of a node group's environment (check.MaxEnv*).
+		{"C7 env at every limit", func(s *cluster.Spec) {
+			s.Head.Env = envOf(check.MaxEnvVars/2, check.MaxEnvBytes/check.MaxEnvVars)
+			s.Head.SecretEnv = secretsOf(check.MaxEnvVars / 2)
+		}, nil},
+		{"C7 env value of 800 KB", func(s *cluster.Spec) { s.Head.Env = map[string]string{"BIG": strings.Repeat("x", 800_000)} },
+			[]want{{"headGroup.envVars[BIG]", "C7"}, {"headGroup.envVars", "C7"}}},
+		{"C7 env value one byte over", func(s *cluster.Spec) {
+			s.Head.Env = map[string]string{"V": strings.Repeat("x", check.MaxEnvValueLen+1)}
+		},
+			[]want{{"headGroup.envVars[V]", "C7"}}},
+		{"C7 env name too long", func(s *cluster.Spec) { s.Head.Env = map[string]string{strings.Repeat("N", check.MaxEnvNameLen+1): ""} },
+			[]want{{"headGroup.envVars[" + strings.Repeat("N", check.MaxEnvNameLen+1) + "]", "C7"}}},
+		{"C7 too many env vars", func(s *cluster.Spec) { s.Workers[0].Env = envOf(check.MaxEnvVars+1, 0) },
+			[]want{{"workerGroups[0].envVars", "C8"}}},
+		{"C7 env and secrets together too many", func(s *cluster.Spec) {
+			s.Head.Env, s.Head.SecretEnv = envOf(check.MaxEnvVars/2+1, 0), secretsOf(check.MaxEnvVars/2)
+		}, []want{{"headGroup.envVars", "C7"}}},
+		{"C7 env total over", func(s *cluster.Spec) { s.Head.Env = envOf(4, check.MaxEnvValueLen) }, []want{{"headGroup.envVars", "C7"}}},
+		{"C7 env value invalid UTF-8", func(s *cluster.Spec) { s.Head.Env = map[string]string{"V": "a\xffb"} }, []want{{"headGroup.envVars[V]", "C7"}}},
+		{"C7 too many labels", func(s *cluster.Spec) { s.Head.Labels = mapOf(check.MaxNodeLabels+1, "v") }, []want{{"headGroup.labels", "C7"}}},
+		{"C7 too many logical resources", func(s *cluster.Spec) {
+			s.Head.Resources = map[string]float64{}
+			for k := range mapOf(check.MaxLogicalResources+1, "") {
+				s.Head.Resources[k] = 1
+			}
+		}, []want{{"headGroup.resources", "C7"}}},
+		// Variables from Secrets.
+		{"C7 valid secret env", func(s *cluster.Spec) {
+			s.Head.SecretEnv = map[string]cluster.SecretKeyRef{"TOKEN": {Secret: "dlc-env-team.a", Key: "hf_token.txt"}}
+		}, nil},
+		{"C7 secret without the prefix", func(s *cluster.Spec) {
+			s.Head.SecretEnv = map[string]cluster.SecretKeyRef{"TOKEN": {Secret: "db-password", Key: "k"}}
+		}, []want{{"headGroup.secretEnvVars[TOKEN].secret", "C7"}}},
+		{"C7 secret name not a subdomain", func(s *cluster.Spec) {
+			s.Head.SecretEnv = map[string]cluster.SecretKeyRef{"TOKEN": {Secret: "dlc-env-A_B", Key: "k"}}
+		}, []want{{"headGroup.secretEnvVars[TOKEN].secret", "C7"}}},
+		{"C7 secret key and name required", func(s *cluster.Spec) {
+			s.Head.SecretEnv = map[string]cluster.SecretKeyRef{"TOKEN": {}}
+		}, []want{{"headGroup.secretEnvVars[TOKEN].secret", "C7"}, {"headGroup.secretEnvVars[TOKEN].key", "C7"}}},
+		{"C7 secret key syntax", func(s *cluster.Spec) {
+			s.Head.SecretEnv = map[string]cluster.SecretKeyRef{"TOKEN": {Secret: "dlc-env-a", Key: "a/b"}}
+		}, []want{{"headGroup.secretEnvVars[TOKEN].key", "C7"}}},
+		{"C7 secret key ..", func(s *cluster.Spec) {
+			s.Head.SecretEnv = map[string]cluster.SecretKeyRef{"TOKEN": {Secret: "dlc-env-a", Key: ".."}}
+		}, []want{{"headGroup.secretEnvVars[TOKEN].key", "C7"}}},
+		{"C7 secret env name syntax", func(s *cluster.Spec) {
+			s.Head.SecretEnv = map[string]cluster.SecretKeyRef{"1X": {Secret: "dlc-env-a", Key: "k"}}
+		}, []want{{"headGroup.secretEnvVars[1X]", "C7"}}},
+		{"C8 name in envVars and secretEnvVars", func(s *cluster.Spec) {
+			s.Workers[0].Env = map[string]string{"TOKEN": "x"}
+			s.Workers[0].SecretEnv = map[string]cluster.SecretKeyRef{"TOKEN": {Secret: "dlc-env-a", Key: "k"}}
+		}, []want{{"workerGroups[0].secretEnvVars[TOKEN]", "C8"}}},
 		{"C7 label key reserved prefix", func(s *cluster.Spec) { s.Head.Labels = map[string]string{"ray.io/node-id": "x"} }, []want{{"headGroup.labels[ray.io/node-id]", "C7"}}},
 		{"C7 label value", func(s *cluster.Spec) { s.Head.Labels = map[string]string{"k": "a b"} }, []want{{"headGroup.labels[k]", "C7"}}},
 		{"C7 logical resource reserved", func(s *cluster.Spec) { s.Head.Resources = map[string]float64{"GPU": 1} }, []want{{"headGroup.resources[GPU]", "C7"}}},
@@ -173,6 +268,28 @@ func TestSpecValidate(t *testing.T) {
 			}
 		}, []want{{"advanced", "C10"}}},
 		{"J11 platform-managed key on cluster", func(s *cluster.Spec) { s.Advanced = map[string]string{"num_cpus": "8"} }, []want{{"advanced[num_cpus]", "J11"}}},
+		{"C10 advanced value too long", func(s *cluster.Spec) {
+			s.Advanced = map[string]string{"x": strings.Repeat("1", check.MaxAdvancedValue+1)}
+		},
+			[]want{{"advanced[x]", "C10"}}},
+		{"C10 advanced total too large", func(s *cluster.Spec) {
+			s.Advanced = map[string]string{}
+			for i := range 5 {
+				s.Advanced[fmt.Sprintf("k%d", i)] = strings.Repeat("1", check.MaxAdvancedValue-2)
+			}
+		}, []want{{"advanced", "C10"}}},
+		// C9
+		{"C9 too many mounts", func(s *cluster.Spec) {
+			for i := range storage.MaxMounts + 1 {
+				s.Mounts = append(s.Mounts, storage.Mount{Type: storage.CFS, Instance: "cfs-1a2b3c4d", MountPath: fmt.Sprintf("/mnt/%d", i)})
+			}
+		}, []want{{"mounts", "C9"}}},
+		{"C9 mount path too long", func(s *cluster.Spec) {
+			s.Mounts = []storage.Mount{{Type: storage.CFS, Instance: "cfs-1a2b3c4d", MountPath: "/" + strings.Repeat("m", storage.MaxMountPathLen)}}
+		}, []want{{"mounts[0].mountPath", "C9"}}},
+		{"C9 sub-path too long", func(s *cluster.Spec) {
+			s.Mounts = []storage.Mount{{Type: storage.CFS, Instance: "cfs-1a2b3c4d", SubPath: strings.Repeat("s", storage.MaxMountPathLen+1), MountPath: "/m"}}
+		}, []want{{"mounts[0].subPath", "C9"}}},
 		// all at once
 		{"every problem at once", func(s *cluster.Spec) {
 			s.Name, s.Groups, s.Priority, s.Image = "", nil, new(12), ""
@@ -262,6 +379,9 @@ func TestTemplateC6(t *testing.T) {
 		{"C6 name bidi isolate", func(t *cluster.Template) { t.Name = "\u2068a10" }, []want{{"name", "C6"}}},
 		{"C6 name control", func(t *cluster.Template) { t.Name = "a\x1b[31m" }, []want{{"name", "C6"}}},
 		{"C6 environment checked", func(t *cluster.Template) { t.Workers = nil }, []want{{"workerGroups", "C8"}}},
+		{"C6 valid description at the limit", func(t *cluster.Template) { t.Description = strings.Repeat("述", cluster.MaxDescriptionLen) }, nil},
+		{"C6 description too long", func(t *cluster.Template) { t.Description = strings.Repeat("d", 1<<20) }, []want{{"description", "C6"}}},
+		{"C6 description with NUL", func(t *cluster.Template) { t.Description = "a\x00b" }, []want{{"description", "C6"}}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

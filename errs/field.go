@@ -109,7 +109,17 @@ func Duplicate(p Path, rule string, v any) *FieldError {
 }
 
 // TooLong reports text over its length limit (counted in characters).
+// The value it keeps is v's first 64 characters, so that the error stays
+// short however long v is.
 func TooLong(p Path, rule string, v string, limit int) *FieldError {
+	n := 0
+	for i := range v {
+		if n == 64 {
+			v = v[:i] + "…"
+			break
+		}
+		n++
+	}
 	return &FieldError{Path: p, Rule: rule, Type: TypeTooLong, BadValue: v,
 		Detail: fmt.Sprintf("must have at most %d characters", limit)}
 }

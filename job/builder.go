@@ -143,6 +143,19 @@ func (b *Builder) Env(name, value string) *Builder {
 	return b
 }
 
+// SecretEnv sets an environment variable of the job's processes whose
+// value is key of the Secret named secret (whose name starts with
+// cluster.SecretEnvPrefix); only the reference is stored and rendered. On
+// demand only (J10): a run on an existing cluster or group gets Secrets
+// from the cluster's own secretEnvVars (cluster.SecretEnv).
+func (b *Builder) SecretEnv(name, secret, key string) *Builder {
+	if b.cfg.Runtime.SecretEnv == nil {
+		b.cfg.Runtime.SecretEnv = map[string]cluster.SecretKeyRef{}
+	}
+	b.cfg.Runtime.SecretEnv[name] = cluster.SecretKeyRef{Secret: secret, Key: key}
+	return b
+}
+
 // Container sets the image the job's workers run in (J10), leaving the
 // cluster's image as it is.
 func (b *Builder) Container(image string) *Builder { b.cfg.Runtime.Container = image; return b }

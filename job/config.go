@@ -17,9 +17,11 @@ import (
 
 // Limits of a job config.
 const (
-	MaxNameLen       = 100 // J1, in characters
-	MaxEntrypointLen = 4096
-	DefaultPriority  = 5 // J3
+	MaxNameLen       = 100  // J1, in characters
+	MaxEntrypointLen = 4096 // bytes
+	MaxDependencies  = 64   // pip or conda entries of a runtime environment (J10)
+	MaxDependencyLen = 256  // bytes in one pip or conda entry
+	DefaultPriority  = 5    // J3
 )
 
 // Limits of a config document, as UnmarshalYAML reads it: a larger
@@ -79,15 +81,19 @@ type OnDemand struct {
 // cluster's image. Pip and Conda exclude each other, and a container
 // excludes both, as in Ray.
 type RuntimeEnv struct {
-	Pip       []string          `json:"pip,omitempty"`       // pip requirements, e.g. "torch>=2.0"
-	Conda     []string          `json:"conda,omitempty"`     // conda dependencies
-	EnvVars   map[string]string `json:"envVars,omitempty"`   // environment variables of the job's processes
-	Container string            `json:"container,omitempty"` // an image the job's workers run in (Ray's image_uri)
+	Pip     []string          `json:"pip,omitempty"`     // pip requirements, e.g. "torch>=2.0"
+	Conda   []string          `json:"conda,omitempty"`   // conda dependencies
+	EnvVars map[string]string `json:"envVars,omitempty"` // environment variables of the job's processes
+	// SecretEnv are environment variables whose value is a key of a
+	// Secret (on-demand runs only: a run on an existing cluster or group
+	// gets Secrets from the cluster's own secretEnvVars).
+	SecretEnv map[string]cluster.SecretKeyRef `json:"secretEnvVars,omitempty"`
+	Container string                          `json:"container,omitempty"` // an image the job's workers run in (Ray's image_uri)
 }
 
 // IsZero reports whether nothing is set.
 func (r RuntimeEnv) IsZero() bool {
-	return len(r.Pip) == 0 && len(r.Conda) == 0 && len(r.EnvVars) == 0 && r.Container == ""
+	return len(r.Pip) == 0 && len(r.Conda) == 0 && len(r.EnvVars) == 0 && len(r.SecretEnv) == 0 && r.Container == ""
 }
 
 // Mode returns the run mode that is set, or "" when none or several are.
@@ -159,7 +165,7 @@ func (c *Config) DeepCopy() *Config {
 	out.Mounts = slices.Clone(c.Mounts)
 	out.Runtime = RuntimeEnv{
 		Pip: slices.Clone(c.Runtime.Pip), Conda: slices.Clone(c.Runtime.Conda),
-		EnvVars: maps.Clone(c.Runtime.EnvVars), Container: c.Runtime.Container,
+		EnvVars: maps.Clone(c.Runtime.EnvVars), SecretEnv: maps.Clone(c.Runtime.SecretEnv), Container: c.Runtime.Container,
 	}
 	out.Advanced = maps.Clone(c.Advanced)
 	return &out

@@ -2,6 +2,7 @@ package job
 
 import (
 	"strings"
+	"unicode/utf8"
 
 	"github.com/aidlc/dlc/cluster"
 	"github.com/aidlc/dlc/errs"
@@ -35,6 +36,29 @@ func (c *Config) Problems(cat cluster.Catalogs) errs.List {
 	}
 	l = append(l, storage.ValidateMounts(errs.NewPath("mounts"), "J9", c.Mounts)...)
 	l = append(l, c.Runtime.problems(errs.NewPath("runtimeEnv"))...)
+	if od := c.OnDemand; od != nil {
+		// The run's variables from Secrets go on every Ray container, beside
+		// the node groups' own.
+		groups := []cluster.NodeGroup{od.Environment.Head.NodeGroup}
+		for _, w := range od.Environment.Workers {
+			groups = append(groups, w.NodeGroup)
+		}
+		for _, k := range errs.SortedKeys(c.Runtime.SecretEnv) {
+			for _, g := range groups {
+				_, plain := g.Env[k]
+				_, secret := g.SecretEnv[k]
+				if plain || secret {
+					l = append(l, errs.Invalid(errs.NewPath("runtimeEnv").Child("secretEnvVars").Key(k), "J10", k,
+						"node group "+g.Name+" of the on-demand environment sets this variable too; set it in one place"))
+					break
+				}
+			}
+		}
+	}
+	if c.OnDemand == nil && len(c.Runtime.SecretEnv) > 0 {
+		l = append(l, errs.Forbidden(errs.NewPath("runtimeEnv").Child("secretEnvVars"), "J10",
+			"only an on-demand run takes variables from Secrets: a run on an existing cluster or cluster group is submitted to the cluster's Ray Jobs API, which cannot read Secrets; set secretEnvVars on the cluster's node groups instead, and the run inherits them"))
+	}
 	l = append(l, check.Advanced(errs.NewPath("advanced"), "J11", -1, c.Advanced)...)
 	return l
 }
@@ -59,15 +83,23 @@ func (c *Config) modeProblems(cat cluster.Catalogs) errs.List {
 	}
 	od := c.OnDemand
 	if od == nil {
-		return nil
+		// The cluster's or group's id.
+		if c.Cluster != "" {
+			return check.ID(errs.NewPath("cluster"), "J2", "cluster", c.Cluster)
+		}
+		return check.ID(errs.NewPath("group"), "J2", "cluster group", c.Group)
 	}
 	p := errs.NewPath("onDemand")
 	var l errs.List
 	if od.ResourcePackage == "" {
 		l = append(l, errs.Required(p.Child("resourcePackage"), "J3", "the resource package the run draws from"))
+	} else {
+		l = append(l, check.ID(p.Child("resourcePackage"), "J3", "resource package", od.ResourcePackage)...)
 	}
 	if od.ResourceGroup == "" {
 		l = append(l, errs.Required(p.Child("resourceGroup"), "J3", "the resource group the run queues in"))
+	} else {
+		l = append(l, check.ID(p.Child("resourceGroup"), "J3", "resource group", od.ResourceGroup)...)
 	}
 	l = append(l, check.Priority(p.Child("priority"), "J3", od.Priority)...)
 	l = append(l, od.Environment.Problems(cat, cluster.JobRules).Prefix(p.Child("environment"))...)
@@ -76,16 +108,8 @@ func (c *Config) modeProblems(cat cluster.Catalogs) errs.List {
 
 func (r RuntimeEnv) problems(p errs.Path) errs.List {
 	var l errs.List
-	for i, req := range r.Pip {
-		if strings.TrimSpace(req) == "" || strings.ContainsAny(req, "\x00\r\n") {
-			l = append(l, errs.Invalid(p.Child("pip").Index(i), "J10", req, "one pip requirement per entry, not empty"))
-		}
-	}
-	for i, dep := range r.Conda {
-		if strings.TrimSpace(dep) == "" || strings.ContainsAny(dep, "\x00\r\n") {
-			l = append(l, errs.Invalid(p.Child("conda").Index(i), "J10", dep, "one conda dependency per entry, not empty"))
-		}
-	}
+	l = append(l, dependencyProblems(p.Child("pip"), r.Pip, "one pip requirement per entry, not empty")...)
+	l = append(l, dependencyProblems(p.Child("conda"), r.Conda, "one conda dependency per entry, not empty")...)
 	if len(r.Pip) > 0 && len(r.Conda) > 0 {
 		l = append(l, errs.Invalid(p.Child("conda"), "J10", strings.Join(r.Conda, ","), "Ray takes pip or conda dependencies, not both; list pip packages under conda's pip instead"))
 	}
@@ -97,6 +121,25 @@ func (r RuntimeEnv) problems(p errs.Path) errs.List {
 			l = append(l, errs.Invalid(p.Child("container"), "J10", r.Container, "a container image carries its own dependencies; Ray does not combine it with pip or conda"))
 		}
 	}
-	l = append(l, check.EnvVars(p.Child("envVars"), "J10", r.EnvVars)...)
+	l = append(l, cluster.EnvProblems(p, "J10", r.EnvVars, r.SecretEnv)...)
+	return l
+}
+
+// dependencyProblems checks a pip or conda list: at most MaxDependencies
+// entries of at most MaxDependencyLen bytes, each one line, not empty.
+func dependencyProblems(p errs.Path, deps []string, what string) errs.List {
+	var l errs.List
+	if len(deps) > MaxDependencies {
+		l = append(l, errs.TooMany(p, "J10", len(deps), MaxDependencies))
+		deps = deps[:MaxDependencies] // and the first ones checked
+	}
+	for i, d := range deps {
+		switch {
+		case len(d) > MaxDependencyLen:
+			l = append(l, errs.TooLong(p.Index(i), "J10", d, MaxDependencyLen))
+		case strings.TrimSpace(d) == "" || strings.ContainsAny(d, "\x00\r\n") || !utf8.ValidString(d):
+			l = append(l, errs.Invalid(p.Index(i), "J10", d, what))
+		}
+	}
 	return l
 }

@@ -1,11 +1,14 @@
 package job_test
 
 import (
+	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/aidlc/dlc/cluster"
+	"github.com/aidlc/dlc/internal/check"
 	"github.com/aidlc/dlc/internal/fieldtest"
 	"github.com/aidlc/dlc/job"
 	"github.com/aidlc/dlc/storage"
@@ -61,6 +64,11 @@ func TestConfigValidate(t *testing.T) {
 		{"J3 resource package and group required", func(c *job.Config) {
 			c.OnDemand.ResourcePackage, c.OnDemand.ResourceGroup = "", ""
 		}, []want{{"onDemand.resourcePackage", "J3"}, {"onDemand.resourceGroup", "J3"}}},
+		{"J3 resource group id of 64 KiB", func(c *job.Config) { c.OnDemand.ResourceGroup = strings.Repeat(`"}{`, 64<<10) }, []want{{"onDemand.resourceGroup", "J3"}}},
+		{"J3 resource group id of 64", func(c *job.Config) { c.OnDemand.ResourceGroup = strings.Repeat("r", 64) }, []want{{"onDemand.resourceGroup", "J3"}}},
+		{"J3 resource package id not a DNS label", func(c *job.Config) { c.OnDemand.ResourcePackage = "Pkg" }, []want{{"onDemand.resourcePackage", "J3"}}},
+		{"J2 cluster id too long", func(c *job.Config) { c.OnDemand, c.Cluster = nil, strings.Repeat("c", 64) }, []want{{"cluster", "J2"}}},
+		{"J2 group id not a DNS label", func(c *job.Config) { c.OnDemand, c.Group = nil, "grp 1" }, []want{{"group", "J2"}}},
 		// J4
 		{"J4 valid tags", func(c *job.Config) { c.Tags = map[string]string{"team": "cv"} }, nil},
 		{"J4 bad tag", func(c *job.Config) { c.Tags = map[string]string{" ": "x"} }, []want{{"tags[ ]", "J4"}}},
@@ -110,6 +118,66 @@ func TestConfigValidate(t *testing.T) {
 		}, []want{{"runtimeEnv.container", "J10"}}},
 		{"J10 bad env var", func(c *job.Config) { c.Runtime.EnvVars = map[string]string{"A-B": "1"} }, []want{{"runtimeEnv.envVars[A-B]", "J10"}}},
 		{"J10 empty pip entry", func(c *job.Config) { c.Runtime.Pip = []string{""} }, []want{{"runtimeEnv.pip[0]", "J10"}}},
+		{"J10 env value of 800 KB", func(c *job.Config) { c.Runtime.EnvVars = map[string]string{"BIG": strings.Repeat("x", 800_000)} },
+			[]want{{"runtimeEnv.envVars[BIG]", "J10"}, {"runtimeEnv.envVars", "J10"}}},
+		{"J10 too many env vars", func(c *job.Config) {
+			c.Runtime.EnvVars = map[string]string{}
+			for i := range check.MaxEnvVars + 1 {
+				c.Runtime.EnvVars[fmt.Sprintf("V%d", i)] = ""
+			}
+		}, []want{{"runtimeEnv.envVars", "J10"}}},
+		{"J10 on-demand environment env too large", func(c *job.Config) {
+			c.OnDemand.Environment.Head.Env = map[string]string{"BIG": strings.Repeat("x", check.MaxEnvValueLen+1)}
+		}, []want{{"onDemand.environment.headGroup.envVars[BIG]", "J7"}}},
+		{"J10 too many pip entries", func(c *job.Config) { c.Runtime.Pip = slices.Repeat([]string{"numpy"}, job.MaxDependencies+1) },
+			[]want{{"runtimeEnv.pip", "J10"}}},
+		{"J10 pip entry too long", func(c *job.Config) { c.Runtime.Pip = []string{strings.Repeat("p", job.MaxDependencyLen+1)} },
+			[]want{{"runtimeEnv.pip[0]", "J10"}}},
+		{"J10 too many conda entries", func(c *job.Config) {
+			for range job.MaxDependencies + 1 {
+				c.Runtime.Conda = append(c.Runtime.Conda, "numpy")
+			}
+		}, []want{{"runtimeEnv.conda", "J10"}}},
+		{"J10 valid secret env on demand", func(c *job.Config) {
+			c.Runtime.SecretEnv = map[string]cluster.SecretKeyRef{"HF_TOKEN": {Secret: "dlc-env-hf", Key: "token"}}
+		}, nil},
+		{"J10 secret env on an existing cluster", func(c *job.Config) {
+			c.OnDemand, c.Cluster = nil, "cls-1"
+			c.Runtime.SecretEnv = map[string]cluster.SecretKeyRef{"HF_TOKEN": {Secret: "dlc-env-hf", Key: "token"}}
+		}, []want{{"runtimeEnv.secretEnvVars", "J10"}}},
+		{"J10 secret env on a group", func(c *job.Config) {
+			c.OnDemand, c.Group = nil, "grp-1"
+			c.Runtime.SecretEnv = map[string]cluster.SecretKeyRef{"HF_TOKEN": {Secret: "dlc-env-hf", Key: "token"}}
+		}, []want{{"runtimeEnv.secretEnvVars", "J10"}}},
+		{"J10 secret env bad Secret", func(c *job.Config) {
+			c.Runtime.SecretEnv = map[string]cluster.SecretKeyRef{"HF_TOKEN": {Secret: "kube-system-token", Key: "token"}}
+		}, []want{{"runtimeEnv.secretEnvVars[HF_TOKEN].secret", "J10"}}},
+		{"J10 secret env also set by a node group", func(c *job.Config) {
+			c.OnDemand.Environment.Workers[0].Env = map[string]string{"HF_TOKEN": "x"}
+			c.Runtime.SecretEnv = map[string]cluster.SecretKeyRef{"HF_TOKEN": {Secret: "dlc-env-hf", Key: "token"}}
+		}, []want{{"runtimeEnv.secretEnvVars[HF_TOKEN]", "J10"}}},
+		{"J10 name in both", func(c *job.Config) {
+			c.Runtime.EnvVars = map[string]string{"HF_TOKEN": "x"}
+			c.Runtime.SecretEnv = map[string]cluster.SecretKeyRef{"HF_TOKEN": {Secret: "dlc-env-hf", Key: "token"}}
+		}, []want{{"runtimeEnv.secretEnvVars[HF_TOKEN]", "J10"}}},
+		{"J9 too many mounts", func(c *job.Config) {
+			for i := range storage.MaxMounts + 1 {
+				c.Mounts = append(c.Mounts, storage.Mount{Type: storage.CFS, Instance: "cfs-1a2b3c4d", MountPath: fmt.Sprintf("/mnt/%d", i)})
+			}
+		}, []want{{"mounts", "J9"}}},
+		{"J5 local path too long", func(c *job.Config) {
+			c.Package = storage.LocalPackage("/" + strings.Repeat("p", storage.MaxPackageRefLen))
+		},
+			[]want{{"package.local", "J5"}}},
+		{"J5 COS URL too long", func(c *job.Config) {
+			c.Package = storage.COSPackage("cos://jobs-1250000000/" + strings.Repeat("k", storage.MaxPackageRefLen))
+		}, []want{{"package.cos", "J5"}}},
+		{"J11 advanced total too large", func(c *job.Config) {
+			c.Advanced = map[string]string{}
+			for i := range 50 {
+				c.Advanced[fmt.Sprintf("k%d", i)] = strings.Repeat("1", 100)
+			}
+		}, []want{{"advanced", "J11"}}},
 		// J11
 		{"J11 valid advanced", func(c *job.Config) { c.Advanced = map[string]string{"ttl-seconds-after-finished": "600"} }, nil},
 		{"J11 image", func(c *job.Config) { c.Advanced = map[string]string{"image": "x"} }, []want{{"advanced[image]", "J11"}}},

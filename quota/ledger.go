@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/aidlc/dlc/errs"
+	"github.com/aidlc/dlc/internal/check"
 )
 
 // Group is a resource group: the allocatable capacity that clusters and
@@ -18,15 +19,13 @@ type Group struct {
 	Capacity Resources `json:"capacity"`
 }
 
-// Validate checks a resource group's registration.
+// Validate checks a resource group's registration: its id and package id
+// are DNS labels of at most 63 characters (C4; the id is a metric label
+// value and part of object names), and its capacity is not negative.
 func (g Group) Validate() error {
 	var fl errs.List
-	if g.ID == "" {
-		fl = append(fl, errs.Required("id", "C4", "a resource group id"))
-	}
-	if g.Package == "" {
-		fl = append(fl, errs.Required("package", "C4", "the resource package the group belongs to"))
-	}
+	fl = append(fl, check.ID("id", "C4", "resource group", g.ID)...)
+	fl = append(fl, check.ID("package", "C4", "resource package", g.Package)...)
 	if g.Capacity.AnyNegative() {
 		fl = append(fl, errs.Invalid("capacity", "C4", g.Capacity.String(), "capacity is not negative"))
 	}

@@ -3,6 +3,7 @@ package quota_test
 import (
 	"errors"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -231,5 +232,41 @@ func TestResourcesOverflow(t *testing.T) {
 		if tc.got != tc.want {
 			t.Errorf("%s: %v − %v = %v, want %v", tc.name, tc.a, tc.b, tc.got, tc.want)
 		}
+	}
+}
+
+// A resource group's id and package id are DNS labels of at most 63
+// characters (C4): the id is a metric label value.
+func TestGroupValidateIDs(t *testing.T) {
+	cases := []struct {
+		name, id, pkg string
+		bad           []string // fields in error
+	}{
+		{"valid", "rg-1", "pkg-1", nil},
+		{"valid 63", strings.Repeat("a", 63), "p", nil},
+		{"id required", "", "p", []string{"id"}},
+		{"id 64", strings.Repeat("a", 64), "p", []string{"id"}},
+		{"id 64 KiB with quotes and braces", strings.Repeat(`"}{`, 64<<10/3), "p", []string{"id"}},
+		{"id upper case", "RG", "p", []string{"id"}},
+		{"id underscore", "rg_1", "p", []string{"id"}},
+		{"id leading dash", "-rg", "p", []string{"id"}},
+		{"id with a dot", "rg.1", "p", []string{"id"}},
+		{"package not a label", "rg", "pkg 1", []string{"package"}},
+		{"package required", "rg", "", []string{"package"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			err := quota.Group{ID: tc.id, Package: tc.pkg, Capacity: quota.Cores(1)}.Validate()
+			var got []string
+			for _, fe := range errs.Fields(err) {
+				if fe.Rule != "C4" {
+					t.Errorf("rule %q, want C4", fe.Rule)
+				}
+				got = append(got, fe.Path.String())
+			}
+			if !slices.Equal(got, tc.bad) || (tc.bad != nil) != errors.Is(err, errs.ErrInvalid) {
+				t.Fatalf("fields %v, want %v (%v)", got, tc.bad, err)
+			}
+		})
 	}
 }

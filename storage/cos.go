@@ -25,8 +25,16 @@ const (
 	DefaultRetryBase   = 200 * time.Millisecond
 	DefaultRetryMax    = 10 * time.Second
 	// DefaultWorkingDirExpiry is how long a presigned working_dir URL is
-	// valid when WorkingDirOptions.Expiry is zero.
-	DefaultWorkingDirExpiry = 24 * time.Hour
+	// valid when WorkingDirOptions.Expiry is zero: an hour. The URL is a
+	// bearer credential for the package, readable by whoever can read the
+	// RayJob (runtimeEnvYAML) or the Ray job's metadata, so it lives only
+	// as long as Ray may still fetch the package: for a run submitted to
+	// a cluster's Jobs API, the moment after the submission; for an
+	// on-demand run's RayJob, rendered when the run is admitted (the queue
+	// wait does not count), until KubeRay submits it once the cluster is
+	// up, which an hour covers with room for image pulls and node
+	// scale-up.
+	DefaultWorkingDirExpiry = time.Hour
 	// MaxCOSDirectory is the largest central directory that
 	// COSClient.InspectZIP reads (with ranged GETs); a larger one is only
 	// checked by its end records.
@@ -553,9 +561,12 @@ func (r *cosReaderAt) fetch(off int64, n int) ([]byte, error) {
 // WorkingDirOptions say how a run reaches its package.
 type WorkingDirOptions struct {
 	// Expiry is how long a presigned URL stays valid; 0 means
-	// DefaultWorkingDirExpiry. It must cover the time until Ray downloads
-	// the package, which is when the run starts (a queued on-demand run
-	// may wait), so render it when the run is submitted.
+	// DefaultWorkingDirExpiry (an hour). It must cover the time until Ray
+	// downloads the package: right after the submission for a run on an
+	// existing cluster (minutes are enough), the start of its cluster for
+	// an on-demand run, whose RayJob is rendered at admission, not when
+	// the run is queued. Keep it short: the URL grants the package to
+	// whoever reads it.
 	Expiry time.Duration
 	// ClusterCredentials says the cluster reads COS with credentials of
 	// its own; the working_dir is then the object's URI, not a URL that

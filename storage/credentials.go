@@ -18,7 +18,7 @@ const (
 
 // Credentials are a Tencent Cloud API key pair, optionally temporary (with
 // a session token from STS). They never show in logs: String, GoString,
-// Format, MarshalText and MarshalJSON all redact them, so that printing a
+// Format, MarshalText, MarshalJSON and GobEncode all redact them, so that printing a
 // value or an options struct holding one, or serialising it into a
 // Kubernetes object by mistake, does not leak the secret. One exception
 // is fmt's own: %p of a value that is not a pointer (a Credentials or a
@@ -89,3 +89,8 @@ func (c Credentials) MarshalText() ([]byte, error) { return []byte(c.String()), 
 
 // MarshalJSON returns the redacted text as a JSON string.
 func (c Credentials) MarshalJSON() ([]byte, error) { return fmt.Appendf(nil, "%q", c.String()), nil }
+
+// GobEncode returns the redacted text, as MarshalText does, so that
+// encoding/gob never writes the secret either. Credentials do not decode
+// from it: a decoder refuses the redacted value.
+func (c Credentials) GobEncode() ([]byte, error) { return []byte(c.String()), nil }

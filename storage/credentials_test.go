@@ -1,6 +1,8 @@
 package storage
 
 import (
+	"bytes"
+	"encoding/gob"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -51,6 +53,14 @@ func TestCredentialsAreRedacted(t *testing.T) {
 		t.Fatal(err)
 	}
 	out = append(out, string(js), c.String(), c.GoString())
+	// encoding/gob, of the value, a pointer to it and a struct holding it.
+	for i, v := range []any{c, &c, struct{ C Credentials }{c}, opts} {
+		var b bytes.Buffer
+		if err := gob.NewEncoder(&b).Encode(v); err != nil {
+			t.Fatalf("gob %d: %v", i, err)
+		}
+		out = append(out, b.String())
+	}
 	for _, s := range out {
 		if strings.Contains(s, c.SecretKey) || strings.Contains(s, c.SessionToken) || strings.Contains(s, "AKIDabcdefgh") {
 			t.Fatalf("leaked: %s", s)

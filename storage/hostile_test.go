@@ -387,6 +387,19 @@ func TestInspectZIPOverlaps(t *testing.T) {
 	le.PutUint32(long[20:], 1000)
 	le.PutUint32(long[24:], 1000)
 	past := joinRecords(body, [][]byte{recs[0], long})
+	// main.py's own local header declares a longer extra field than the
+	// directory record: its data, which starts after that header, then
+	// runs into b.py's local header.
+	longExtra := append([]byte(nil), body...)
+	le.PutUint16(longExtra[28:], le.Uint16(longExtra[28:])+20)
+	localExtra := joinRecords(longExtra, recs)
+	longName := append([]byte(nil), body...)
+	le.PutUint16(longName[26:], le.Uint16(longName[26:])+20)
+	localName := joinRecords(longName, recs)
+	// b.py's directory record points into main.py's data.
+	astray := append([]byte(nil), recs[1]...)
+	le.PutUint32(astray[42:], 40)
+	noHeader := joinRecords(body, [][]byte{recs[0], astray})
 	for name, tc := range map[string]struct {
 		data []byte
 		has  string
@@ -394,6 +407,9 @@ func TestInspectZIPOverlaps(t *testing.T) {
 		"shared local header": {shared, `overlaps entry "main.py"`},
 		"data holds a header": {bomb, `overlaps entry "main.py"`},
 		"into the directory":  {past, "run into the central directory"},
+		"local extra length":  {localExtra, `overlaps entry "main.py"`},
+		"local name length":   {localName, `overlaps entry "main.py"`},
+		"no local header":     {noHeader, "has no local file header at offset 40"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := InspectZIPReader(bytes.NewReader(tc.data), int64(len(tc.data)), InspectOptions{})

@@ -72,6 +72,12 @@ var instancePatterns = map[MountType]struct {
 	GooseFS:  {regexp.MustCompile(`^goosefs-[a-z0-9]{8,16}$`), "a GooseFS instance id, e.g. goosefs-1a2b3c4d"},
 }
 
+// Limits of mounts (C9, J9).
+const (
+	MaxMounts       = 10  // mounts of one cluster or job
+	MaxMountPathLen = 128 // bytes in a mount path or a sub-path
+)
+
 // ReservedPaths are container paths a mount may not cover: Ray's own
 // session directory, the container's system directories, and the root.
 var ReservedPaths = []string{"/", "/tmp/ray", "/dev", "/proc", "/sys", "/etc", "/bin", "/sbin", "/lib", "/lib64", "/usr", "/boot", "/var/run", "/run"}
@@ -100,6 +106,8 @@ func (m Mount) Validate(p errs.Path, rule string) errs.List {
 	}
 	if sp := m.SubPath; sp != "" {
 		switch {
+		case len(sp) > MaxMountPathLen:
+			l = append(l, errs.TooLong(p.Child("subPath"), rule, sp, MaxMountPathLen))
 		case strings.HasPrefix(sp, "/"):
 			l = append(l, errs.Invalid(p.Child("subPath"), rule, sp, "a sub-path is relative to the storage instance's root"))
 		case hasDotDot(sp):
@@ -129,6 +137,8 @@ func mountPathProblems(p errs.Path, rule, mp string) errs.List {
 	switch {
 	case mp == "":
 		return errs.List{errs.Required(p, rule, "where to mount, an absolute path")}
+	case len(mp) > MaxMountPathLen:
+		return errs.List{errs.TooLong(p, rule, mp, MaxMountPathLen)}
 	case !strings.HasPrefix(mp, "/"):
 		return errs.List{errs.Invalid(p, rule, mp, "a mount path is absolute")}
 	case hasDotDot(mp):
@@ -145,9 +155,14 @@ func mountPathProblems(p errs.Path, rule, mp string) errs.List {
 	return nil
 }
 
-// ValidateMounts checks a list of mounts and that no two share a mount path.
+// ValidateMounts checks a list of at most MaxMounts mounts and that no
+// two share a mount path.
 func ValidateMounts(p errs.Path, rule string, mounts []Mount) errs.List {
 	var l errs.List
+	if len(mounts) > MaxMounts {
+		l = append(l, errs.TooMany(p, rule, len(mounts), MaxMounts))
+		mounts = mounts[:MaxMounts] // and the first ones checked
+	}
 	seen := map[string]bool{}
 	for i, m := range mounts {
 		ip := p.Index(i)

@@ -14,6 +14,10 @@ import (
 // A larger package goes to COS first and is referenced from there.
 const MaxLocalPackageSize int64 = 100 << 20
 
+// MaxPackageRefLen is the most bytes of a package's local path or COS URL
+// (a COS object key has at most 850).
+const MaxPackageRefLen = 1024
+
 // Package is a job package (J5): one ZIP file, either a local file or an
 // object already in COS. Exactly one of Local and COS is set.
 type Package struct {
@@ -48,6 +52,10 @@ func (p Package) Validate(fp errs.Path) errs.List {
 		return errs.List{errs.Required(fp, "J5", "a ZIP job package, local (local) or in COS (cos)")}
 	case p.Local != "" && p.COS != "":
 		return errs.List{errs.Invalid(fp, "J5", p.String(), "set one of local and cos, not both")}
+	case len(p.Local) > MaxPackageRefLen:
+		return errs.List{errs.TooLong(fp.Child("local"), "J5", p.Local, MaxPackageRefLen)}
+	case len(p.COS) > MaxPackageRefLen:
+		return errs.List{errs.TooLong(fp.Child("cos"), "J5", p.COS, MaxPackageRefLen)}
 	case p.Local != "":
 		if strings.ContainsRune(p.Local, 0) {
 			return errs.List{errs.Invalid(fp.Child("local"), "J5", p.Local, "a path may not contain NUL")}

@@ -6,6 +6,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -16,11 +17,24 @@ import (
 // occupies at least that plus its compressed data.
 const localHeaderLen = 30
 
-// entrySpan is the least an entry occupies in the archive: its local
-// header's fixed part and its compressed data, [lo, hi).
+// entrySpan is what an entry occupies in the archive: its local header
+// (the fixed part, and the name and extra field its own header declares)
+// and its compressed data, [lo, hi). noHeader is set when no local header
+// is where the directory says.
 type entrySpan struct {
-	lo, hi uint64
+	lo, hi   uint64
+	noHeader bool
 }
+
+// localReadGap is the largest gap between two local headers read in one
+// piece, and localReadMax the most one such read takes: reading them in
+// offset order, coalesced, takes at most one read per localReadGap bytes
+// of the archive, never reads a byte twice and holds at most
+// localReadMax bytes.
+const (
+	localReadGap = 64 << 10
+	localReadMax = 1 << 20
+)
 
 // addSat adds without wrapping: a sum over math.MaxUint64 is
 // math.MaxUint64.
@@ -52,6 +66,9 @@ func entrySpans(ctx context.Context, r io.ReaderAt, size int64, end zipEnd, file
 	}
 	for _, b := range bases {
 		spans, ok, err = readSpans(ctx, r, size, b+end.dirOffset, b, files)
+		if err == nil && ok {
+			err = readLocalHeaders(ctx, r, b+end.dirOffset, spans)
+		}
 		if err != nil || ok {
 			return spans, b + end.dirOffset, ok, err
 		}
@@ -87,6 +104,57 @@ func readSpans(ctx context.Context, r io.ReaderAt, size int64, start, base uint6
 		lo := addSat(off, base)
 		spans = append(spans, entrySpan{lo: lo, hi: addSat(lo, addSat(localHeaderLen, csize))})
 	}
+}
+
+// readLocalHeaders reads the local header of each span that starts before
+// dirStart and extends the span by the name and extra field lengths that
+// header declares: archive/zip, and Ray's unzip, find an entry's data
+// after its own local header, whatever the directory says the name is.
+// (A data descriptor after the data is not counted: it is not data.) A
+// span without the local header signature is marked noHeader. Headers are
+// read in offset order, those less than localReadGap apart in one read.
+func readLocalHeaders(ctx context.Context, r io.ReaderAt, dirStart uint64, spans []entrySpan) error {
+	order := make([]int, 0, len(spans))
+	for i, s := range spans {
+		if s.lo < dirStart && dirStart-s.lo >= localHeaderLen {
+			order = append(order, i)
+		}
+	}
+	slices.SortFunc(order, func(a, b int) int { return cmp.Compare(spans[a].lo, spans[b].lo) })
+	var buf []byte
+	var bufOff uint64
+	for k := 0; k < len(order); {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		// One read from this header to the last one within localReadGap
+		// of the one before it.
+		start := spans[order[k]].lo
+		j := k + 1
+		for j < len(order) && spans[order[j]].lo-spans[order[j-1]].lo <= localReadGap &&
+			spans[order[j]].lo+localHeaderLen-start <= localReadMax {
+			j++
+		}
+		endAt := spans[order[j-1]].lo + localHeaderLen
+		if uint64(cap(buf)) < endAt-start {
+			buf = make([]byte, endAt-start)
+		}
+		buf, bufOff = buf[:endAt-start], start
+		if _, err := r.ReadAt(buf, int64(start)); err != nil && !errors.Is(err, io.EOF) {
+			return fmt.Errorf("reading the package: %w", err)
+		}
+		for ; k < j; k++ {
+			s := &spans[order[k]]
+			h := buf[s.lo-bufOff:][:localHeaderLen]
+			if binary.LittleEndian.Uint32(h) != 0x04034b50 {
+				s.noHeader = true
+				continue
+			}
+			vary := uint64(binary.LittleEndian.Uint16(h[26:])) + uint64(binary.LittleEndian.Uint16(h[28:]))
+			s.hi = addSat(s.hi, vary)
+		}
+	}
+	return nil
 }
 
 // readDirRecord reads one central directory record as archive/zip's
@@ -165,9 +233,14 @@ func layoutProblems(files []*zip.File, spans []entrySpan, dirStart uint64, probl
 	found := false
 	order := make([]int, 0, len(spans))
 	for i, s := range spans {
+		if s.noHeader {
+			found = true
+			problem(files[i].Name, fmt.Sprintf("has no local file header at offset %d, where the central directory says it starts; the archive is damaged or crafted", s.lo))
+			continue
+		}
 		if s.hi > dirStart {
 			found = true
-			problem(files[i].Name, fmt.Sprintf("declares %d compressed bytes at offset %d, which run into the central directory at offset %d; the archive is damaged or crafted",
+			problem(files[i].Name, fmt.Sprintf("declares %d compressed bytes at offset %d, which with its local header run into the central directory at offset %d; the archive is damaged or crafted",
 				files[i].CompressedSize64, s.lo, dirStart))
 			continue
 		}

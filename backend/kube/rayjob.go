@@ -55,6 +55,7 @@ func RenderRayJob(r *job.Run, o RenderOptions) (*rayv1.RayJob, error) {
 		mounts: cfg.Mounts, mountRule: "J9",
 		advanced: cfg.Advanced, advancedRule: "J11", maxAdvanced: -1,
 		podLabels: ids,
+		secretEnv: cfg.Runtime.SecretEnv,
 	}, o)
 	if err != nil {
 		return nil, err

@@ -87,7 +87,11 @@ type RenderOptions struct {
 	// WorkingDir returns the URL that a Ray head fetches a job package
 	// from (the runtime environment's working_dir), e.g. a pre-signed
 	// HTTPS URL of a COS object. When nil, a COS package's URI is used as
-	// it is, and a local package cannot render.
+	// it is, and a local package cannot render. It is called when a run is
+	// submitted to a cluster's Jobs API, and when an on-demand run's
+	// RayJob is applied, at admission: a presigned URL needs to live only
+	// until the head fetched the package (storage.DefaultWorkingDirExpiry,
+	// an hour, covers the on-demand cluster's start).
 	WorkingDir func(pkg storage.Package) (string, error)
 	// SuspendRayJob renders RayJobs with suspend: true, for a run that
 	// waits for admission (as Kueue does); admission clears it.
@@ -197,6 +201,10 @@ type clusterInput struct {
 	maxAdvanced  int // < 0: no limit
 
 	podLabels map[string]string // on every pod template
+	// secretEnv are variables from Secrets on every Ray container: an
+	// on-demand run's runtime environment (runtimeEnv.secretEnvVars), so
+	// that its driver, on the head, and its workers have them.
+	secretEnv map[string]cluster.SecretKeyRef
 }
 
 // renderClusterSpec renders a compute environment as a RayClusterSpec,
@@ -207,6 +215,9 @@ func renderClusterSpec(in clusterInput, o RenderOptions) (*rayv1.RayClusterSpec,
 	l := env.Problems(cat, in.rules)
 	l = append(l, nodeProblems(in.rules, env)...)
 	l = l.Prefix(in.path)
+	for _, k := range errs.SortedKeys(in.secretEnv) {
+		l = append(l, reservedEnvProblems(errs.NewPath("runtimeEnv").Child("secretEnvVars").Key(k), "J10", k)...)
+	}
 	l = append(l, storage.ValidateMounts(errs.NewPath("mounts"), in.mountRule, in.mounts)...)
 	l = append(l, check.Advanced(errs.NewPath("advanced"), in.advancedRule, in.maxAdvanced, in.advanced)...)
 	l = append(l, advancedProblems(in.advanced)...)
@@ -232,7 +243,7 @@ func renderClusterSpec(in clusterInput, o RenderOptions) (*rayv1.RayClusterSpec,
 		HeadGroupSpec: rayv1.HeadGroupSpec{
 			RayStartParams: groupStartParams(start, env.Head.Resources),
 			Labels:         cloneOrNil(env.Head.Labels),
-			Template:       podTemplate(HeadContainer, image, env.Head.NodeGroup, head, in.podLabels, mounts),
+			Template:       podTemplate(HeadContainer, image, env.Head.NodeGroup, head, in.podLabels, mounts, in.secretEnv),
 		},
 		EnableInTreeAutoscaling: ptr.To(false),
 	}
@@ -255,7 +266,7 @@ func renderClusterSpec(in clusterInput, o RenderOptions) (*rayv1.RayClusterSpec,
 			NumOfHosts:     1,
 			RayStartParams: groupStartParams(start, w.Resources),
 			Labels:         cloneOrNil(w.Labels),
-			Template:       podTemplate(WorkerContainer, image, w.NodeGroup, ns, in.podLabels, mounts),
+			Template:       podTemplate(WorkerContainer, image, w.NodeGroup, ns, in.podLabels, mounts, in.secretEnv),
 		})
 	}
 	if *spec.EnableInTreeAutoscaling {
@@ -275,9 +286,11 @@ func renderClusterSpec(in clusterInput, o RenderOptions) (*rayv1.RayClusterSpec,
 	return spec, nil
 }
 
-// podTemplate renders one node group's pods.
+// podTemplate renders one node group's pods. The group's variables from
+// Secrets, and runSecrets, are references (valueFrom.secretKeyRef): the
+// values never appear in the rendered object.
 func podTemplate(container, image string, g cluster.NodeGroup, ns quota.NodeSpec,
-	ids map[string]string, mounts RenderedMounts) corev1.PodTemplateSpec {
+	ids map[string]string, mounts RenderedMounts, runSecrets map[string]cluster.SecretKeyRef) corev1.PodTemplateSpec {
 	res := corev1.ResourceList{
 		corev1.ResourceCPU:    *resource.NewQuantity(ns.CPU, resource.DecimalSI),
 		corev1.ResourceMemory: *resource.NewQuantity(ns.MemoryGB*quota.GiB, resource.BinarySI),
@@ -293,6 +306,13 @@ func podTemplate(container, image string, g cluster.NodeGroup, ns quota.NodeSpec
 	}
 	for _, k := range errs.SortedKeys(g.Env) {
 		c.Env = append(c.Env, corev1.EnvVar{Name: k, Value: g.Env[k]})
+	}
+	for _, secrets := range []map[string]cluster.SecretKeyRef{g.SecretEnv, runSecrets} {
+		for _, k := range errs.SortedKeys(secrets) {
+			ref := secrets[k]
+			c.Env = append(c.Env, corev1.EnvVar{Name: k, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+				LocalObjectReference: corev1.LocalObjectReference{Name: ref.Secret}, Key: ref.Key}}})
+		}
 	}
 	labels := map[string]string{KeyNodeGroup: g.Name}
 	for k, v := range ids {
@@ -334,12 +354,10 @@ func nodeProblems(r cluster.Rules, env *cluster.Environment) errs.List {
 	var l errs.List
 	group := func(p errs.Path, rule string, g cluster.NodeGroup) {
 		for _, k := range errs.SortedKeys(g.Env) {
-			if by, ok := kubeRayEnv[k]; ok {
-				l = append(l, errs.Forbidden(p.Child("envVars").Key(k), "", fmt.Sprintf("%s is set by %s", k, by)))
-			}
-			if k == PodNameEnv {
-				l = append(l, errs.Forbidden(p.Child("envVars").Key(k), rule, k+" is set by the platform (dynamic mount sub-paths)"))
-			}
+			l = append(l, reservedEnvProblems(p.Child("envVars").Key(k), rule, k)...)
+		}
+		for _, k := range errs.SortedKeys(g.SecretEnv) {
+			l = append(l, reservedEnvProblems(p.Child("secretEnvVars").Key(k), rule, k)...)
 		}
 		for _, k := range errs.SortedKeys(g.Labels) {
 			if strings.HasPrefix(k, reservedLabelPrefix) || k == KeyManagedBy {
@@ -353,6 +371,18 @@ func nodeProblems(r cluster.Rules, env *cluster.Environment) errs.List {
 		group(errs.NewPath("workerGroups").Index(i), r.Workers, w.NodeGroup)
 	}
 	return l
+}
+
+// reservedEnvProblems reports a variable that KubeRay (no rule ID: the
+// rule is KubeRay's) or the platform sets.
+func reservedEnvProblems(p errs.Path, rule, k string) errs.List {
+	if by, ok := kubeRayEnv[k]; ok {
+		return errs.List{errs.Forbidden(p, "", fmt.Sprintf("%s is set by %s", k, by))}
+	}
+	if k == PodNameEnv {
+		return errs.List{errs.Forbidden(p, rule, k+" is set by the platform (dynamic mount sub-paths)")}
+	}
+	return nil
 }
 
 // reservedStartParams are start parameters that KubeRay v1.5.0 refuses

@@ -575,12 +575,30 @@ func (s *Store) Create(ctx context.Context, d backend.Doc) (string, error) {
 		obj.SetAnnotations(ann)
 	}
 	if err := s.c.Create(ctx, obj); err != nil {
+		if k.kind == "name" && apierrors.IsAlreadyExists(err) {
+			return "", s.foreignClaim(ctx, op, d.ID, obj.GetName(), err)
+		}
 		return "", apiError(op, d.Kind, d.ID, err)
 	}
 	s.events.record(k, nil, d.Data, obj)
 	rv := obj.GetResourceVersion()
 	s.awaitVersion(ctx, d.Kind, d.ID, rv)
 	return rv, nil
+}
+
+// foreignClaim is the error of a name claim whose ConfigMap exists: a
+// conflict, which names the ConfigMap when it is not the store's (made by
+// someone else, without the label the store's cache selects by, so the
+// store can never read it as a claim). One uncached read tells.
+func (s *Store) foreignClaim(ctx context.Context, op, id, name string, err error) error {
+	cm := &corev1.ConfigMap{}
+	if gerr := s.c.Get(ctx, client.ObjectKey{Namespace: s.namespace, Name: name}, cm); gerr != nil ||
+		cm.Labels[StoreKeyKind] == "name" {
+		return apiError(op, "name", id, err)
+	}
+	return &wrapped{errs.Conflict("name", id, fmt.Sprintf(
+		"ConfigMap %s/%s holds the name's claim but is not the store's (it lacks the label %s=name): someone else made it; delete it to free the name",
+		s.namespace, name, StoreKeyKind)), err}
 }
 
 // Update replaces a document whose current version is d.Version and
@@ -682,6 +700,9 @@ func apiError(op, kind, id string, err error) error {
 		return &wrapped{errs.NotFound(kind, id), err}
 	case apierrors.IsInvalid(err), apierrors.IsBadRequest(err):
 		return fmt.Errorf("%s: %w: %w", op, errs.ErrInvalid, err)
+	case tooLarge(err):
+		// The same write fails the same way: not worth a retry.
+		return fmt.Errorf("%s: %w: the object is too large to store: %w", op, errs.ErrInvalid, err)
 	case errors.Is(err, context.Canceled):
 		return err
 	case apierrors.IsTimeout(err), apierrors.IsServerTimeout(err), apierrors.IsTooManyRequests(err),
@@ -697,6 +718,24 @@ func apiError(op, kind, id string, err error) error {
 		// Not an answer of the API server: the connection failed.
 		return errs.Unavailable(op, err)
 	}
+}
+
+// tooLarge reports whether the API server refused a write for its size:
+// 413 Request Entity Too Large (a body over its limit, 3 MiB), or in a 500
+// etcd's "request is too large" (an object over etcd's limit, 1.5 MiB by
+// default) or gRPC's "message larger than max" (over the API server's
+// 2 MiB limit for a call to etcd).
+func tooLarge(err error) bool {
+	var status apierrors.APIStatus
+	if apierrors.IsRequestEntityTooLargeError(err) {
+		return true
+	}
+	if !errors.As(err, &status) || status.Status().Code < 500 {
+		return false
+	}
+	msg := status.Status().Message
+	return strings.Contains(msg, "request is too large") || // etcd's limit
+		strings.Contains(msg, "message larger than max") // the API server's gRPC limit towards etcd (2 MiB)
 }
 
 // wrapped is a store error (errors.As *errs.ConflictError or

@@ -31,6 +31,10 @@ func TestAPIError(t *testing.T) {
 		{"500", apierrors.NewInternalError(errors.New("boom")), errs.ErrUnavailable},
 		{"503", apierrors.NewServiceUnavailable("down"), errs.ErrUnavailable},
 		{"502", apierrors.NewGenericServerResponse(502, "update", gr, "c", "bad gateway", 0, true), errs.ErrUnavailable},
+		{"413", apierrors.NewRequestEntityTooLargeError("limit is 3145728"), errs.ErrInvalid},
+		{"etcd too large", apierrors.NewInternalError(errors.New("etcdserver: request is too large")), errs.ErrInvalid},
+		{"etcd too large, generic 500", apierrors.NewGenericServerResponse(500, "update", gr, "c", "etcdserver: request is too large", 0, true), errs.ErrInvalid},
+		{"grpc too large", apierrors.NewInternalError(errors.New("rpc error: code = ResourceExhausted desc = trying to send message larger than max (2098501 vs. 2097152)")), errs.ErrInvalid},
 		{"connection", &url.Error{Op: "Put", URL: "https://x", Err: errors.New("connection refused")}, errs.ErrUnavailable},
 	} {
 		t.Run(c.name, func(t *testing.T) {

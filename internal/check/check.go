@@ -15,13 +15,31 @@ import (
 	"github.com/aidlc/dlc/errs"
 )
 
-// Limits shared by clusters and jobs.
+// Limits shared by clusters and jobs. They bound every map, list and
+// string of a spec or job config, so that what validates fits, with room
+// to spare, in one stored object (etcd takes at most 1.5 MiB) and in the
+// RayCluster or RayJob rendered from it.
 const (
 	MaxTags          = 50  // tags per object
 	MaxTagKeyLen     = 127 // characters in a tag key
 	MaxTagValueLen   = 255 // characters in a tag value
-	MaxAdvancedValue = 4096
+	MaxAdvancedValue = 1024
+	MaxAdvancedBytes = 2048 // bytes in all of an object's advanced keys and values
 	MaxNodeGroupName = 63
+	MaxIDLen         = 63 // characters in an id: a DNS label
+
+	// Environment variables of one node group, or of a job's runtime
+	// environment: plain (envVars) and from Secrets (secretEnvVars)
+	// together.
+	MaxEnvVars     = 64   // variables
+	MaxEnvNameLen  = 128  // bytes in a name
+	MaxEnvValueLen = 2048 // bytes in a value
+	// MaxEnvBytes bounds the bytes of every name and value, and of every
+	// Secret name and key a variable refers to.
+	MaxEnvBytes = 4096
+
+	MaxNodeLabels       = 16 // Ray node labels of a node group
+	MaxLogicalResources = 32 // Ray logical resources of a node group
 )
 
 var (
@@ -64,8 +82,13 @@ func Name(p errs.Path, rule, kind, name string, maxLen int) errs.List {
 		return errs.List{errs.Invalid(p, rule, name, fmt.Sprintf(
 			"a name has no control, zero-width or bidirectional formatting characters (it holds U+%04X)", r))}
 	}
+	if r, ok := nonCharacter(name); ok {
+		return errs.List{errs.Invalid(p, rule, name, fmt.Sprintf(
+			"a name has no Unicode noncharacters (it holds U+%04X)", r))}
+	}
 	if !hasVisible(name) {
-		return errs.List{errs.Invalid(p, rule, name, "a name needs at least one visible character")}
+		return errs.List{errs.Invalid(p, rule, name,
+			"a name needs at least one visible character (unassigned and private-use code points are not)")}
 	}
 	return nil
 }
@@ -83,6 +106,18 @@ func hiddenRune(s string) (rune, bool) {
 	return 0, false
 }
 
+// nonCharacter returns the first Unicode noncharacter of s: U+FDD0 to
+// U+FDEF and the last two code points of every plane, which are never
+// meant for text that is shown or exchanged.
+func nonCharacter(s string) (rune, bool) {
+	for _, r := range s {
+		if (r >= 0xFDD0 && r <= 0xFDEF) || r&0xFFFE == 0xFFFE {
+			return r, true
+		}
+	}
+	return 0, false
+}
+
 // blankLetters are letters and symbols that fonts draw as blank space.
 var blankLetters = map[rune]bool{
 	'\u115F': true, '\u1160': true, '\u3164': true, '\uFFA0': true, // Hangul fillers
@@ -90,11 +125,13 @@ var blankLetters = map[rune]bool{
 }
 
 // hasVisible reports whether s, free of hidden runes, holds a character
-// that is drawn: not a space, a combining mark on its own, or a blank
-// letter.
+// that is drawn: an assigned graphic character (a letter, mark, number,
+// punctuation or symbol: not unassigned, private-use or a noncharacter,
+// which no font is sure to draw) that is not a space, a combining mark on
+// its own, or a blank letter.
 func hasVisible(s string) bool {
 	for _, r := range s {
-		if !unicode.IsSpace(r) && !unicode.In(r, unicode.Mn, unicode.Me) && !blankLetters[r] {
+		if unicode.IsGraphic(r) && !unicode.IsSpace(r) && !unicode.In(r, unicode.Mn, unicode.Me) && !blankLetters[r] {
 			return true
 		}
 	}
@@ -115,6 +152,27 @@ func NodeGroupName(p errs.Path, rule, name string) errs.List {
 	}
 	return nil
 }
+
+// ID checks the id of a platform object, given or referenced — a resource
+// group or package, a cluster or cluster group: required (the error says
+// "a <kind> id"), and a DNS-1123 label, at most MaxIDLen characters. Ids
+// become metric label values and parts of Kubernetes object names, so
+// they are short and of a safe alphabet.
+func ID(p errs.Path, rule, kind, id string) errs.List {
+	switch {
+	case id == "":
+		return errs.List{errs.Required(p, rule, "a "+kind+" id")}
+	case len(id) > MaxIDLen:
+		return errs.List{errs.TooLong(p, rule, id, MaxIDLen)}
+	case !dns1123Label.MatchString(id):
+		return errs.List{errs.Invalid(p, rule, id,
+			"a "+kind+" id is a DNS label: lower-case letters, digits and '-', starting and ending with a letter or digit")}
+	}
+	return nil
+}
+
+// IsID reports whether id is a valid id (see ID).
+func IsID(id string) bool { return len(id) <= MaxIDLen && dns1123Label.MatchString(id) }
 
 // Tags checks key–value tags (J4, C3).
 func Tags(p errs.Path, rule string, tags map[string]string) errs.List {
@@ -143,20 +201,90 @@ func Tags(p errs.Path, rule string, tags map[string]string) errs.List {
 	return l
 }
 
-// EnvVars checks environment variable names, as Kubernetes and a shell
-// accept them.
-func EnvVars(p errs.Path, rule string, env map[string]string) errs.List {
+// EnvVars checks environment variables: names as Kubernetes and a shell
+// accept them, of at most MaxEnvNameLen bytes, and values of valid UTF-8
+// without NUL, of at most MaxEnvValueLen bytes. It returns the bytes of
+// the names and values, which EnvTotals bounds.
+func EnvVars(p errs.Path, rule string, env map[string]string) (errs.List, int) {
 	var l errs.List
+	size := 0
 	for _, k := range errs.SortedKeys(env) {
-		if !envVarName.MatchString(k) {
-			l = append(l, errs.Invalid(p.Key(k), rule, k,
-				"an environment variable name is letters, digits and '_', not starting with a digit"))
-		}
-		if strings.ContainsRune(env[k], 0) {
-			l = append(l, errs.Invalid(p.Key(k), rule, env[k], "must not contain NUL"))
+		v := env[k]
+		size += len(k) + len(v)
+		l = append(l, EnvName(p.Key(k), rule, k)...)
+		switch {
+		case len(v) > MaxEnvValueLen:
+			l = append(l, errs.Invalid(p.Key(k), rule, fmt.Sprintf("%d bytes", len(v)),
+				fmt.Sprintf("an environment variable's value is at most %d bytes; pass larger data in a file (a mount or the job package)", MaxEnvValueLen)))
+		case strings.ContainsRune(v, 0):
+			l = append(l, errs.Invalid(p.Key(k), rule, v, "must not contain NUL"))
+		case !utf8.ValidString(v):
+			l = append(l, errs.Invalid(p.Key(k), rule, v, "must be valid UTF-8"))
 		}
 	}
+	return l, size
+}
+
+// EnvName checks one environment variable name.
+func EnvName(p errs.Path, rule, k string) errs.List {
+	switch {
+	case len(k) > MaxEnvNameLen:
+		return errs.List{errs.TooLong(p, rule, k, MaxEnvNameLen)}
+	case !envVarName.MatchString(k):
+		return errs.List{errs.Invalid(p, rule, k,
+			"an environment variable name is letters, digits and '_', not starting with a digit")}
+	}
+	return nil
+}
+
+// EnvTotals bounds the environment variables of one node group or
+// runtime environment: at most MaxEnvVars of them and MaxEnvBytes in all
+// (envVars and secretEnvVars together), reported at p.
+func EnvTotals(p errs.Path, rule string, count, size int) errs.List {
+	var l errs.List
+	if count > MaxEnvVars {
+		l = append(l, &errs.FieldError{Path: p, Rule: rule, Type: errs.TypeTooMany, BadValue: count,
+			Detail: fmt.Sprintf("at most %d environment variables (envVars and secretEnvVars together)", MaxEnvVars)})
+	}
+	if size > MaxEnvBytes {
+		l = append(l, errs.Invalid(p, rule, fmt.Sprintf("%d bytes", size), fmt.Sprintf(
+			"the environment variables' names and values (and the Secret names and keys they refer to) come to at most %d bytes; pass larger data in a file (a mount or the job package)", MaxEnvBytes)))
+	}
 	return l
+}
+
+// SecretName checks the name of a Secret an environment variable's value
+// comes from: a DNS subdomain (at most 253 characters) that starts with
+// prefix, the only Secrets the platform's pods may read.
+func SecretName(p errs.Path, rule, name, prefix string) errs.List {
+	switch {
+	case name == "":
+		return errs.List{errs.Required(p, rule, "the Secret's name")}
+	case len(name) > 253:
+		return errs.List{errs.TooLong(p, rule, name, 253)}
+	case !dnsSubdomain.MatchString(name):
+		return errs.List{errs.Invalid(p, rule, name, "a Secret's name is a DNS subdomain: lower-case letters, digits, '-' and '.'")}
+	case !strings.HasPrefix(name, prefix):
+		return errs.List{errs.Invalid(p, rule, name, fmt.Sprintf(
+			"the platform's pods read only Secrets whose name starts with %q; store the value in such a Secret", prefix))}
+	}
+	return nil
+}
+
+var secretKey = regexp.MustCompile(`^[-._a-zA-Z0-9]+$`)
+
+// SecretKey checks a key of a Secret, as Kubernetes names them: at most
+// 253 letters, digits, '-', '_' and '.', not "." or "..".
+func SecretKey(p errs.Path, rule, key string) errs.List {
+	switch {
+	case key == "":
+		return errs.List{errs.Required(p, rule, "the key in the Secret")}
+	case len(key) > 253:
+		return errs.List{errs.TooLong(p, rule, key, 253)}
+	case !secretKey.MatchString(key) || key == "." || key == "..":
+		return errs.List{errs.Invalid(p, rule, key, "a Secret key is letters, digits, '-', '_' and '.', not . or ..")}
+	}
+	return nil
 }
 
 // NodeLabels checks Ray node labels: keys are [prefix/]name as in
@@ -164,6 +292,9 @@ func EnvVars(p errs.Path, rule string, env map[string]string) errs.List {
 // ray.io/ prefix is Ray's own.
 func NodeLabels(p errs.Path, rule string, labels map[string]string) errs.List {
 	var l errs.List
+	if len(labels) > MaxNodeLabels {
+		l = append(l, errs.TooMany(p, rule, len(labels), MaxNodeLabels))
+	}
 	for _, k := range errs.SortedKeys(labels) {
 		kp := p.Key(k)
 		if msg := labelKeyProblem(k); msg != "" {
@@ -203,6 +334,9 @@ var reservedResources = map[string]bool{
 // quantity that is not negative.
 func LogicalResources(p errs.Path, rule string, res map[string]float64) errs.List {
 	var l errs.List
+	if len(res) > MaxLogicalResources {
+		l = append(l, errs.TooMany(p, rule, len(res), MaxLogicalResources))
+	}
 	for _, k := range errs.SortedKeys(res) {
 		kp := p.Key(k)
 		switch {
@@ -291,6 +425,14 @@ func Advanced(p errs.Path, countRule string, max int, params map[string]string) 
 	if max >= 0 && len(params) > max {
 		l = append(l, errs.TooMany(p, countRule, len(params), max))
 	}
+	size := 0
+	for k, v := range params {
+		size += len(k) + len(v)
+	}
+	if size > MaxAdvancedBytes {
+		l = append(l, errs.Invalid(p, countRule, fmt.Sprintf("%d bytes", size),
+			fmt.Sprintf("the advanced parameters' keys and values come to at most %d bytes", MaxAdvancedBytes)))
+	}
 	for _, k := range errs.SortedKeys(params) {
 		kp := p.Key(k)
 		if s := ManagedSetting(k); s != "" {
@@ -303,7 +445,7 @@ func Advanced(p errs.Path, countRule string, max int, params map[string]string) 
 				"an advanced parameter key starts with a letter and holds letters, digits, '_', '.' or '-'"))
 		}
 		if v := params[k]; len(v) > MaxAdvancedValue || HasControl(v) {
-			l = append(l, errs.Invalid(kp, countRule, v,
+			l = append(l, errs.Invalid(kp, countRule, clip(v),
 				fmt.Sprintf("a value is at most %d bytes without control characters", MaxAdvancedValue)))
 		}
 	}
@@ -317,4 +459,20 @@ func Priority(p errs.Path, rule string, v *int) errs.List {
 		return errs.List{errs.Invalid(p, rule, *v, "priority is 1–9; leave it out for the default 5")}
 	}
 	return nil
+}
+
+// clip shortens a bad value for an error message: its first 64
+// characters.
+func clip(v string) string {
+	if utf8.RuneCountInString(v) <= 64 {
+		return v
+	}
+	n := 0
+	for i := range v {
+		if n == 64 {
+			return v[:i] + "…"
+		}
+		n++
+	}
+	return v
 }

@@ -50,6 +50,14 @@ func TestName(t *testing.T) {
 		{"Braille blank only", "\u2800\u2800", true, "visible"},
 		{"combining marks only", "\u0301\u0308", true, "visible"},
 		{"no-break space and filler", "\u00a0\u115f\u1160", true, "visible"},
+		{"private use only", "\ue000\uf8ff", true, "visible"},
+		{"supplementary private use only", "\U000F0000\U0010FFFD", true, "visible"},
+		{"unassigned only", "\u0378\U0002FFFD", true, "visible"},
+		{"private use beside a letter", "a\ue000", false, ""},
+		{"noncharacter only", "\ufdd0\ufdef", true, "U+FDD0"},
+		{"noncharacter U+FFFE", "\ufffe", true, "U+FFFE"},
+		{"plane noncharacter inside", "job\U0001FFFF", true, "U+1FFFF"},
+		{"emoji", "训练 🚀", false, ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

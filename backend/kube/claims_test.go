@@ -1,0 +1,97 @@
+package kube_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/aidlc/dlc"
+	"github.com/aidlc/dlc/backend/kube"
+	"github.com/aidlc/dlc/backend/memory"
+	"github.com/aidlc/dlc/dlctest"
+	"github.com/aidlc/dlc/errs"
+	"github.com/aidlc/dlc/quota"
+)
+
+// countingTransport counts the API calls on ConfigMaps.
+type countingTransport struct {
+	rt http.RoundTripper
+	n  *atomic.Int64
+}
+
+func (c countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if strings.Contains(r.URL.Path, "/configmaps") && r.URL.Query().Get("watch") != "true" {
+		c.n.Add(1)
+	}
+	return c.rt.RoundTrip(r)
+}
+
+// A ConfigMap someone made under the name of a cluster name's claim (a
+// public function of the name), without the store's label: Create is a
+// conflict that names it, after a bounded number of API calls, not a loop
+// until the context ends.
+func TestForeignClaimConfigMap(t *testing.T) {
+	cp := dlctest.StartControlPlane(t)
+	ns := cp.NewNamespace(t)
+	var calls atomic.Int64
+	cfg := cp.Config()
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return countingTransport{rt, &calls} })
+	st, err := kube.NewStore(t.Context(), cfg, ns, kube.StoreOptions{NoEvents: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(st.Close)
+	c, err := dlc.New(dlc.WithBackend(hybrid{st, memory.NewRay(memory.RayOptions{})}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	ctx := dlc.WithUser(t.Context(), "alice")
+	if _, err := c.ResourceGroups().Register(ctx, quota.Group{ID: "rg-1", Package: "pkg-1", Capacity: quota.Cores(64)}); err != nil {
+		t.Fatal(err)
+	}
+	g, err := c.Groups().Create(ctx, "组")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	const name = "占用的名字"
+	sum := sha256.Sum256([]byte("name\x00cluster:" + name))
+	cmName := "x-" + hex.EncodeToString(sum[:20])
+	squat := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: cmName}, Data: map[string]string{"x": "y"}}
+	if err := cp.Client().Create(t.Context(), squat); err != nil {
+		t.Fatal(err)
+	}
+
+	spec, err := dlc.NewCluster(name).Groups(g.ID).Resources("pkg-1", "rg-1").Image("ray-2.46.0-py310-cpu").
+		Head("head", "cu.4c8g").WorkerGroup("cpu", "cu.4c8g", 1, 1).Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	before := calls.Load()
+	start := time.Now()
+	_, err = c.Clusters().Create(cctx, spec)
+	var ce *errs.ConflictError
+	if !errors.Is(err, errs.ErrConflict) || !errors.As(err, &ce) || !strings.Contains(err.Error(), cmName) {
+		t.Fatalf("Create: %v, want a conflict naming ConfigMap %s", err, cmName)
+	}
+	n := calls.Load() - before
+	t.Logf("refused in %v after %d ConfigMap calls: %v", time.Since(start), n, err)
+	if n > 8 {
+		t.Fatalf("%d ConfigMap calls: want a few", n)
+	}
+	if l, _ := c.Clusters().List(ctx); len(l) != 0 {
+		t.Fatalf("a refused Create left clusters: %v", l)
+	}
+}
