@@ -57,7 +57,7 @@ func (c *Client) claimName(ctx context.Context, kind, name, owner string) error 
 			return gerr
 		case cl.Owner == owner:
 			return nil
-		case c.ownsName(kind, name, cl.Owner) || c.clock.Now().Sub(cl.At) < c.o.grace || attempt >= 2:
+		case c.ownsName(ctx, kind, name, cl.Owner) || c.clock.Now().Sub(cl.At) < c.o.grace || attempt >= 2:
 			// A young claim's owner may be on its way (being created, or
 			// renamed to this name): only an old one can be stale.
 			return errs.Conflict(kind, name, "the name is taken by "+kind+" "+cl.Owner)
@@ -70,11 +70,18 @@ func (c *Client) claimName(ctx context.Context, kind, name, owner string) error 
 	}
 }
 
-// ownsName reports whether the object owner of kind still has name.
-func (c *Client) ownsName(kind, name, owner string) bool {
+// ownsName reports whether the object owner of kind still has name. An
+// owner the cache has not seen is looked for in the store itself: a
+// lagging cache must not make a live owner's claim look stale.
+func (c *Client) ownsName(ctx context.Context, kind, name, owner string) bool {
 	d, ok := c.cache.get(kind, owner)
 	if !ok {
-		return false
+		var err error
+		if d, err = c.latest(ctx, kind, owner); errs.IsNotFound(err) {
+			return false
+		} else if err != nil {
+			return true // cannot tell: keep the claim
+		}
 	}
 	var v struct {
 		Name string `json:"name"`

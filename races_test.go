@@ -567,3 +567,20 @@ func mustBuild(t *testing.T, b *job.Builder) *job.Config {
 	}
 	return cfg
 }
+
+// A name claim older than the repair grace whose owner a lagging replica
+// has not seen is not stale: the replica asks the store, and a second
+// cluster of the same name is refused (once it took the claim over).
+func TestLaggingReplicaKeepsNameClaim(t *testing.T) {
+	f := newFixture(t, dlctest.MemoryOptions{})
+	b, l := laggingReplica(f)
+	l.lag("cluster")
+	cl, err := f.c.Clusters().Create(f.ctx, f.spec("same_name", 1, 1))
+	f.must(err)
+	f.m.Clock.Advance(time.Hour) // the claim is old
+	_, err = b.Clusters().Create(f.ctx, f.spec("same_name", 1, 1))
+	if !errors.Is(err, errs.ErrConflict) {
+		t.Fatalf("second cluster named like %s through the lagging replica: %v, want ErrConflict", cl.ID, err)
+	}
+	l.release()
+}
