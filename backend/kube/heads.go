@@ -2,6 +2,7 @@ package kube
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -347,6 +348,9 @@ func (s *logScanner) logsObject(t *tail) error {
 func (s *logScanner) str(t *tail) error {
 	var enc [utf8.UTFMax]byte
 	for {
+		if s.plain(t) {
+			continue
+		}
 		b, err := s.next()
 		if err != nil {
 			return err
@@ -408,6 +412,27 @@ func (s *logScanner) str(t *tail) error {
 			return &logsError{why: fmt.Sprintf("a bad escape \\%c in a string", e)}
 		}
 	}
+}
+
+// plain copies to t the bytes already read ahead that need no decoding
+// (up to a quote or a backslash, within the limit), and reports whether
+// there were any.
+func (s *logScanner) plain(t *tail) bool {
+	chunk, _ := s.r.Peek(s.r.Buffered())
+	if rest := s.limit - s.n; int64(len(chunk)) > rest {
+		chunk = chunk[:rest]
+	}
+	i := bytes.IndexAny(chunk, `"\`)
+	if i < 0 {
+		i = len(chunk)
+	}
+	if i == 0 {
+		return false
+	}
+	t.write(chunk[:i]...)
+	_, _ = s.r.Discard(i)
+	s.n += int64(i)
+	return true
 }
 
 func (s *logScanner) hex4() (rune, error) {

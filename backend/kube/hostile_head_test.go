@@ -223,6 +223,16 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 	}
 }
 
+// everyByte is a string of every byte value (invalid UTF-8 included),
+// HTML characters encoding/json escapes, and runes of 2, 3 and 4 bytes.
+func everyByte() string {
+	var b []byte
+	for i := range 256 {
+		b = append(b, byte(i))
+	}
+	return string(b) + "<&>\u2028\u2029 é 中 😀 \\ \" \n"
+}
+
 // logsHead serves body as the answer to every logs call, writing it in
 // chunks.
 func logsHead(t *testing.T, body func(w io.Writer)) *kube.JobsClient {
@@ -267,6 +277,14 @@ func TestJobsClientLogsTail(t *testing.T) {
 		}, func(t *testing.T, got string) {
 			var want struct{ Logs string }
 			_ = json.Unmarshal([]byte(`{"logs": "t\u00e9st \ud83d\ude00 \ud800 x\/y\t\"q\"\\ \u4e2d"}`), &want)
+			if got != want.Logs {
+				t.Errorf("%q, want %q", got, want.Logs)
+			}
+		}},
+		{"every byte and rune class as encoding/json", answer(everyByte()), func(t *testing.T, got string) {
+			b, _ := json.Marshal(map[string]string{"logs": everyByte()})
+			var want struct{ Logs string }
+			_ = json.Unmarshal(b, &want)
 			if got != want.Logs {
 				t.Errorf("%q, want %q", got, want.Logs)
 			}
