@@ -30,7 +30,8 @@ type Options struct {
 	// with an HTTP client made from the rest.Config), which needs the
 	// services/proxy permission and a head service the API server can
 	// reach. Tests point it at a Ray head stand-in on loopback, which the
-	// API server refuses to proxy to.
+	// API server refuses to proxy to. Whatever client it returns, no
+	// redirect from a head is followed, and every call has HeadTimeout.
 	Dashboard func(ctx context.Context, rc *rayv1.RayCluster) (base string, hc *http.Client, err error)
 	// PollInterval is how often a job submitted to a cluster's Ray Jobs
 	// API is looked at again while it runs (the API has no watch); default
