@@ -9,6 +9,7 @@ import (
 
 	"github.com/aidlc/dlc/backend"
 	"github.com/aidlc/dlc/errs"
+	"github.com/aidlc/dlc/job"
 )
 
 // The reconcilers are level-triggered, as in controller-runtime: a key
@@ -206,7 +207,8 @@ type timer struct {
 // abnormal, a run fails, each with the error as the reason. A delete has
 // no state to fall back to: it records the reason and goes on retrying.
 func (c *Client) giveUp(ctx context.Context, kind, id string, cause error) error {
-	why := "a background step kept failing: " + cause.Error()
+	// The cause may quote what a Ray head or a server answered: bounded.
+	why := job.ClipMessage("a background step kept failing: " + cause.Error())
 	switch kind {
 	case kindCluster:
 		return c.clusterStepFailed(ctx, id, why)

@@ -2,6 +2,7 @@ package dlc_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -182,5 +183,22 @@ func TestRunMessageBounded(t *testing.T) {
 		if len(e.Message) > job.MaxMessage {
 			t.Errorf("event %s holds %d bytes of message", e.Action, len(e.Message))
 		}
+	}
+}
+
+// A step that keeps failing fails its run with the error as the reason,
+// bounded: the error may quote what a Ray head or a server answered.
+func TestGiveUpReasonBounded(t *testing.T) {
+	huge := errors.New(strings.Repeat("the head said: ", 1<<16) + "the end")
+	rc := newRealClient(t, memory.RayHooks{Call: func(ctx context.Context, call, id string) error {
+		if call == memory.CallRunStatus {
+			return huge
+		}
+		return nil
+	}}, dlc.WithRetries(2, time.Millisecond, 2*time.Millisecond))
+	cl := rc.running("a")
+	r := rc.ended(rc.runOn(cl.ID, "fails").ID)
+	if r.State != job.Failed || len(r.Message) > job.MaxMessage || !strings.HasSuffix(r.Message, "the end") {
+		t.Fatalf("%s with %d bytes of message", r.State, len(r.Message))
 	}
 }
