@@ -46,7 +46,12 @@ type Store interface {
 // reconcilers call it again after a failure or a restart. Observe tells
 // which cluster ("cluster") or run ("run") changed on Ray's side; the
 // reconcilers then read the state with ClusterStatus and RunStatus, which
-// fail with ErrNotFound when Ray has no such object.
+// fail with ErrNotFound when Ray has no such object. A call that fails
+// with an error that has a method Busy() bool returning true (the
+// Kubernetes backend's "head busy": one call at a time per Ray head) was
+// not made; the reconciler retries it with backoff and does not count it
+// as a failed step. What RunStatus reports is stored bounded
+// (job.Observation.Bounded).
 type Provisioner interface {
 	Observe(ctx context.Context, f func(kind, id string))
 	ApplyCluster(ctx context.Context, c *cluster.Cluster) error
@@ -80,22 +85,24 @@ type Backend interface {
 type Option func(*options)
 
 type options struct {
-	backend    Backend
-	clock      backend.Clock
-	catalogs   cluster.Catalogs
-	policy     scheduler.Policy
-	maxWait    time.Duration
-	logPrefix  string
-	workers    int
-	retries    int
-	baseDelay  time.Duration
-	maxDelay   time.Duration
-	grace      time.Duration
-	stepTime   time.Duration
-	cos        *storage.COSClient
-	log        logr.Logger
-	registerer prometheus.Registerer
-	resync     time.Duration
+	backend   Backend
+	clock     backend.Clock
+	catalogs  cluster.Catalogs
+	policy    scheduler.Policy
+	maxWait   time.Duration
+	logPrefix string
+	workers   int
+	retries   int
+	baseDelay time.Duration
+	maxDelay  time.Duration
+	grace     time.Duration
+	stepTime  time.Duration
+	// reconcileTime bounds one reconcile step.
+	reconcileTime time.Duration
+	cos           *storage.COSClient
+	log           logr.Logger
+	registerer    prometheus.Registerer
+	resync        time.Duration
 }
 
 // WithBackend sets the backend; the default is a new memory backend.
@@ -145,6 +152,19 @@ func WithRepairGrace(d time.Duration) Option { return func(o *options) { o.grace
 // WithStepTimeout sets how long a cluster may stay creating, starting or
 // hibernating before it turns abnormal, saying it timed out (default 10m).
 func WithStepTimeout(d time.Duration) Option { return func(o *options) { o.stepTime = d } }
+
+// WithReconcileTimeout bounds one reconcile step, every call it makes to
+// the store and to Ray included (default 2 min): a step still running then
+// is cancelled and retried as a failed step, so that a call that hangs
+// cannot hold a worker. The backends bound their own calls more tightly
+// (the Kubernetes backend: 10 s to a Ray head, 30 s to the API server).
+func WithReconcileTimeout(d time.Duration) Option {
+	return func(o *options) {
+		if d > 0 {
+			o.reconcileTime = d
+		}
+	}
+}
 
 // WithResync sets how often the client queues every object again, so that
 // a change whose notice was lost is still acted on (default 5 min; 0:
@@ -211,7 +231,7 @@ type Client struct {
 // client, or this process before a restart, left half-done is finished.
 func New(opts ...Option) (*Client, error) {
 	o := options{workers: 8, retries: 8, baseDelay: 10 * time.Millisecond, maxDelay: 30 * time.Second,
-		grace: 30 * time.Second, stepTime: 10 * time.Minute, log: logr.Discard(), resync: 5 * time.Minute}
+		grace: 30 * time.Second, stepTime: 10 * time.Minute, reconcileTime: 2 * time.Minute, log: logr.Discard(), resync: 5 * time.Minute}
 	for _, f := range opts {
 		f(&o)
 	}

@@ -3,11 +3,13 @@ package dlc
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"time"
 
 	"github.com/aidlc/dlc/backend"
 	"github.com/aidlc/dlc/errs"
+	"github.com/aidlc/dlc/job"
 )
 
 // The reconcilers are level-triggered, as in controller-runtime: a key
@@ -94,10 +96,13 @@ func (c *Client) RunPending() int {
 	return n
 }
 
-// process runs one reconcile of key and schedules what follows.
+// process runs one reconcile of key and schedules what follows. The step
+// has a deadline (WithReconcileTimeout): a step that runs past it, a call
+// that hangs, is a failed step, and its worker goes on to other keys.
 func (c *Client) process(key string) {
 	defer c.queue.Done(key)
-	ctx := c.ctx
+	ctx, cancel := c.stepContext()
+	defer cancel()
 	kind, id, _ := strings.Cut(key, "/")
 	var after time.Duration
 	var err error
@@ -109,8 +114,11 @@ func (c *Client) process(key string) {
 	case kindRG:
 		after, err = c.reconcileQuota(ctx, id)
 	}
-	if ctx.Err() != nil {
+	if c.ctx.Err() != nil {
 		return
+	}
+	if err != nil && ctx.Err() != nil {
+		err = errs.Unavailable("reconcile "+key, fmt.Errorf("the step did not end within %s: %w", c.o.reconcileTime, err))
 	}
 	if err == nil {
 		c.limiter.Forget(key)
@@ -121,9 +129,11 @@ func (c *Client) process(key string) {
 		return
 	}
 	// A conflict means the object moved on: read it again at once, with a
-	// short backoff, and do not count it as a failure.
+	// short backoff, and do not count it as a failure. Nor is a call not
+	// made because its target was busy with another (a Ray head takes one
+	// call at a time): that call's own outcome counts.
 	c.metrics.retried(kind)
-	if !errors.Is(err, errs.ErrConflict) {
+	if !errors.Is(err, errs.ErrConflict) && !isBusy(err) {
 		c.metrics.failed(kind)
 		c.mu.Lock()
 		c.failures[key]++
@@ -131,7 +141,10 @@ func (c *Client) process(key string) {
 		c.mu.Unlock()
 		c.o.log.Error(err, "reconcile step failed", kindKey(kind), id, "attempt", n, "retries", c.o.retries)
 		if n > c.o.retries {
-			if gerr := c.giveUp(ctx, kind, id, err); gerr == nil {
+			gctx, gcancel := c.stepContext()
+			gerr := c.giveUp(gctx, kind, id, err)
+			gcancel()
+			if gerr == nil {
 				c.mu.Lock()
 				delete(c.failures, key)
 				c.mu.Unlock()
@@ -142,6 +155,20 @@ func (c *Client) process(key string) {
 		}
 	}
 	c.later(key, c.limiter.When(key))
+}
+
+// stepContext is the context of one reconcile step: the client's, with
+// the step's deadline.
+func (c *Client) stepContext() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(c.ctx, c.o.reconcileTime)
+}
+
+// isBusy reports whether err says a call was not made because its target
+// was busy with another call: an error in its chain has a method Busy()
+// bool that returns true.
+func isBusy(err error) bool {
+	var b interface{ Busy() bool }
+	return errors.As(err, &b) && b.Busy()
 }
 
 // later queues key again after d on the client's clock, replacing the
@@ -180,7 +207,8 @@ type timer struct {
 // abnormal, a run fails, each with the error as the reason. A delete has
 // no state to fall back to: it records the reason and goes on retrying.
 func (c *Client) giveUp(ctx context.Context, kind, id string, cause error) error {
-	why := "a background step kept failing: " + cause.Error()
+	// The cause may quote what a Ray head or a server answered: bounded.
+	why := job.ClipMessage("a background step kept failing: " + cause.Error())
 	switch kind {
 	case kindCluster:
 		return c.clusterStepFailed(ctx, id, why)

@@ -536,6 +536,7 @@ func (c *Client) followRun(ctx context.Context, r *job.Run) error {
 	if err != nil {
 		return err
 	}
+	obs = obs.Bounded() // what a Ray head says is stored: bounded, whatever the backend
 	var t job.RunTrigger
 	switch obs.State {
 	case job.Running:

@@ -53,6 +53,8 @@ type RayHead struct {
 	jobs    map[string]*headJob
 	submits map[string]int
 	wg      sync.WaitGroup
+	hung    chan struct{} // while not nil, every request waits for it to close
+	closed  chan struct{}
 }
 
 type headJob struct {
@@ -73,16 +75,50 @@ func NewRayHead(t TestingT, o RayHeadOptions) *RayHead {
 	if err != nil {
 		t.Fatalf("dlctest: ray head: %v", err)
 	}
-	h := &RayHead{opts: o, base: base, jobs: map[string]*headJob{}, submits: map[string]int{}}
+	h := &RayHead{opts: o, base: base, jobs: map[string]*headJob{}, submits: map[string]int{}, closed: make(chan struct{})}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /api/jobs/{$}", h.submit)
 	mux.HandleFunc("GET /api/jobs/{id}", h.status)
 	mux.HandleFunc("GET /api/jobs/{id}/logs", h.logsOf)
 	mux.HandleFunc("POST /api/jobs/{id}/stop", h.stop)
-	h.srv = httptest.NewServer(mux)
+	h.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.mu.Lock()
+		hung := h.hung
+		h.mu.Unlock()
+		if hung != nil {
+			select {
+			case <-hung:
+			case <-h.closed:
+			case <-r.Context().Done():
+			}
+			panic(http.ErrAbortHandler) // accepted, never answered: the connection ends with no response
+		}
+		mux.ServeHTTP(w, r)
+	}))
 	h.URL = h.srv.URL
 	t.Cleanup(h.Close)
 	return h
+}
+
+// Hang makes the head accept every request and never answer it, as a
+// Ray head whose dashboard is stuck does, until resume is called (or the
+// head closes); a request that was held then ends with no answer. Jobs go
+// on running meanwhile.
+func (h *RayHead) Hang() (resume func()) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.hung == nil {
+		h.hung = make(chan struct{})
+	}
+	hung := h.hung
+	return func() {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		if h.hung == hung {
+			close(hung)
+			h.hung = nil
+		}
+	}
 }
 
 // Jobs returns the submission ids of the jobs the head has started, in no
@@ -113,6 +149,11 @@ func (h *RayHead) Close() {
 			j.stopped = true
 			j.cancel()
 		}
+	}
+	select {
+	case <-h.closed:
+	default:
+		close(h.closed)
 	}
 	h.mu.Unlock()
 	h.wg.Wait()

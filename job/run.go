@@ -2,8 +2,10 @@ package job
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"time"
+	"unicode/utf8"
 
 	"github.com/aidlc/dlc/cluster"
 	"github.com/aidlc/dlc/errs"
@@ -199,6 +201,56 @@ type Observation struct {
 	Message   string    // why it failed or stopped
 	StartedAt time.Time // when its driver started, if it has
 	EndedAt   time.Time // when it ended, if it has
+}
+
+// MaxMessage bounds, in bytes, a message a run takes from Ray (its
+// Message and the event that records it): a Ray head is the user's own
+// code, and a failed job's message holds its output. A longer message
+// keeps its last bytes, where a Python traceback puts the error, after a
+// marker saying how much was cut (ClipMessage).
+const MaxMessage = 4 << 10
+
+// ClipMessage returns s if it has at most MaxMessage bytes, else its end:
+// "[… N bytes cut …]" and the last bytes of s, MaxMessage in all, cut at
+// a rune boundary.
+func ClipMessage(s string) string {
+	if len(s) <= MaxMessage {
+		return s
+	}
+	// The marker's count has at most as many digits as len(s).
+	room := len(fmt.Sprintf(cutMarker, len(s)))
+	start := len(s) - (MaxMessage - room)
+	for start < len(s) && !utf8.RuneStart(s[start]) {
+		start++
+	}
+	return fmt.Sprintf(cutMarker, start) + s[start:]
+}
+
+const cutMarker = "[… %d bytes cut …] "
+
+// The times an observation may carry: what JSON can hold (RFC 3339 years
+// 0 to 9999), from the Unix epoch on (Ray counts milliseconds since then).
+var (
+	minObservedTime = time.Unix(0, 0).UTC()
+	maxObservedTime = time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC)
+)
+
+// Bounded returns o with what a Ray head controls made safe to store:
+// Message clipped (ClipMessage), and StartedAt and EndedAt dropped (zero)
+// when they are before the Unix epoch or after year 9999, which no run can
+// have and JSON cannot hold.
+func (o Observation) Bounded() Observation {
+	o.Message = ClipMessage(o.Message)
+	o.StartedAt = boundedTime(o.StartedAt)
+	o.EndedAt = boundedTime(o.EndedAt)
+	return o
+}
+
+func boundedTime(t time.Time) time.Time {
+	if t.Before(minObservedTime) || t.After(maxObservedTime) {
+		return time.Time{}
+	}
+	return t
 }
 
 // Pending says why a run waits and where (J18): for an on-demand run, its

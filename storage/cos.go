@@ -42,6 +42,11 @@ const (
 	cosReadBlock    = 1 << 20
 )
 
+// DefaultCOSAttemptTimeout bounds one attempt of a COS request when
+// COSOptions.AttemptTimeout is zero: enough for a part or a single PUT of
+// the default sizes (16 MiB) at well under 1 Mbit/s.
+const DefaultCOSAttemptTimeout = 5 * time.Minute
+
 // COSOptions configure a COSClient.
 type COSOptions struct {
 	// Credentials sign the requests; zero means CredentialsFromEnv(), and
@@ -69,6 +74,13 @@ type COSOptions struct {
 	// attempts (with full jitter; a Retry-After header is honoured up to
 	// RetryMax). Zero means the defaults.
 	RetryBase, RetryMax time.Duration
+	// AttemptTimeout bounds each attempt of a request, from connecting to
+	// the last byte of the answer (a COS that accepts and never answers,
+	// or stalls in the middle of a body); a timed-out attempt is retried
+	// like a failed one, and the last is errors.Is errs.ErrUnavailable. 0
+	// means DefaultCOSAttemptTimeout; raise it with PartSize on a slow
+	// link.
+	AttemptTimeout time.Duration
 }
 
 // COSClient talks to Tencent COS through cos-go-sdk-v5, with the SDK's
@@ -86,6 +98,7 @@ type COSClient struct {
 	attempts int
 	base     time.Duration
 	max      time.Duration
+	timeout  time.Duration // of one attempt
 
 	mu      sync.Mutex
 	clients map[string]*cos.Client // by bucket and region
@@ -136,6 +149,10 @@ func NewCOSClient(opt COSOptions) (*COSClient, error) {
 	}
 	if c.max <= 0 {
 		c.max = DefaultRetryMax
+	}
+	c.timeout = opt.AttemptTimeout
+	if c.timeout <= 0 {
+		c.timeout = DefaultCOSAttemptTimeout
 	}
 	var hc http.Client
 	if opt.HTTPClient != nil {
@@ -241,10 +258,14 @@ func (c *COSClient) sdk(o COSObject) *cos.Client {
 	return cl
 }
 
-// do runs one COS request with retries on throttling and server errors.
+// do runs one COS request with retries on throttling and server errors,
+// each attempt within the attempt timeout.
 func (c *COSClient) do(ctx context.Context, fn func(ctx context.Context) (*cos.Response, error)) (*cos.Response, error) {
 	for attempt := 1; ; attempt++ {
-		resp, err := fn(ctx)
+		actx, cancel := context.WithTimeout(ctx, c.timeout)
+		resp, err := fn(actx)
+		timedOut := actx.Err() != nil
+		cancel()
 		if err == nil {
 			return resp, nil
 		}
@@ -252,6 +273,10 @@ func (c *COSClient) do(ctx context.Context, fn func(ctx context.Context) (*cos.R
 			return resp, ctx.Err()
 		}
 		wait, retry := c.retryable(resp, err, attempt)
+		if timedOut {
+			retry = true
+			err = errs.Unavailable("COS request", fmt.Errorf("no answer within %s (attempt %d of %d): %w", c.timeout, attempt, c.attempts, err))
+		}
 		if !retry || attempt >= c.attempts {
 			return resp, err
 		}

@@ -30,18 +30,47 @@ type Options struct {
 	// with an HTTP client made from the rest.Config), which needs the
 	// services/proxy permission and a head service the API server can
 	// reach. Tests point it at a Ray head stand-in on loopback, which the
-	// API server refuses to proxy to.
+	// API server refuses to proxy to. Whatever client it returns, no
+	// redirect from a head is followed, and every call has HeadTimeout.
 	Dashboard func(ctx context.Context, rc *rayv1.RayCluster) (base string, hc *http.Client, err error)
 	// PollInterval is how often a job submitted to a cluster's Ray Jobs
 	// API is looked at again while it runs (the API has no watch); default
 	// 2 s. On-demand runs need no polling: their RayJob's status is
 	// watched.
 	PollInterval time.Duration
+	// HeadTimeout bounds each call to a Ray head's Jobs API, from
+	// connecting to the last byte of the answer (default
+	// DefaultHeadTimeout, 10 s). A head runs the user's image and may never
+	// answer; calls to heads are also isolated from each other (HeadGuard):
+	// one at a time per head, and none for HeadBackoff after one timed out.
+	HeadTimeout time.Duration
+	// HeadBackoff is how long calls to a head fail at once after a call to
+	// it timed out, doubling with each timeout in a row (default
+	// DefaultHeadBackoff, 15 s).
+	HeadBackoff time.Duration
 	// Store configures the store.
 	Store StoreOptions
 	// Logger receives what the backend does not return (a failed Event);
 	// the zero value discards it.
 	Logger logr.Logger
+}
+
+// DefaultAPITimeout bounds each call the backend makes to the API server
+// (a read, a write, an apply, an Event), unless the rest.Config passed to
+// New or NewStore has a Timeout of its own. The informers' watches are
+// long-running by design and are not bounded; a reconcile step is bounded
+// as a whole by the client (dlc.WithReconcileTimeout).
+const DefaultAPITimeout = 30 * time.Second
+
+// callConfig returns a copy of cfg for clients that make calls, not
+// watches: with a Timeout (DefaultAPITimeout unless cfg has one), which
+// bounds each call from connecting to the last byte of the answer.
+func callConfig(cfg *rest.Config) *rest.Config {
+	c := rest.CopyConfig(cfg)
+	if c.Timeout <= 0 {
+		c.Timeout = DefaultAPITimeout
+	}
+	return c
 }
 
 // Backend is the Kubernetes backend of a dlc.Client: the platform's state

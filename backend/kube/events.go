@@ -42,7 +42,7 @@ type eventRecorder struct {
 // newEventRecorder starts a broadcaster writing Events to namespace; it
 // stops when ctx is done or on close.
 func newEventRecorder(ctx context.Context, cfg *rest.Config, namespace string, scheme *runtime.Scheme, log logr.Logger) (*eventRecorder, error) {
-	cs, err := kubernetes.NewForConfig(cfg)
+	cs, err := kubernetes.NewForConfig(callConfig(cfg))
 	if err != nil {
 		return nil, fmt.Errorf("kube store: events client: %w", err)
 	}

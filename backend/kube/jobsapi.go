@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/url"
 	"strings"
@@ -27,14 +28,32 @@ import (
 // know is errors.Is errs.ErrNotFound; a transport failure, a timeout, 429
 // or 5xx is errors.Is errs.ErrUnavailable (retry); anything else says
 // what the head answered.
+//
+// A head runs the user's image, so the client trusts none of it: it never
+// follows a redirect (a 3xx answer is an error naming where it pointed,
+// and nothing, neither a credential nor the submission, goes anywhere but
+// Base); every call has a deadline (Timeout); what it reads of an answer
+// is bounded (Logs keeps the end of long logs).
 type JobsClient struct {
 	// Base is the dashboard's base URL: http://<head>:8265, or the API
 	// server's service proxy (ServiceProxyURL).
 	Base string
-	// HTTP is the client requests go through; nil means one with a 30 s
-	// timeout. For the service proxy use rest.HTTPClientFor.
+	// HTTP is the client requests go through; nil means a plain one. For
+	// the service proxy use rest.HTTPClientFor. Its redirect policy is
+	// replaced: no redirect is followed.
 	HTTP *http.Client
+	// Timeout bounds each call, from connecting to the last byte of the
+	// answer; 0 means DefaultHeadTimeout.
+	Timeout time.Duration
+	// Guard, when set, isolates this head from the others it guards: at
+	// most one call to a head at a time, and none for a while after one
+	// timed out (see HeadGuard).
+	Guard *HeadGuard
 }
+
+// DefaultHeadTimeout is how long a call to a Ray head may take when
+// JobsClient.Timeout (Options.HeadTimeout) is zero.
+const DefaultHeadTimeout = 10 * time.Second
 
 // ServiceProxyURL returns the base URL of a Ray head's dashboard reached
 // through the API server's service proxy:
@@ -101,20 +120,30 @@ func (c *JobsClient) Status(ctx context.Context, id string) (*utiltypes.RayJobIn
 	return &info, nil
 }
 
-// Logs returns a job's logs so far.
+// Logs returns a job's logs so far: all of them up to MaxLogBytes, else
+// their last MaxLogBytes after a line saying how much was cut. At most
+// maxLogRead bytes of the head's answer are read; logs that go on past
+// that end with a line saying so. Logs waits for a call to the same head
+// that is in flight (within Timeout) rather than failing as busy: it is a
+// user's call, not a reconcile step.
 func (c *JobsClient) Logs(ctx context.Context, id string) (string, error) {
-	status, resp, err := c.do(ctx, http.MethodGet, "/api/jobs/"+url.PathEscape(id)+"/logs", nil)
+	path := "/api/jobs/" + url.PathEscape(id) + "/logs"
+	var logs string
+	status, resp, err := c.call(ctx, http.MethodGet, path, nil, true, func(status int, body io.Reader) ([]byte, error) {
+		if status != http.StatusOK {
+			return readBounded(body)
+		}
+		var err error
+		logs, err = tailLogs(body, maxLogRead, MaxLogBytes)
+		return nil, err
+	})
 	if err != nil {
 		return "", err
 	}
 	if status != http.StatusOK {
 		return "", c.fail("logs", id, status, resp)
 	}
-	var out utiltypes.RayJobLogsResponse
-	if err := json.Unmarshal(resp, &out); err != nil {
-		return "", fmt.Errorf("kube: logs of job %s: the head answered %q: %w", id, clip(resp), err)
-	}
-	return out.Logs, nil
+	return logs, nil
 }
 
 // Stop stops a job; stopping a job that has ended, or that the head does
@@ -130,58 +159,144 @@ func (c *JobsClient) Stop(ctx context.Context, id string) error {
 	return c.fail("stop", id, status, resp)
 }
 
-// Observation says what a job's status means for its run.
-func Observation(info *utiltypes.RayJobInfo) job.Observation {
-	o := job.Observation{Message: info.Message}
-	switch info.JobStatus {
-	case rayv1.JobStatusPending:
-		o.State = job.Provisioning
-	case rayv1.JobStatusRunning:
-		o.State = job.Running
-	case rayv1.JobStatusSucceeded:
-		o.State = job.Succeeded
-	case rayv1.JobStatusFailed:
-		o.State = job.Failed
-	case rayv1.JobStatusStopped:
-		o.State = job.Stopped
-	}
-	if info.StartTime > 0 {
-		o.StartedAt = time.UnixMilli(int64(info.StartTime)).UTC()
-	}
-	if info.EndTime > 0 {
-		o.EndedAt = time.UnixMilli(int64(info.EndTime)).UTC()
-	}
-	return o
+// rayJobStates are Ray's job statuses (JobStatus in ray.dashboard.modules.job.common)
+// and what each means for a run.
+var rayJobStates = map[rayv1.JobStatus]job.RunState{
+	rayv1.JobStatusPending:   job.Provisioning,
+	rayv1.JobStatusRunning:   job.Running,
+	rayv1.JobStatusSucceeded: job.Succeeded,
+	rayv1.JobStatusFailed:    job.Failed,
+	rayv1.JobStatusStopped:   job.Stopped,
 }
 
-// maxResponse bounds what is read of one answer: logs are tailed by the
-// caller, and nothing else is large.
+// UnknownStatus reports whether a job status is none of Ray's (PENDING,
+// RUNNING, SUCCEEDED, FAILED, STOPPED).
+func UnknownStatus(st rayv1.JobStatus) bool {
+	_, ok := rayJobStates[st]
+	return !ok
+}
+
+// Observation says what a job's status means for its run, bounded
+// (job.Observation.Bounded): a message clipped to job.MaxMessage, keeping
+// its end, and times before the Unix epoch or past year 9999 dropped. A
+// status that is none of Ray's fails the run, saying which status the
+// head reported: a head that answers outside the API is not waited on for
+// ever.
+func Observation(info *utiltypes.RayJobInfo) job.Observation {
+	o := job.Observation{Message: info.Message}
+	st, ok := rayJobStates[info.JobStatus]
+	if !ok {
+		st, o.Message = job.Failed, unknownStatusMessage(info.JobStatus)
+	}
+	o.State = st
+	o.StartedAt, o.EndedAt = rayTime(info.StartTime), rayTime(info.EndTime)
+	return o.Bounded()
+}
+
+func unknownStatusMessage(st rayv1.JobStatus) string {
+	return fmt.Sprintf("the Ray head reported job status %q, which is none of PENDING, RUNNING, SUCCEEDED, FAILED, STOPPED: the run is failed and its job stopped",
+		clip([]byte(st)))
+}
+
+// rayTime is a time Ray gives in milliseconds since the Unix epoch; zero
+// (not set) and values past what a time holds are the zero time.
+func rayTime(ms uint64) time.Time {
+	if ms == 0 || ms > math.MaxInt64 {
+		return time.Time{}
+	}
+	return time.UnixMilli(int64(ms)).UTC()
+}
+
+// maxResponse bounds what is read of an answer other than logs: nothing
+// else a head should send is large.
 const maxResponse = 16 << 20
 
+// MaxLogBytes is the most of a job's logs JobsClient.Logs returns: the
+// last bytes, after a line saying how much was cut.
+const MaxLogBytes = 8 << 20
+
+// maxLogRead bounds what is read of a logs answer.
+const maxLogRead = 64 << 20
+
 func (c *JobsClient) do(ctx context.Context, method, path string, body []byte) (int, []byte, error) {
-	hc := c.HTTP
-	if hc == nil {
-		hc = &http.Client{Timeout: 30 * time.Second}
+	return c.call(ctx, method, path, body, false, func(_ int, r io.Reader) ([]byte, error) { return readBounded(r) })
+}
+
+// readBounded reads an answer of at most maxResponse bytes; a longer one
+// is cut there.
+func readBounded(r io.Reader) ([]byte, error) {
+	return io.ReadAll(io.LimitReader(r, maxResponse))
+}
+
+// noRedirect is the redirect policy of every client that talks to a head:
+// the 3xx answer itself is returned, and call turns it into an error.
+func noRedirect(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+
+// call makes one request within the call's deadline, through the guard,
+// and reads the answer with read; wait says whether to wait for a call to
+// the same head in flight (else it fails as busy).
+func (c *JobsClient) call(ctx context.Context, method, path string, body []byte, wait bool,
+	read func(status int, body io.Reader) ([]byte, error)) (int, []byte, error) {
+	op := "ray jobs api " + method + " " + path
+	timeout := c.Timeout
+	if timeout <= 0 {
+		timeout = DefaultHeadTimeout
 	}
-	req, err := http.NewRequestWithContext(ctx, method, strings.TrimSuffix(c.Base, "/")+path, bytes.NewReader(body))
+	cctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	outcome := callFailed
+	if c.Guard != nil {
+		leave, err := c.Guard.enter(cctx, c.Base, wait)
+		if err != nil {
+			if ctx.Err() != nil {
+				return 0, nil, ctx.Err()
+			}
+			return 0, nil, err
+		}
+		defer func() { leave(outcome) }()
+	}
+	hc := http.Client{}
+	if c.HTTP != nil {
+		hc = *c.HTTP
+	}
+	hc.CheckRedirect = noRedirect
+	req, err := http.NewRequestWithContext(cctx, method, strings.TrimSuffix(c.Base, "/")+path, bytes.NewReader(body))
 	if err != nil {
 		return 0, nil, err
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
+	failed := func(err error) error {
+		switch {
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case cctx.Err() != nil:
+			outcome = callTimedOut
+			return errs.Unavailable(op, fmt.Errorf("the Ray head did not answer within %s", timeout))
+		}
+		return errs.Unavailable(op, err)
+	}
 	resp, err := hc.Do(req)
 	if err != nil {
-		if ctx.Err() != nil {
-			return 0, nil, ctx.Err()
-		}
-		return 0, nil, errs.Unavailable("ray jobs api "+method+" "+path, err)
+		return 0, nil, failed(err)
 	}
 	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, maxResponse))
-	if err != nil {
-		return 0, nil, errs.Unavailable("ray jobs api "+method+" "+path, err)
+	if resp.StatusCode >= 300 && resp.StatusCode < 400 {
+		outcome = callAnswered
+		return 0, nil, fmt.Errorf("%s: the Ray head answered %d %s, a redirect to %q: a head's redirects are not followed",
+			op, resp.StatusCode, http.StatusText(resp.StatusCode), clip([]byte(resp.Header.Get("Location"))))
 	}
+	data, err := read(resp.StatusCode, resp.Body)
+	if err != nil {
+		var bad *logsError
+		if errors.As(err, &bad) {
+			outcome = callAnswered
+			return 0, nil, fmt.Errorf("%s: %w", op, err)
+		}
+		return 0, nil, failed(err)
+	}
+	outcome = callAnswered
 	return resp.StatusCode, data, nil
 }
 

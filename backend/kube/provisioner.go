@@ -14,7 +14,6 @@ import (
 
 	"github.com/go-logr/logr"
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
-	utiltypes "github.com/ray-project/kuberay/ray-operator/controllers/ray/utils/types"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -75,6 +74,8 @@ type Provisioner struct {
 	manager   string
 	dashboard func(ctx context.Context, rc *rayv1.RayCluster) (string, *http.Client, error)
 	poll      time.Duration
+	headTime  time.Duration
+	heads     *HeadGuard
 	log       logr.Logger
 	stop      context.CancelFunc
 	waitFor   time.Duration
@@ -111,6 +112,7 @@ func newProvisioner(ctx context.Context, cfg *rest.Config, st *Store, o Options)
 	p := &Provisioner{
 		c: c, cache: cache, store: st, namespace: o.Namespace, render: o.Render,
 		manager: o.FieldManager, dashboard: o.Dashboard, poll: o.PollInterval, log: o.Logger,
+		headTime: o.HeadTimeout, heads: &HeadGuard{Backoff: o.HeadBackoff},
 		waitFor:  o.Store.WriteWait,
 		watchers: map[int]func(string, string){}, polled: map[string]bool{}, tick: make(chan struct{}),
 	}
@@ -132,6 +134,9 @@ func newProvisioner(ctx context.Context, cfg *rest.Config, st *Store, o Options)
 		if err != nil {
 			return nil, fmt.Errorf("kube provisioner: a client for the service proxy: %w", err)
 		}
+		// The proxy passes a head's redirect on, to anywhere: following it
+		// would send the API server's credentials there.
+		hc.CheckRedirect = noRedirect
 		p.dashboard = func(_ context.Context, rc *rayv1.RayCluster) (string, *http.Client, error) {
 			base, err := ServiceProxyURL(cfg, rc.Namespace, headService(rc))
 			return base, hc, err
@@ -260,6 +265,7 @@ func (p *Provisioner) poller(ctx context.Context) {
 			return
 		case <-t.C:
 		}
+		p.heads.Prune()
 		p.mu.Lock()
 		ids := make([]string, 0, len(p.polled))
 		for id := range p.polled {
@@ -520,6 +526,7 @@ func clusterObservation(rc *rayv1.RayCluster) cluster.Observation {
 		} else if head != nil && head.Reason != "" {
 			o.Reason += ": " + head.Reason
 		}
+		o.Reason = job.ClipMessage(o.Reason)
 	}
 	return o
 }
@@ -534,6 +541,9 @@ func rayJobFailed(rj *rayv1.RayJob) bool {
 
 func jobEnded(rj *rayv1.RayJob) bool { return rayv1.IsJobTerminal(rj.Status.JobStatus) }
 
+// rayJobReason says why a RayJob failed, clipped to job.MaxMessage: its
+// message is what KubeRay copied from the head, which the user's image
+// controls.
 func rayJobReason(rj *rayv1.RayJob) string {
 	why := strings.TrimSpace(rj.Status.Message)
 	if why == "" {
@@ -542,7 +552,7 @@ func rayJobReason(rj *rayv1.RayJob) string {
 	if why == "" {
 		why = "the RayJob " + string(rj.Status.JobDeploymentStatus)
 	}
-	return why
+	return job.ClipMessage(why)
 }
 
 // SubmitRun submits run r to cluster c's Ray Jobs API, under the run's id
@@ -621,6 +631,13 @@ func (p *Provisioner) RunStatus(ctx context.Context, runID string) (job.Observat
 	if err != nil {
 		return job.Observation{}, err
 	}
+	if UnknownStatus(info.JobStatus) {
+		// The run fails (Observation says why): stop what the head may
+		// still run for it, as Ray's own end of a job would have.
+		if err := jc.Stop(ctx, runID); err != nil {
+			return job.Observation{}, err
+		}
+	}
 	o := Observation(info)
 	if !o.State.Terminal() {
 		p.pollLater(runID)
@@ -628,15 +645,23 @@ func (p *Provisioner) RunStatus(ctx context.Context, runID string) (job.Observat
 	return o, nil
 }
 
-// rayJobObservation says what a RayJob's status means for its run.
+// rayJobObservation says what a RayJob's status means for its run. Its
+// job status and message are what KubeRay copied from the head: a status
+// none of Ray's fails the run (deleting its RayJob stops the job), and the
+// observation is bounded (job.Observation.Bounded).
 func rayJobObservation(rj *rayv1.RayJob) job.Observation {
 	st := rj.Status
-	o := Observation(&utiltypes.RayJobInfo{JobStatus: st.JobStatus, Message: st.Message})
-	if o.State == "" {
+	o := job.Observation{Message: st.Message}
+	switch {
+	case st.JobStatus == rayv1.JobStatusNew: // not submitted yet
 		o.State = job.Provisioning
 		if rayJobFailed(rj) {
 			o.State, o.Message = job.Failed, rayJobReason(rj)
 		}
+	case UnknownStatus(st.JobStatus):
+		o.State, o.Message = job.Failed, unknownStatusMessage(st.JobStatus)
+	default:
+		o.State = rayJobStates[st.JobStatus]
 	}
 	if t := st.RayJobStatusInfo.StartTime; t != nil {
 		o.StartedAt = t.UTC()
@@ -646,7 +671,7 @@ func rayJobObservation(rj *rayv1.RayJob) job.Observation {
 	} else if t := st.EndTime; t != nil && o.State.Terminal() {
 		o.EndedAt = t.UTC()
 	}
-	return o
+	return o.Bounded()
 }
 
 // Logs returns the run's log lines so far from its cluster's head; none
@@ -721,7 +746,7 @@ func (p *Provisioner) jobs(ctx context.Context, rc *rayv1.RayCluster) (*JobsClie
 	if err != nil {
 		return nil, errs.Unavailable("reach the dashboard of RayCluster "+rc.Name, err)
 	}
-	return &JobsClient{Base: base, HTTP: hc}, nil
+	return &JobsClient{Base: base, HTTP: hc, Timeout: p.headTime, Guard: p.heads}, nil
 }
 
 // headService is the name of a RayCluster's head service.

@@ -339,7 +339,7 @@ func newClient(cfg *rest.Config, what string, add ...func(*runtime.Scheme) error
 			return nil, nil, fmt.Errorf("%s: %w", what, err)
 		}
 	}
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	c, err := client.New(callConfig(cfg), client.Options{Scheme: scheme})
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", what, err)
 	}
