@@ -250,8 +250,7 @@ func New(opts ...Option) (*Client, error) {
 		return nil, fmt.Errorf("dlc: watching the store: %w", err)
 	}
 	for _, d := range snap {
-		c.cache.put(d)
-		c.queues.observe(d, false)
+		c.observed(d, false)
 	}
 	c.ray.Observe(ctx, func(kind, id string) { c.enqueue(kind + "/" + id) })
 	c.resync()

@@ -200,9 +200,10 @@ func (c *Client) trueUpHold(ctx context.Context, cl *cluster.Cluster) error {
 		return a.SetFor(cl.ID, need, cl.Generation, now)
 	})
 	if errors.Is(err, errs.ErrQuota) {
-		// It runs more than its group can hold now: say so, it cannot be fixed here.
+		// It runs more than its group can hold now: say so on the cluster
+		// (CheckQuota lists it too), it cannot be fixed here.
 		c.o.log.Error(err, "a running cluster's reservation is below what it runs", "cluster", cl.ID, "resourceGroup", cl.Live.ResourceGroup)
-		return nil
+		return c.noteCluster(ctx, cl.ID, "quota-restore-failed", shortMessage(cl.Live.ResourceGroup, holdReport{cluster: cl.ID, need: need, err: err}))
 	}
 	return err
 }
