@@ -156,7 +156,7 @@ func (c *cache) selectDocs(kind string, sel map[string]string) []backend.Doc {
 
 // derived returns d with the labels the platform derives from its
 // content, as it computes them when it writes (clusterLabels, runLabels),
-// and d decoded. The labels read back from the store are never trusted:
+// and d decoded (and normalised, as decode does). The labels read back from the store are never trusted:
 // anyone with edit rights can change them (status.storeLabels on
 // Kubernetes), and a run whose phase label lies would wait for ever. A
 // document that does not decode keeps no labels (obj is nil): it is in
@@ -170,9 +170,6 @@ func derived(d backend.Doc) (backend.Doc, any) {
 			d.Labels = nil
 			return d, nil
 		}
-		if cl.Live != nil {
-			cl.QuotaGroup = cl.Live.ResourceGroup // as putCluster writes it
-		}
 		d.Labels, obj = clusterLabels(cl), cl
 	case kindRun:
 		r, err := decode[job.Run](d)
@@ -180,7 +177,6 @@ func derived(d backend.Doc) (backend.Doc, any) {
 			d.Labels = nil
 			return d, nil
 		}
-		r.Priority = r.Config.Priority() // as rederive: the queue orders by it
 		d.Labels, obj = runLabels(r), r
 	default:
 		d.Labels = nil // no other kind is looked up by label

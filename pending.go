@@ -100,7 +100,7 @@ func (c *Client) queueItem(runID string) (scheduler.Item, bool) {
 	if err != nil || (r.State != job.Queued && r.State != job.Waiting) {
 		return scheduler.Item{}, false
 	}
-	demand, err := c.demand(r) // from its config, never the stored Demand (getRun rederived Priority)
+	demand, err := c.demand(r) // from its config, never the stored Demand (decode rederived Priority)
 	if err != nil {
 		return scheduler.Item{}, false // placeOnDemand fails it, saying why
 	}

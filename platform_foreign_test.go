@@ -229,3 +229,28 @@ func TestForeignEditLabelsAreDerived(t *testing.T) {
 		})
 	}
 }
+
+// Siblings: a running cluster's stored copies of what the platform
+// derives (its quota group, its worker counts) edited to disagree are
+// read as the platform derives them: the counts within the live ranges,
+// the quota group the live one's, and the hold never more than that.
+func TestForeignEditClusterCopiesAreDerived(t *testing.T) {
+	f := newFixture(t, dlctest.MemoryOptions{})
+	cl := f.runningCluster("c")
+	f.edit("cluster", cl.ID, func(data map[string]any, _ map[string]string) {
+		data["replicas"] = map[string]any{"cpu": 1000}
+		data["quotaGroup"] = "rg-elsewhere"
+	})
+	f.settle()
+	got, err := f.c.Clusters().Get(f.ctx, cl.ID)
+	f.must(err)
+	if got.Replicas["cpu"] != 3 || got.QuotaGroup != "rg-1" {
+		t.Fatalf("cluster reads replicas %v, quota group %q; want cpu=3 (its maximum) in rg-1", got.Replicas, got.QuotaGroup)
+	}
+	u, err := f.c.ResourceGroups().Get(f.ctx, "rg-1")
+	f.must(err)
+	if max := (quota.Resources{MilliCPU: 16000, Memory: 40 * quota.GiB}); !u.Holders[cl.ID].Fits(max) || u.Holders[cl.ID].IsZero() {
+		t.Fatalf("hold %s, want at most the cluster at its largest, %s", u.Holders[cl.ID], max)
+	}
+	f.must(f.c.CheckQuota(f.ctx))
+}

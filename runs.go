@@ -196,12 +196,10 @@ func (c *Client) demand(r *job.Run) (quota.Resources, error) {
 	return r.Config.OnDemand.Environment.MinResources(c.cat.Nodes)
 }
 
-// rederive replaces what a read run says of itself that the platform
-// derives from its config (its Demand and Priority) with what it derives,
-// so that a caller, and the next write of the run, see the truth rather
-// than what was stored.
+// rederive replaces the Demand a read run says it has with what its
+// config needs (decode has rederived its Priority), so that a caller, and
+// the next write of the run, see the truth rather than what was stored.
 func (c *Client) rederive(r *job.Run) {
-	r.Priority = r.Config.Priority()
 	if d, err := c.demand(r); err == nil {
 		r.Demand = d
 	}
