@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aidlc/dlc"
 	"github.com/aidlc/dlc/cluster"
@@ -251,6 +252,40 @@ func TestForeignEditClusterCopiesAreDerived(t *testing.T) {
 	f.must(err)
 	if max := (quota.Resources{MilliCPU: 16000, Memory: 40 * quota.GiB}); !u.Holders[cl.ID].Fits(max) || u.Holders[cl.ID].IsZero() {
 		t.Fatalf("hold %s, want at most the cluster at its largest, %s", u.Holders[cl.ID], max)
+	}
+	f.must(f.c.CheckQuota(f.ctx))
+}
+
+// Siblings: a hold dated in the future would never age, so the repair
+// would never release it; a running cluster's hold fenced by a made-up
+// generation would never be trued up. Both heal once the grace passes,
+// at the next resync.
+func TestForeignEditHoldDatesAndGenerations(t *testing.T) {
+	f := newFixture(t, dlctest.MemoryOptions{})
+	cl := f.runningCluster("c")
+	u, err := f.c.ResourceGroups().Get(f.ctx, "rg-1")
+	f.must(err)
+	want := u.Holders[cl.ID]
+	f.edit("resourcegroup", "rg-1", func(data map[string]any, _ map[string]string) {
+		h := dlctest.Object(data, "holders")
+		h["cls-ghost"] = map[string]any{"resources": map[string]any{"milliCPU": 1000, "memory": 0, "gpu": 0}, "since": "9999-01-01T00:00:00Z"}
+		mine := dlctest.Object(h, cl.ID)
+		mine["generation"] = int64(1) << 62
+		dlctest.Object(mine, "resources")["milliCPU"] = 1000
+	})
+	if err := f.c.CheckQuota(f.ctx); err == nil || !strings.Contains(err.Error(), "cls-ghost") {
+		t.Errorf("CheckQuota = %v, want the hold dated in the future named", err)
+	}
+	f.settle()
+	// The repair grace passes; a resync (here a restarted replica) looks.
+	f.m.Clock.Advance(time.Minute)
+	f.m.CloseClient(f.c)
+	f.c = f.m.NewClient()
+	f.settle()
+	u, err = f.c.ResourceGroups().Get(f.ctx, "rg-1")
+	f.must(err)
+	if _, ghost := u.Holders["cls-ghost"]; ghost || u.Holders[cl.ID] != want {
+		t.Fatalf("holders after the grace: %v; want only %s: %s", u.Holders, cl.ID, want)
 	}
 	f.must(f.c.CheckQuota(f.ctx))
 }

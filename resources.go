@@ -156,6 +156,13 @@ func (c *Client) reconcileQuota(ctx context.Context, id string) (time.Duration, 
 	// restore below puts back what a live cluster justifies, at what it
 	// runs.
 	for h, hold := range a.Holders {
+		if hold.Since.After(now.Add(c.o.grace)) {
+			// Made in the future: it would never age, so that the repair
+			// would never release it. It is as old as now.
+			hold.Since = now
+			a.Holders[h] = hold
+			changed = true
+		}
 		if a.Corrupt(h) {
 			c.o.log.Error(errs.ErrInvalid, "dropping a corrupt reservation (edited outside the platform)",
 				"resourceGroup", id, "holder", h, "held", hold.Resources.String(), "capacity", a.Capacity.String())
@@ -289,7 +296,7 @@ func (c *Client) restoreHolds(ctx context.Context, a *quota.Account, now time.Ti
 		if err != nil {
 			continue
 		}
-		if _, lacks := c.lacksHold(cl, a); !lacks {
+		if _, lacks := c.lacksHold(cl, a, now); !lacks {
 			continue
 		}
 		if cl, err = c.getFresh(ctx, d.ID); errs.IsNotFound(err) {
@@ -297,7 +304,7 @@ func (c *Client) restoreHolds(ctx context.Context, a *quota.Account, now time.Ti
 		} else if err != nil {
 			return nil, nil, err
 		}
-		need, lacks := c.lacksHold(cl, a)
+		need, lacks := c.lacksHold(cl, a, now)
 		if !lacks {
 			continue
 		}
@@ -313,10 +320,10 @@ func (c *Client) restoreHolds(ctx context.Context, a *quota.Account, now time.Ti
 // lacksHold returns what cluster cl runs, and whether resource group a
 // holds less for it than that: no hold, or one below it made for the
 // cluster's generation or an older one (a hold for a newer generation is
-// a write on its way). Only a cluster whose compute Ray runs or is about
+// a write on its way, until it is older than the repair grace). Only a cluster whose compute Ray runs or is about
 // to counts: starting, running, abnormal or hibernating in a; a deleting
 // one releases its hold before its object goes.
-func (c *Client) lacksHold(cl *cluster.Cluster, a *quota.Account) (quota.Resources, bool) {
+func (c *Client) lacksHold(cl *cluster.Cluster, a *quota.Account, now time.Time) (quota.Resources, bool) {
 	if !cl.State.HoldsQuota() || cl.State == cluster.Deleting || cl.Live == nil || cl.Live.ResourceGroup != a.ID {
 		return quota.Resources{}, false
 	}
@@ -325,7 +332,7 @@ func (c *Client) lacksHold(cl *cluster.Cluster, a *quota.Account) (quota.Resourc
 		return quota.Resources{}, false
 	}
 	h, ok := a.Holders[cl.ID]
-	if ok && (h.Generation > cl.Generation || need.Fits(h.Resources)) {
+	if ok && ((h.Generation > cl.Generation && now.Sub(h.Since) < c.o.grace) || need.Fits(h.Resources)) {
 		return need, false
 	}
 	return need, true
@@ -394,6 +401,11 @@ func (c *Client) CheckQuota(ctx context.Context) error {
 		}
 		accounts[a.ID] = a
 		for h, hold := range a.Holders {
+			if hold.Since.After(now.Add(c.o.grace)) {
+				bad = append(bad, fmt.Sprintf("resource group %s: %s holds %s since %s, in the future",
+					a.ID, h, hold.Resources, hold.Since.Format(time.RFC3339)))
+				continue
+			}
 			if now.Sub(hold.Since) < c.o.grace {
 				continue
 			}
@@ -426,10 +438,10 @@ func (c *Client) CheckQuota(ctx context.Context) error {
 			bad = append(bad, fmt.Sprintf("cluster %s is %s in resource group %s, which does not exist", cl.ID, cl.State, cl.Live.ResourceGroup))
 			continue
 		}
-		if _, lacks := c.lacksHold(cl, a); !lacks {
+		if _, lacks := c.lacksHold(cl, a, now); !lacks {
 			continue
 		}
-		need, held, lacks, err := c.confirmLacks(ctx, cl.ID, a.ID)
+		need, held, lacks, err := c.confirmLacks(ctx, cl.ID, a.ID, now)
 		if err != nil {
 			return err
 		}
@@ -450,7 +462,7 @@ func (c *Client) CheckQuota(ctx context.Context) error {
 // cluster runs while the cluster did not change: a reservation is made
 // before the cluster's write that needs it and released after the write
 // that frees it, so only an edit from outside leaves a cluster short.
-func (c *Client) confirmLacks(ctx context.Context, id, rg string) (need, held quota.Resources, lacks bool, err error) {
+func (c *Client) confirmLacks(ctx context.Context, id, rg string, now time.Time) (need, held quota.Resources, lacks bool, err error) {
 	for range 3 {
 		cl, err := c.getFresh(ctx, id)
 		if errs.IsNotFound(err) {
@@ -474,7 +486,7 @@ func (c *Client) confirmLacks(ctx context.Context, id, rg string) (need, held qu
 			return need, held, false, err
 		}
 		if again.Version == cl.Version {
-			need, lacks = c.lacksHold(cl, a)
+			need, lacks = c.lacksHold(cl, a, now)
 			return need, a.Held(id), lacks, nil
 		}
 	}
