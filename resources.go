@@ -129,8 +129,12 @@ func odClusterID(runID string) string { return odPrefix + runID }
 // its allocatable quota fits, in priority order (BestEffortFIFO, with the
 // starvation bound of WithMaxWait), and releases reservations that
 // nothing justifies any more once they are older than the repair grace.
-// Both are one compare-and-swap of the resource group: two clients that
-// decide at once cannot both win.
+// It is also the true-up against edits from outside the platform: a hold
+// the platform never makes (negative, above the capacity) is dropped, and
+// a live cluster whose hold is missing or short gets it back before any
+// run is admitted, or, when the group can no longer hold it, says so on
+// the cluster. All of it is one compare-and-swap of the resource group:
+// two clients that decide at once cannot both win.
 func (c *Client) reconcileQuota(ctx context.Context, id string) (time.Duration, error) {
 	a, v, err := cached[quota.Account](c, kindRG, id)
 	if errs.IsNotFound(err) {
@@ -379,10 +383,15 @@ func (c *Client) justified(holder, rg string) bool {
 	return false
 }
 
-// CheckQuota audits every resource group in the store itself: no
-// reservation is negative, together they fit the capacity, and none has
-// been held longer than the repair grace by a holder that no longer
-// justifies it (a leak). It returns every problem found.
+// CheckQuota audits the reservations in the store itself, both ways. In
+// every resource group: no reservation is negative, larger than the
+// capacity or dated in the future, together they fit the capacity, and
+// none has been held longer than the repair grace by a holder that no
+// longer justifies it (a leak). And every live cluster (starting,
+// running, abnormal or hibernating) holds at least what it runs in its
+// resource group: a hold missing or short, as an edit from outside the
+// platform leaves it, lets the group hand out quota in use. It returns
+// every problem found.
 func (c *Client) CheckQuota(ctx context.Context) error {
 	docs, err := c.store.List(ctx, kindRG, nil)
 	if err != nil {
