@@ -324,9 +324,10 @@ func (c *Client) restoreHolds(ctx context.Context, a *quota.Account, now time.Ti
 // lacksHold returns what cluster cl runs, and whether resource group a
 // holds less for it than that: no hold, or one below it made for the
 // cluster's generation or an older one (a hold for a newer generation is
-// a write on its way, until it is older than the repair grace). Only a cluster whose compute Ray runs or is about
-// to counts: starting, running, abnormal or hibernating in a; a deleting
-// one releases its hold before its object goes.
+// a write on its way, until it is older than the repair grace). Only a
+// cluster whose compute Ray runs or is about to counts: starting,
+// running, abnormal or hibernating in a; a deleting one releases its hold
+// before its object goes.
 func (c *Client) lacksHold(cl *cluster.Cluster, a *quota.Account, now time.Time) (quota.Resources, bool) {
 	if !cl.State.HoldsQuota() || cl.State == cluster.Deleting || cl.Live == nil || cl.Live.ResourceGroup != a.ID {
 		return quota.Resources{}, false
