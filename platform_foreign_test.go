@@ -289,3 +289,47 @@ func TestForeignEditHoldDatesAndGenerations(t *testing.T) {
 	}
 	f.must(f.c.CheckQuota(f.ctx))
 }
+
+// Item 4's sibling: a starting cluster whose hold was shrunk to nothing
+// before Ray was asked, and whose quota another cluster took meanwhile,
+// is not started on the hold it lacks: it turns abnormal, saying why, and
+// the group never runs more than its capacity.
+func TestForeignEditStartingClusterNotStartedOnShrunkHold(t *testing.T) {
+	f := newFixture(t, dlctest.MemoryOptions{})
+	_, err := f.c.ResourceGroups().Register(f.ctx, quota.Group{ID: "rg-12", Package: "pkg-1", Capacity: quota.Resources{MilliCPU: 12000, Memory: 36 * quota.GiB}})
+	f.must(err)
+	a, err := f.c.Clusters().Create(f.ctx, f.spec8("a", "rg-12"))
+	f.must(err)
+	b, err := f.c.Clusters().Create(f.ctx, f.spec8("b", "rg-12"))
+	f.must(err)
+	f.settle()
+	_, err = f.c.Clusters().Start(f.ctx, a.ID)
+	f.must(err)
+	f.edit("resourcegroup", "rg-12", func(data map[string]any, _ map[string]string) {
+		dlctest.Object(dlctest.Object(data, "holders"), a.ID)["resources"] = map[string]any{"milliCPU": 1, "memory": 1, "gpu": 0}
+	})
+	_, err = f.c.Clusters().Start(f.ctx, b.ID)
+	f.must(err)
+	f.settle()
+	var running int
+	for _, id := range []string{a.ID, b.ID} {
+		cl, err := f.c.Clusters().Get(f.ctx, id)
+		f.must(err)
+		if cl.State == cluster.Running {
+			running++
+		}
+	}
+	if running != 1 {
+		t.Fatalf("%d clusters of 8 cores run in a group of 12", running)
+	}
+	if cl, _ := f.c.Clusters().Get(f.ctx, a.ID); cl.State != cluster.Abnormal || !strings.Contains(cl.Reason, "cannot make it again") {
+		t.Errorf("cluster a = %s %q, want abnormal saying its reservation is gone", cl.State, cl.Reason)
+	}
+	// Abnormal, it is still owed its hold: reported until it is deleted.
+	if err := f.c.CheckQuota(f.ctx); err == nil || !strings.Contains(err.Error(), a.ID) {
+		t.Errorf("CheckQuota = %v, want it to name %s", err, a.ID)
+	}
+	f.must(f.c.Clusters().Delete(f.ctx, a.ID, dlc.DeleteOptions{}))
+	f.settle()
+	f.must(f.c.CheckQuota(f.ctx))
+}
