@@ -5,6 +5,8 @@ import (
 	"sync"
 
 	"github.com/aidlc/dlc/backend"
+	"github.com/aidlc/dlc/cluster"
+	"github.com/aidlc/dlc/job"
 )
 
 // cache is the client's copy of the store, kept by the store's watch as an
@@ -35,7 +37,8 @@ func newCache() *cache {
 
 func pair(k, v string) string { return k + "=" + v }
 
-func (c *cache) put(d backend.Doc) {
+// put keeps d, with obj its decoded form (nil: decoded when first asked).
+func (c *cache) put(d backend.Doc, obj any) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	byID := c.docs[d.Kind]
@@ -49,6 +52,12 @@ func (c *cache) put(d backend.Doc) {
 	byID[d.ID] = d
 	delete(c.objs[d.Kind], d.ID)
 	delete(c.gone, d.Kind+"/"+d.ID)
+	if obj != nil {
+		if c.objs[d.Kind] == nil {
+			c.objs[d.Kind] = map[string]any{}
+		}
+		c.objs[d.Kind][d.ID] = obj
+	}
 	idx := c.idx[d.Kind]
 	if idx == nil {
 		idx = map[string]map[string]struct{}{}
@@ -171,6 +180,51 @@ func (c *cache) selectDocs(kind string, sel map[string]string) []backend.Doc {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out
+}
+
+// derived returns d with the labels the platform derives from its
+// content, as it computes them when it writes (clusterLabels, runLabels),
+// and d decoded (and normalised, as decode does). The labels read back from the store are never trusted:
+// anyone with edit rights can change them (status.storeLabels on
+// Kubernetes), and a run whose phase label lies would wait for ever. A
+// document that does not decode keeps no labels (obj is nil): it is in
+// no index, and a read of it reports the corrupt document.
+func derived(d backend.Doc) (backend.Doc, any) {
+	var obj any
+	switch d.Kind {
+	case kindCluster:
+		cl, err := decode[cluster.Cluster](d)
+		if err != nil {
+			d.Labels = nil
+			return d, nil
+		}
+		d.Labels, obj = clusterLabels(cl), cl
+	case kindRun:
+		r, err := decode[job.Run](d)
+		if err != nil {
+			d.Labels = nil
+			return d, nil
+		}
+		d.Labels, obj = runLabels(r), r
+	default:
+		d.Labels = nil // no other kind is looked up by label
+	}
+	return d, obj
+}
+
+// observed takes a document the store reported (its snapshot or its
+// watch) into the cache and the queues, with its labels derived.
+func (c *Client) observed(d backend.Doc, deleted bool) backend.Doc {
+	if deleted {
+		c.cache.remove(d.Kind, d.ID)
+		d.Labels = nil
+	} else {
+		var obj any
+		d, obj = derived(d)
+		c.cache.put(d, obj)
+	}
+	c.queues.observe(d, deleted)
+	return d
 }
 
 // cachedState returns the state label of kind/id as the cache has it, or "".

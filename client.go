@@ -280,8 +280,7 @@ func New(opts ...Option) (*Client, error) {
 		return nil, fmt.Errorf("dlc: watching the store: %w", err)
 	}
 	for _, d := range snap {
-		c.cache.put(d)
-		c.queues.observe(d, false)
+		c.observed(d, false)
 	}
 	c.ray.Observe(ctx, func(kind, id string) { c.enqueue(kind + "/" + id) })
 	c.resync()
@@ -360,12 +359,14 @@ func idFor(prefix string, parts ...string) string {
 	return prefix + "-r" + hex.EncodeToString(h.Sum(nil))[:16]
 }
 
-// decode reads a document's content into a new T.
+// decode reads a document's content into a new T, with the fields the
+// platform derives from others derived again (see normalise).
 func decode[T any](d backend.Doc) (*T, error) {
 	v := new(T)
 	if err := json.Unmarshal(d.Data, v); err != nil {
 		return nil, fmt.Errorf("%s %q: corrupt document: %w", d.Kind, d.ID, err)
 	}
+	normalise(v)
 	return v, nil
 }
 
@@ -386,6 +387,30 @@ func (c *Client) exists(ctx context.Context, kind, id string) (bool, error) {
 		return false, nil
 	}
 	return false, err
+}
+
+// normalise derives again what a stored object repeats of its other
+// fields, as the platform computes it when it writes, so that an edit
+// from outside (anyone with edit rights on the store) cannot make the
+// copy disagree with what it copies: a cluster's quota group is its live
+// resource group's, its worker counts lie within the live ranges; a
+// run's priority is its config's. (A run's demand needs the catalog: see
+// Client.rederive.)
+func normalise(v any) {
+	switch x := v.(type) {
+	case *cluster.Cluster:
+		if x.Live == nil {
+			return
+		}
+		x.QuotaGroup = x.Live.ResourceGroup
+		for _, w := range x.Live.Workers {
+			if n, ok := x.Replicas[w.Name]; ok {
+				x.Replicas[w.Name] = min(max(n, w.Instances.Min), w.Instances.MaxOrMin())
+			}
+		}
+	case *job.Run:
+		x.Priority = x.Config.Priority()
+	}
 }
 
 // decodeInto reads JSON into v.

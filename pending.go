@@ -100,5 +100,9 @@ func (c *Client) queueItem(runID string) (scheduler.Item, bool) {
 	if err != nil || (r.State != job.Queued && r.State != job.Waiting) {
 		return scheduler.Item{}, false
 	}
-	return scheduler.Item{RunID: r.ID, Priority: r.Priority, Seq: r.Seq, Enqueued: r.SubmittedAt, Demand: r.Demand}, true
+	demand, err := c.demand(r) // from its config, never the stored Demand (decode rederived Priority)
+	if err != nil {
+		return scheduler.Item{}, false // placeOnDemand fails it, saying why
+	}
+	return scheduler.Item{RunID: r.ID, Priority: r.Priority, Seq: r.Seq, Enqueued: r.SubmittedAt, Demand: demand}, true
 }

@@ -24,13 +24,7 @@ import (
 // that the change concerns. It runs inside the store's write, so it only
 // touches memory.
 func (c *Client) onChange(ch backend.Change) {
-	d := ch.Doc
-	if ch.Deleted {
-		c.cache.remove(d.Kind, d.ID)
-	} else {
-		c.cache.put(d)
-	}
-	c.queues.observe(d, ch.Deleted)
+	d := c.observed(ch.Doc, ch.Deleted)
 	switch d.Kind {
 	case kindCluster, kindRun, kindRG:
 		c.enqueue(d.Kind + "/" + d.ID)

@@ -64,16 +64,17 @@ func (c *Client) reconcileCluster(ctx context.Context, id string) (time.Duration
 	}
 	if errs.IsNotFound(err) || obs.Generation != cl.Generation {
 		if cl.State == cluster.Starting {
-			// Reserve first, act second: never start what holds no quota.
+			// Reserve first, act second: never start what holds less quota
+			// than it runs.
 			held, err := c.holds(ctx, cl)
 			if err != nil {
 				return 0, err
 			}
 			if !held && cl.Temporary {
-				return 0, c.deleteTemporary(ctx, cl, "its reservation is gone")
+				return 0, c.deleteTemporary(ctx, cl, "its reservation is gone and its resource group cannot make it again")
 			}
 			if !held {
-				return 0, c.clusterStepFailed(ctx, id, "its reservation in resource group "+cl.QuotaGroup+" is gone; start it again")
+				return 0, c.clusterStepFailed(ctx, id, "its reservation in resource group "+cl.QuotaGroup+" is gone and the group cannot make it again; start it again")
 			}
 		}
 		if err := c.ray.ApplyCluster(ctx, cl); err != nil {
@@ -221,9 +222,10 @@ func (c *Client) trueUpHold(ctx context.Context, cl *cluster.Cluster) error {
 		}
 	}
 	if errors.Is(err, errs.ErrQuota) {
-		// It runs more than its group can hold now: say so, it cannot be fixed here.
+		// It runs more than its group can hold now: say so on the cluster
+		// (CheckQuota lists it too), it cannot be fixed here.
 		c.o.log.Error(err, "a running cluster's reservation is below what it runs", "cluster", cl.ID, "resourceGroup", cl.Live.ResourceGroup)
-		return nil
+		return c.noteCluster(ctx, cl.ID, "quota-restore-failed", shortMessage(cl.Live.ResourceGroup, holdReport{cluster: cl.ID, need: need, err: err}))
 	}
 	return err
 }
@@ -290,20 +292,35 @@ func (c *Client) enqueueDependents(cl *cluster.Cluster) {
 	}
 }
 
-// holds reports whether the cluster's reservation is on its resource
-// group, asking the store when the cache has none (it may be behind).
+// holds reports whether the cluster's reservation on its resource group
+// covers what it is to run. When the cache says it does not (it may be
+// behind, or someone else removed or shrank the hold), what is missing is
+// reserved by compare-and-swap, if the group can still allocate it: Ray
+// is never asked for more compute than is held.
 func (c *Client) holds(ctx context.Context, cl *cluster.Cluster) (bool, error) {
-	if a, _, err := cached[quota.Account](ctx, c, kindRG, cl.QuotaGroup); err == nil && !a.Held(cl.ID).IsZero() {
-		return true, nil
-	}
-	a, _, err := fresh[quota.Account](ctx, c, kindRG, cl.QuotaGroup)
-	if errs.IsNotFound(err) {
+	if cl.Live == nil {
 		return false, nil
 	}
-	if err != nil {
+	now := c.clock.Now()
+	if a, _, err := cached[quota.Account](ctx, c, kindRG, cl.QuotaGroup); err == nil {
+		if _, lacks := c.lacksHold(cl, a, now); !lacks {
+			return true, nil
+		}
+	}
+	_, err := c.changeAccount(ctx, cl.QuotaGroup, func(a *quota.Account) (bool, error) {
+		need, lacks := c.lacksHold(cl, a, now)
+		if !lacks {
+			return false, nil
+		}
+		return a.SetFor(cl.ID, need, cl.Generation, now)
+	})
+	switch {
+	case errs.IsNotFound(err), errors.Is(err, errs.ErrQuota):
+		return false, nil
+	case err != nil:
 		return false, err
 	}
-	return !a.Held(cl.ID).IsZero(), nil
+	return true, nil
 }
 
 // deleteTemporary deletes an on-demand cluster, saying why.

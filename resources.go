@@ -129,8 +129,12 @@ func odClusterID(runID string) string { return odPrefix + runID }
 // its allocatable quota fits, in priority order (BestEffortFIFO, with the
 // starvation bound of WithMaxWait), and releases reservations that
 // nothing justifies any more once they are older than the repair grace.
-// Both are one compare-and-swap of the resource group: two clients that
-// decide at once cannot both win.
+// It is also the true-up against edits from outside the platform: a hold
+// the platform never makes (negative, above the capacity) is dropped, and
+// a live cluster whose hold is missing or short gets it back before any
+// run is admitted, or, when the group can no longer hold it, says so on
+// the cluster. All of it is one compare-and-swap of the resource group:
+// two clients that decide at once cannot both win.
 func (c *Client) reconcileQuota(ctx context.Context, id string) (time.Duration, error) {
 	a, v, err := cached[quota.Account](ctx, c, kindRG, id)
 	if errs.IsNotFound(err) {
@@ -151,11 +155,42 @@ func (c *Client) reconcileQuota(ctx context.Context, id string) (time.Duration, 
 		c.repaired[id] = now
 	}
 	c.mu.Unlock()
+	// A hold the platform never makes (negative, or more than the whole
+	// capacity) was written by someone else: it goes at once, and the
+	// restore below puts back what a live cluster justifies, at what it
+	// runs.
+	for h, hold := range a.Holders {
+		if hold.Since.After(now.Add(c.o.grace)) {
+			// Made in the future: it would never age, so that the repair
+			// would never release it. It is as old as now.
+			hold.Since = now
+			a.Holders[h] = hold
+			changed = true
+		}
+		if a.Corrupt(h) {
+			c.o.log.Error(errs.ErrInvalid, "dropping a corrupt reservation (edited outside the platform)",
+				"resourceGroup", id, "holder", h, "held", hold.Resources.String(), "capacity", a.Capacity.String())
+			a.Release(h)
+			changed = true
+		}
+	}
+	restored, short, err := c.restoreHolds(ctx, a, now)
+	if err != nil {
+		return 0, err
+	}
+	changed = changed || len(restored) > 0
 	for h, hold := range a.Holders {
 		if !due || c.justified(h, id) {
 			continue
 		}
 		if age := now.Sub(hold.Since); age >= c.o.grace {
+			// The cache may lag its holder's write: ask the store before
+			// the hold is taken for a leak.
+			if ok, err := c.justifiedInStore(ctx, h, id); err != nil {
+				return 0, err
+			} else if ok {
+				continue
+			}
 			a.Release(h)
 			changed = true
 		} else if left := c.o.grace - age; recheck == 0 || left < recheck {
@@ -207,6 +242,19 @@ func (c *Client) reconcileQuota(ctx context.Context, id string) (time.Duration, 
 			return 0, err
 		}
 	}
+	for _, r := range restored {
+		c.o.log.Info("restored a reservation that a live cluster needs and its resource group lacked", "cluster", r.cluster, "resourceGroup", id, "reserved", r.need.String())
+		if err := c.noteCluster(ctx, r.cluster, "quota-restored", fmt.Sprintf(
+			"its reservation in resource group %s was missing or short (changed outside the platform): %s reserved again", id, r.need)); err != nil {
+			return 0, err
+		}
+	}
+	for _, r := range short {
+		c.o.log.Error(r.err, "a live cluster holds less than it runs and its resource group cannot make up for it", "cluster", r.cluster, "resourceGroup", id, "needs", r.need.String())
+		if err := c.noteCluster(ctx, r.cluster, "quota-restore-failed", shortMessage(id, r)); err != nil {
+			return 0, err
+		}
+	}
 	in := map[string]bool{}
 	for _, it := range admitted {
 		in[it.RunID] = true
@@ -234,6 +282,100 @@ func (c *Client) reconcileQuota(ctx context.Context, id string) (time.Duration, 
 	return recheck, nil
 }
 
+// holdReport is a live cluster whose reservation the quota reconciler
+// restored, or could not (err).
+type holdReport struct {
+	cluster string
+	need    quota.Resources
+	err     error
+}
+
+func shortMessage(rg string, r holdReport) string {
+	return fmt.Sprintf("it runs %s but its reservation in resource group %s is missing or short (changed outside the platform), "+
+		"and the group cannot reserve it again: %v; the group is over-allocated until something there is released", r.need, rg, r.err)
+}
+
+// restoreHolds puts back in a the reservations its live clusters need
+// and it lacks: a hold removed or shrunk by someone else's edit of the
+// stored resource group. The cache names the candidates; each is read
+// again from the store (the cache may be behind a hibernate that released
+// its hold). A hold that no longer fits (the quota went to someone else
+// before the restore) is returned in short, to be reported.
+func (c *Client) restoreHolds(ctx context.Context, a *quota.Account, now time.Time) (restored, short []holdReport, err error) {
+	for _, d := range c.cache.selectDocs(kindCluster, map[string]string{labelQuota: a.ID}) {
+		cl, _, err := fromCache[cluster.Cluster](c, kindCluster, d.ID)
+		if err != nil {
+			continue
+		}
+		if _, lacks := c.lacksHold(cl, a, now); !lacks {
+			continue
+		}
+		if cl, err = c.getFresh(ctx, d.ID); errs.IsNotFound(err) {
+			continue
+		} else if err != nil {
+			return nil, nil, err
+		}
+		need, lacks := c.lacksHold(cl, a, now)
+		if !lacks {
+			continue
+		}
+		if _, err := a.SetFor(cl.ID, need, cl.Generation, now); err != nil {
+			short = append(short, holdReport{cluster: cl.ID, need: need, err: err})
+			continue
+		}
+		restored = append(restored, holdReport{cluster: cl.ID, need: need})
+	}
+	return restored, short, nil
+}
+
+// lacksHold returns what cluster cl runs, and whether resource group a
+// holds less for it than that: no hold, or one below it made for the
+// cluster's generation or an older one (a hold for a newer generation is
+// a write on its way, until it is older than the repair grace). Only a
+// cluster whose compute Ray runs or is about to counts: starting,
+// running, abnormal or hibernating in a; a deleting one releases its hold
+// before its object goes.
+func (c *Client) lacksHold(cl *cluster.Cluster, a *quota.Account, now time.Time) (quota.Resources, bool) {
+	if !cl.State.HoldsQuota() || cl.State == cluster.Deleting || cl.Live == nil || cl.Live.ResourceGroup != a.ID {
+		return quota.Resources{}, false
+	}
+	need, err := cl.Live.ResourcesAt(c.cat.Nodes, cl.Replicas)
+	if err != nil {
+		return quota.Resources{}, false
+	}
+	h, ok := a.Holders[cl.ID]
+	if ok && ((h.Generation > cl.Generation && now.Sub(h.Since) < c.o.grace) || need.Fits(h.Resources)) {
+		return need, false
+	}
+	return need, true
+}
+
+// noteCluster adds a system entry to a cluster's event log, unless the
+// log already has the same one (a report repeated by every pass is
+// written once).
+func (c *Client) noteCluster(ctx context.Context, id, action, msg string) error {
+	for attempt := 0; ; attempt++ {
+		cl, err := c.getFresh(ctx, id)
+		if errs.IsNotFound(err) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		for _, e := range cl.Events {
+			if e.Action == action && e.Message == msg {
+				return nil
+			}
+		}
+		next := cl.DeepCopy()
+		next.Events = cluster.AppendEvent(next.Events, c.event(ctx, "system", action, msg))
+		err = c.putCluster(ctx, next, cl.Version)
+		if err == nil || !errors.Is(err, errs.ErrConflict) || attempt >= conflictRetries {
+			return err
+		}
+	}
+}
+
 // justified reports whether holder may keep a reservation in resource
 // group rg: a cluster that holds quota there, or an admitted on-demand
 // run whose cluster is not made yet.
@@ -249,10 +391,15 @@ func (c *Client) justified(holder, rg string) bool {
 	return false
 }
 
-// CheckQuota audits every resource group in the store itself: no
-// reservation is negative, together they fit the capacity, and none has
-// been held longer than the repair grace by a holder that no longer
-// justifies it (a leak). It returns every problem found.
+// CheckQuota audits the reservations in the store itself, both ways. In
+// every resource group: no reservation is negative, larger than the
+// capacity or dated in the future, together they fit the capacity, and
+// none has been held longer than the repair grace by a holder that no
+// longer justifies it (a leak). And every live cluster (starting,
+// running, abnormal or hibernating) holds at least what it runs in its
+// resource group: a hold missing or short, as an edit from outside the
+// platform leaves it, lets the group hand out quota in use. It returns
+// every problem found.
 func (c *Client) CheckQuota(ctx context.Context) error {
 	docs, err := c.store.List(ctx, kindRG, nil)
 	if err != nil {
@@ -260,6 +407,7 @@ func (c *Client) CheckQuota(ctx context.Context) error {
 	}
 	now := c.clock.Now()
 	var bad []string
+	accounts := map[string]*quota.Account{}
 	for _, d := range docs {
 		a, err := decode[quota.Account](d)
 		if err != nil {
@@ -268,7 +416,13 @@ func (c *Client) CheckQuota(ctx context.Context) error {
 		if err := a.Check(); err != nil {
 			bad = append(bad, err.Error())
 		}
+		accounts[a.ID] = a
 		for h, hold := range a.Holders {
+			if hold.Since.After(now.Add(c.o.grace)) {
+				bad = append(bad, fmt.Sprintf("resource group %s: %s holds %s since %s, in the future",
+					a.ID, h, hold.Resources, hold.Since.Format(time.RFC3339)))
+				continue
+			}
 			if now.Sub(hold.Since) < c.o.grace {
 				continue
 			}
@@ -282,11 +436,78 @@ func (c *Client) CheckQuota(ctx context.Context) error {
 			}
 		}
 	}
+	// The other way: every live cluster holds what it runs.
+	clusters, err := c.store.List(ctx, kindCluster, nil)
+	if err != nil {
+		return err
+	}
+	for _, d := range clusters {
+		cl, err := decode[cluster.Cluster](d)
+		if err != nil {
+			bad = append(bad, err.Error())
+			continue
+		}
+		if cl.Live == nil || !cl.State.HoldsQuota() || cl.State == cluster.Deleting {
+			continue
+		}
+		a := accounts[cl.Live.ResourceGroup]
+		if a == nil {
+			bad = append(bad, fmt.Sprintf("cluster %s is %s in resource group %s, which does not exist", cl.ID, cl.State, cl.Live.ResourceGroup))
+			continue
+		}
+		if _, lacks := c.lacksHold(cl, a, now); !lacks {
+			continue
+		}
+		need, held, lacks, err := c.confirmLacks(ctx, cl.ID, a.ID, now)
+		if err != nil {
+			return err
+		}
+		if lacks {
+			bad = append(bad, fmt.Sprintf("resource group %s: cluster %s is %s and runs %s but holds %s there",
+				a.ID, cl.ID, cl.State, need, held))
+		}
+	}
 	if len(bad) > 0 {
 		sort.Strings(bad)
 		return fmt.Errorf("quota: %s", strings.Join(bad, "; "))
 	}
 	return nil
+}
+
+// confirmLacks reads a cluster, its resource group and the cluster again
+// from the store, and reports whether the group holds less than the
+// cluster runs while the cluster did not change: a reservation is made
+// before the cluster's write that needs it and released after the write
+// that frees it, so only an edit from outside leaves a cluster short.
+func (c *Client) confirmLacks(ctx context.Context, id, rg string, now time.Time) (need, held quota.Resources, lacks bool, err error) {
+	for range 3 {
+		cl, err := c.getFresh(ctx, id)
+		if errs.IsNotFound(err) {
+			return need, held, false, nil
+		}
+		if err != nil {
+			return need, held, false, err
+		}
+		a, _, err := fresh[quota.Account](ctx, c, kindRG, rg)
+		if errs.IsNotFound(err) {
+			return need, held, false, nil
+		}
+		if err != nil {
+			return need, held, false, err
+		}
+		again, err := c.getFresh(ctx, id)
+		if errs.IsNotFound(err) {
+			return need, held, false, nil
+		}
+		if err != nil {
+			return need, held, false, err
+		}
+		if again.Version == cl.Version {
+			need, lacks = c.lacksHold(cl, a, now)
+			return need, a.Held(id), lacks, nil
+		}
+	}
+	return need, held, false, nil // it keeps changing: a write is on its way
 }
 
 // justifiedInStore is justified, read from the store rather than the cache.

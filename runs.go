@@ -186,7 +186,28 @@ func (c *Client) getRun(ctx context.Context, id string) (*job.Run, error) {
 		return nil, notFoundAs(err, "run", id)
 	}
 	r.Version = v
+	c.rederive(r)
 	return r, nil
+}
+
+// demand is what admitting an on-demand run reserves: its environment's
+// head and workers' minimum, computed from the run's config with the
+// catalog. It is never the stored Demand, a field that anyone who can
+// edit the stored run can set to nothing.
+func (c *Client) demand(r *job.Run) (quota.Resources, error) {
+	if r.Config.OnDemand == nil {
+		return quota.Resources{}, nil
+	}
+	return r.Config.OnDemand.Environment.MinResources(c.cat.Nodes)
+}
+
+// rederive replaces the Demand a read run says it has with what its
+// config needs (decode has rederived its Priority), so that a caller, and
+// the next write of the run, see the truth rather than what was stored.
+func (c *Client) rederive(r *job.Run) {
+	if d, err := c.demand(r); err == nil {
+		r.Demand = d
+	}
 }
 
 // List returns runs in submission order.
@@ -215,6 +236,7 @@ func (c *Client) listRuns(sel map[string]string) ([]*job.Run, error) {
 			return nil, err
 		}
 		r.Version = d.Version
+		c.rederive(r)
 		out = append(out, r)
 	}
 	return out, nil
@@ -328,6 +350,7 @@ func (c *Client) freshRun(ctx context.Context, id string) (*job.Run, error) {
 		return nil, notFoundAs(err, "run", id)
 	}
 	r.Version = v
+	c.rederive(r)
 	return r, nil
 }
 
@@ -466,6 +489,10 @@ func (c *Client) placeOnDemand(ctx context.Context, r *job.Run) error {
 		return err
 	}
 	if err != nil {
+		return err
+	}
+	if _, err := c.demand(r); err != nil {
+		_, err = c.endRun(ctx, r, job.Fail, "its on-demand environment cannot be sized: "+err.Error())
 		return err
 	}
 	cid := odClusterID(r.ID)

@@ -73,6 +73,7 @@ func RunConformance(t *testing.T, h Harness) {
 		{"TemplatesAndJobEditsC6J15J16", testTemplatesAndJobEdits},
 		{"EditAutoscaleDetailsC11C13C14", testEditAutoscaleDetails},
 		{"AllMembersAbnormalJ18", testAllMembersAbnormal},
+		{"ForeignEdits", testForeignEdits},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -30,9 +30,10 @@
 //
 // [RunConformance] runs the platform's behaviour against any backend: the
 // product rules through the public API, several clients on one store, a
-// restart, and a fault before and after each store write and Ray call of
-// every operation, injected by [Faulty], a wrapper any backend can be put
-// in. backend/memory runs it; so will every other backend:
+// restart, edits of the stored objects behind the platform's back
+// ([EditStored], as kubectl edit would make them), and a fault before and
+// after each store write and Ray call of every operation, injected by
+// [Faulty], a wrapper any backend can be put in. backend/memory runs it; so will every other backend:
 //
 //	func TestConformance(t *testing.T) {
 //		dlctest.RunConformance(t, dlctest.Harness{

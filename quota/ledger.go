@@ -70,11 +70,19 @@ func (a *Account) DeepCopy() *Account {
 	return &out
 }
 
-// Reserved returns the sum of the reservations.
-func (a *Account) Reserved() Resources {
+// Reserved returns the sum of the reservations, derived from the holders
+// (never a stored sum). The sum saturates rather than wraps, and a
+// negative component of a hold (which only an edit from outside the
+// platform can make) counts as zero: a corrupt hold never makes room.
+func (a *Account) Reserved() Resources { return a.reservedBut("") }
+
+// reservedBut is Reserved without holder's reservation.
+func (a *Account) reservedBut(holder string) Resources {
 	var sum Resources
-	for _, h := range a.Holders {
-		sum = sum.Add(h.Resources)
+	for h, hold := range a.Holders {
+		if h != holder {
+			sum = sum.Add(hold.Resources.Max(Resources{}))
+		}
 	}
 	return sum
 }
@@ -105,10 +113,10 @@ func (a *Account) SetFor(holder string, r Resources, gen int64, now time.Time) (
 	if r.IsZero() {
 		return a.Release(holder), nil
 	}
-	next := a.Reserved().Sub(cur.Resources).Add(r)
-	if !next.Fits(a.Capacity) {
+	others := a.reservedBut(holder)
+	if !others.Add(r).Fits(a.Capacity) {
 		return false, &errs.QuotaError{ResourceGroup: a.ID, Requested: r.String(),
-			Available: a.Allocatable().Add(cur.Resources).String()}
+			Available: a.Capacity.Sub(others).Max(Resources{}).String()}
 	}
 	if a.Holders == nil {
 		a.Holders = map[string]Hold{}
@@ -153,16 +161,31 @@ func (a *Account) Usage() Usage {
 	return u
 }
 
-// Check verifies the account's invariants: no reservation is negative
-// and together they fit the capacity. It returns the problems found.
+// Corrupt reports whether holder's reservation is one the platform never
+// makes, so that only an edit from outside it can have: a negative
+// component, or more than the group's whole capacity.
+func (a *Account) Corrupt(holder string) bool {
+	h, ok := a.Holders[holder]
+	return ok && (h.Resources.AnyNegative() || !h.Resources.Fits(a.Capacity))
+}
+
+// Check verifies the account's invariants as read back from the store: no
+// reservation is negative or larger than the capacity, and together they
+// fit the capacity. It returns the problems found.
 func (a *Account) Check() error {
 	var bad []string
 	for h, r := range a.Holders {
-		if r.Resources.AnyNegative() {
+		switch {
+		case r.Resources.AnyNegative():
 			bad = append(bad, fmt.Sprintf("%s: holder %s negative %s", a.ID, h, r.Resources))
+		case !r.Resources.Fits(a.Capacity):
+			bad = append(bad, fmt.Sprintf("%s: holder %s holds %s, more than the capacity %s", a.ID, h, r.Resources, a.Capacity))
 		}
 	}
-	if r := a.Reserved(); r.AnyNegative() || !r.Fits(a.Capacity) {
+	if a.Capacity.AnyNegative() {
+		bad = append(bad, fmt.Sprintf("%s: negative capacity %s", a.ID, a.Capacity))
+	}
+	if r := a.Reserved(); !r.Fits(a.Capacity) {
 		bad = append(bad, fmt.Sprintf("%s: reserved %s outside capacity %s", a.ID, r, a.Capacity))
 	}
 	if len(bad) > 0 {

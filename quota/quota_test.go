@@ -270,3 +270,76 @@ func TestGroupValidateIDs(t *testing.T) {
 		})
 	}
 }
+
+// Accounts as read back after an edit from outside the platform (issue
+// 18, item 6): the sum is derived from the holders and saturates, a
+// corrupt hold never makes room, and Check names every absurd hold.
+func TestAccountReadBack(t *testing.T) {
+	now := time.Unix(0, 0)
+	capacity := quota.Cores(8)
+	huge := quota.Resources{MilliCPU: 1 << 62}
+	cases := []struct {
+		name        string
+		holders     map[string]quota.Resources
+		wantCorrupt []string
+		setOK       bool // whether "new" can then reserve 2 cores
+		wantCheck   []string
+	}{
+		{"two holds of 2^62 milli-CPU", map[string]quota.Resources{"a": huge, "b": huge}, []string{"a", "b"}, false,
+			[]string{"holder a holds", "holder b holds", "reserved cpu="}},
+		{"a negative hold makes no room", map[string]quota.Resources{"a": quota.Cores(7), "neg": quota.Cores(-100)}, []string{"neg"}, false,
+			[]string{"holder neg negative"}},
+		{"sane holds", map[string]quota.Resources{"a": quota.Cores(3), "b": quota.Cores(3)}, nil, true, nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			a := &quota.Account{Group: quota.Group{ID: "rg", Package: "p", Capacity: capacity}, Holders: map[string]quota.Hold{}}
+			for h, r := range tc.holders {
+				a.Holders[h] = quota.Hold{Resources: r, Since: now}
+			}
+			if r := a.Reserved(); r.AnyNegative() {
+				t.Fatalf("Reserved() = %s: wrapped negative", r)
+			}
+			var corrupt []string
+			for h := range tc.holders {
+				if a.Corrupt(h) {
+					corrupt = append(corrupt, h)
+				}
+			}
+			slices.Sort(corrupt)
+			if !slices.Equal(corrupt, tc.wantCorrupt) {
+				t.Errorf("corrupt holds = %v, want %v", corrupt, tc.wantCorrupt)
+			}
+			_, err := a.Set("new", quota.Cores(2), now)
+			if (err == nil) != tc.setOK {
+				t.Errorf("Set(new, 2 cores) = %v, want ok=%v", err, tc.setOK)
+			}
+			err = a.Check()
+			for _, w := range tc.wantCheck {
+				if err == nil || !strings.Contains(err.Error(), w) {
+					t.Errorf("Check() = %v, want it to say %q", err, w)
+				}
+			}
+			if len(tc.wantCheck) == 0 && err != nil {
+				t.Errorf("Check() = %v, want nil", err)
+			}
+			// Every hold can still be released, and a holder's own
+			// reservation never counts against its change.
+			for h := range tc.holders {
+				if !a.Release(h) {
+					t.Errorf("Release(%s) = false", h)
+				}
+			}
+			if err := a.Check(); err != nil && tc.setOK {
+				t.Errorf("after releases: %v", err)
+			}
+		})
+	}
+	// A holder's change is measured against the others only: shrinking an
+	// inflated hold of a running cluster back to what it runs is allowed.
+	a := &quota.Account{Group: quota.Group{ID: "rg", Package: "p", Capacity: capacity},
+		Holders: map[string]quota.Hold{"a": {Resources: huge}, "b": {Resources: quota.Cores(2)}}}
+	if _, err := a.Set("a", quota.Cores(4), now); err != nil {
+		t.Fatalf("shrinking an inflated hold: %v", err)
+	}
+}

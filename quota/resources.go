@@ -135,6 +135,11 @@ func (r Resources) Min(o Resources) Resources {
 	return Resources{min(r.MilliCPU, o.MilliCPU), min(r.Memory, o.Memory), min(r.GPU, o.GPU)}
 }
 
+// Max returns the component-wise maximum of r and o.
+func (r Resources) Max(o Resources) Resources {
+	return Resources{max(r.MilliCPU, o.MilliCPU), max(r.Memory, o.Memory), max(r.GPU, o.GPU)}
+}
+
 // CountFits returns how many times unit fits within r (the largest n with
 // unit×n ≤ r); a zero unit fits any number of times (math.MaxInt64).
 func (r Resources) CountFits(unit Resources) int64 {

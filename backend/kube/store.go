@@ -36,6 +36,7 @@ import (
 	"github.com/aidlc/dlc/backend/memory"
 	"github.com/aidlc/dlc/cluster"
 	"github.com/aidlc/dlc/errs"
+	"github.com/aidlc/dlc/quota"
 )
 
 // Keys of the metadata the store writes on its objects.
@@ -845,12 +846,14 @@ func (s *Store) toObject(k *kindInfo, d backend.Doc) (client.Object, any, error)
 		return nil, nil, invalid("status: %v", err)
 	}
 	if rg, ok := stPtr.(*v1alpha1.ResourceGroupStatus); ok {
-		rg.Reserved = v1alpha1.Resources{}
+		// The sum is derived from the holders, saturating: holds that
+		// someone else inflated must not wrap it negative, which the CRD
+		// refuses, so that no later write (a release) could be made.
+		var sum quota.Resources
 		for _, h := range rg.Holders {
-			rg.Reserved.MilliCPU += h.Resources.MilliCPU
-			rg.Reserved.Memory += h.Resources.Memory
-			rg.Reserved.GPU += h.Resources.GPU
+			sum = sum.Add(quota.Resources{MilliCPU: h.Resources.MilliCPU, Memory: h.Resources.Memory, GPU: h.Resources.GPU}.Max(quota.Resources{}))
 		}
+		rg.Reserved = v1alpha1.Resources{MilliCPU: sum.MilliCPU, Memory: sum.Memory, GPU: sum.GPU}
 	}
 	setStatus(obj, stPtr)
 	if reflect.ValueOf(stPtr).Elem().IsZero() {

@@ -598,3 +598,35 @@ func TestStoreReplicas(t *testing.T) {
 		}
 	}
 }
+
+// TestStoreInflatedHolders (issue 18, item 6): holds that someone else
+// inflated to 2^62 milli-CPU each are written and read back, and the
+// resource group stays writable: the derived sum saturates instead of
+// wrapping negative, which the CRD refuses.
+func TestStoreInflatedHolders(t *testing.T) {
+	s := newStore(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	a := &quota.Account{Group: quota.Group{ID: "rg-huge", Package: "pkg-1", Capacity: quota.Cores(8)}}
+	v, err := s.Create(ctx, backend.Doc{Kind: "resourcegroup", ID: a.ID, Data: mustJSON(t, a)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	huge := quota.Resources{MilliCPU: 1 << 62}
+	a.Holders = map[string]quota.Hold{"cls-a": {Resources: huge, Since: t0}, "cls-b": {Resources: huge, Since: t0}}
+	if v, err = s.Update(ctx, backend.Doc{Kind: "resourcegroup", ID: a.ID, Version: v, Data: mustJSON(t, a)}); err != nil {
+		t.Fatalf("writing two holds of 2^62 milli-CPU: %v", err)
+	}
+	a.Release("cls-a")
+	if _, err = s.Update(ctx, backend.Doc{Kind: "resourcegroup", ID: a.ID, Version: v, Data: mustJSON(t, a)}); err != nil {
+		t.Fatalf("releasing one of them: %v", err)
+	}
+	d, err := s.Get(ctx, "resourcegroup", a.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got quota.Account
+	if err := json.Unmarshal(d.Data, &got); err != nil || len(got.Holders) != 1 || got.Held("cls-b") != huge {
+		t.Fatalf("read back %+v, %v", got, err)
+	}
+}

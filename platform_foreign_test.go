@@ -1,0 +1,335 @@
+package dlc_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aidlc/dlc"
+	"github.com/aidlc/dlc/cluster"
+	"github.com/aidlc/dlc/dlctest"
+	"github.com/aidlc/dlc/job"
+	"github.com/aidlc/dlc/quota"
+)
+
+// Someone else edits the platform's stored objects (issue 18, items 4–7):
+// the platform never runs more than a resource group's capacity, and
+// heals the edit or reports it.
+
+// edit changes a stored document behind the platform's back.
+func (f *fixture) edit(kind, id string, change func(data map[string]any, labels map[string]string)) {
+	f.t.Helper()
+	f.must(dlctest.EditStored(f.ctx, f.m.Backend, kind, id, change))
+}
+
+// spec8 is a cluster of 8 cores and 24 GiB in resource group rg.
+func (f *fixture) spec8(name, rg string) *cluster.Spec {
+	f.t.Helper()
+	s, err := dlc.NewCluster(name).Groups(f.grp).Resources("pkg-1", rg).Image("ray-2.46.0-py310-cpu").
+		Head("head", "cu.4c16g").WorkerGroup("cpu", "cu.4c8g", 1, 3).Build()
+	f.must(err)
+	return s
+}
+
+func (f *fixture) startNow(id string) {
+	f.t.Helper()
+	_, err := f.c.Clusters().Start(f.ctx, id)
+	f.must(err)
+	f.settle()
+}
+
+func (f *fixture) events(id string) string {
+	f.t.Helper()
+	evs, err := f.c.Clusters().Events(f.ctx, id)
+	f.must(err)
+	var b strings.Builder
+	for _, e := range evs {
+		b.WriteString(e.Action + ": " + e.Message + "\n")
+	}
+	return b.String()
+}
+
+func removeHolder(id string) func(map[string]any, map[string]string) {
+	return func(data map[string]any, _ map[string]string) { delete(dlctest.Object(data, "holders"), id) }
+}
+
+// Item 4: a running cluster's hold removed from its resource group is
+// restored at once, so that another cluster cannot start on quota in use;
+// CheckQuota sees the missing hold until then.
+func TestForeignEditRemovedHoldIsRestored(t *testing.T) {
+	f := newFixture(t, dlctest.MemoryOptions{})
+	_, err := f.c.ResourceGroups().Register(f.ctx, quota.Group{ID: "rg-one", Package: "pkg-1", Capacity: quota.Resources{MilliCPU: 8000, Memory: 24 * quota.GiB}})
+	f.must(err)
+	a, err := f.c.Clusters().Create(f.ctx, f.spec8("a", "rg-one"))
+	f.must(err)
+	b, err := f.c.Clusters().Create(f.ctx, f.spec8("b", "rg-one"))
+	f.must(err)
+	f.settle()
+	f.startNow(a.ID)
+	f.edit("resourcegroup", "rg-one", removeHolder(a.ID))
+	if err := f.c.CheckQuota(f.ctx); err == nil || !strings.Contains(err.Error(), "cluster "+a.ID+" is running and runs cpu=8") {
+		t.Errorf("CheckQuota with the running cluster's hold removed = %v, want it to name the cluster", err)
+	}
+	f.m.RunPending()
+	u, err := f.c.ResourceGroups().Get(f.ctx, "rg-one")
+	f.must(err)
+	if got := u.Holders[a.ID]; got != (quota.Resources{MilliCPU: 8000, Memory: 24 * quota.GiB}) {
+		t.Fatalf("hold of the running cluster after the edit = %s, want it restored", got)
+	}
+	if !strings.Contains(f.events(a.ID), "quota-restored") {
+		t.Errorf("the restore is not in the cluster's log:\n%s", f.events(a.ID))
+	}
+	if _, err := f.c.Clusters().Start(f.ctx, b.ID); !errors.Is(err, dlc.ErrQuota) {
+		t.Fatalf("starting a second cluster on the quota in use = %v, want ErrQuota", err)
+	}
+	f.must(f.c.CheckQuota(f.ctx))
+}
+
+// Item 4, when the quota went to another cluster before the restore: the
+// group is over-allocated, and that is reported on the cluster and by
+// CheckQuota until the hold can be restored.
+func TestForeignEditRemovedHoldReportedWhenTaken(t *testing.T) {
+	f := newFixture(t, dlctest.MemoryOptions{})
+	_, err := f.c.ResourceGroups().Register(f.ctx, quota.Group{ID: "rg-one", Package: "pkg-1", Capacity: quota.Resources{MilliCPU: 8000, Memory: 24 * quota.GiB}})
+	f.must(err)
+	a, err := f.c.Clusters().Create(f.ctx, f.spec8("a", "rg-one"))
+	f.must(err)
+	b, err := f.c.Clusters().Create(f.ctx, f.spec8("b", "rg-one"))
+	f.must(err)
+	f.settle()
+	f.startNow(a.ID)
+	f.edit("resourcegroup", "rg-one", removeHolder(a.ID))
+	f.startNow(b.ID) // before the platform looks
+	if ev := f.events(a.ID); !strings.Contains(ev, "quota-restore-failed") {
+		t.Errorf("the over-allocation is not reported on the cluster:\n%s", ev)
+	}
+	if err := f.c.CheckQuota(f.ctx); err == nil || !strings.Contains(err.Error(), a.ID) {
+		t.Errorf("CheckQuota = %v, want it to name %s", err, a.ID)
+	}
+	_, err = f.c.Clusters().Hibernate(f.ctx, b.ID, dlc.DeleteOptions{})
+	f.must(err)
+	f.settle()
+	u, err := f.c.ResourceGroups().Get(f.ctx, "rg-one")
+	f.must(err)
+	if u.Holders[a.ID].IsZero() {
+		t.Fatalf("the running cluster's hold is not restored once the quota is free: %+v", u.Holders)
+	}
+	f.must(f.c.CheckQuota(f.ctx))
+}
+
+// Item 5: a waiting run's stored demand edited to nearly nothing does not
+// let a restarted replica admit it: demand comes from the run's config.
+func TestForeignEditDemandIsNotTrusted(t *testing.T) {
+	f := newFixture(t, dlctest.MemoryOptions{})
+	_, err := f.c.ResourceGroups().Register(f.ctx, quotaGroup("rg-8", 8))
+	f.must(err)
+	rec := f.job(dlc.NewJob("od").OnDemand("pkg-1", "rg-8").Image("ray-2.46.0-py310-cpu").
+		Head("head", "cu.4c8g").WorkerGroup("cpu", "cu.4c8g", 1, 1))
+	var ids []string
+	for range 3 {
+		ids = append(ids, f.start(rec.ID).ID)
+	}
+	for _, id := range ids[1:] {
+		if r := f.run(id); r.State != job.Waiting {
+			t.Fatalf("run %s = %s, want waiting for quota", id, r.State)
+		}
+		f.edit("run", id, func(data map[string]any, _ map[string]string) {
+			data["demand"] = map[string]any{"milliCPU": 0, "memory": 1, "gpu": 0}
+		})
+	}
+	f.m.CloseClient(f.c)
+	f.c = f.m.NewClient() // a restarted replica builds its queue from the store
+	f.m.RunPending()
+	for _, id := range ids[1:] {
+		r := f.run(id)
+		if r.State != job.Waiting && r.State != job.Queued {
+			t.Errorf("run %s with its demand edited = %s, want still waiting", id, r.State)
+		}
+		if want := quota.Cores(8); r.Demand.MilliCPU != want.MilliCPU {
+			t.Errorf("run %s reads demand %s, want the 8 cores its config needs", id, r.Demand)
+		}
+	}
+	u, err := f.c.ResourceGroups().Get(f.ctx, "rg-8")
+	f.must(err)
+	if len(u.Holders) != 1 || !u.Reserved.Fits(u.Capacity) {
+		t.Fatalf("holders %v reserved %s of %s, want the first run's only", u.Holders, u.Reserved, u.Capacity)
+	}
+	f.settle() // and the others run in turn
+	for _, id := range ids {
+		if r := f.run(id); r.State != job.Succeeded {
+			t.Errorf("run %s = %s %s", id, r.State, r.Message)
+		}
+	}
+	f.must(f.c.CheckQuota(f.ctx))
+}
+
+// Item 6: holds inflated to 2^62 milli-CPU are healed to what the
+// clusters run, and a hibernated cluster's hold is released.
+func TestForeignEditInflatedHoldsAreHealed(t *testing.T) {
+	f := newFixture(t, dlctest.MemoryOptions{})
+	a := f.runningCluster("a")
+	b := f.runningCluster("b")
+	u, err := f.c.ResourceGroups().Get(f.ctx, "rg-1")
+	f.must(err)
+	want := u.Holders[a.ID]
+	f.edit("resourcegroup", "rg-1", func(data map[string]any, _ map[string]string) {
+		h := dlctest.Object(data, "holders")
+		for _, id := range []string{a.ID, b.ID} {
+			dlctest.Object(dlctest.Object(h, id), "resources")["milliCPU"] = int64(1) << 62
+		}
+	})
+	if err := f.c.CheckQuota(f.ctx); err == nil || !strings.Contains(err.Error(), "more than the capacity") {
+		t.Errorf("CheckQuota with inflated holds = %v, want them named", err)
+	}
+	f.m.RunPending()
+	u, err = f.c.ResourceGroups().Get(f.ctx, "rg-1")
+	f.must(err)
+	if u.Holders[a.ID] != want || u.Holders[b.ID] != want || u.Reserved.AnyNegative() {
+		t.Fatalf("after the edit: holders %v reserved %s; want each %s", u.Holders, u.Reserved, want)
+	}
+	_, err = f.c.Clusters().Hibernate(f.ctx, a.ID, dlc.DeleteOptions{})
+	f.must(err)
+	f.settle()
+	u, err = f.c.ResourceGroups().Get(f.ctx, "rg-1")
+	f.must(err)
+	if _, held := u.Holders[a.ID]; held {
+		t.Fatalf("the hibernated cluster still holds %s", u.Holders[a.ID])
+	}
+	f.must(f.c.CheckQuota(f.ctx))
+}
+
+// Item 7: a waiting run whose stored labels say it is done is still
+// placed when its cluster runs: labels are derived from the content.
+func TestForeignEditLabelsAreDerived(t *testing.T) {
+	for _, restart := range []bool{false, true} {
+		name := "watched"
+		if restart {
+			name = "restarted"
+		}
+		t.Run(name, func(t *testing.T) {
+			f := newFixture(t, dlctest.MemoryOptions{})
+			cl, err := f.c.Clusters().Create(f.ctx, f.spec("c", 1, 3))
+			f.must(err)
+			f.settle()
+			r := f.start(f.job(dlc.NewJob("j").OnCluster(cl.ID)).ID)
+			if r.State != job.Waiting {
+				t.Fatalf("run = %s, want waiting for its cluster", r.State)
+			}
+			f.edit("run", r.ID, func(_ map[string]any, l map[string]string) {
+				l["phase"], l["state"], l["target"] = "done", "succeeded", "cluster.elsewhere"
+			})
+			if restart {
+				f.m.CloseClient(f.c)
+				f.c = f.m.NewClient()
+			}
+			f.startNow(cl.ID)
+			if r = f.run(r.ID); r.State != job.Succeeded {
+				t.Fatalf("run with edited labels = %s %s, want succeeded", r.State, r.Message)
+			}
+		})
+	}
+}
+
+// Siblings: a running cluster's stored copies of what the platform
+// derives (its quota group, its worker counts) edited to disagree are
+// read as the platform derives them: the counts within the live ranges,
+// the quota group the live one's, and the hold never more than that.
+func TestForeignEditClusterCopiesAreDerived(t *testing.T) {
+	f := newFixture(t, dlctest.MemoryOptions{})
+	cl := f.runningCluster("c")
+	f.edit("cluster", cl.ID, func(data map[string]any, _ map[string]string) {
+		data["replicas"] = map[string]any{"cpu": 1000}
+		data["quotaGroup"] = "rg-elsewhere"
+	})
+	f.settle()
+	got, err := f.c.Clusters().Get(f.ctx, cl.ID)
+	f.must(err)
+	if got.Replicas["cpu"] != 3 || got.QuotaGroup != "rg-1" {
+		t.Fatalf("cluster reads replicas %v, quota group %q; want cpu=3 (its maximum) in rg-1", got.Replicas, got.QuotaGroup)
+	}
+	u, err := f.c.ResourceGroups().Get(f.ctx, "rg-1")
+	f.must(err)
+	if max := (quota.Resources{MilliCPU: 16000, Memory: 40 * quota.GiB}); !u.Holders[cl.ID].Fits(max) || u.Holders[cl.ID].IsZero() {
+		t.Fatalf("hold %s, want at most the cluster at its largest, %s", u.Holders[cl.ID], max)
+	}
+	f.must(f.c.CheckQuota(f.ctx))
+}
+
+// Siblings: a hold dated in the future would never age, so the repair
+// would never release it; a running cluster's hold fenced by a made-up
+// generation would never be trued up. Both heal once the grace passes,
+// at the next resync.
+func TestForeignEditHoldDatesAndGenerations(t *testing.T) {
+	f := newFixture(t, dlctest.MemoryOptions{})
+	cl := f.runningCluster("c")
+	u, err := f.c.ResourceGroups().Get(f.ctx, "rg-1")
+	f.must(err)
+	want := u.Holders[cl.ID]
+	f.edit("resourcegroup", "rg-1", func(data map[string]any, _ map[string]string) {
+		h := dlctest.Object(data, "holders")
+		h["cls-ghost"] = map[string]any{"resources": map[string]any{"milliCPU": 1000, "memory": 0, "gpu": 0}, "since": "9999-01-01T00:00:00Z"}
+		mine := dlctest.Object(h, cl.ID)
+		mine["generation"] = int64(1) << 62
+		dlctest.Object(mine, "resources")["milliCPU"] = 1000
+	})
+	if err := f.c.CheckQuota(f.ctx); err == nil || !strings.Contains(err.Error(), "cls-ghost") {
+		t.Errorf("CheckQuota = %v, want the hold dated in the future named", err)
+	}
+	f.settle()
+	// The repair grace passes; a resync (here a restarted replica) looks.
+	f.m.Clock.Advance(time.Minute)
+	f.m.CloseClient(f.c)
+	f.c = f.m.NewClient()
+	f.settle()
+	u, err = f.c.ResourceGroups().Get(f.ctx, "rg-1")
+	f.must(err)
+	if _, ghost := u.Holders["cls-ghost"]; ghost || u.Holders[cl.ID] != want {
+		t.Fatalf("holders after the grace: %v; want only %s: %s", u.Holders, cl.ID, want)
+	}
+	f.must(f.c.CheckQuota(f.ctx))
+}
+
+// Item 4's sibling: a starting cluster whose hold was shrunk to nothing
+// before Ray was asked, and whose quota another cluster took meanwhile,
+// is not started on the hold it lacks: it turns abnormal, saying why, and
+// the group never runs more than its capacity.
+func TestForeignEditStartingClusterNotStartedOnShrunkHold(t *testing.T) {
+	f := newFixture(t, dlctest.MemoryOptions{})
+	_, err := f.c.ResourceGroups().Register(f.ctx, quota.Group{ID: "rg-12", Package: "pkg-1", Capacity: quota.Resources{MilliCPU: 12000, Memory: 36 * quota.GiB}})
+	f.must(err)
+	a, err := f.c.Clusters().Create(f.ctx, f.spec8("a", "rg-12"))
+	f.must(err)
+	b, err := f.c.Clusters().Create(f.ctx, f.spec8("b", "rg-12"))
+	f.must(err)
+	f.settle()
+	_, err = f.c.Clusters().Start(f.ctx, a.ID)
+	f.must(err)
+	f.edit("resourcegroup", "rg-12", func(data map[string]any, _ map[string]string) {
+		dlctest.Object(dlctest.Object(data, "holders"), a.ID)["resources"] = map[string]any{"milliCPU": 1, "memory": 1, "gpu": 0}
+	})
+	_, err = f.c.Clusters().Start(f.ctx, b.ID)
+	f.must(err)
+	f.settle()
+	var running int
+	for _, id := range []string{a.ID, b.ID} {
+		cl, err := f.c.Clusters().Get(f.ctx, id)
+		f.must(err)
+		if cl.State == cluster.Running {
+			running++
+		}
+	}
+	if running != 1 {
+		t.Fatalf("%d clusters of 8 cores run in a group of 12", running)
+	}
+	if cl, _ := f.c.Clusters().Get(f.ctx, a.ID); cl.State != cluster.Abnormal || !strings.Contains(cl.Reason, "cannot make it again") {
+		t.Errorf("cluster a = %s %q, want abnormal saying its reservation is gone", cl.State, cl.Reason)
+	}
+	// Abnormal, it is still owed its hold: reported until it is deleted.
+	if err := f.c.CheckQuota(f.ctx); err == nil || !strings.Contains(err.Error(), a.ID) {
+		t.Errorf("CheckQuota = %v, want it to name %s", err, a.ID)
+	}
+	f.must(f.c.Clusters().Delete(f.ctx, a.ID, dlc.DeleteOptions{}))
+	f.settle()
+	f.must(f.c.CheckQuota(f.ctx))
+}
