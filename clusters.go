@@ -205,7 +205,8 @@ func (s *ClusterService) Start(ctx context.Context, id string) (*cluster.Cluster
 
 // retryStale runs op on cluster id again when its write lost a race with
 // a background step (a conflict on a cluster the caller gave no version
-// of), reading the cluster afresh from the store.
+// of), or when the cached cluster's state refused it, reading the cluster
+// afresh from the store.
 func retryStale[T any](ctx context.Context, c *Client, id string, op func(context.Context, *cluster.Cluster) (T, error)) (T, error) {
 	cl, err := c.getCluster(ctx, id)
 	for attempt := 0; ; attempt++ {
@@ -214,7 +215,11 @@ func retryStale[T any](ctx context.Context, c *Client, id string, op func(contex
 			return zero, err
 		}
 		v, opErr := op(ctx, cl)
-		if !errors.Is(opErr, errs.ErrConflict) || attempt >= conflictRetries || ctx.Err() != nil {
+		// A refusal for the cluster's state, on the first read (the cache,
+		// which may lag a write another replica made), is checked against
+		// the store before it is the answer.
+		stale := errors.Is(opErr, errs.ErrConflict) || (attempt == 0 && errors.Is(opErr, errs.ErrState))
+		if !stale || attempt >= conflictRetries || ctx.Err() != nil {
 			return v, opErr
 		}
 		cl, err = c.getFresh(ctx, id)

@@ -584,3 +584,37 @@ func TestLaggingReplicaKeepsNameClaim(t *testing.T) {
 	}
 	l.release()
 }
+
+// A start through a replica whose cluster watch lags the cluster's
+// creation is decided on the store, not on the "creating" its cache
+// shows: a user who saw the cluster created through one replica is not
+// refused by the next. Once a flaky ErrState of the conformance suite's
+// concurrent starts.
+func TestLaggingReplicaStartsCreatedCluster(t *testing.T) {
+	f := newFixture(t, dlctest.MemoryOptions{})
+	b, l := laggingReplica(f)
+	cl, err := f.c.Clusters().Create(f.ctx, f.spec("lagged", 1, 1))
+	f.must(err)
+	if seen, err := b.Clusters().Get(f.ctx, cl.ID); err != nil || seen.State != cluster.Creating {
+		t.Fatalf("the replica sees %v, %v; want it creating", seen, err)
+	}
+	l.lag("cluster")
+	defer l.release()
+	for i := 0; i < 50; i++ {
+		f.m.RunPending()
+		f.m.Clock.Advance(100 * time.Millisecond)
+		if got, err := f.c.Clusters().Get(f.ctx, cl.ID); err == nil && got.State == cluster.Created {
+			break
+		}
+	}
+	if got, err := f.c.Clusters().Get(f.ctx, cl.ID); err != nil || got.State != cluster.Created {
+		t.Fatalf("the cluster is %v, %v; want it created", got, err)
+	}
+	got, err := b.Clusters().Start(f.ctx, cl.ID)
+	if err != nil {
+		t.Fatalf("start through the lagging replica: %v", err)
+	}
+	if got.State != cluster.Starting {
+		t.Fatalf("after start: %s", got.State)
+	}
+}

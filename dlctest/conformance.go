@@ -274,7 +274,19 @@ func (s *suite) jobOn(c *dlc.Client, name, clusterID, groupID string) *job.Recor
 // C11, C12: start, hibernate, start again, delete; transitional states
 // refuse edits; quota follows.
 func testClusterLifecycle(t *testing.T, s *suite) {
-	c := s.client(nil)
+	// The cluster's first Ray call waits until the start below has been
+	// refused, so that the cluster is still creating in the store (not
+	// only in a cache) when the start is decided.
+	release := make(chan struct{})
+	var once sync.Once
+	open := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(open)
+	c := s.client(NewFaulty(s.backend(), func(_ int, call Call) Fault {
+		if call.Kind == "ray" {
+			<-release
+		}
+		return NoFault
+	}))
 	ctx := s.ctx()
 	grp := s.world(c, "rg-life", 16)
 	cl, err := c.Clusters().Create(ctx, s.spec("life", grp, "rg-life"))
@@ -285,6 +297,7 @@ func testClusterLifecycle(t *testing.T, s *suite) {
 	if _, err := c.Clusters().Start(ctx, cl.ID); !errors.Is(err, dlc.ErrState) {
 		t.Fatalf("start while creating: %v", err)
 	}
+	open()
 	s.clusterState(c, cl.ID, cluster.Created)
 	got, err := c.Clusters().Start(ctx, cl.ID)
 	s.must(err)
