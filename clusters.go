@@ -265,7 +265,14 @@ func (s *ClusterService) start(ctx context.Context, cl *cluster.Cluster) (*clust
 func (c *Client) writeWithHold(ctx context.Context, next, prev *cluster.Cluster, need quota.Resources) error {
 	rg := next.Live.ResourceGroup
 	if _, err := c.changeAccount(ctx, rg, func(a *quota.Account) (bool, error) {
-		return a.SetFor(next.ID, need, next.Generation, c.clock.Now())
+		now := c.clock.Now()
+		changed, err := a.SetFor(next.ID, need, next.Generation, now)
+		if err == nil && !changed {
+			// Made by an earlier try of this change: renewed, so that the
+			// repair cannot take it for a leak under this try.
+			changed = a.Renew(next.ID, now)
+		}
+		return changed, err
 	}); err != nil {
 		return err
 	}

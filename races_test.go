@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"strings"
 	"testing"
 	"time"
 
@@ -617,4 +618,73 @@ func TestLaggingReplicaStartsCreatedCluster(t *testing.T) {
 	if got.State != cluster.Starting {
 		t.Fatalf("after start: %s", got.State)
 	}
+}
+
+// A start whose cluster write comes later than the repair grace after
+// its reservation (a slow or paused replica) loses the reservation to the
+// repair, and the quota to another cluster. The repair fences the late
+// write off (an event on the cluster, by compare-and-swap) before it
+// releases: the write conflicts and the start, tried again, is refused
+// for quota. Before, the write landed on the released hold and a replica
+// whose view of the resource group lagged started the cluster in Ray on
+// the hold its cache still showed: two 8-core clusters in 12 cores.
+func TestRaceSlowStartLosesHoldToRepair(t *testing.T) {
+	f, h := hooked(t)
+	_, err := f.c.ResourceGroups().Register(f.ctx, quota.Group{ID: "rg-one", Package: "pkg-1",
+		Capacity: quota.Resources{MilliCPU: 12000, Memory: 64 * quota.GiB}})
+	f.must(err)
+	c1, err := f.c.Clusters().Create(f.ctx, f.spec8("slow", "rg-one"))
+	f.must(err)
+	c2, err := f.c.Clusters().Create(f.ctx, f.spec8("fast", "rg-one"))
+	f.must(err)
+	f.settle()
+	lagged, l := laggingReplica(f)
+	defer l.release()
+	armed := true
+	*h = func(ctx context.Context, w memory.Write, next func(context.Context) (string, error)) (string, error) {
+		if !armed || w.Op != memory.OpUpdate || w.Doc.Kind != "cluster" || w.Doc.ID != c1.ID {
+			return next(ctx)
+		}
+		armed = false
+		// c1's start has reserved and is about to write the cluster: it
+		// pauses past the repair grace. The lagging replica's view of the
+		// resource group stops here, showing c1's hold.
+		l.lag("resourcegroup")
+		f.m.Clock.Advance(time.Hour)
+		other := f.m.NewClient()
+		other.RunPending() // the repair releases c1's aged, unjustified hold
+		if _, err := other.Clusters().Start(f.ctx, c2.ID); err != nil {
+			t.Errorf("start %s on the released quota: %v", c2.ID, err)
+		}
+		other.RunPending()
+		return next(ctx)
+	}
+	if _, err := f.c.Clusters().Start(f.ctx, c1.ID); !errors.Is(err, errs.ErrQuota) {
+		t.Errorf("the slow start of %s: %v, want ErrQuota (its hold was released and the quota taken)", c1.ID, err)
+	}
+	lagged.RunPending()
+	// Ray keeps a created cluster suspended; a start applied unsuspends it.
+	inRay := 0
+	for _, id := range []string{c1.ID, c2.ID} {
+		if obs, err := f.m.Backend.Ray.ClusterStatus(f.ctx, id); err == nil && obs.Phase != cluster.PhaseSuspended {
+			inRay++
+		}
+	}
+	if inRay > 1 {
+		u, err := f.c.ResourceGroups().Get(f.ctx, "rg-one")
+		f.must(err)
+		t.Fatalf("both clusters (8 cores each) were started in Ray in a 12-core group that holds %s for %v:\n%s: %s\n%s: %s",
+			u.Reserved, u.Holders, c1.ID, f.events(c1.ID), c2.ID, f.events(c2.ID))
+	}
+	l.release()
+	f.settle()
+	for id, want := range map[string]cluster.State{c1.ID: cluster.Created, c2.ID: cluster.Running} {
+		if got, err := f.c.Clusters().Get(f.ctx, id); err != nil || got.State != want {
+			t.Errorf("%s: %v %v, want %s:\n%s", id, got.State, err, want, f.events(id))
+		}
+	}
+	if msg := f.events(c1.ID); !strings.Contains(msg, "quota-repair") {
+		t.Errorf("the repair did not say on %s why its hold went:\n%s", c1.ID, msg)
+	}
+	f.must(f.c.CheckQuota(f.ctx))
 }

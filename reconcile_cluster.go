@@ -64,6 +64,8 @@ func (c *Client) reconcileCluster(ctx context.Context, id string) (time.Duration
 	}
 	if errs.IsNotFound(err) || obs.Generation != cl.Generation {
 		if cl.State == cluster.Starting {
+			// Ray runs nothing of it (a start from created or hibernated).
+			rayIdle := errs.IsNotFound(err) || obs.Phase == cluster.PhaseSuspended
 			// Reserve first, act second: never start what holds less quota
 			// than it runs.
 			held, err := c.holds(ctx, cl)
@@ -74,7 +76,16 @@ func (c *Client) reconcileCluster(ctx context.Context, id string) (time.Duration
 				return 0, c.deleteTemporary(ctx, cl, "its reservation is gone and its resource group cannot make it again")
 			}
 			if !held {
-				return 0, c.clusterStepFailed(ctx, id, "its reservation in resource group "+cl.QuotaGroup+" is gone and the group cannot make it again; start it again")
+				var noCompute []func(*cluster.Cluster)
+				if rayIdle {
+					// It needs no hold while it waits to be started again.
+					noCompute = append(noCompute, func(next *cluster.Cluster) {
+						if next.Generation == cl.Generation {
+							next.Live, next.Replicas = nil, nil
+						}
+					})
+				}
+				return 0, c.clusterStepFailed(ctx, id, "its reservation in resource group "+cl.QuotaGroup+" is gone and the group cannot make it again; start it again", noCompute...)
 			}
 		}
 		if err := c.ray.ApplyCluster(ctx, cl); err != nil {
@@ -176,7 +187,7 @@ func (c *Client) releaseHold(ctx context.Context, cl *cluster.Cluster) error {
 // is left alone until it is older than the repair grace.
 func (c *Client) trueUpHold(ctx context.Context, cl *cluster.Cluster) error {
 	if cl.Live == nil {
-		return nil
+		return c.releaseHold(ctx, cl) // a start that never reached Ray
 	}
 	need, err := cl.Live.ResourcesAt(c.cat.Nodes, cl.Replicas)
 	if err != nil {
@@ -231,9 +242,10 @@ func (c *Client) trueUpHold(ctx context.Context, cl *cluster.Cluster) error {
 }
 
 // clusterStepFailed turns a cluster whose background step kept failing
-// abnormal, with why as the reason. A deleting cluster has nowhere to
-// fall back to: it records why and goes on retrying.
-func (c *Client) clusterStepFailed(ctx context.Context, id, why string) error {
+// abnormal, with why as the reason, and with the changes of also made
+// to it. A deleting cluster has nowhere to fall back to: it records why
+// and goes on retrying.
+func (c *Client) clusterStepFailed(ctx context.Context, id, why string, also ...func(*cluster.Cluster)) error {
 	for attempt := 0; ; attempt++ {
 		cl, v, err := fresh[cluster.Cluster](ctx, c, kindCluster, id)
 		if errs.IsNotFound(err) {
@@ -262,6 +274,9 @@ func (c *Client) clusterStepFailed(ctx context.Context, id, why string) error {
 			return nil
 		}
 		next.State, next.Reason = to, why
+		for _, f := range also {
+			f(next)
+		}
 		next.Events = cluster.AppendEvent(next.Events, c.event(ctx, "system", string(to), why))
 		err = c.putCluster(ctx, next, v)
 		if err == nil || !errors.Is(err, errs.ErrConflict) || attempt >= conflictRetries {

@@ -93,14 +93,29 @@ func (s *ResourceGroupService) List(ctx context.Context) ([]quota.Usage, error) 
 // conflict the account is read again from the store and f applied anew.
 func (c *Client) changeAccount(ctx context.Context, rg string, f func(*quota.Account) (bool, error)) (*quota.Account, error) {
 	a, v, err := cached[quota.Account](ctx, c, kindRG, rg)
+	fromStore := false
 	if errs.IsNotFound(err) {
 		a, v, err = fresh[quota.Account](ctx, c, kindRG, rg) // the cache may not have it yet
+		fromStore = true
 	}
 	if err != nil {
 		return nil, notFoundAs(err, "resource group", rg)
 	}
 	for attempt := 0; ; attempt++ {
 		changed, err := f(a)
+		if errors.Is(err, errs.ErrQuota) && !fromStore {
+			// Refused on the cache, which may lag a release another
+			// replica made: the store's account decides.
+			fa, fv, ferr := fresh[quota.Account](ctx, c, kindRG, rg)
+			if ferr != nil {
+				return nil, notFoundAs(ferr, "resource group", rg)
+			}
+			fromStore = true
+			if fv != v {
+				a, v = fa, fv
+				continue
+			}
+		}
 		if err != nil || !changed {
 			a.Version = v
 			return a, err
@@ -116,6 +131,7 @@ func (c *Client) changeAccount(ctx context.Context, rg string, f func(*quota.Acc
 		if a, v, err = fresh[quota.Account](ctx, c, kindRG, rg); err != nil {
 			return nil, notFoundAs(err, "resource group", rg)
 		}
+		fromStore = true
 	}
 }
 
@@ -186,9 +202,12 @@ func (c *Client) reconcileQuota(ctx context.Context, id string) (time.Duration, 
 		if age := now.Sub(hold.Since); age >= c.o.grace {
 			// The cache may lag its holder's write: ask the store before
 			// the hold is taken for a leak.
-			if ok, err := c.justifiedInStore(ctx, h, id); err != nil {
+			if ok, err := c.releasable(ctx, h, id, hold); err != nil {
 				return 0, err
-			} else if ok {
+			} else if !ok {
+				if recheck == 0 || c.o.grace/4 < recheck {
+					recheck = c.o.grace / 4
+				}
 				continue
 			}
 			a.Release(h)
@@ -240,6 +259,16 @@ func (c *Client) reconcileQuota(ctx context.Context, id string) (time.Duration, 
 			}
 			c.requeued(id, queued)
 			return 0, err
+		}
+	}
+	if len(short) > 0 && !changed {
+		// Found short on the cache, which may lag (a release, a restore
+		// another replica made): reported only when the store's account
+		// is the one read; else the watch brings the newer one here again.
+		if _, fv, err := fresh[quota.Account](ctx, c, kindRG, id); err != nil {
+			return 0, err
+		} else if fv != v {
+			short = nil
 		}
 	}
 	for _, r := range restored {
@@ -508,6 +537,44 @@ func (c *Client) confirmLacks(ctx context.Context, id, rg string, now time.Time)
 		}
 	}
 	return need, held, false, nil // it keeps changing: a write is on its way
+}
+
+// releasable reports whether the repair may release holder's aged hold
+// in resource group rg: nothing in the store justifies it, and, when it
+// was made for a newer generation of its cluster than the stored one (a
+// start or resize whose cluster write has not come), that write is
+// fenced off first: an event written on the cluster by compare-and-swap,
+// so that the late write conflicts, and its operation reserves again,
+// instead of landing on a released hold. A cluster that changed meanwhile
+// is looked at again on a later pass.
+func (c *Client) releasable(ctx context.Context, holder, rg string, hold quota.Hold) (bool, error) {
+	if ok, err := c.justifiedInStore(ctx, holder, rg); err != nil || ok {
+		return false, err
+	}
+	cl, err := c.getFresh(ctx, holder)
+	if errs.IsNotFound(err) {
+		return true, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if hold.Generation <= cl.Generation {
+		return true, nil // no write of it can be on its way
+	}
+	if cl.State.HoldsQuota() && cl.QuotaGroup == rg {
+		return false, nil // written since
+	}
+	next := cl.DeepCopy()
+	next.Events = cluster.AppendEvent(next.Events, c.event(ctx, "system", "quota-repair", fmt.Sprintf(
+		"releasing the reservation of %s in resource group %s made for generation %d at %s: its write did not come within the repair grace (%s)",
+		hold.Resources, rg, hold.Generation, hold.Since.UTC().Format(time.RFC3339Nano), c.o.grace)))
+	switch err := c.putCluster(ctx, next, cl.Version); {
+	case errors.Is(err, errs.ErrConflict), errs.IsNotFound(err):
+		return false, nil
+	case err != nil:
+		return false, err
+	}
+	return true, nil
 }
 
 // justifiedInStore is justified, read from the store rather than the cache.

@@ -134,6 +134,20 @@ func (a *Account) ReleaseUpTo(holder string, gen int64) bool {
 	return a.Release(holder)
 }
 
+// Renew makes holder's reservation as young as now, when it is older; it
+// reports whether it changed the account. An operation that finds its
+// hold already made (by an earlier try of its own) renews it, so that a
+// release decided on the aged hold conflicts with the operation's write.
+func (a *Account) Renew(holder string, now time.Time) bool {
+	h, ok := a.Holders[holder]
+	if !ok || !now.After(h.Since) {
+		return false
+	}
+	h.Since = now
+	a.Holders[holder] = h
+	return true
+}
+
 // Release drops holder's reservation; it reports whether there was one.
 func (a *Account) Release(holder string) bool {
 	_, ok := a.Holders[holder]
