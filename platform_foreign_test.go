@@ -32,6 +32,21 @@ func (f *fixture) spec8(name, rg string) *cluster.Spec {
 	return s
 }
 
+// twoClusters registers resource group rg of cores and memGiB and creates
+// two clusters of spec8 in it (8 cores, 24 GiB), named a and b, settled.
+func (f *fixture) twoClusters(rg string, cores, memGiB int64, a, b string) (*cluster.Cluster, *cluster.Cluster) {
+	f.t.Helper()
+	_, err := f.c.ResourceGroups().Register(f.ctx, quota.Group{ID: rg, Package: "pkg-1",
+		Capacity: quota.Resources{MilliCPU: cores * 1000, Memory: memGiB * quota.GiB}})
+	f.must(err)
+	ca, err := f.c.Clusters().Create(f.ctx, f.spec8(a, rg))
+	f.must(err)
+	cb, err := f.c.Clusters().Create(f.ctx, f.spec8(b, rg))
+	f.must(err)
+	f.settle()
+	return ca, cb
+}
+
 func (f *fixture) startNow(id string) {
 	f.t.Helper()
 	_, err := f.c.Clusters().Start(f.ctx, id)
@@ -59,13 +74,7 @@ func removeHolder(id string) func(map[string]any, map[string]string) {
 // CheckQuota sees the missing hold until then.
 func TestForeignEditRemovedHoldIsRestored(t *testing.T) {
 	f := newFixture(t, dlctest.MemoryOptions{})
-	_, err := f.c.ResourceGroups().Register(f.ctx, quota.Group{ID: "rg-one", Package: "pkg-1", Capacity: quota.Resources{MilliCPU: 8000, Memory: 24 * quota.GiB}})
-	f.must(err)
-	a, err := f.c.Clusters().Create(f.ctx, f.spec8("a", "rg-one"))
-	f.must(err)
-	b, err := f.c.Clusters().Create(f.ctx, f.spec8("b", "rg-one"))
-	f.must(err)
-	f.settle()
+	a, b := f.twoClusters("rg-one", 8, 24, "a", "b")
 	f.startNow(a.ID)
 	f.edit("resourcegroup", "rg-one", removeHolder(a.ID))
 	if err := f.c.CheckQuota(f.ctx); err == nil || !strings.Contains(err.Error(), "cluster "+a.ID+" is running and runs cpu=8") {
@@ -91,13 +100,7 @@ func TestForeignEditRemovedHoldIsRestored(t *testing.T) {
 // CheckQuota until the hold can be restored.
 func TestForeignEditRemovedHoldReportedWhenTaken(t *testing.T) {
 	f := newFixture(t, dlctest.MemoryOptions{})
-	_, err := f.c.ResourceGroups().Register(f.ctx, quota.Group{ID: "rg-one", Package: "pkg-1", Capacity: quota.Resources{MilliCPU: 8000, Memory: 24 * quota.GiB}})
-	f.must(err)
-	a, err := f.c.Clusters().Create(f.ctx, f.spec8("a", "rg-one"))
-	f.must(err)
-	b, err := f.c.Clusters().Create(f.ctx, f.spec8("b", "rg-one"))
-	f.must(err)
-	f.settle()
+	a, b := f.twoClusters("rg-one", 8, 24, "a", "b")
 	f.startNow(a.ID)
 	f.edit("resourcegroup", "rg-one", removeHolder(a.ID))
 	f.startNow(b.ID) // before the platform looks
@@ -107,7 +110,7 @@ func TestForeignEditRemovedHoldReportedWhenTaken(t *testing.T) {
 	if err := f.c.CheckQuota(f.ctx); err == nil || !strings.Contains(err.Error(), a.ID) {
 		t.Errorf("CheckQuota = %v, want it to name %s", err, a.ID)
 	}
-	_, err = f.c.Clusters().Hibernate(f.ctx, b.ID, dlc.DeleteOptions{})
+	_, err := f.c.Clusters().Hibernate(f.ctx, b.ID, dlc.DeleteOptions{})
 	f.must(err)
 	f.settle()
 	u, err := f.c.ResourceGroups().Get(f.ctx, "rg-one")
@@ -296,14 +299,8 @@ func TestForeignEditHoldDatesAndGenerations(t *testing.T) {
 // the group never runs more than its capacity.
 func TestForeignEditStartingClusterNotStartedOnShrunkHold(t *testing.T) {
 	f := newFixture(t, dlctest.MemoryOptions{})
-	_, err := f.c.ResourceGroups().Register(f.ctx, quota.Group{ID: "rg-12", Package: "pkg-1", Capacity: quota.Resources{MilliCPU: 12000, Memory: 36 * quota.GiB}})
-	f.must(err)
-	a, err := f.c.Clusters().Create(f.ctx, f.spec8("a", "rg-12"))
-	f.must(err)
-	b, err := f.c.Clusters().Create(f.ctx, f.spec8("b", "rg-12"))
-	f.must(err)
-	f.settle()
-	_, err = f.c.Clusters().Start(f.ctx, a.ID)
+	a, b := f.twoClusters("rg-12", 12, 36, "a", "b")
+	_, err := f.c.Clusters().Start(f.ctx, a.ID)
 	f.must(err)
 	f.edit("resourcegroup", "rg-12", func(data map[string]any, _ map[string]string) {
 		dlctest.Object(dlctest.Object(data, "holders"), a.ID)["resources"] = map[string]any{"milliCPU": 1, "memory": 1, "gpu": 0}

@@ -630,14 +630,7 @@ func TestLaggingReplicaStartsCreatedCluster(t *testing.T) {
 // the hold its cache still showed: two 8-core clusters in 12 cores.
 func TestRaceSlowStartLosesHoldToRepair(t *testing.T) {
 	f, h := hooked(t)
-	_, err := f.c.ResourceGroups().Register(f.ctx, quota.Group{ID: "rg-one", Package: "pkg-1",
-		Capacity: quota.Resources{MilliCPU: 12000, Memory: 64 * quota.GiB}})
-	f.must(err)
-	c1, err := f.c.Clusters().Create(f.ctx, f.spec8("slow", "rg-one"))
-	f.must(err)
-	c2, err := f.c.Clusters().Create(f.ctx, f.spec8("fast", "rg-one"))
-	f.must(err)
-	f.settle()
+	c1, c2 := f.twoClusters("rg-one", 12, 64, "slow", "fast")
 	lagged, l := laggingReplica(f)
 	defer l.release()
 	armed := true
