@@ -26,60 +26,20 @@ import (
 	"github.com/aidlc/dlc/storage"
 )
 
-// Store keeps the platform's objects as versioned, labelled documents; it
-// is the only truth, shared by every client over it. Create fails with
-// ErrConflict when the id is taken; Update and Delete take the version
-// read and fail with ErrConflict when it is stale. Errors a caller may
-// retry (timeouts, throttling, server errors) are errors.Is
-// ErrUnavailable. Watch reports every change from the moment it returns
-// the snapshot, in order.
-type Store interface {
-	Get(ctx context.Context, kind, id string) (backend.Doc, error)
-	List(ctx context.Context, kind string, selector map[string]string) ([]backend.Doc, error)
-	Create(ctx context.Context, d backend.Doc) (version string, err error)
-	Update(ctx context.Context, d backend.Doc) (version string, err error)
-	Delete(ctx context.Context, kind, id, version string) error
-	Watch(ctx context.Context, h func(backend.Change)) (snapshot []backend.Doc, err error)
-}
+// Store is the backend's store of the platform's objects: see
+// backend.Store.
+type Store = backend.Store
 
-// Provisioner is the Ray side. Every call is idempotent: the client's
-// reconcilers call it again after a failure or a restart. Observe tells
-// which cluster ("cluster") or run ("run") changed on Ray's side; the
-// reconcilers then read the state with ClusterStatus and RunStatus, which
-// fail with ErrNotFound when Ray has no such object. A call that fails
-// with an error that has a method Busy() bool returning true (the
-// Kubernetes backend's "head busy": one call at a time per Ray head) was
-// not made; the reconciler retries it with backoff and does not count it
-// as a failed step. What RunStatus reports is stored bounded
-// (job.Observation.Bounded).
-type Provisioner interface {
-	Observe(ctx context.Context, f func(kind, id string))
-	ApplyCluster(ctx context.Context, c *cluster.Cluster) error
-	DeleteCluster(ctx context.Context, id string) error
-	ClusterStatus(ctx context.Context, id string) (cluster.Observation, error)
-	SubmitRun(ctx context.Context, r *job.Run, c *cluster.Cluster) error
-	StopRun(ctx context.Context, runID string) error
-	RunStatus(ctx context.Context, runID string) (job.Observation, error)
-	Pods(ctx context.Context, clusterID string) ([]cluster.Pod, error)
-	Logs(ctx context.Context, runID string) ([]string, error)
-	Dashboard(ctx context.Context, clusterID string) (string, error)
-}
+// Provisioner is the backend's Ray side: see backend.Provisioner.
+type Provisioner = backend.Provisioner
 
-// LatestReader is what a Store whose reads are served from a cache (as
-// the Kubernetes backend's are, from informers) adds: a read of the
-// newest version of one object, past its cache. The client reads through
-// it where a decision must not rest on a cache that lags: after a
-// conflict, and before it takes a missing object or reservation for gone.
-// A Store without it is read with Get.
-type LatestReader interface {
-	GetLatest(ctx context.Context, kind, id string) (backend.Doc, error)
-}
+// LatestReader is what a Store served from a cache adds: see
+// backend.LatestReader.
+type LatestReader = backend.LatestReader
 
-// Backend is a Store and a Provisioner, such as *memory.Backend.
-type Backend interface {
-	Store
-	Provisioner
-}
+// Backend is a Store and a Provisioner, such as *memory.Backend: see
+// backend.Backend.
+type Backend = backend.Backend
 
 // Option configures a Client.
 type Option func(*options)

@@ -1,7 +1,9 @@
-// Package backend holds what the SDK's client and its backends share: the
-// versioned document a Store keeps and the changes it reports, and the
-// Clock both run on. The interfaces a backend satisfies (dlc.Store,
-// dlc.Provisioner) live in package dlc, which uses them.
+// Package backend is the contract between the SDK's client and its
+// backends: the interfaces a backend satisfies (Store, Provisioner), the
+// versioned document a Store keeps and the changes it reports, the Clock
+// both run on, and what every backend shares (Matches, CopyDoc, the
+// Watchers registry). A backend author reads this package and runs
+// dlctest.RunConformance.
 package backend
 
 import (

@@ -29,6 +29,7 @@ import (
 	ctrlcache "sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/aidlc/dlc/backend"
 	"github.com/aidlc/dlc/backend/kube/api/v1alpha1"
 	"github.com/aidlc/dlc/cluster"
 	"github.com/aidlc/dlc/errs"
@@ -81,8 +82,7 @@ type Provisioner struct {
 	waitFor   time.Duration
 
 	mu       sync.Mutex
-	watchers map[int]func(kind, id string)
-	nextW    int
+	watchers backend.Watchers[func(kind, id string)]
 	polled   map[string]bool // runs on the Jobs API to look at again
 	tick     chan struct{}   // closed and replaced on every informer event
 }
@@ -113,8 +113,8 @@ func newProvisioner(ctx context.Context, cfg *rest.Config, st *Store, o Options)
 		c: c, cache: cache, store: st, namespace: o.Namespace, render: o.Render,
 		manager: o.FieldManager, dashboard: o.Dashboard, poll: o.PollInterval, log: o.Logger,
 		headTime: o.HeadTimeout, heads: &HeadGuard{Backoff: o.HeadBackoff},
-		waitFor:  o.Store.WriteWait,
-		watchers: map[int]func(string, string){}, polled: map[string]bool{}, tick: make(chan struct{}),
+		waitFor: o.Store.WriteWait,
+		polled:  map[string]bool{}, tick: make(chan struct{}),
 	}
 	p.render.Namespace = o.Namespace
 	if p.manager == "" {
@@ -205,16 +205,7 @@ func (p *Provisioner) Close() { p.stop() }
 // changed or whose job on a Jobs API is due to be looked at again, until
 // the backend is closed. f must return quickly.
 func (p *Provisioner) Observe(ctx context.Context, f func(kind, id string)) {
-	p.mu.Lock()
-	id := p.nextW
-	p.nextW++
-	p.watchers[id] = f
-	p.mu.Unlock()
-	context.AfterFunc(ctx, func() {
-		p.mu.Lock()
-		delete(p.watchers, id)
-		p.mu.Unlock()
-	})
+	p.watchers.Add(ctx, &p.mu, f, nil)
 }
 
 // changed tells the observers what an informer event is about.
@@ -242,10 +233,7 @@ func (p *Provisioner) notify(notes ...[2]string) {
 	p.mu.Lock()
 	close(p.tick)
 	p.tick = make(chan struct{})
-	fs := make([]func(string, string), 0, len(p.watchers))
-	for _, f := range p.watchers {
-		fs = append(fs, f)
-	}
+	fs := p.watchers.All()
 	p.mu.Unlock()
 	for _, n := range notes {
 		for _, f := range fs {

@@ -33,7 +33,6 @@ import (
 
 	"github.com/aidlc/dlc/backend"
 	"github.com/aidlc/dlc/backend/kube/api/v1alpha1"
-	"github.com/aidlc/dlc/backend/memory"
 	"github.com/aidlc/dlc/cluster"
 	"github.com/aidlc/dlc/errs"
 	"github.com/aidlc/dlc/quota"
@@ -84,7 +83,7 @@ type StoreOptions struct {
 	Logger logr.Logger
 }
 
-// Store is a dlc.Store on a Kubernetes API server: each document is an
+// Store is a backend.Store on a Kubernetes API server: each document is an
 // object of dlc.aidlc.io/v1alpha1 in one namespace (a name claim is a
 // ConfigMap), its Version the object's resourceVersion. Reads (Get, List,
 // Watch) are served from informer caches, which every write waits for
@@ -148,8 +147,7 @@ type Store struct {
 	docs     map[string]map[string]entry // kind → id → entry
 	lastRV   map[string]string           // kind → resourceVersion of the last event applied
 	tick     chan struct{}               // closed and replaced on every event
-	watchers map[int]func(backend.Change)
-	nextW    int
+	watchers backend.Watchers[func(backend.Change)]
 }
 
 // entry is a cached document with the parts its writes compare.
@@ -284,7 +282,7 @@ func NewStore(ctx context.Context, cfg *rest.Config, namespace string, opts Stor
 	s := &Store{
 		c: c, cache: cache, namespace: namespace, opts: opts,
 		docs: map[string]map[string]entry{}, lastRV: map[string]string{},
-		tick: make(chan struct{}), watchers: map[int]func(backend.Change){},
+		tick: make(chan struct{}),
 	}
 	var regs []toolscache.ResourceEventHandlerRegistration
 	for _, k := range kinds {
@@ -403,9 +401,7 @@ func (s *Store) observe(k *kindInfo, obj any, deleted bool) {
 	} else if c, err := resourceversion.CompareResourceVersion(e.doc.Version, last); err == nil && c > 0 {
 		s.lastRV[k.kind] = e.doc.Version
 	}
-	for _, h := range s.watchers {
-		h(backend.Change{Doc: copyDoc(e.doc), Deleted: deleted})
-	}
+	s.watchers.Each(func(h func(backend.Change)) { h(backend.Change{Doc: copyDoc(e.doc), Deleted: deleted}) })
 	close(s.tick)
 	s.tick = make(chan struct{})
 }
@@ -515,7 +511,7 @@ func (s *Store) List(ctx context.Context, kind string, selector map[string]strin
 	defer s.mu.RUnlock()
 	var out []backend.Doc
 	for _, e := range s.docs[kind] {
-		if memory.Matches(e.doc.Labels, selector) {
+		if backend.Matches(e.doc.Labels, selector) {
 			out = append(out, copyDoc(e.doc))
 		}
 	}
@@ -532,21 +528,13 @@ func (s *Store) Watch(ctx context.Context, h func(backend.Change)) ([]backend.Do
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	s.mu.Lock()
-	id := s.nextW
-	s.nextW++
-	s.watchers[id] = h
 	var snap []backend.Doc
-	for _, byID := range s.docs {
-		for _, e := range byID {
-			snap = append(snap, copyDoc(e.doc))
+	s.watchers.Add(ctx, &s.mu, h, func() {
+		for _, byID := range s.docs {
+			for _, e := range byID {
+				snap = append(snap, copyDoc(e.doc))
+			}
 		}
-	}
-	s.mu.Unlock()
-	context.AfterFunc(ctx, func() {
-		s.mu.Lock()
-		delete(s.watchers, id)
-		s.mu.Unlock()
 	})
 	return snap, nil
 }
@@ -1006,11 +994,7 @@ func canonicalJSON(v any) ([]byte, error) {
 	return json.Marshal(generic)
 }
 
-func copyDoc(d backend.Doc) backend.Doc {
-	d.Data = append([]byte(nil), d.Data...)
-	d.Labels = maps.Clone(d.Labels)
-	return d
-}
+func copyDoc(d backend.Doc) backend.Doc { return backend.CopyDoc(d) }
 
 func nilIfEmpty(m map[string]string) map[string]string {
 	if len(m) == 0 {

@@ -86,8 +86,7 @@ type Ray struct {
 	catalog quota.Catalog
 
 	mu       sync.Mutex
-	watchers map[int]func(kind, id string)
-	nextW    int
+	watchers backend.Watchers[func(kind, id string)]
 	clusters map[string]*simCluster
 	runs     map[string]*simRun
 	podSeq   int
@@ -113,7 +112,7 @@ type simRun struct {
 
 // NewRay returns a simulated Ray.
 func NewRay(o RayOptions) *Ray {
-	r := &Ray{clock: o.Clock, hooks: o.Hooks, catalog: o.Catalog, watchers: map[int]func(string, string){},
+	r := &Ray{clock: o.Clock, hooks: o.Hooks, catalog: o.Catalog,
 		clusters: map[string]*simCluster{}, runs: map[string]*simRun{}}
 	if r.clock == nil {
 		r.clock = backend.RealClock{}
@@ -133,29 +132,12 @@ func NewRay(o RayOptions) *Ray {
 // called from the simulation's own goroutine (or from the fake clock's
 // Advance), never while Ray holds a lock; it must return quickly.
 func (r *Ray) Observe(ctx context.Context, f func(kind, id string)) {
-	r.mu.Lock()
-	id := r.nextW
-	r.nextW++
-	r.watchers[id] = f
-	r.mu.Unlock()
-	context.AfterFunc(ctx, func() {
-		r.mu.Lock()
-		delete(r.watchers, id)
-		r.mu.Unlock()
-	})
+	r.watchers.Add(ctx, &r.mu, f, nil)
 }
 
 func (r *Ray) notify(kind, id string) {
 	r.mu.Lock()
-	fs := make([]func(string, string), 0, len(r.watchers))
-	keys := make([]int, 0, len(r.watchers))
-	for k := range r.watchers {
-		keys = append(keys, k)
-	}
-	sort.Ints(keys)
-	for _, k := range keys {
-		fs = append(fs, r.watchers[k])
-	}
+	fs := r.watchers.All()
 	r.mu.Unlock()
 	for _, f := range fs {
 		f(kind, id)

@@ -15,7 +15,6 @@ package memory
 
 import (
 	"context"
-	"maps"
 	"sort"
 	"strconv"
 	"sync"
@@ -62,13 +61,12 @@ type Store struct {
 	mu       sync.RWMutex
 	docs     map[string]map[string]backend.Doc
 	seq      uint64
-	watchers map[int]func(backend.Change)
-	nextW    int
+	watchers backend.Watchers[func(backend.Change)]
 }
 
 // NewStore returns an empty store with the given hooks.
 func NewStore(h StoreHooks) *Store {
-	return &Store{hooks: h, docs: map[string]map[string]backend.Doc{}, watchers: map[int]func(backend.Change){}}
+	return &Store{hooks: h, docs: map[string]map[string]backend.Doc{}}
 }
 
 // Get returns the document kind/id, or an error that is errors.Is ErrNotFound.
@@ -95,7 +93,7 @@ func (s *Store) List(ctx context.Context, kind string, selector map[string]strin
 	defer s.mu.RUnlock()
 	var out []backend.Doc
 	for _, d := range s.docs[kind] {
-		if Matches(d.Labels, selector) {
+		if backend.Matches(d.Labels, selector) {
 			out = append(out, copyDoc(d))
 		}
 	}
@@ -104,14 +102,9 @@ func (s *Store) List(ctx context.Context, kind string, selector map[string]strin
 }
 
 // Matches reports whether labels include every pair of selector.
-func Matches(labels, selector map[string]string) bool {
-	for k, v := range selector {
-		if got, ok := labels[k]; !ok || got != v {
-			return false
-		}
-	}
-	return true
-}
+//
+// Deprecated: use backend.Matches.
+func Matches(labels, selector map[string]string) bool { return backend.Matches(labels, selector) }
 
 func (s *Store) read(ctx context.Context, kind, id string) error {
 	if err := ctx.Err(); err != nil {
@@ -205,9 +198,7 @@ func (s *Store) apply(check func(map[string]backend.Doc) (backend.Doc, bool, err
 		d.Version = strconv.FormatUint(s.seq, 10)
 		byID[d.ID] = d
 	}
-	for _, h := range s.watchers {
-		h(backend.Change{Doc: copyDoc(d), Deleted: del})
-	}
+	s.watchers.Each(func(h func(backend.Change)) { h(backend.Change{Doc: copyDoc(d), Deleted: del}) })
 	return d.Version, nil
 }
 
@@ -220,27 +211,15 @@ func (s *Store) Watch(ctx context.Context, h func(backend.Change)) ([]backend.Do
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	s.mu.Lock()
-	id := s.nextW
-	s.nextW++
-	s.watchers[id] = h
 	var snap []backend.Doc
-	for _, byID := range s.docs {
-		for _, d := range byID {
-			snap = append(snap, copyDoc(d))
+	s.watchers.Add(ctx, &s.mu, h, func() {
+		for _, byID := range s.docs {
+			for _, d := range byID {
+				snap = append(snap, copyDoc(d))
+			}
 		}
-	}
-	s.mu.Unlock()
-	context.AfterFunc(ctx, func() {
-		s.mu.Lock()
-		delete(s.watchers, id)
-		s.mu.Unlock()
 	})
 	return snap, nil
 }
 
-func copyDoc(d backend.Doc) backend.Doc {
-	d.Data = append([]byte(nil), d.Data...)
-	d.Labels = maps.Clone(d.Labels)
-	return d
-}
+func copyDoc(d backend.Doc) backend.Doc { return backend.CopyDoc(d) }

@@ -1,0 +1,139 @@
+package backend
+
+import (
+	"context"
+	"maps"
+	"slices"
+	"sync"
+
+	"github.com/aidlc/dlc/cluster"
+	"github.com/aidlc/dlc/job"
+)
+
+// Store keeps the platform's objects as versioned, labelled documents; it
+// is the only truth, shared by every client over it. Create fails with
+// ErrConflict when the id is taken; Update and Delete take the version
+// read and fail with ErrConflict when it is stale. Errors a caller may
+// retry (timeouts, throttling, server errors) are errors.Is
+// ErrUnavailable. Watch reports every change from the moment it returns
+// the snapshot, in order.
+type Store interface {
+	Get(ctx context.Context, kind, id string) (Doc, error)
+	List(ctx context.Context, kind string, selector map[string]string) ([]Doc, error)
+	Create(ctx context.Context, d Doc) (version string, err error)
+	Update(ctx context.Context, d Doc) (version string, err error)
+	Delete(ctx context.Context, kind, id, version string) error
+	Watch(ctx context.Context, h func(Change)) (snapshot []Doc, err error)
+}
+
+// Provisioner is the Ray side. Every call is idempotent: the client's
+// reconcilers call it again after a failure or a restart. Observe tells
+// which cluster ("cluster") or run ("run") changed on Ray's side; the
+// reconcilers then read the state with ClusterStatus and RunStatus, which
+// fail with ErrNotFound when Ray has no such object. A call that fails
+// with an error that has a method Busy() bool returning true (the
+// Kubernetes backend's "head busy": one call at a time per Ray head) was
+// not made; the reconciler retries it with backoff and does not count it
+// as a failed step. What RunStatus reports is stored bounded
+// (job.Observation.Bounded).
+type Provisioner interface {
+	Observe(ctx context.Context, f func(kind, id string))
+	ApplyCluster(ctx context.Context, c *cluster.Cluster) error
+	DeleteCluster(ctx context.Context, id string) error
+	ClusterStatus(ctx context.Context, id string) (cluster.Observation, error)
+	SubmitRun(ctx context.Context, r *job.Run, c *cluster.Cluster) error
+	StopRun(ctx context.Context, runID string) error
+	RunStatus(ctx context.Context, runID string) (job.Observation, error)
+	Pods(ctx context.Context, clusterID string) ([]cluster.Pod, error)
+	Logs(ctx context.Context, runID string) ([]string, error)
+	Dashboard(ctx context.Context, clusterID string) (string, error)
+}
+
+// LatestReader is what a Store whose reads are served from a cache (as
+// the Kubernetes backend's are, from informers) adds: a read of the
+// newest version of one object, past its cache. The client reads through
+// it where a decision must not rest on a cache that lags: after a
+// conflict, and before it takes a missing object or reservation for gone.
+// A Store without it is read with Get.
+type LatestReader interface {
+	GetLatest(ctx context.Context, kind, id string) (Doc, error)
+}
+
+// Backend is a Store and a Provisioner, such as *memory.Backend.
+type Backend interface {
+	Store
+	Provisioner
+}
+
+// Matches reports whether labels include every pair of selector: how a
+// Store's List selects.
+func Matches(labels, selector map[string]string) bool {
+	for k, v := range selector {
+		if got, ok := labels[k]; !ok || got != v {
+			return false
+		}
+	}
+	return true
+}
+
+// CopyDoc returns d sharing nothing with it: what a Store hands out and
+// keeps is never the caller's.
+func CopyDoc(d Doc) Doc {
+	d.Data = append([]byte(nil), d.Data...)
+	d.Labels = maps.Clone(d.Labels)
+	return d
+}
+
+// Watchers is the set of functions a store (F = func(Change)) or a
+// provisioner (F = func(kind, id string)) calls on every change, in the
+// order they were added. The zero value is empty. Its owner guards it
+// with its own lock: Add takes that lock; Each and All are called with it
+// held.
+type Watchers[F any] struct {
+	next int
+	fs   []watcher[F]
+}
+
+type watcher[F any] struct {
+	id int
+	f  F
+}
+
+// Add registers f, holding mu; still holding it, it calls then (when not
+// nil): a store takes its snapshot there, so that no change falls between
+// the snapshot and f's first call. f is removed, under mu, once ctx is
+// done.
+func (w *Watchers[F]) Add(ctx context.Context, mu sync.Locker, f F, then func()) {
+	mu.Lock()
+	id := w.next
+	w.next++
+	w.fs = append(w.fs, watcher[F]{id, f})
+	if then != nil {
+		then()
+	}
+	mu.Unlock()
+	context.AfterFunc(ctx, func() {
+		mu.Lock()
+		w.fs = slices.DeleteFunc(w.fs, func(x watcher[F]) bool { return x.id == id })
+		mu.Unlock()
+	})
+}
+
+// Each calls do with every registered function, in order; the caller
+// holds the owner's lock (as a store does, so that every watcher hears of
+// the changes in the order they were made).
+func (w *Watchers[F]) Each(do func(F)) {
+	for _, x := range w.fs {
+		do(x.f)
+	}
+}
+
+// All returns the registered functions, in order, for a caller that calls
+// them after it lets go of the owner's lock.
+func (w *Watchers[F]) All() []F {
+	out := make([]F, len(w.fs))
+	for i, x := range w.fs {
+		out[i] = x.f
+	}
+	return out
+}
