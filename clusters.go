@@ -2,197 +2,38 @@ package dlc
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
-	"fmt"
-	"reflect"
-	"sort"
-	"strings"
 
 	"github.com/aidlc/dlc/cluster"
-	"github.com/aidlc/dlc/errs"
-	"github.com/aidlc/dlc/group"
-	"github.com/aidlc/dlc/job"
-	"github.com/aidlc/dlc/quota"
+	"github.com/aidlc/dlc/internal/platform"
 )
-
-// ClusterService is the compute clusters of a Client (C1–C16).
-type ClusterService struct{ c *Client }
 
 // Clusters returns the client's compute clusters.
-func (c *Client) Clusters() *ClusterService { return &ClusterService{c} }
+func (c *Client) Clusters() *ClusterService { return &ClusterService{c.e.Clusters()} }
 
-// DeleteOptions modify a delete or a hibernate.
-type DeleteOptions struct {
-	// Force goes ahead while runs are active on the cluster, stopping them
-	// with the reason, and deletes a cluster in any state, a transitional
-	// or an on-demand one included.
-	Force bool
-}
-
-// EditResult says what an edit changed at once and what waits for the
-// cluster's next start.
-type EditResult struct {
-	Cluster      *cluster.Cluster
-	Applied      []string // settings in effect now
-	NeedsRestart []string // settings that take effect at the next start
-}
-
-// AutoscaleResult is the answer to a scale request of Ray's autoscaler.
-type AutoscaleResult struct {
-	Asked   int // the count asked for
-	Granted int // the count the worker group now has
-	// QuotaRefused is true when the grant is below what was asked (within
-	// the group's instance range) because the resource group cannot
-	// allocate more; Reason then says what was missing.
-	QuotaRefused bool
-	Reason       string
-}
-
-// Labels of stored clusters.
-const (
-	labelState     = "state"
-	labelTemporary = "temporary"
-	labelQuota     = "quota"  // the resource group of its reservation
-	groupLabel     = "group." // + group id, value "1"
-)
-
-func clusterLabels(cl *cluster.Cluster) map[string]string {
-	l := map[string]string{labelState: string(cl.State)}
-	if cl.QuotaGroup != "" {
-		l[labelQuota] = cl.QuotaGroup
-	}
-	if cl.Temporary {
-		l[labelTemporary] = "1"
-	}
-	for _, g := range cl.Spec.Groups {
-		l[groupLabel+g] = "1"
-	}
-	return l
-}
+// ClusterService is the compute clusters of a Client (C1–C16).
+type ClusterService struct{ s *platform.ClusterService }
 
 // Create validates spec, checks that its cluster groups (C2) and resource
 // group (C4) exist, claims its name, and stores the cluster. It starts in
 // state creating and becomes created once Ray has it (suspended); call
 // Start to run it.
 func (s *ClusterService) Create(ctx context.Context, spec *cluster.Spec) (*cluster.Cluster, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	return s.c.createCluster(ctx, spec.DeepCopy(), "create", "cluster "+spec.Name+" created")
-}
-
-func (c *Client) createCluster(ctx context.Context, spec *cluster.Spec, action, msg string) (*cluster.Cluster, error) {
-	if spec.Priority == nil {
-		spec.Priority = new(cluster.DefaultPriority)
-	}
-	if err := c.checkClusterSpec(ctx, spec); err != nil {
-		return nil, err
-	}
-	now := c.clock.Now()
-	cl := &cluster.Cluster{ID: newID("cls"), Spec: *spec, State: cluster.Creating, Generation: 1,
-		Creator: UserFrom(ctx), CreatedAt: now, UpdatedAt: now}
-	cl.Events = cluster.AppendEvent(nil, c.event(ctx, "user", action, msg))
-	if err := c.claimName(ctx, kindCluster, spec.Name, cl.ID); err != nil {
-		return nil, err
-	}
-	v, err := c.create(ctx, kindCluster, cl.ID, clusterLabels(cl), cl)
-	if err != nil {
-		if got, gerr := c.getFresh(ctx, cl.ID); gerr == nil {
-			return got, nil // created, though the reply was lost
-		} else if errs.IsNotFound(gerr) {
-			c.releaseName(ctx, kindCluster, spec.Name, cl.ID)
-		}
-		return nil, err
-	}
-	cl.Version = v
-	return cl, nil
-}
-
-// getFresh reads a cluster from the store itself.
-func (c *Client) getFresh(ctx context.Context, id string) (*cluster.Cluster, error) {
-	cl, v, err := fresh[cluster.Cluster](context.WithoutCancel(ctx), c, kindCluster, id)
-	if err != nil {
-		return nil, notFoundAs(err, "cluster", id)
-	}
-	cl.Version = v
-	return cl, nil
-}
-
-// checkClusterSpec validates a spec and what it refers to.
-func (c *Client) checkClusterSpec(ctx context.Context, spec *cluster.Spec) error {
-	l := spec.Problems(c.cat)
-	for i, g := range spec.Groups {
-		if g == "" {
-			continue
-		}
-		if ok, err := c.exists(ctx, kindGroup, g); err != nil {
-			return err
-		} else if !ok {
-			l = append(l, errs.Invalid(errs.NewPath("groups").Index(i), "C2", g, "no cluster group with this id; create it first"))
-		}
-	}
-	if spec.ResourceGroup != "" {
-		a, _, err := cached[quota.Account](ctx, c, kindRG, spec.ResourceGroup)
-		switch {
-		case errs.IsNotFound(err):
-			l = append(l, errs.Invalid("resourceGroup", "C4", spec.ResourceGroup, "no resource group with this id; register it first"))
-		case err != nil:
-			return err
-		case spec.ResourcePackage != "" && a.Package != spec.ResourcePackage:
-			l = append(l, errs.Invalid("resourcePackage", "C4", spec.ResourcePackage,
-				fmt.Sprintf("resource group %s belongs to package %s", spec.ResourceGroup, a.Package)))
-		}
-	}
-	return l.ToError()
+	return s.s.Create(ctx, spec)
 }
 
 // Get returns the cluster with this id.
 func (s *ClusterService) Get(ctx context.Context, id string) (*cluster.Cluster, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	return s.c.getCluster(ctx, id)
-}
-
-func (c *Client) getCluster(ctx context.Context, id string) (*cluster.Cluster, error) {
-	cl, v, err := cached[cluster.Cluster](ctx, c, kindCluster, id)
-	if err != nil {
-		return nil, notFoundAs(err, "cluster", id)
-	}
-	cl.Version = v
-	return cl, nil
+	return s.s.Get(ctx, id)
 }
 
 // List returns every cluster, on-demand ones included (Temporary), by id.
 func (s *ClusterService) List(ctx context.Context) ([]*cluster.Cluster, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	return s.c.listClusters(nil)
-}
-
-func (c *Client) listClusters(sel map[string]string) ([]*cluster.Cluster, error) {
-	docs := c.cache.selectDocs(kindCluster, sel)
-	out := make([]*cluster.Cluster, 0, len(docs))
-	for _, d := range docs {
-		cl, err := decode[cluster.Cluster](d)
-		if err != nil {
-			return nil, err
-		}
-		cl.Version = d.Version
-		out = append(out, cl)
-	}
-	return out, nil
+	return s.s.List(ctx)
 }
 
 // Events returns a cluster's operation and event log (C13), oldest first.
 func (s *ClusterService) Events(ctx context.Context, id string) ([]cluster.Event, error) {
-	cl, err := s.Get(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	return cl.Events, nil
+	return s.s.Events(ctx, id)
 }
 
 // Start starts a created, hibernated or abnormal cluster (C11): it
@@ -200,200 +41,14 @@ func (s *ClusterService) Events(ctx context.Context, id string) ([]cluster.Event
 // minimum in the resource group, or fails with ErrQuota and changes
 // nothing. The cluster is starting until Ray reports it running.
 func (s *ClusterService) Start(ctx context.Context, id string) (*cluster.Cluster, error) {
-	return retryStale(ctx, s.c, id, s.start)
-}
-
-// retryStale runs op on cluster id again when its write lost a race with
-// a background step (a conflict on a cluster the caller gave no version
-// of), or when the cached cluster's state refused it, reading the cluster
-// afresh from the store.
-func retryStale[T any](ctx context.Context, c *Client, id string, op func(context.Context, *cluster.Cluster) (T, error)) (T, error) {
-	cl, err := c.getCluster(ctx, id)
-	for attempt := 0; ; attempt++ {
-		if err != nil {
-			var zero T
-			return zero, err
-		}
-		v, opErr := op(ctx, cl)
-		// A refusal for the cluster's state, on the first read (the cache,
-		// which may lag a write another replica made), is checked against
-		// the store before it is the answer.
-		stale := errors.Is(opErr, errs.ErrConflict) || (attempt == 0 && errors.Is(opErr, errs.ErrState))
-		if !stale || attempt >= conflictRetries || ctx.Err() != nil {
-			return v, opErr
-		}
-		cl, err = c.getFresh(ctx, id)
-	}
-}
-
-func (s *ClusterService) start(ctx context.Context, cl *cluster.Cluster) (*cluster.Cluster, error) {
-	c := s.c
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	if err := c.userOp(cl, cluster.OpStart); err != nil {
-		return nil, err
-	}
-	env := cl.Spec.Environment.DeepCopy()
-	replicas := map[string]int{}
-	for _, w := range env.Workers {
-		replicas[w.Name] = w.Instances.Min
-	}
-	need, err := env.ResourcesAt(c.cat.Nodes, replicas)
-	if err != nil {
-		return nil, err
-	}
-	next := cl.DeepCopy()
-	next.State, next.Reason = cluster.Starting, ""
-	next.Live = &cluster.Live{ResourceGroup: cl.Spec.ResourceGroup, Environment: *env}
-	next.Replicas, next.PendingRestart = replicas, nil
-	next.Generation++
-	next.Events = cluster.AppendEvent(next.Events, c.event(ctx, "user", "start", "reserving "+need.String()))
-	if err := c.writeWithHold(ctx, next, cl, need); err != nil {
-		return nil, err
-	}
-	return next, nil
-}
-
-// writeWithHold reserves need for next in its live resource group, then
-// writes next over prev's version: reserve first, act second. The hold is
-// made for next's generation, which fences it against decisions taken
-// from an older one. A write that did not happen (a conflict, or a lost
-// reply that reading back shows was not written) leaves the hold as the
-// stored cluster needs it; a failure that cannot be told is left to the
-// repair reconciler.
-func (c *Client) writeWithHold(ctx context.Context, next, prev *cluster.Cluster, need quota.Resources) error {
-	rg := next.Live.ResourceGroup
-	if _, err := c.changeAccount(ctx, rg, func(a *quota.Account) (bool, error) {
-		now := c.clock.Now()
-		changed, err := a.SetFor(next.ID, need, next.Generation, now)
-		if err == nil && !changed {
-			// Made by an earlier try of this change: renewed, so that the
-			// repair cannot take it for a leak under this try.
-			changed = a.Renew(next.ID, now)
-		}
-		return changed, err
-	}); err != nil {
-		return err
-	}
-	moved := prev.Live != nil && prev.Live.ResourceGroup != rg
-	err := c.putCluster(ctx, next, prev.Version)
-	if err != nil && !errors.Is(err, errs.ErrConflict) && !errs.IsNotFound(err) {
-		written, werr := c.wrote(ctx, kindCluster, next.ID, next)
-		switch {
-		case werr != nil:
-			return err // cannot tell: the repair reconciler releases it if unjustified
-		case written:
-			err = nil
-		}
-	}
-	if err != nil {
-		c.holdAsStored(context.WithoutCancel(ctx), rg, next.ID, next.Generation)
-		return err
-	}
-	if moved {
-		// Release last: the old group's hold goes once the new one is written.
-		if _, err := c.changeAccount(context.WithoutCancel(ctx), prev.Live.ResourceGroup, func(a *quota.Account) (bool, error) {
-			return a.ReleaseUpTo(next.ID, next.Generation), nil
-		}); err != nil {
-			c.o.log.Error(err, "releasing the old resource group's reservation failed; the repair reconciler will", "cluster", next.ID, "resourceGroup", prev.Live.ResourceGroup)
-		}
-	}
-	return nil
-}
-
-// holdAsStored makes cluster id's hold in rg what the stored cluster
-// needs, after a write of generation gen that did not happen; a hold made
-// since for a newer generation is left alone.
-func (c *Client) holdAsStored(ctx context.Context, rg, id string, gen int64) {
-	cl, err := c.getFresh(ctx, id)
-	if err != nil && !errs.IsNotFound(err) {
-		c.o.log.Error(err, "reading a cluster back to fix its reservation failed; the repair reconciler will", "cluster", id, "resourceGroup", rg)
-		return
-	}
-	var need quota.Resources
-	var storedGen int64
-	if err == nil {
-		storedGen = cl.Generation
-		if cl.Live != nil && cl.State.HoldsQuota() && cl.QuotaGroup == rg {
-			if need, err = cl.Live.ResourcesAt(c.cat.Nodes, cl.Replicas); err != nil {
-				c.o.log.Error(err, "sizing a cluster's reservation failed", "cluster", id)
-				return
-			}
-		}
-	}
-	if _, err := c.changeAccount(ctx, rg, func(a *quota.Account) (bool, error) {
-		if h, ok := a.Holders[id]; !ok || h.Generation > gen {
-			return false, nil
-		}
-		if need.IsZero() {
-			return a.ReleaseUpTo(id, gen), nil
-		}
-		return a.SetFor(id, need, storedGen, c.clock.Now())
-	}); err != nil {
-		c.o.log.Error(err, "putting a reservation back failed; the repair reconciler will", "cluster", id, "resourceGroup", rg)
-	}
-}
-
-// wrote reports whether the store holds exactly v as kind/id: whether a
-// write whose reply was lost happened.
-func (c *Client) wrote(ctx context.Context, kind, id string, v any) (bool, error) {
-	d, err := c.store.Get(context.WithoutCancel(ctx), kind, id)
-	if errs.IsNotFound(err) {
-		return false, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	want, err := json.Marshal(v)
-	if err != nil {
-		return false, err
-	}
-	if string(d.Data) == string(want) {
-		setVersion(v, d.Version)
-		return true, nil
-	}
-	return false, nil
-}
-
-// setVersion records a stored version on the object it belongs to.
-func setVersion(v any, version string) {
-	switch x := v.(type) {
-	case *cluster.Cluster:
-		x.Version = version
-	case *group.Group:
-		x.Version = version
-	}
+	return s.s.Start(ctx, id)
 }
 
 // Hibernate releases a running or abnormal cluster's compute and keeps
 // its configuration and storage (C11). Active runs on it refuse the
 // hibernate unless opts.Force, which stops them.
 func (s *ClusterService) Hibernate(ctx context.Context, id string, opts DeleteOptions) (*cluster.Cluster, error) {
-	return retryStale(ctx, s.c, id, func(ctx context.Context, cl *cluster.Cluster) (*cluster.Cluster, error) {
-		return s.hibernate(ctx, cl, opts)
-	})
-}
-
-func (s *ClusterService) hibernate(ctx context.Context, cl *cluster.Cluster, opts DeleteOptions) (*cluster.Cluster, error) {
-	c := s.c
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	if err := c.userOp(cl, cluster.OpHibernate); err != nil {
-		return nil, err
-	}
-	if err := c.stopActiveRuns(ctx, cl, cluster.OpHibernate, opts.Force); err != nil {
-		return nil, err
-	}
-	next := cl.DeepCopy()
-	next.State = cluster.Hibernating
-	next.Generation++
-	next.Events = cluster.AppendEvent(next.Events, c.event(ctx, "user", "hibernate", ""))
-	if err := c.putCluster(ctx, next, cl.Version); err != nil {
-		return nil, err
-	}
-	return next, nil
+	return s.s.Hibernate(ctx, id, opts)
 }
 
 // Delete deletes a cluster and releases everything attached (C11); it is
@@ -402,62 +57,13 @@ func (s *ClusterService) hibernate(ctx context.Context, cl *cluster.Cluster, opt
 // still waiting for this cluster fail, saying it was deleted. The cluster
 // is deleting until Ray has released it, then it is gone.
 func (s *ClusterService) Delete(ctx context.Context, id string, opts DeleteOptions) error {
-	_, err := retryStale(ctx, s.c, id, func(ctx context.Context, cl *cluster.Cluster) (struct{}, error) {
-		return struct{}{}, s.delete(ctx, cl, opts)
-	})
-	return err
-}
-
-func (s *ClusterService) delete(ctx context.Context, cl *cluster.Cluster, opts DeleteOptions) error {
-	c := s.c
-	id := cl.ID
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	t := cluster.Trigger(cluster.OpDelete)
-	if opts.Force {
-		t = cluster.ForceDelete
-	} else if err := c.userOp(cl, cluster.OpDelete); err != nil {
-		return err
-	}
-	to, _, err := cluster.Transition(id, cl.State, t)
-	if err != nil {
-		return err
-	}
-	if err := c.stopActiveRuns(ctx, cl, cluster.OpDelete, opts.Force); err != nil {
-		return err
-	}
-	if cl.State == cluster.Deleting {
-		return nil
-	}
-	next := cl.DeepCopy()
-	next.State = to
-	next.Generation++
-	action := "delete"
-	if opts.Force {
-		action = "force-delete"
-	}
-	next.Events = cluster.AppendEvent(next.Events, c.event(ctx, "user", action, ""))
-	return c.putCluster(ctx, next, cl.Version)
+	return s.s.Delete(ctx, id, opts)
 }
 
 // Clone copies a cluster's spec, in any state, into a new cluster called
 // newName (C11); the copy starts as a new cluster does.
 func (s *ClusterService) Clone(ctx context.Context, id, newName string) (*cluster.Cluster, error) {
-	c := s.c
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	cl, err := c.getCluster(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	if newName == "" || newName == cl.Spec.Name {
-		return nil, errs.List{errs.Required("name", "C11", "a clone needs a new name")}.ToError()
-	}
-	spec := cl.Spec.DeepCopy()
-	spec.Name = newName
-	return c.createCluster(ctx, spec, "clone", "cloned from "+id)
+	return s.s.Clone(ctx, id, newName)
 }
 
 // Edit replaces the spec of in.ID with in.Spec (C11). in.Version must be
@@ -466,153 +72,7 @@ func (s *ClusterService) Clone(ctx context.Context, id, newName string) (*cluste
 // reservation follows, or ErrQuota changes nothing); the rest is listed
 // in NeedsRestart and applies at the next start.
 func (s *ClusterService) Edit(ctx context.Context, in *cluster.Cluster) (*EditResult, error) {
-	c := s.c
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	cur, err := c.getCluster(ctx, in.ID)
-	if err != nil {
-		return nil, err
-	}
-	if in.Version != cur.Version {
-		return nil, errs.Conflict("cluster", in.ID, "stale version: read it again")
-	}
-	if err := c.userOp(cur, cluster.OpEdit); err != nil {
-		return nil, err
-	}
-	spec := in.Spec.DeepCopy()
-	if spec.Priority == nil {
-		spec.Priority = new(cluster.DefaultPriority)
-	}
-	if err := c.checkClusterSpec(ctx, spec); err != nil {
-		return nil, err
-	}
-	live, restart := specChanges(&cur.Spec, spec)
-	next := cur.DeepCopy()
-	next.Spec = *spec
-	renamed := spec.Name != cur.Spec.Name
-	if renamed {
-		if err := c.claimName(ctx, kindCluster, spec.Name, cur.ID); err != nil {
-			return nil, err
-		}
-	}
-	var werr error
-	if cur.Live == nil {
-		live, restart = append(live, restart...), nil
-		next.Events = cluster.AppendEvent(next.Events, c.event(ctx, "user", "edit", strings.Join(live, ", ")))
-		werr = c.putCluster(ctx, next, cur.Version)
-		if werr != nil && !errors.Is(werr, errs.ErrConflict) && !errs.IsNotFound(werr) {
-			// A lost reply: if the edit was written, it is done.
-			written, err := c.wrote(ctx, kindCluster, next.ID, next)
-			if err != nil {
-				return nil, werr // cannot tell: a stale name claim is taken over after the grace
-			}
-			if written {
-				werr = nil
-			}
-		}
-	} else {
-		// Worker ranges of groups Ray already runs apply now.
-		for i := range next.Live.Workers {
-			lw := &next.Live.Workers[i]
-			for _, w := range spec.Workers {
-				if w.Name == lw.Name && w.NodeSpec == lw.NodeSpec {
-					lw.Instances = w.Instances
-					n := next.Replicas[w.Name]
-					next.Replicas[w.Name] = min(max(n, w.Instances.Min), w.Instances.MaxOrMin())
-				}
-			}
-		}
-		need, err := next.Live.ResourcesAt(c.cat.Nodes, next.Replicas)
-		if err != nil {
-			return nil, err
-		}
-		next.PendingRestart = mergeSorted(cur.PendingRestart, restart)
-		if !reflect.DeepEqual(next.Replicas, cur.Replicas) {
-			next.Generation++
-		}
-		next.Events = cluster.AppendEvent(next.Events, c.event(ctx, "user", "edit", strings.Join(append(live, restart...), ", ")))
-		werr = c.writeWithHold(ctx, next, cur, need)
-	}
-	if werr != nil {
-		if renamed {
-			if stored, err := c.getFresh(ctx, cur.ID); err == nil && stored.Spec.Name != spec.Name {
-				c.releaseName(ctx, kindCluster, spec.Name, cur.ID)
-			}
-		}
-		return nil, werr
-	}
-	if renamed {
-		c.releaseName(ctx, kindCluster, cur.Spec.Name, cur.ID)
-	}
-	return &EditResult{Cluster: next, Applied: live, NeedsRestart: restart}, nil
-}
-
-// specChanges names what differs between two specs: what applies to a
-// running cluster at once, and what needs a restart.
-func specChanges(a, b *cluster.Spec) (live, restart []string) {
-	add := func(changed bool, name string, now bool) {
-		if !changed {
-			return
-		}
-		if now {
-			live = append(live, name)
-		} else {
-			restart = append(restart, name)
-		}
-	}
-	add(a.Name != b.Name, "name", true)
-	add(!reflect.DeepEqual(a.Groups, b.Groups), "groups", true)
-	add(a.EffectivePriority() != b.EffectivePriority(), "priority", true)
-	add(!reflect.DeepEqual(a.Tags, b.Tags), "tags", true)
-	add(a.ResourcePackage != b.ResourcePackage || a.ResourceGroup != b.ResourceGroup, "resourceGroup", false)
-	add(a.Image != b.Image, "image", false)
-	add(!reflect.DeepEqual(a.Head, b.Head), "headGroup", false)
-	old := map[string]cluster.WorkerGroup{}
-	for _, w := range a.Workers {
-		old[w.Name] = w
-	}
-	for i, w := range b.Workers {
-		p := fmt.Sprintf("workerGroups[%d]", i)
-		o, ok := old[w.Name]
-		delete(old, w.Name)
-		switch {
-		case !ok:
-			add(true, p+" (added)", false)
-		case o.NodeSpec != w.NodeSpec:
-			add(true, p+".nodeSpec", false)
-			add(!reflect.DeepEqual(o.Instances, w.Instances), p+".instances", false)
-		default:
-			add(!reflect.DeepEqual(o.Instances, w.Instances), p+".instances", true)
-		}
-		if ok {
-			add(!reflect.DeepEqual(o.Env, w.Env) || !reflect.DeepEqual(o.Labels, w.Labels) || !reflect.DeepEqual(o.Resources, w.Resources), p+".node settings", false)
-		}
-	}
-	removed := make([]string, 0, len(old))
-	for name := range old {
-		removed = append(removed, name)
-	}
-	sort.Strings(removed)
-	for _, name := range removed {
-		add(true, "workerGroups "+name+" (removed)", false)
-	}
-	add(!reflect.DeepEqual(a.Mounts, b.Mounts), "mounts", false)
-	add(!reflect.DeepEqual(a.Advanced, b.Advanced), "advanced", false)
-	return live, restart
-}
-
-func mergeSorted(a, b []string) []string {
-	seen := map[string]bool{}
-	var out []string
-	for _, s := range append(append([]string(nil), a...), b...) {
-		if !seen[s] {
-			out = append(out, s)
-			seen[s] = true
-		}
-	}
-	sort.Strings(out)
-	return out
+	return s.s.Edit(ctx, in)
 }
 
 // Autoscale is what Ray's autoscaler asks for: replicas workers in the
@@ -621,165 +81,12 @@ func mergeSorted(a, b []string) []string {
 // resource group can still allocate; the result says when quota refused
 // part of it, and the cluster's log records it.
 func (s *ClusterService) Autoscale(ctx context.Context, clusterID, group string, replicas int) (AutoscaleResult, error) {
-	c := s.c
-	res := AutoscaleResult{Asked: replicas}
-	if err := ctx.Err(); err != nil {
-		return res, err
-	}
-	for attempt := 0; ; attempt++ {
-		cl, err := c.getCluster(ctx, clusterID)
-		if err != nil {
-			return res, err
-		}
-		if cl.State != cluster.Running {
-			return res, &errs.StateError{Kind: "cluster", ID: clusterID, Op: "autoscale", State: string(cl.State), Allowed: []string{string(cluster.Running)}}
-		}
-		var wg *cluster.WorkerGroup
-		for i := range cl.Live.Workers {
-			if cl.Live.Workers[i].Name == group {
-				wg = &cl.Live.Workers[i]
-			}
-		}
-		if wg == nil {
-			return res, errs.NotFound("worker group", clusterID+"/"+group)
-		}
-		node, ok := c.cat.Nodes.Lookup(wg.NodeSpec)
-		if !ok {
-			return res, errs.NotFound("node spec", wg.NodeSpec)
-		}
-		want := min(max(replicas, wg.Instances.Min), wg.Instances.MaxOrMin())
-		cur := cl.Replicas[group]
-		res.Granted, res.QuotaRefused, res.Reason = want, false, ""
-		if want > cur {
-			a, _, err := cached[quota.Account](ctx, c, kindRG, cl.Live.ResourceGroup)
-			if err != nil {
-				return res, notFoundAs(err, "resource group", cl.Live.ResourceGroup)
-			}
-			free := a.Allocatable()
-			if fits := int64(cur) + free.CountFits(node.Resources()); fits < int64(want) {
-				res.Granted, res.QuotaRefused = int(fits), true
-				res.Reason = fmt.Sprintf("resource group %s can allocate %s: %d of %d more %s workers fit",
-					cl.Live.ResourceGroup, free, fits-int64(cur), want-cur, wg.NodeSpec)
-			}
-		}
-		if res.Granted == cur && !res.QuotaRefused {
-			return res, nil
-		}
-		next := cl.DeepCopy()
-		msg := fmt.Sprintf("%s: %d → %d workers (asked %d)", group, cur, res.Granted, replicas)
-		action := "autoscale"
-		if res.QuotaRefused {
-			action, msg = "autoscale-refused", msg+": refused for quota: "+res.Reason
-		}
-		next.Events = cluster.AppendEvent(next.Events, c.event(ctx, "system", action, msg))
-		if res.Granted != cur {
-			next.Replicas[group] = res.Granted
-			next.Generation++
-		}
-		need, err := next.Live.ResourcesAt(c.cat.Nodes, next.Replicas)
-		if err != nil {
-			return res, err
-		}
-		err = c.writeWithHold(ctx, next, cl, need)
-		if (errors.Is(err, errs.ErrConflict) || errors.Is(err, errs.ErrQuota)) && attempt < conflictRetries {
-			continue // the cluster or the resource group moved: look again
-		}
-		if err != nil {
-			res.Granted = cur
-		}
-		return res, err
-	}
+	return s.s.Autoscale(ctx, clusterID, group, replicas)
 }
 
 // Details returns the details page of a cluster (C13): basic info, its
 // reservation, job history, operation and event log, pods, and the Ray
 // dashboard while running.
 func (s *ClusterService) Details(ctx context.Context, id string) (*cluster.Details, error) {
-	c := s.c
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	cl, err := c.getCluster(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	d := &cluster.Details{Cluster: *cl, Events: cl.Events}
-	if cl.QuotaGroup != "" {
-		if a, _, err := cached[quota.Account](ctx, c, kindRG, cl.QuotaGroup); err == nil {
-			d.Resources = a.Held(cl.ID)
-		}
-	}
-	runs, err := c.listRuns(map[string]string{labelOn: id})
-	if err != nil {
-		return nil, err
-	}
-	now := c.clock.Now()
-	for _, r := range runs {
-		d.History = append(d.History, cluster.HistoryEntry{JobID: r.JobID, RunID: r.ID, Name: r.Config.Name,
-			Command: r.Config.Entrypoint, Status: string(r.State), SubmittedAt: r.SubmittedAt,
-			Duration: r.Duration(now), Logs: r.Logs})
-	}
-	sort.SliceStable(d.History, func(i, j int) bool { return d.History[i].SubmittedAt.Before(d.History[j].SubmittedAt) })
-	if d.Pods, err = c.ray.Pods(ctx, id); err != nil {
-		return nil, err
-	}
-	if cl.State == cluster.Running {
-		if d.Dashboard, err = c.ray.Dashboard(ctx, id); err != nil {
-			return nil, err
-		}
-	}
-	return d, nil
-}
-
-// putCluster stores next over version and sets its new version.
-func (c *Client) putCluster(ctx context.Context, next *cluster.Cluster, version string) error {
-	next.UpdatedAt = c.clock.Now()
-	if next.Live != nil {
-		next.QuotaGroup = next.Live.ResourceGroup
-	}
-	from := c.cachedState(kindCluster, next.ID)
-	v, err := c.update(ctx, kindCluster, next.ID, version, clusterLabels(next), next)
-	if err != nil {
-		return notFoundAs(err, "cluster", next.ID)
-	}
-	next.Version = v
-	c.logClusterChange(cluster.State(from), next)
-	return nil
-}
-
-// userOp checks a user operation against the state machine; on-demand
-// clusters belong to their run.
-func (c *Client) userOp(cl *cluster.Cluster, op cluster.Op) error {
-	if cl.Temporary && op != cluster.OpClone {
-		return &errs.StateError{Kind: "cluster", ID: cl.ID, Op: string(op), State: string(cl.State),
-			Reason: "an on-demand cluster is managed by its run " + cl.OwnerRun + "; stop the run instead"}
-	}
-	_, _, err := cluster.Transition(cl.ID, cl.State, cluster.Trigger(op))
-	return err
-}
-
-// stopActiveRuns refuses op while runs are active on cl, unless force:
-// then it stops them, saying why.
-func (c *Client) stopActiveRuns(ctx context.Context, cl *cluster.Cluster, op cluster.Op, force bool) error {
-	active, err := c.listRuns(map[string]string{labelOn: cl.ID, labelPhase: phaseActive})
-	if err != nil {
-		return err
-	}
-	if len(active) > 0 && !force {
-		return &errs.StateError{Kind: "cluster", ID: cl.ID, Op: string(op), State: string(cl.State),
-			Reason: fmt.Sprintf("%d runs are active on it; stop them, or pass DeleteOptions{Force: true} to stop them", len(active))}
-	}
-	past := string(op) + "d"
-	if op == cluster.OpDelete {
-		past = "deleted"
-	}
-	for _, r := range active {
-		if cl.Temporary && r.ID == cl.OwnerRun {
-			continue // its own run fails when the cluster goes
-		}
-		if _, err := c.endRun(ctx, r, job.Stop, fmt.Sprintf("stopped: cluster %s was %s by %s", cl.ID, past, UserFrom(ctx))); err != nil && !errors.Is(err, errs.ErrState) {
-			return err
-		}
-	}
-	return nil
+	return s.s.Details(ctx, id)
 }

@@ -2,88 +2,35 @@ package dlc
 
 import (
 	"context"
-	"errors"
 
 	"github.com/aidlc/dlc/cluster"
-	"github.com/aidlc/dlc/errs"
+	"github.com/aidlc/dlc/internal/platform"
 )
 
-// TemplateService is the compute-environment templates of a Client (C6).
-type TemplateService struct{ c *Client }
-
 // Templates returns the client's templates.
-func (c *Client) Templates() *TemplateService { return &TemplateService{c} }
+func (c *Client) Templates() *TemplateService { return &TemplateService{c.e.Templates()} }
+
+// TemplateService is the compute-environment templates of a Client (C6).
+type TemplateService struct{ s *platform.TemplateService }
 
 // Save saves a template under its name (C6), replacing one of the same
 // name. Clusters and on-demand jobs start from a copy of it:
 // cluster.Builder.FromTemplate, job.Builder.FromTemplate.
 func (s *TemplateService) Save(ctx context.Context, t *cluster.Template) error {
-	c := s.c
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	if err := t.Problems(c.cat).ToError(); err != nil {
-		return err
-	}
-	t = t.DeepCopy()
-	version, exists := "", false
-	if d, ok := c.cache.get(kindTemplate, t.Name); ok {
-		version, exists = d.Version, true
-	}
-	for attempt := 0; ; attempt++ {
-		var err error
-		if exists {
-			_, err = c.update(ctx, kindTemplate, t.Name, version, nil, t)
-		} else {
-			_, err = c.create(ctx, kindTemplate, t.Name, nil, t)
-		}
-		if err == nil || !(errors.Is(err, errs.ErrConflict) || errs.IsNotFound(err)) || attempt >= conflictRetries {
-			return err
-		}
-		_, v, ferr := fresh[cluster.Template](ctx, c, kindTemplate, t.Name)
-		switch {
-		case errs.IsNotFound(ferr):
-			version, exists = "", false
-		case ferr != nil:
-			return ferr
-		default:
-			version, exists = v, true
-		}
-	}
+	return s.s.Save(ctx, t)
 }
 
 // Get returns a copy of the template called name.
 func (s *TemplateService) Get(ctx context.Context, name string) (*cluster.Template, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	t, _, err := cached[cluster.Template](ctx, s.c, kindTemplate, name)
-	if err != nil {
-		return nil, notFoundAs(err, "template", name)
-	}
-	return t, nil
+	return s.s.Get(ctx, name)
 }
 
 // List returns every template, by name.
 func (s *TemplateService) List(ctx context.Context) ([]*cluster.Template, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	var out []*cluster.Template
-	for _, d := range s.c.cache.selectDocs(kindTemplate, nil) {
-		t, err := decode[cluster.Template](d)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, t)
-	}
-	return out, nil
+	return s.s.List(ctx)
 }
 
 // Delete deletes a template; what was started from it keeps its copy.
 func (s *TemplateService) Delete(ctx context.Context, name string) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	return notFoundAs(s.c.store.Delete(ctx, kindTemplate, name, ""), "template", name)
+	return s.s.Delete(ctx, name)
 }

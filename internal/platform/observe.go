@@ -1,4 +1,4 @@
-package dlc
+package platform
 
 import (
 	"context"
@@ -43,7 +43,7 @@ type metrics struct {
 	backendErrs    *prometheus.CounterVec
 }
 
-func newMetrics(r prometheus.Registerer, c *Client) (*metrics, error) {
+func newMetrics(r prometheus.Registerer, c *Engine) (*metrics, error) {
 	if r == nil {
 		return nil, nil
 	}
@@ -130,7 +130,7 @@ func (m *metrics) call(op string, start time.Time, err error) {
 // of the stored state: pending runs by resource group and priority, and
 // each resource group's capacity and reservations. Every replica reports
 // the same, read from the same store.
-type stateCollector struct{ c *Client }
+type stateCollector struct{ c *Engine }
 
 var (
 	pendingDesc = prometheus.NewDesc("dlc_pending_runs",
@@ -205,7 +205,7 @@ func itoa(n int) string {
 
 // logClusterChange writes one line for a cluster that moved from one
 // state to another.
-func (c *Client) logClusterChange(from cluster.State, cl *cluster.Cluster) {
+func (c *Engine) logClusterChange(from cluster.State, cl *cluster.Cluster) {
 	if from == cl.State {
 		return
 	}
@@ -224,7 +224,7 @@ func (c *Client) logClusterChange(from cluster.State, cl *cluster.Cluster) {
 
 // startedAt is when the cluster's current start was asked for: the time
 // of the last start entry in its log.
-func (c *Client) startedAt(cl *cluster.Cluster) time.Time {
+func (c *Engine) startedAt(cl *cluster.Cluster) time.Time {
 	for i := len(cl.Events) - 1; i >= 0; i-- {
 		if e := cl.Events[i]; e.Action == "start" || e.Action == "create" {
 			return e.Time
@@ -235,7 +235,7 @@ func (c *Client) startedAt(cl *cluster.Cluster) time.Time {
 
 // logRunChange writes one line for a run that moved from one state to
 // another, and counts an ended one.
-func (c *Client) logRunChange(from job.RunState, r *job.Run) {
+func (c *Engine) logRunChange(from job.RunState, r *job.Run) {
 	if from == r.State {
 		return
 	}
@@ -259,7 +259,7 @@ func (c *Client) logRunChange(from job.RunState, r *job.Run) {
 
 // instrumented times and counts every call of a backend.
 type instrumented struct {
-	Backend
+	backend.Backend
 	m   *metrics
 	log logr.Logger
 }
@@ -279,8 +279,8 @@ func (b instrumented) Get(ctx context.Context, kind, id string) (backend.Doc, er
 }
 
 // latest reads kind/id past the store's cache where the store can.
-func (c *Client) latest(ctx context.Context, kind, id string) (backend.Doc, error) {
-	lr, ok := c.o.backend.(LatestReader)
+func (c *Engine) latest(ctx context.Context, kind, id string) (backend.Doc, error) {
+	lr, ok := c.o.backend.(backend.LatestReader)
 	if !ok {
 		return c.store.Get(ctx, kind, id)
 	}

@@ -1,4 +1,4 @@
-package dlc
+package platform
 
 import (
 	"context"
@@ -23,7 +23,7 @@ import (
 // onChange is the store's watch: it keeps the cache and queues the keys
 // that the change concerns. It runs inside the store's write, so it only
 // touches memory.
-func (c *Client) onChange(ch backend.Change) {
+func (c *Engine) onChange(ch backend.Change) {
 	d := c.observed(ch.Doc, ch.Deleted)
 	switch d.Kind {
 	case kindCluster, kindRun, kindRG:
@@ -36,14 +36,14 @@ func (c *Client) onChange(ch backend.Change) {
 	}
 }
 
-func (c *Client) enqueue(key string) {
+func (c *Engine) enqueue(key string) {
 	if c.ctx.Err() == nil {
 		c.queue.Add(key)
 	}
 }
 
 // enqueueRuns queues the runs the cache finds under sel.
-func (c *Client) enqueueRuns(sel map[string]string) {
+func (c *Engine) enqueueRuns(sel map[string]string) {
 	for _, d := range c.cache.selectDocs(kindRun, sel) {
 		c.enqueue(kindRun + "/" + d.ID)
 	}
@@ -51,7 +51,7 @@ func (c *Client) enqueueRuns(sel map[string]string) {
 
 // resync queues every object that may still need a step: what a closed
 // or crashed client left is taken up here.
-func (c *Client) resync() {
+func (c *Engine) resync() {
 	for _, kind := range []string{kindRG, kindCluster} {
 		for _, d := range c.cache.selectDocs(kind, nil) {
 			c.enqueue(kind + "/" + d.ID)
@@ -62,7 +62,7 @@ func (c *Client) resync() {
 	c.enqueueRuns(map[string]string{labelPhase: phaseCleanup})
 }
 
-func (c *Client) worker() {
+func (c *Engine) worker() {
 	defer c.wg.Done()
 	for {
 		key, shutdown := c.queue.Get()
@@ -77,7 +77,7 @@ func (c *Client) worker() {
 // including the steps they queue, and returns how many it ran. It is for
 // clients made WithWorkers(0), such as dlctest.NewMemory's on a fake
 // clock; with workers it only competes with them.
-func (c *Client) RunPending() int {
+func (c *Engine) RunPending() int {
 	n := 0
 	for c.queue.Len() > 0 && c.ctx.Err() == nil {
 		key, shutdown := c.queue.Get()
@@ -93,7 +93,7 @@ func (c *Client) RunPending() int {
 // process runs one reconcile of key and schedules what follows. The step
 // has a deadline (WithReconcileTimeout): a step that runs past it, a call
 // that hangs, is a failed step, and its worker goes on to other keys.
-func (c *Client) process(key string) {
+func (c *Engine) process(key string) {
 	defer c.queue.Done(key)
 	ctx, cancel := c.stepContext()
 	defer cancel()
@@ -153,7 +153,7 @@ func (c *Client) process(key string) {
 
 // stepContext is the context of one reconcile step: the client's, with
 // the step's deadline.
-func (c *Client) stepContext() (context.Context, context.CancelFunc) {
+func (c *Engine) stepContext() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(c.ctx, c.o.reconcileTime)
 }
 
@@ -168,7 +168,7 @@ func isBusy(err error) bool {
 // later queues key again after d on the client's clock, replacing the
 // key's earlier timer; d == 0 only stops that timer. A key has at most
 // one timer, so a step that settles leaves nothing pending.
-func (c *Client) later(key string, d time.Duration) {
+func (c *Engine) later(key string, d time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if t, ok := c.timers[key]; ok {
@@ -200,7 +200,7 @@ type timer struct {
 // giveUp records that a background step kept failing: a cluster turns
 // abnormal, a run fails, each with the error as the reason. A delete has
 // no state to fall back to: it records the reason and goes on retrying.
-func (c *Client) giveUp(ctx context.Context, kind, id string, cause error) error {
+func (c *Engine) giveUp(ctx context.Context, kind, id string, cause error) error {
 	// The cause may quote what a Ray head or a server answered: bounded.
 	why := job.ClipMessage("a background step kept failing: " + cause.Error())
 	switch kind {

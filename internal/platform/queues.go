@@ -1,4 +1,4 @@
-package dlc
+package platform
 
 import (
 	"strconv"

@@ -1,4 +1,4 @@
-package dlc
+package platform
 
 import (
 	"context"
@@ -95,7 +95,7 @@ func (s *ResourceGroupService) Pending(ctx context.Context, rg string) ([]job.Pe
 
 // queueItem is a pending on-demand run's entry in its resource group's
 // queue, or false when it no longer waits.
-func (c *Client) queueItem(runID string) (scheduler.Item, bool) {
+func (c *Engine) queueItem(runID string) (scheduler.Item, bool) {
 	r, _, err := fromCache[job.Run](c, kindRun, runID)
 	if err != nil || (r.State != job.Queued && r.State != job.Waiting) {
 		return scheduler.Item{}, false

@@ -1,4 +1,4 @@
-package dlc
+package platform
 
 import (
 	"sort"
@@ -214,7 +214,7 @@ func derived(d backend.Doc) (backend.Doc, any) {
 
 // observed takes a document the store reported (its snapshot or its
 // watch) into the cache and the queues, with its labels derived.
-func (c *Client) observed(d backend.Doc, deleted bool) backend.Doc {
+func (c *Engine) observed(d backend.Doc, deleted bool) backend.Doc {
 	if deleted {
 		c.cache.remove(d.Kind, d.ID)
 		d.Labels = nil
@@ -228,7 +228,7 @@ func (c *Client) observed(d backend.Doc, deleted bool) backend.Doc {
 }
 
 // cachedState returns the state label of kind/id as the cache has it, or "".
-func (c *Client) cachedState(kind, id string) string {
+func (c *Engine) cachedState(kind, id string) string {
 	d, _ := c.cache.get(kind, id)
 	return d.Labels[labelState]
 }

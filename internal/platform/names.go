@@ -1,4 +1,4 @@
-package dlc
+package platform
 
 import (
 	"context"
@@ -30,7 +30,7 @@ const maxClaimAttempts = 3
 
 // claimName claims name for owner, or fails with ErrConflict naming the
 // object that has it.
-func (c *Client) claimName(ctx context.Context, kind, name, owner string) error {
+func (c *Engine) claimName(ctx context.Context, kind, name, owner string) error {
 	id := claimID(kind, name)
 	for attempt := 0; ; attempt++ {
 		_, err := c.create(ctx, kindName, id, nil, nameClaim{Owner: owner, At: c.clock.Now()})
@@ -73,7 +73,7 @@ func (c *Client) claimName(ctx context.Context, kind, name, owner string) error 
 // ownsName reports whether the object owner of kind still has name. An
 // owner the cache has not seen is looked for in the store itself: a
 // lagging cache must not make a live owner's claim look stale.
-func (c *Client) ownsName(ctx context.Context, kind, name, owner string) bool {
+func (c *Engine) ownsName(ctx context.Context, kind, name, owner string) bool {
 	d, ok := c.cache.get(kind, owner)
 	if !ok {
 		var err error
@@ -97,7 +97,7 @@ func (c *Client) ownsName(ctx context.Context, kind, name, owner string) bool {
 
 // releaseName drops owner's claim of name; a claim left behind by a
 // failure here is stale and taken over by the next claim.
-func (c *Client) releaseName(ctx context.Context, kind, name, owner string) {
+func (c *Engine) releaseName(ctx context.Context, kind, name, owner string) {
 	id := claimID(kind, name)
 	cl, v, err := fresh[nameClaim](context.WithoutCancel(ctx), c, kindName, id)
 	if err != nil || cl.Owner != owner {

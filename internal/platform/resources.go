@@ -1,4 +1,4 @@
-package dlc
+package platform
 
 import (
 	"context"
@@ -15,14 +15,14 @@ import (
 	"github.com/aidlc/dlc/scheduler"
 )
 
-// ResourceGroupService is the resource groups of a Client: capacity that
+// ResourceGroupService is the resource groups of an Engine: capacity that
 // clusters and on-demand runs reserve from (C4, C14, J3, J12). A resource
 // group is a stored object and its reservations live on it, so every
 // client over the store sees and changes the same ones.
-type ResourceGroupService struct{ c *Client }
+type ResourceGroupService struct{ c *Engine }
 
 // ResourceGroups returns the client's resource groups.
-func (c *Client) ResourceGroups() *ResourceGroupService { return &ResourceGroupService{c} }
+func (c *Engine) ResourceGroups() *ResourceGroupService { return &ResourceGroupService{c} }
 
 // Register adds a resource group with its allocatable capacity inside a
 // resource package, or changes its capacity (never below what is
@@ -91,7 +91,7 @@ func (s *ResourceGroupService) List(ctx context.Context) ([]quota.Usage, error) 
 // changeAccount applies f to resource group rg by compare-and-swap: f
 // changes the account it is given and reports whether it did; on a
 // conflict the account is read again from the store and f applied anew.
-func (c *Client) changeAccount(ctx context.Context, rg string, f func(*quota.Account) (bool, error)) (*quota.Account, error) {
+func (c *Engine) changeAccount(ctx context.Context, rg string, f func(*quota.Account) (bool, error)) (*quota.Account, error) {
 	a, v, err := cached[quota.Account](ctx, c, kindRG, rg)
 	fromStore := false
 	if errs.IsNotFound(err) {
@@ -151,7 +151,7 @@ func odClusterID(runID string) string { return odPrefix + runID }
 // run is admitted, or, when the group can no longer hold it, says so on
 // the cluster. All of it is one compare-and-swap of the resource group:
 // two clients that decide at once cannot both win.
-func (c *Client) reconcileQuota(ctx context.Context, id string) (time.Duration, error) {
+func (c *Engine) reconcileQuota(ctx context.Context, id string) (time.Duration, error) {
 	a, v, err := cached[quota.Account](ctx, c, kindRG, id)
 	if errs.IsNotFound(err) {
 		return 0, nil
@@ -330,7 +330,7 @@ func shortMessage(rg string, r holdReport) string {
 // again from the store (the cache may be behind a hibernate that released
 // its hold). A hold that no longer fits (the quota went to someone else
 // before the restore) is returned in short, to be reported.
-func (c *Client) restoreHolds(ctx context.Context, a *quota.Account, now time.Time) (restored, short []holdReport, err error) {
+func (c *Engine) restoreHolds(ctx context.Context, a *quota.Account, now time.Time) (restored, short []holdReport, err error) {
 	for _, d := range c.cache.selectDocs(kindCluster, map[string]string{labelQuota: a.ID}) {
 		cl, _, err := fromCache[cluster.Cluster](c, kindCluster, d.ID)
 		if err != nil {
@@ -364,7 +364,7 @@ func (c *Client) restoreHolds(ctx context.Context, a *quota.Account, now time.Ti
 // cluster whose compute Ray runs or is about to counts: starting,
 // running, abnormal or hibernating in a; a deleting one releases its hold
 // before its object goes.
-func (c *Client) lacksHold(cl *cluster.Cluster, a *quota.Account, now time.Time) (quota.Resources, bool) {
+func (c *Engine) lacksHold(cl *cluster.Cluster, a *quota.Account, now time.Time) (quota.Resources, bool) {
 	if !cl.State.HoldsQuota() || cl.State == cluster.Deleting || cl.Live == nil || cl.Live.ResourceGroup != a.ID {
 		return quota.Resources{}, false
 	}
@@ -382,7 +382,7 @@ func (c *Client) lacksHold(cl *cluster.Cluster, a *quota.Account, now time.Time)
 // noteCluster adds a system entry to a cluster's event log, unless the
 // log already has the same one (a report repeated by every pass is
 // written once).
-func (c *Client) noteCluster(ctx context.Context, id, action, msg string) error {
+func (c *Engine) noteCluster(ctx context.Context, id, action, msg string) error {
 	for attempt := 0; ; attempt++ {
 		cl, err := c.getFresh(ctx, id)
 		if errs.IsNotFound(err) {
@@ -408,7 +408,7 @@ func (c *Client) noteCluster(ctx context.Context, id, action, msg string) error 
 // justified reports whether holder may keep a reservation in resource
 // group rg: a cluster that holds quota there, or an admitted on-demand
 // run whose cluster is not made yet.
-func (c *Client) justified(holder, rg string) bool {
+func (c *Engine) justified(holder, rg string) bool {
 	if d, ok := c.cache.get(kindCluster, holder); ok {
 		return cluster.State(d.Labels[labelState]).HoldsQuota() && d.Labels[labelQuota] == rg
 	}
@@ -429,7 +429,7 @@ func (c *Client) justified(holder, rg string) bool {
 // resource group: a hold missing or short, as an edit from outside the
 // platform leaves it, lets the group hand out quota in use. It returns
 // every problem found.
-func (c *Client) CheckQuota(ctx context.Context) error {
+func (c *Engine) CheckQuota(ctx context.Context) error {
 	docs, err := c.store.List(ctx, kindRG, nil)
 	if err != nil {
 		return err
@@ -508,7 +508,7 @@ func (c *Client) CheckQuota(ctx context.Context) error {
 // cluster runs while the cluster did not change: a reservation is made
 // before the cluster's write that needs it and released after the write
 // that frees it, so only an edit from outside leaves a cluster short.
-func (c *Client) confirmLacks(ctx context.Context, id, rg string, now time.Time) (need, held quota.Resources, lacks bool, err error) {
+func (c *Engine) confirmLacks(ctx context.Context, id, rg string, now time.Time) (need, held quota.Resources, lacks bool, err error) {
 	for range 3 {
 		cl, err := c.getFresh(ctx, id)
 		if errs.IsNotFound(err) {
@@ -547,7 +547,7 @@ func (c *Client) confirmLacks(ctx context.Context, id, rg string, now time.Time)
 // so that the late write conflicts, and its operation reserves again,
 // instead of landing on a released hold. A cluster that changed meanwhile
 // is looked at again on a later pass.
-func (c *Client) releasable(ctx context.Context, holder, rg string, hold quota.Hold) (bool, error) {
+func (c *Engine) releasable(ctx context.Context, holder, rg string, hold quota.Hold) (bool, error) {
 	if ok, err := c.justifiedInStore(ctx, holder, rg); err != nil || ok {
 		return false, err
 	}
@@ -578,7 +578,7 @@ func (c *Client) releasable(ctx context.Context, holder, rg string, hold quota.H
 }
 
 // justifiedInStore is justified, read from the store rather than the cache.
-func (c *Client) justifiedInStore(ctx context.Context, holder, rg string) (bool, error) {
+func (c *Engine) justifiedInStore(ctx context.Context, holder, rg string) (bool, error) {
 	d, err := c.store.Get(ctx, kindCluster, holder)
 	if err == nil {
 		cl, err := decode[clusterRecord](d)
@@ -610,7 +610,7 @@ func (c *Client) justifiedInStore(ctx context.Context, holder, rg string) (bool,
 
 // requeued puts runs that a failed pass did not tell to wait back in the
 // set of runs stored queued, for the next pass.
-func (c *Client) requeued(rg string, runs []string) {
+func (c *Engine) requeued(rg string, runs []string) {
 	c.queues.mu.Lock()
 	defer c.queues.mu.Unlock()
 	for _, id := range runs {

@@ -1,4 +1,4 @@
-package dlc
+package platform
 
 import (
 	"context"
@@ -17,7 +17,7 @@ import (
 // observation of that generation moves the state on, quota is released
 // once Ray has let the compute go, and the runs that depend on the
 // cluster are queued to look again.
-func (c *Client) reconcileCluster(ctx context.Context, id string) (time.Duration, error) {
+func (c *Engine) reconcileCluster(ctx context.Context, id string) (time.Duration, error) {
 	cl, err := c.getCluster(ctx, id)
 	if errs.IsNotFound(err) {
 		// Ray said something of a cluster that is not stored (deleted while
@@ -143,7 +143,7 @@ func (c *Client) reconcileCluster(ctx context.Context, id string) (time.Duration
 
 // reconcileDelete has Ray delete the cluster and, once it is gone,
 // releases the quota, the name and the stored object, in that order.
-func (c *Client) reconcileDelete(ctx context.Context, cl *cluster.Cluster) (time.Duration, error) {
+func (c *Engine) reconcileDelete(ctx context.Context, cl *cluster.Cluster) (time.Duration, error) {
 	if err := c.ray.DeleteCluster(ctx, cl.ID); err != nil {
 		return 0, err
 	}
@@ -168,7 +168,7 @@ func (c *Client) reconcileDelete(ctx context.Context, cl *cluster.Cluster) (time
 }
 
 // releaseHold drops the cluster's reservation, if it still has one.
-func (c *Client) releaseHold(ctx context.Context, cl *cluster.Cluster) error {
+func (c *Engine) releaseHold(ctx context.Context, cl *cluster.Cluster) error {
 	if cl.QuotaGroup == "" {
 		return nil
 	}
@@ -185,7 +185,7 @@ func (c *Client) releaseHold(ctx context.Context, cl *cluster.Cluster) error {
 // resize whose write failed may have left it otherwise). A hold made for
 // a newer generation than the cluster as read is a write on its way, and
 // is left alone until it is older than the repair grace.
-func (c *Client) trueUpHold(ctx context.Context, cl *cluster.Cluster) error {
+func (c *Engine) trueUpHold(ctx context.Context, cl *cluster.Cluster) error {
 	if cl.Live == nil {
 		return c.releaseHold(ctx, cl) // a start that never reached Ray
 	}
@@ -245,7 +245,7 @@ func (c *Client) trueUpHold(ctx context.Context, cl *cluster.Cluster) error {
 // abnormal, with why as the reason, and with the changes of also made
 // to it. A deleting cluster has nowhere to fall back to: it records why
 // and goes on retrying.
-func (c *Client) clusterStepFailed(ctx context.Context, id, why string, also ...func(*cluster.Cluster)) error {
+func (c *Engine) clusterStepFailed(ctx context.Context, id, why string, also ...func(*cluster.Cluster)) error {
 	for attempt := 0; ; attempt++ {
 		cl, v, err := fresh[cluster.Cluster](ctx, c, kindCluster, id)
 		if errs.IsNotFound(err) {
@@ -288,7 +288,7 @@ func (c *Client) clusterStepFailed(ctx context.Context, id, why string, also ...
 // enqueueDependents queues the runs that a change of cl may move: those
 // waiting for it or for one of its groups, and those on it. It does so
 // once per state and generation of the cluster that this client sees.
-func (c *Client) enqueueDependents(cl *cluster.Cluster) {
+func (c *Engine) enqueueDependents(cl *cluster.Cluster) {
 	seen := fmt.Sprintf("%s/%d/%s", cl.State, cl.Generation, strings.Join(cl.Spec.Groups, ","))
 	c.mu.Lock()
 	same := c.dependents[cl.ID] == seen
@@ -312,7 +312,7 @@ func (c *Client) enqueueDependents(cl *cluster.Cluster) {
 // behind, or someone else removed or shrank the hold), what is missing is
 // reserved by compare-and-swap, if the group can still allocate it: Ray
 // is never asked for more compute than is held.
-func (c *Client) holds(ctx context.Context, cl *cluster.Cluster) (bool, error) {
+func (c *Engine) holds(ctx context.Context, cl *cluster.Cluster) (bool, error) {
 	if cl.Live == nil {
 		return false, nil
 	}
@@ -339,7 +339,7 @@ func (c *Client) holds(ctx context.Context, cl *cluster.Cluster) (bool, error) {
 }
 
 // deleteTemporary deletes an on-demand cluster, saying why.
-func (c *Client) deleteTemporary(ctx context.Context, cl *cluster.Cluster, why string) error {
+func (c *Engine) deleteTemporary(ctx context.Context, cl *cluster.Cluster, why string) error {
 	next := cl.DeepCopy()
 	next.State = cluster.Deleting
 	next.Generation++

@@ -1,0 +1,481 @@
+package platform
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/client-go/util/workqueue"
+
+	"github.com/aidlc/dlc/backend"
+	"github.com/aidlc/dlc/backend/memory"
+	"github.com/aidlc/dlc/cluster"
+	"github.com/aidlc/dlc/errs"
+	"github.com/aidlc/dlc/group"
+	"github.com/aidlc/dlc/job"
+	"github.com/aidlc/dlc/quota"
+	"github.com/aidlc/dlc/scheduler"
+	"github.com/aidlc/dlc/storage"
+)
+
+// Option configures an Engine (dlc.Option).
+type Option func(*options)
+
+type options struct {
+	backend   backend.Backend
+	clock     backend.Clock
+	catalogs  cluster.Catalogs
+	policy    scheduler.Policy
+	maxWait   time.Duration
+	logPrefix string
+	workers   int
+	retries   int
+	baseDelay time.Duration
+	maxDelay  time.Duration
+	grace     time.Duration
+	stepTime  time.Duration
+	// reconcileTime bounds one reconcile step.
+	reconcileTime time.Duration
+	cos           *storage.COSClient
+	log           logr.Logger
+	registerer    prometheus.Registerer
+	resync        time.Duration
+}
+
+// WithBackend sets the backend; the default is a new memory backend.
+func WithBackend(b backend.Backend) Option { return func(o *options) { o.backend = b } }
+
+// WithClock sets the clock the client stamps times with, queues by and
+// retries on; pass the backend's clock in tests.
+func WithClock(c backend.Clock) Option { return func(o *options) { o.clock = c } }
+
+// WithCatalogs replaces the node spec and image catalogs.
+func WithCatalogs(c cluster.Catalogs) Option { return func(o *options) { o.catalogs = c } }
+
+// WithPolicy sets the policy that picks a cluster group's member; the
+// default is scheduler.NewRandom with a time-based seed.
+func WithPolicy(p scheduler.Policy) Option { return func(o *options) { o.policy = p } }
+
+// WithMaxWait sets how long an on-demand run may wait before it holds
+// back smaller runs behind it in its resource group (0: never).
+func WithMaxWait(d time.Duration) Option { return func(o *options) { o.maxWait = d } }
+
+// WithLogsLocation sets the prefix of where runs' logs are kept, e.g.
+// "cos://logs-1250000000/dlc"; a run's logs are at <prefix>/<run id>.
+func WithLogsLocation(prefix string) Option { return func(o *options) { o.logPrefix = prefix } }
+
+// WithWorkers sets how many goroutines run the reconcilers (default 8).
+// Zero starts none: the caller runs what is queued with RunPending, as
+// dlctest.NewMemory does on its fake clock, so that every step is
+// deterministic.
+func WithWorkers(n int) Option {
+	return func(o *options) { o.workers = max(n, 0) }
+}
+
+// WithRetries sets how a failing background step is retried: up to
+// retries times (default 8), waiting from base (default 10ms) doubling
+// up to max (default 30s). After the last retry the object turns
+// abnormal (a cluster) or failed (a run) with the error as its reason;
+// a delete keeps retrying at the longest wait.
+func WithRetries(retries int, base, max time.Duration) Option {
+	return func(o *options) { o.retries, o.baseDelay, o.maxDelay = retries, base, max }
+}
+
+// WithRepairGrace sets how long a reservation whose holder no longer
+// justifies it (deleted, hibernated, ended: left by a crash between two
+// writes) is kept before the quota reconciler releases it (default 30s).
+func WithRepairGrace(d time.Duration) Option { return func(o *options) { o.grace = d } }
+
+// WithStepTimeout sets how long a cluster may stay creating, starting or
+// hibernating before it turns abnormal, saying it timed out (default 10m).
+func WithStepTimeout(d time.Duration) Option { return func(o *options) { o.stepTime = d } }
+
+// WithReconcileTimeout bounds one reconcile step, every call it makes to
+// the store and to Ray included (default 2 min): a step still running then
+// is cancelled and retried as a failed step, so that a call that hangs
+// cannot hold a worker. The backends bound their own calls more tightly
+// (the Kubernetes backend: 10 s to a Ray head, 30 s to the API server).
+func WithReconcileTimeout(d time.Duration) Option {
+	return func(o *options) {
+		if d > 0 {
+			o.reconcileTime = d
+		}
+	}
+}
+
+// WithResync sets how often the client queues every object again, so that
+// a change whose notice was lost is still acted on (default 5 min; 0:
+// only at start, as dlctest.NewMemory does on its fake clock).
+func WithResync(d time.Duration) Option { return func(o *options) { o.resync = max(d, 0) } }
+
+// WithCOS sets the COS client that job packages in COS are inspected with
+// when a job config is saved (J5); without it only local packages are.
+func WithCOS(c *storage.COSClient) Option { return func(o *options) { o.cos = c } }
+
+type userKey struct{}
+
+// WithUser returns a context that acts as user: the creator of what it
+// creates and the actor in operation logs.
+func WithUser(ctx context.Context, user string) context.Context {
+	return context.WithValue(ctx, userKey{}, user)
+}
+
+// UserFrom returns the user of ctx, or "anonymous".
+func UserFrom(ctx context.Context) string {
+	if u, ok := ctx.Value(userKey{}).(string); ok && u != "" {
+		return u
+	}
+	return "anonymous"
+}
+
+// Engine is the platform: clusters, cluster groups, templates, job
+// configs, runs, quota and scheduling over one backend. It is safe for
+// concurrent use, and several clients (in one process or many) may share
+// one store: every decision is a compare-and-swap on a stored object, so
+// they decide the same. A user call validates, writes the desired state
+// and returns; reconcilers inside the client take each object the rest
+// of the way, retrying with backoff. Close stops them.
+type Engine struct {
+	o       options
+	store   backend.Store
+	ray     backend.Provisioner
+	clock   backend.Clock
+	cat     cluster.Catalogs
+	policy  scheduler.Policy
+	cache   *cache
+	queues  *queues
+	metrics *metrics // nil: none registered
+
+	queue   workqueue.TypedInterface[string]
+	limiter workqueue.TypedRateLimiter[string]
+	ctx     context.Context
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+
+	mu         sync.Mutex
+	failures   map[string]int   // consecutive failures of a key's reconcile
+	timers     map[string]timer // a key's pending requeue, to stop
+	timerSeq   uint64
+	repaired   map[string]time.Time // when each resource group's holders were last audited
+	seq        uint64               // the last run Seq handed out
+	dependents map[string]string    // cluster → the state it last queued its runs for
+	stopResync func() bool
+}
+
+// New returns a client; with no options it runs on a new memory backend
+// with the real clock. It reads the store once (the snapshot its cache
+// starts from), then reconciles every object it found: what another
+// client, or this process before a restart, left half-done is finished.
+func New(opts ...Option) (*Engine, error) {
+	o := options{workers: 8, retries: 8, baseDelay: 10 * time.Millisecond, maxDelay: 30 * time.Second,
+		grace: 30 * time.Second, stepTime: 10 * time.Minute, reconcileTime: 2 * time.Minute, log: logr.Discard(), resync: 5 * time.Minute}
+	for _, f := range opts {
+		f(&o)
+	}
+	if o.clock == nil {
+		o.clock = backend.RealClock{}
+	}
+	if o.catalogs.Nodes.Len() == 0 {
+		o.catalogs.Nodes = quota.DefaultCatalog()
+	}
+	if len(o.catalogs.Images.Names()) == 0 {
+		o.catalogs.Images = cluster.DefaultImages()
+	}
+	if o.backend == nil {
+		o.backend = memory.New(memory.Options{Clock: o.clock, NodeSpecs: o.catalogs.Nodes})
+	}
+	if o.policy == nil {
+		o.policy = scheduler.NewRandom(time.Now().UnixNano())
+	}
+	if o.logPrefix == "" {
+		o.logPrefix = "memory://logs"
+	}
+	if o.baseDelay <= 0 {
+		o.baseDelay = 10 * time.Millisecond
+	}
+	if o.maxDelay < o.baseDelay {
+		o.maxDelay = o.baseDelay
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &Engine{o: o, store: o.backend, ray: o.backend, clock: o.clock, cat: o.catalogs, policy: o.policy,
+		cache: newCache(), queues: newQueues(scheduler.QueueOptions{MaxWait: o.maxWait}), ctx: ctx, cancel: cancel, failures: map[string]int{}, timers: map[string]timer{}, repaired: map[string]time.Time{}, dependents: map[string]string{},
+		queue:   workqueue.NewTyped[string](),
+		limiter: workqueue.NewTypedItemExponentialFailureRateLimiter[string](o.baseDelay, o.maxDelay)}
+	m, err := newMetrics(o.registerer, c)
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("dlc: registering metrics: %w", err)
+	}
+	if m != nil {
+		c.metrics = m
+		ib := instrumented{Backend: o.backend, m: m, log: o.log}
+		c.store, c.ray = ib, ib
+	}
+	snap, err := c.store.Watch(ctx, c.onChange)
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("dlc: watching the store: %w", err)
+	}
+	for _, d := range snap {
+		c.observed(d, false)
+	}
+	c.ray.Observe(ctx, func(kind, id string) { c.enqueue(kind + "/" + id) })
+	c.resync()
+	if o.resync > 0 {
+		var tick func()
+		tick = func() {
+			if ctx.Err() != nil {
+				return
+			}
+			c.resync()
+			c.mu.Lock()
+			c.stopResync = c.clock.AfterFunc(o.resync, tick)
+			c.mu.Unlock()
+		}
+		c.mu.Lock()
+		c.stopResync = c.clock.AfterFunc(o.resync, tick)
+		c.mu.Unlock()
+	}
+	for range o.workers {
+		c.wg.Add(1)
+		go c.worker()
+	}
+	return c, nil
+}
+
+// Close stops the client's reconcilers and watches; what they had not
+// finished is finished by another client on the same store, or by the
+// next one started on it. Close waits for the steps in progress.
+func (c *Engine) Close() error {
+	c.cancel()
+	c.mu.Lock()
+	if c.stopResync != nil {
+		c.stopResync()
+	}
+	for _, t := range c.timers {
+		t.stop()
+	}
+	c.mu.Unlock()
+	c.queue.ShutDown()
+	c.wg.Wait()
+	return nil
+}
+
+// Catalogs returns the node spec and image catalogs the client validates with.
+func (c *Engine) Catalogs() cluster.Catalogs { return c.cat }
+
+// Kinds of stored documents.
+const (
+	kindCluster  = "cluster"
+	kindGroup    = "group"
+	kindTemplate = "template"
+	kindJob      = "job"
+	kindRun      = "run"
+	kindRG       = "resourcegroup"
+	kindName     = "name"
+)
+
+func newID(prefix string) string {
+	const alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
+	b := make([]byte, 10)
+	_, _ = rand.Read(b)
+	for i := range b {
+		b[i] = alphabet[int(b[i])%len(alphabet)]
+	}
+	return prefix + "-" + string(b)
+}
+
+// idFor derives an object id from a request id, so a retried call finds
+// the object the first attempt made.
+func idFor(prefix string, parts ...string) string {
+	h := sha256.New()
+	for _, p := range parts {
+		h.Write([]byte(p))
+		h.Write([]byte{0})
+	}
+	return prefix + "-r" + hex.EncodeToString(h.Sum(nil))[:16]
+}
+
+// decode reads a document's content into a new T, with the fields the
+// platform derives from others derived again (see normalise).
+func decode[T any](d backend.Doc) (*T, error) {
+	v := new(T)
+	if err := json.Unmarshal(d.Data, v); err != nil {
+		return nil, fmt.Errorf("%s %q: corrupt document: %w", d.Kind, d.ID, err)
+	}
+	normalise(v)
+	return v, nil
+}
+
+// exists says whether kind/id is stored: from the cache, or, on a miss,
+// from the store itself (see cached).
+func (c *Engine) exists(ctx context.Context, kind, id string) (bool, error) {
+	if _, ok := c.cache.get(kind, id); ok {
+		return true, nil
+	}
+	if c.cache.deleted(kind, id) {
+		return false, nil
+	}
+	_, err := c.store.Get(ctx, kind, id)
+	switch {
+	case err == nil:
+		return true, nil
+	case errs.IsNotFound(err):
+		return false, nil
+	}
+	return false, err
+}
+
+// normalise derives again what a stored object repeats of its other
+// fields, as the platform computes it when it writes, so that an edit
+// from outside (anyone with edit rights on the store) cannot make the
+// copy disagree with what it copies: a cluster's quota group is its live
+// resource group's, its worker counts lie within the live ranges; a
+// run's priority is its config's. (A run's demand needs the catalog: see
+// Engine.rederive.)
+func normalise(v any) {
+	switch x := v.(type) {
+	case *cluster.Cluster:
+		if x.Live == nil {
+			return
+		}
+		x.QuotaGroup = x.Live.ResourceGroup
+		for _, w := range x.Live.Workers {
+			if n, ok := x.Replicas[w.Name]; ok {
+				x.Replicas[w.Name] = min(max(n, w.Instances.Min), w.Instances.MaxOrMin())
+			}
+		}
+	case *job.Run:
+		x.Priority = x.Config.Priority()
+	}
+}
+
+// decodeInto reads JSON into v.
+func decodeInto(data []byte, v any) error { return json.Unmarshal(data, v) }
+
+// cached returns a copy of kind/id from the cache. The cache decodes each
+// version once, as an informer keeps typed objects; every caller gets a
+// deep copy of its own. A miss is not taken for "gone": the cache may not
+// have seen a write another replica (or this one, on another kind's
+// watch) made a moment ago, so the store itself is asked before the
+// answer is a typed not-found, unless the watch saw the document deleted.
+func cached[T any](ctx context.Context, c *Engine, kind, id string) (*T, string, error) {
+	v, version, err := fromCache[T](c, kind, id)
+	if errs.IsNotFound(err) && !c.cache.deleted(kind, id) {
+		return fresh[T](ctx, c, kind, id)
+	}
+	return v, version, err
+}
+
+// fromCache returns a copy of kind/id from the cache only, or a typed
+// not-found: for what walks the cache itself (metrics, queues), where a
+// miss is a document deleted meanwhile.
+func fromCache[T any](c *Engine, kind, id string) (*T, string, error) {
+	d, ok := c.cache.get(kind, id)
+	if !ok {
+		return nil, "", errs.NotFound(kind, id)
+	}
+	obj, ok, err := c.cache.object(kind, id, d.Version, func(d backend.Doc) (any, error) { return decode[T](d) })
+	if err != nil {
+		return nil, "", err
+	}
+	v, isT := obj.(*T)
+	if !ok || !isT {
+		v, err := decode[T](d) // changed meanwhile: this version, decoded
+		return v, d.Version, err
+	}
+	return deepCopy(v), d.Version, nil
+}
+
+// deepCopy copies a stored object so that the caller shares nothing with
+// the cache.
+func deepCopy[T any](v *T) *T {
+	switch x := any(v).(type) {
+	case *cluster.Cluster:
+		return any(x.DeepCopy()).(*T)
+	case *job.Run:
+		return any(x.DeepCopy()).(*T)
+	case *job.Record:
+		return any(x.DeepCopy()).(*T)
+	case *quota.Account:
+		return any(x.DeepCopy()).(*T)
+	case *cluster.Template:
+		return any(x.DeepCopy()).(*T)
+	case *group.Group:
+		g := *x
+		g.Events = slices.Clone(x.Events)
+		return any(&g).(*T)
+	}
+	data, _ := json.Marshal(v)
+	out := new(T)
+	_ = json.Unmarshal(data, out)
+	return out
+}
+
+// fresh reads kind/id from the store itself, at its newest version where
+// the store can (LatestReader): after a conflict, and before a missing
+// object or reservation is taken for gone, when the cache may be behind.
+// The cache is left to the watch: a read may race a newer change and must
+// not put an older version back.
+func fresh[T any](ctx context.Context, c *Engine, kind, id string) (*T, string, error) {
+	d, err := c.latest(ctx, kind, id)
+	if err != nil {
+		return nil, "", err
+	}
+	v, err := decode[T](d)
+	return v, d.Version, err
+}
+
+func encode(kind, id, version string, labels map[string]string, v any) (backend.Doc, error) {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return backend.Doc{}, err
+	}
+	return backend.Doc{Kind: kind, ID: id, Version: version, Labels: labels, Data: data}, nil
+}
+
+// create stores a new object and returns its version.
+func (c *Engine) create(ctx context.Context, kind, id string, labels map[string]string, v any) (string, error) {
+	d, err := encode(kind, id, "", labels, v)
+	if err != nil {
+		return "", err
+	}
+	return c.store.Create(ctx, d)
+}
+
+// update stores v over version and returns the new version.
+func (c *Engine) update(ctx context.Context, kind, id, version string, labels map[string]string, v any) (string, error) {
+	d, err := encode(kind, id, version, labels, v)
+	if err != nil {
+		return "", err
+	}
+	return c.store.Update(ctx, d)
+}
+
+// event makes a log entry; user entries name the caller.
+func (c *Engine) event(ctx context.Context, source, action, msg string) cluster.Event {
+	e := cluster.Event{Time: c.clock.Now(), Source: source, Action: action, Message: msg}
+	if source == "user" {
+		e.Actor = UserFrom(ctx)
+	}
+	return e
+}
+
+// notFoundAs turns a store's not-found into the kind's.
+func notFoundAs(err error, kind, id string) error {
+	if errs.IsNotFound(err) {
+		return errs.NotFound(kind, id)
+	}
+	return err
+}
+
+// conflictRetries bounds compare-and-swap loops on one object.
+const conflictRetries = 16

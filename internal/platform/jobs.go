@@ -1,0 +1,265 @@
+package platform
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+
+	"github.com/aidlc/dlc/cluster"
+	"github.com/aidlc/dlc/errs"
+	"github.com/aidlc/dlc/job"
+	"github.com/aidlc/dlc/quota"
+	"github.com/aidlc/dlc/storage"
+)
+
+// JobService is the job configurations of an Engine (J1–J17).
+type JobService struct{ c *Engine }
+
+// Jobs returns the client's job configs.
+func (c *Engine) Jobs() *JobService { return &JobService{c} }
+
+// Save validates a job config and saves it (J12): every rule a config can
+// break, its package (a local file is inspected: at most 100 MB and a
+// ZIP, J5; one in COS too when the client has WithCOS), and its
+// references — the existing cluster, the cluster group, the resource
+// group — must resolve. An on-demand config whose minimum cluster could
+// never fit its resource group's whole quota is refused; one that fits
+// only later is saved, and its runs wait.
+func (s *JobService) Save(ctx context.Context, cfg *job.Config, opts job.SaveOptions) (*job.Record, error) {
+	c := s.c
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	id := newID("job")
+	if opts.RequestID != "" {
+		id = idFor("job", opts.RequestID)
+		if rec, err := c.getJob(ctx, id); err == nil {
+			return rec, nil
+		}
+	}
+	cfg = cfg.DeepCopy()
+	if err := c.checkJob(ctx, cfg); err != nil {
+		return nil, err
+	}
+	now := c.clock.Now()
+	rec := &job.Record{ID: id, Config: *cfg, Revision: 1, Creator: UserFrom(ctx), CreatedAt: now, UpdatedAt: now}
+	rec.Events = cluster.AppendEvent(nil, c.event(ctx, "user", "create", cfg.Name))
+	v, err := c.create(ctx, kindJob, rec.ID, nil, rec)
+	if errors.Is(err, errs.ErrConflict) && opts.RequestID != "" {
+		got, gv, ferr := fresh[job.Record](ctx, c, kindJob, id)
+		if ferr != nil {
+			return nil, ferr
+		}
+		got.Version = gv
+		return got, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	rec.Version = v
+	return rec, nil
+}
+
+// checkJob validates cfg, inspects its package and resolves what it
+// refers to; every problem is reported at once.
+func (c *Engine) checkJob(ctx context.Context, cfg *job.Config) error {
+	if cfg.OnDemand != nil && cfg.OnDemand.Priority == nil {
+		cfg.OnDemand.Priority = new(job.DefaultPriority)
+	}
+	l := cfg.Problems(c.cat)
+	if len(l) > 0 {
+		return l.ToError()
+	}
+	if cfg.Package.Local != "" || (cfg.Package.COS != "" && c.o.cos != nil) {
+		_, err := storage.CheckPackage(ctx, c.o.cos, cfg.Package, storage.InspectOptions{Entrypoint: cfg.Entrypoint})
+		if fs := errs.Fields(err); len(fs) > 0 {
+			l = append(l, fs...)
+		} else if err != nil {
+			return err
+		}
+	}
+	switch cfg.Mode() {
+	case job.ClusterMode:
+		cl, err := c.getCluster(ctx, cfg.Cluster)
+		switch {
+		case errs.IsNotFound(err) || (err == nil && cl.Temporary):
+			l = append(l, errs.Invalid("cluster", "J12", cfg.Cluster, "no compute cluster with this id"))
+		case err != nil:
+			return err
+		default:
+			l = append(l, storage.MountClashes(errs.NewPath("mounts"), cl.Spec.Mounts, cfg.Mounts)...)
+		}
+	case job.GroupMode:
+		if ok, err := c.exists(ctx, kindGroup, cfg.Group); err != nil {
+			return err
+		} else if !ok {
+			l = append(l, errs.Invalid("group", "J12", cfg.Group, "no cluster group with this id"))
+		}
+	case job.OnDemandMode:
+		od := cfg.OnDemand
+		a, _, err := cached[quota.Account](ctx, c, kindRG, od.ResourceGroup)
+		if errs.IsNotFound(err) {
+			l = append(l, errs.Invalid("onDemand.resourceGroup", "J12", od.ResourceGroup, "no resource group with this id"))
+			break
+		}
+		if err != nil {
+			return err
+		}
+		if a.Package != od.ResourcePackage {
+			l = append(l, errs.Invalid("onDemand.resourcePackage", "J12", od.ResourcePackage,
+				fmt.Sprintf("resource group %s belongs to package %s", od.ResourceGroup, a.Package)))
+		}
+		need, err := od.Environment.MinResources(c.cat.Nodes)
+		if err != nil {
+			return err
+		}
+		if !need.Fits(a.Capacity) {
+			l = append(l, errs.Invalid("onDemand.environment", "J12", need.String(),
+				fmt.Sprintf("the smallest cluster this config starts can never fit resource group %s, whose whole quota is %s", od.ResourceGroup, a.Capacity)))
+		}
+	}
+	return l.ToError()
+}
+
+// Get returns a saved job config.
+func (s *JobService) Get(ctx context.Context, id string) (*job.Record, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return s.c.getJob(ctx, id)
+}
+
+func (c *Engine) getJob(ctx context.Context, id string) (*job.Record, error) {
+	rec, v, err := cached[job.Record](ctx, c, kindJob, id)
+	if err != nil {
+		return nil, notFoundAs(err, "job", id)
+	}
+	rec.Version = v
+	return rec, nil
+}
+
+// List returns the job list with every J13 column, by id.
+func (s *JobService) List(ctx context.Context) ([]job.ListEntry, error) {
+	c := s.c
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	docs := c.cache.selectDocs(kindJob, nil)
+	out := make([]job.ListEntry, 0, len(docs))
+	for _, d := range docs {
+		r, err := decode[job.Record](d)
+		if err != nil {
+			return nil, err
+		}
+		cfg := &r.Config
+		out = append(out, job.ListEntry{ID: r.ID, Name: cfg.Name, Mode: cfg.Mode(), Resource: cfg.Target(),
+			Package: cfg.Package.String(), Running: c.liveRuns(r.ID), Priority: cfg.Priority(), Tags: cfg.Tags,
+			Creator: r.Creator, CreatedAt: r.CreatedAt})
+	}
+	return out, nil
+}
+
+// liveRuns counts a job's runs that have not ended.
+func (c *Engine) liveRuns(jobID string) int {
+	return len(c.cache.selectDocs(kindRun, map[string]string{labelJob: jobID, labelPhase: phasePending})) +
+		len(c.cache.selectDocs(kindRun, map[string]string{labelJob: jobID, labelPhase: phaseActive}))
+}
+
+// Events returns a job config's operation log, oldest first.
+func (s *JobService) Events(ctx context.Context, id string) ([]cluster.Event, error) {
+	rec, err := s.Get(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return rec.Events, nil
+}
+
+// Edit saves rec.Config as the job's new revision (J15). rec.Version must
+// be the version read (a stale edit is a conflict). Only the package,
+// entrypoint, storage mounts and runtime environment may change; anything
+// else is an error naming the field. Runs already started keep the
+// revision they started from.
+func (s *JobService) Edit(ctx context.Context, rec *job.Record) (*job.Record, error) {
+	c := s.c
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	cur, err := c.getJob(ctx, rec.ID)
+	if err != nil {
+		return nil, err
+	}
+	if rec.Version != cur.Version {
+		return nil, errs.Conflict("job", rec.ID, "stale version: read it again")
+	}
+	next := rec.Config.DeepCopy()
+	if next.OnDemand != nil && next.OnDemand.Priority == nil {
+		next.OnDemand.Priority = new(job.DefaultPriority)
+	}
+	if err := uneditable(&cur.Config, next).ToError(); err != nil {
+		return nil, err
+	}
+	if err := c.checkJob(ctx, next); err != nil {
+		return nil, err
+	}
+	out := cur.DeepCopy()
+	out.Config = *next
+	out.Revision++
+	out.UpdatedAt = c.clock.Now()
+	out.Events = cluster.AppendEvent(out.Events, c.event(ctx, "user", "edit", fmt.Sprintf("revision %d", out.Revision)))
+	if out.Version, err = c.update(ctx, kindJob, out.ID, cur.Version, nil, out); err != nil {
+		return nil, notFoundAs(err, "job", out.ID)
+	}
+	return out, nil
+}
+
+// uneditable lists each field an edit may not change (J15).
+func uneditable(old, next *job.Config) errs.List {
+	var l errs.List
+	forbid := func(changed bool, path string) {
+		if changed {
+			l = append(l, errs.Forbidden(errs.Path(path), "J15",
+				"an edit changes only the package, entrypoint, mounts and runtime environment; copy the job to change this"))
+		}
+	}
+	forbid(old.Name != next.Name, "name")
+	forbid(!reflect.DeepEqual(old.OnDemand, next.OnDemand), "onDemand")
+	forbid(old.Cluster != next.Cluster, "cluster")
+	forbid(old.Group != next.Group, "group")
+	forbid(!reflect.DeepEqual(old.Tags, next.Tags) && (len(old.Tags)+len(next.Tags) > 0), "tags")
+	forbid(!reflect.DeepEqual(old.Advanced, next.Advanced) && (len(old.Advanced)+len(next.Advanced) > 0), "advanced")
+	return l
+}
+
+// Copy saves a copy of a job config under a new name (J16); an empty name
+// gives "<name> (copy)".
+func (s *JobService) Copy(ctx context.Context, id, name string) (*job.Record, error) {
+	rec, err := s.Get(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	cfg := rec.Config.DeepCopy()
+	if name == "" {
+		name = cfg.Name + " (copy)"
+	}
+	cfg.Name = name
+	return s.Save(ctx, cfg, job.SaveOptions{})
+}
+
+// Delete deletes a job config; it is refused while a run of it has not
+// ended (J17).
+func (s *JobService) Delete(ctx context.Context, id string) error {
+	c := s.c
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	rec, err := c.getJob(ctx, id)
+	if err != nil {
+		return err
+	}
+	if n := c.liveRuns(id); n > 0 {
+		return &errs.StateError{Kind: "job", ID: id, Op: "delete", State: fmt.Sprintf("%d runs not finished", n),
+			Allowed: []string{"no active run"}, Reason: "stop its runs or wait for them to finish"}
+	}
+	return notFoundAs(c.store.Delete(ctx, kindJob, id, rec.Version), "job", id)
+}

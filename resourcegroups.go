@@ -1,0 +1,47 @@
+package dlc
+
+import (
+	"context"
+
+	"github.com/aidlc/dlc/internal/platform"
+	"github.com/aidlc/dlc/job"
+	"github.com/aidlc/dlc/quota"
+)
+
+// ResourceGroups returns the client's resource groups.
+func (c *Client) ResourceGroups() *ResourceGroupService {
+	return &ResourceGroupService{c.e.ResourceGroups()}
+}
+
+// ResourceGroupService is the resource groups of a Client: capacity that
+// clusters and on-demand runs reserve from (C4, C14, J3, J12). A resource
+// group is a stored object and its reservations live on it, so every
+// client over the store sees and changes the same ones.
+type ResourceGroupService struct {
+	s *platform.ResourceGroupService
+}
+
+// Pending lists the runs waiting in a resource group's queue in admission
+// order (priority, then submission), each with its position, as Kueue's
+// visibility API does. Admitted runs are not listed.
+func (s *ResourceGroupService) Pending(ctx context.Context, rg string) ([]job.Pending, error) {
+	return s.s.Pending(ctx, rg)
+}
+
+// Register adds a resource group with its allocatable capacity inside a
+// resource package, or changes its capacity (never below what is
+// reserved). Runs waiting for quota are reconsidered.
+func (s *ResourceGroupService) Register(ctx context.Context, g quota.Group) (quota.Usage, error) {
+	return s.s.Register(ctx, g)
+}
+
+// Get returns a resource group's capacity, reservations and what it can
+// still allocate.
+func (s *ResourceGroupService) Get(ctx context.Context, id string) (quota.Usage, error) {
+	return s.s.Get(ctx, id)
+}
+
+// List returns every resource group's usage, by id.
+func (s *ResourceGroupService) List(ctx context.Context) ([]quota.Usage, error) {
+	return s.s.List(ctx)
+}
