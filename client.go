@@ -48,12 +48,12 @@ func (c *Client) Catalogs() cluster.Catalogs {
 	return c.e.Catalogs()
 }
 
-// RunPending runs every queued reconcile step in the caller's goroutine,
+// Reconcile runs every queued reconcile step in the caller's goroutine,
 // including the steps they queue, and returns how many it ran. It is for
 // clients made WithWorkers(0), such as dlctest.NewMemory's on a fake
 // clock; with workers it only competes with them.
-func (c *Client) RunPending() int {
-	return c.e.RunPending()
+func (c *Client) Reconcile() int {
+	return c.e.Reconcile()
 }
 
 // CheckQuota audits the reservations in the store itself, both ways. In
@@ -113,7 +113,7 @@ func WithMaxWait(d time.Duration) Option { return platform.WithMaxWait(d) }
 func WithLogsLocation(prefix string) Option { return platform.WithLogsLocation(prefix) }
 
 // WithWorkers sets how many goroutines run the reconcilers (default 8).
-// Zero starts none: the caller runs what is queued with RunPending, as
+// Zero starts none: the caller runs what is queued with Reconcile, as
 // dlctest.NewMemory does on its fake clock, so that every step is
 // deterministic.
 func WithWorkers(n int) Option { return platform.WithWorkers(n) }

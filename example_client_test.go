@@ -34,7 +34,7 @@ func ExampleClient() {
 	cfg, _ := dlc.NewJob("wordcount").OnGroup(grp.ID).
 		COSPackage("cos://jobs-1250000000/wc.zip").Entrypoint("python main.py").Build()
 	_, run, err := job.Submit(ctx, c, cfg, "")
-	m.RunPending() // the run is placed on the group's running member
+	m.Reconcile() // the run is placed on the group's running member
 	run, _ = c.Runs().Get(ctx, run.ID)
 	fmt.Println(run.State, err)
 	m.Settle(100*time.Millisecond, 100)
@@ -61,9 +61,9 @@ func ExampleRunService_Create_onDemand() {
 		COSPackage("cos://jobs-1250000000/train.zip").Entrypoint("python train.py").Build()
 	rec, _ := c.Jobs().Save(ctx, cfg, dlc.SaveOptions{})
 	first, _ := c.Runs().Create(ctx, rec.ID, dlc.RunOptions{})
-	m.RunPending() // the resource group admits the first run
+	m.Reconcile() // the resource group admits the first run
 	second, _ := c.Runs().Create(ctx, rec.ID, dlc.RunOptions{})
-	m.RunPending() // the second does not fit beside it
+	m.Reconcile() // the second does not fit beside it
 	first, _ = c.Runs().Get(ctx, first.ID)
 	second, _ = c.Runs().Get(ctx, second.ID)
 	fmt.Println(first.State, "|", second.State, second.WaitReason)
@@ -90,7 +90,7 @@ func ExampleRunService_Pending() {
 			COSPackage("cos://jobs-1250000000/train.zip").Entrypoint("python train.py").Build()
 		rec, _ := c.Jobs().Save(ctx, cfg, dlc.SaveOptions{})
 		r, _ := c.Runs().Create(ctx, rec.ID, dlc.RunOptions{})
-		m.RunPending()
+		m.Reconcile()
 		return r.ID
 	}
 	submit("first", 5) // takes 8 of the 12 cores

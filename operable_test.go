@@ -104,7 +104,7 @@ func TestMetricsAndLogs(t *testing.T) {
 		r, err := c.Runs().Create(ctx, rec.ID, dlc.RunOptions{})
 		must(err)
 		ids = append(ids, r.ID)
-		m.RunPending()
+		m.Reconcile()
 	}
 	// One admitted (8 cores fit one run), two waiting: priorities 7 and 3.
 	expect := `

@@ -35,14 +35,14 @@ func BenchmarkRunQueued(b *testing.B) {
 	if _, err := c.Runs().Create(ctx, rec.ID, dlc.RunOptions{}); err != nil { // takes the whole group
 		b.Fatal(err)
 	}
-	m.RunPending()
+	m.Reconcile()
 	b.ReportAllocs()
 	for b.Loop() {
 		r, err := c.Runs().Create(ctx, rec.ID, dlc.RunOptions{})
 		if err != nil {
 			b.Fatal(err)
 		}
-		m.RunPending()
+		m.Reconcile()
 		if r, err = c.Runs().Get(ctx, r.ID); err != nil || r.State != job.Waiting {
 			b.Fatalf("%v %v", err, r.State)
 		}

@@ -80,7 +80,7 @@ func TestForeignEditRemovedHoldIsRestored(t *testing.T) {
 	if err := f.c.CheckQuota(f.ctx); err == nil || !strings.Contains(err.Error(), "cluster "+a.ID+" is running and runs cpu=8") {
 		t.Errorf("CheckQuota with the running cluster's hold removed = %v, want it to name the cluster", err)
 	}
-	f.m.RunPending()
+	f.m.Reconcile()
 	u, err := f.c.ResourceGroups().Get(f.ctx, "rg-one")
 	f.must(err)
 	if got := u.Holders[a.ID]; got != (quota.Resources{MilliCPU: 8000, Memory: 24 * quota.GiB}) {
@@ -143,7 +143,7 @@ func TestForeignEditDemandIsNotTrusted(t *testing.T) {
 	}
 	f.m.CloseClient(f.c)
 	f.c = f.m.NewClient() // a restarted replica builds its queue from the store
-	f.m.RunPending()
+	f.m.Reconcile()
 	for _, id := range ids[1:] {
 		r := f.run(id)
 		if r.State != job.Waiting && r.State != job.Queued {
@@ -185,7 +185,7 @@ func TestForeignEditInflatedHoldsAreHealed(t *testing.T) {
 	if err := f.c.CheckQuota(f.ctx); err == nil || !strings.Contains(err.Error(), "more than the capacity") {
 		t.Errorf("CheckQuota with inflated holds = %v, want them named", err)
 	}
-	f.m.RunPending()
+	f.m.Reconcile()
 	u, err = f.c.ResourceGroups().Get(f.ctx, "rg-1")
 	f.must(err)
 	if u.Holders[a.ID] != want || u.Holders[b.ID] != want || u.Reserved.AnyNegative() {

@@ -274,7 +274,7 @@ func TestOnDemandQueueJ3J14(t *testing.T) {
 		t.Helper()
 		_, r, err := job.Submit(f.ctx, f.c, cfg, "")
 		f.must(err)
-		f.m.RunPending()
+		f.m.Reconcile()
 		return f.run(r.ID)
 	}
 	var runs []*job.Run
@@ -407,7 +407,7 @@ func TestSubmitIdempotent(t *testing.T) {
 	f.must(err)
 	for _, when := range []string{"at once", "after the run moved on"} {
 		if when != "at once" {
-			f.m.RunPending()
+			f.m.Reconcile()
 		}
 		rec2, run2, err := job.Submit(f.ctx, f.c, cfg, "req-42")
 		f.must(err)

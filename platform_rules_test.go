@@ -455,7 +455,7 @@ func TestWaitingGroupRunFailsOnGroupDeleteJ19(t *testing.T) {
 		t.Fatalf("run before the delete: %s %s", r.State, r.WaitReason)
 	}
 	f.must(f.c.Groups().Delete(f.ctx, f.grp, other.ID))
-	f.m.RunPending()
+	f.m.Reconcile()
 	if r = f.run(r.ID); r.State != job.Failed || !strings.Contains(r.Message, f.grp) {
 		t.Fatalf("waiting run after its group was deleted: %s %q", r.State, r.Message)
 	}

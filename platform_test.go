@@ -14,7 +14,7 @@ import (
 
 // fixture: a memory client, a resource group rg-1 (32 cores, 128 GiB,
 // 4 GPUs) and a cluster group. The client runs no reconciler goroutines:
-// settle (or m.RunPending) runs what user calls queued, on the fake clock.
+// settle (or m.Reconcile) runs what user calls queued, on the fake clock.
 type fixture struct {
 	t   *testing.T
 	m   *dlctest.Memory
@@ -93,7 +93,7 @@ func (f *fixture) start(jobID string) *job.Run {
 	f.t.Helper()
 	r, err := f.c.Runs().Create(f.ctx, jobID, dlc.RunOptions{})
 	f.must(err)
-	f.m.RunPending()
+	f.m.Reconcile()
 	return f.run(r.ID)
 }
 
@@ -106,7 +106,7 @@ func TestSmokeGroupRun(t *testing.T) {
 	if r.State != job.Queued {
 		t.Fatalf("run right after Create = %s, want queued", r.State)
 	}
-	f.m.RunPending()
+	f.m.Reconcile()
 	if r = f.run(r.ID); r.State != job.Provisioning || r.ClusterID != cl.ID {
 		t.Fatalf("run = %s on %q", r.State, r.ClusterID)
 	}

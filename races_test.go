@@ -65,7 +65,7 @@ func TestRaceTrueUpUndoesAutoscaleReservation(t *testing.T) {
 		if marked(ctx) && !once && w.Op == memory.OpUpdate && w.Doc.Kind == "cluster" {
 			once = true
 			b := f.m.NewClient() // another replica: its resync reconciles the running cluster
-			b.RunPending()
+			b.Reconcile()
 		}
 		return next(ctx)
 	}
@@ -225,14 +225,14 @@ func TestRaceStaleApplyResurrectsDeletedCluster(t *testing.T) {
 			t.Errorf("B delete: %v", err)
 		}
 		for i := 0; i < 50; i++ {
-			b.RunPending()
+			b.Reconcile()
 			if _, err := f.m.Backend.Store.Get(f.ctx, "cluster", cl2.ID); errs.IsNotFound(err) {
 				break
 			}
 			f.m.Clock.Advance(100 * time.Millisecond)
 		}
 	})
-	f.c.RunPending() // A reconciles cl2 (starting): holds → apply (B deletes inside) → apply lands
+	f.c.Reconcile() // A reconciles cl2 (starting): holds → apply (B deletes inside) → apply lands
 	setHook(nil)
 	f.settle()
 	if _, err := f.m.Backend.Store.Get(f.ctx, "cluster", cl2.ID); !errs.IsNotFound(err) {
@@ -253,7 +253,7 @@ func TestRaceSubmitAfterStopLeavesRayJob(t *testing.T) {
 	cl := f.runningCluster("c1")
 	rec := f.job(dlc.NewJob("j").OnCluster(cl.ID))
 	b := f.m.NewClient()
-	f.m.RunPending()
+	f.m.Reconcile()
 	r, err := f.c.Runs().Create(f.ctx, rec.ID, dlc.RunOptions{})
 	f.must(err)
 	once := false
@@ -265,11 +265,11 @@ func TestRaceSubmitAfterStopLeavesRayJob(t *testing.T) {
 		if _, err := b.Runs().Stop(f.ctx, r.ID); err != nil {
 			t.Errorf("B stop: %v", err)
 		}
-		b.RunPending()
+		b.Reconcile()
 	})
-	f.c.RunPending()
+	f.c.Reconcile()
 	setHook(nil)
-	f.m.RunPending()
+	f.m.Reconcile()
 	got, _ := f.c.Runs().Get(f.ctx, r.ID)
 	obs, err := f.m.Backend.Ray.RunStatus(f.ctx, r.ID)
 	t.Logf("run %s rayDone=%v; Ray: %+v %v", got.State, got.RayDone, obs, err)
@@ -298,7 +298,7 @@ func TestRaceStaleReleaseTakesNewStartsHold(t *testing.T) {
 				t.Errorf("start: %v", err)
 			}
 			c := f.m.NewClient()
-			c.RunPending()
+			c.Reconcile()
 		}
 		return next(ctx)
 	}
@@ -546,7 +546,7 @@ func TestLaggingWatchKeepsOnDemandRun(t *testing.T) {
 			f.must(err)
 			// Both replicas step while b's watch of kinds lags.
 			for i := 0; i < 50; i++ {
-				f.m.RunPending()
+				f.m.Reconcile()
 				f.m.Clock.Advance(100 * time.Millisecond)
 			}
 			l.release()
@@ -602,7 +602,7 @@ func TestLaggingReplicaStartsCreatedCluster(t *testing.T) {
 	l.lag("cluster")
 	defer l.release()
 	for i := 0; i < 50; i++ {
-		f.m.RunPending()
+		f.m.Reconcile()
 		f.m.Clock.Advance(100 * time.Millisecond)
 		if got, err := f.c.Clusters().Get(f.ctx, cl.ID); err == nil && got.State == cluster.Created {
 			break
@@ -645,17 +645,17 @@ func TestRaceSlowStartLosesHoldToRepair(t *testing.T) {
 		l.lag("resourcegroup")
 		f.m.Clock.Advance(time.Hour)
 		other := f.m.NewClient()
-		other.RunPending() // the repair releases c1's aged, unjustified hold
+		other.Reconcile() // the repair releases c1's aged, unjustified hold
 		if _, err := other.Clusters().Start(f.ctx, c2.ID); err != nil {
 			t.Errorf("start %s on the released quota: %v", c2.ID, err)
 		}
-		other.RunPending()
+		other.Reconcile()
 		return next(ctx)
 	}
 	if _, err := f.c.Clusters().Start(f.ctx, c1.ID); !errors.Is(err, errs.ErrQuota) {
 		t.Errorf("the slow start of %s: %v, want ErrQuota (its hold was released and the quota taken)", c1.ID, err)
 	}
-	lagged.RunPending()
+	lagged.Reconcile()
 	// Ray keeps a created cluster suspended; a start applied unsuspends it.
 	inRay := 0
 	for _, id := range []string{c1.ID, c2.ID} {

@@ -95,7 +95,7 @@ func countingClient(t *testing.T) (*dlc.Client, *countingStore, func()) {
 	t.Cleanup(func() { _ = c.Close() })
 	settle := func() {
 		for range 10000 {
-			c.RunPending()
+			c.Reconcile()
 			if clk.Pending() == 0 {
 				return
 			}

@@ -84,14 +84,14 @@ func (m *Memory) Close() {
 	m.clients = nil
 }
 
-// RunPending runs every client's queued reconcile steps until none is
+// Reconcile runs every client's queued reconcile steps until none is
 // left, and returns how many ran.
-func (m *Memory) RunPending() int {
+func (m *Memory) Reconcile() int {
 	total := 0
 	for {
 		n := 0
 		for _, c := range m.clients {
-			n += c.RunPending()
+			n += c.Reconcile()
 		}
 		if n == 0 {
 			return total
@@ -105,12 +105,12 @@ func (m *Memory) RunPending() int {
 // the steps taken.
 func (m *Memory) Settle(d time.Duration, max int) int {
 	for i := 0; i < max; i++ {
-		m.RunPending()
+		m.Reconcile()
 		if m.Clock.Pending() == 0 {
 			return i
 		}
 		m.Clock.Advance(d)
 	}
-	m.RunPending()
+	m.Reconcile()
 	return max
 }

@@ -24,22 +24,22 @@ func (c *Engine) Clusters() *ClusterService { return &ClusterService{c} }
 
 // Labels of stored clusters.
 const (
-	labelState     = "state"
-	labelTemporary = "temporary"
-	labelQuota     = "quota"  // the resource group of its reservation
-	groupLabel     = "group." // + group id, value "1"
+	labelState         = "state"
+	labelTemporary     = "temporary"
+	labelResourceGroup = "quota"  // the resource group of its reservation
+	labelMemberOf      = "group." // + group id, value "1"
 )
 
 func clusterLabels(cl *cluster.Cluster) map[string]string {
 	l := map[string]string{labelState: string(cl.State)}
 	if cl.QuotaGroup != "" {
-		l[labelQuota] = cl.QuotaGroup
+		l[labelResourceGroup] = cl.QuotaGroup
 	}
 	if cl.Temporary {
 		l[labelTemporary] = "1"
 	}
 	for _, g := range cl.Spec.Groups {
-		l[groupLabel+g] = "1"
+		l[labelMemberOf+g] = "1"
 	}
 	return l
 }
@@ -106,7 +106,7 @@ func (c *Engine) checkClusterSpec(ctx context.Context, spec *cluster.Spec) error
 		}
 	}
 	if spec.ResourceGroup != "" {
-		a, _, err := cached[quota.Account](ctx, c, kindRG, spec.ResourceGroup)
+		a, _, err := cached[quota.Account](ctx, c, kindResourceGroup, spec.ResourceGroup)
 		switch {
 		case errs.IsNotFound(err):
 			l = append(l, errs.Invalid("resourceGroup", "C4", spec.ResourceGroup, "no resource group with this id; register it first"))
@@ -624,7 +624,7 @@ func (s *ClusterService) Autoscale(ctx context.Context, clusterID, group string,
 		cur := cl.Replicas[group]
 		res.Granted, res.QuotaRefused, res.Reason = want, false, ""
 		if want > cur {
-			a, _, err := cached[quota.Account](ctx, c, kindRG, cl.Live.ResourceGroup)
+			a, _, err := cached[quota.Account](ctx, c, kindResourceGroup, cl.Live.ResourceGroup)
 			if err != nil {
 				return res, notFoundAs(err, "resource group", cl.Live.ResourceGroup)
 			}
@@ -678,7 +678,7 @@ func (s *ClusterService) Details(ctx context.Context, id string) (*cluster.Detai
 	}
 	d := &cluster.Details{Cluster: *cl, Events: cl.Events}
 	if cl.QuotaGroup != "" {
-		if a, _, err := cached[quota.Account](ctx, c, kindRG, cl.QuotaGroup); err == nil {
+		if a, _, err := cached[quota.Account](ctx, c, kindResourceGroup, cl.QuotaGroup); err == nil {
 			d.Resources = a.Held(cl.ID)
 		}
 	}

@@ -127,7 +127,7 @@ func (s *GroupService) Members(ctx context.Context, groupID string) ([]*cluster.
 	if _, err := s.Get(ctx, groupID); err != nil {
 		return nil, err
 	}
-	return s.c.listClusters(map[string]string{groupLabel + groupID: "1"})
+	return s.c.listClusters(map[string]string{labelMemberOf + groupID: "1"})
 }
 
 // AddMembers puts clusters into a group; a cluster may be in many groups,
@@ -268,7 +268,7 @@ func (s *GroupService) Delete(ctx context.Context, id, targetID string) error {
 	} else if !ok {
 		return errs.List{errs.Invalid("target", "G6", targetID, "no cluster group with this id")}.ToError()
 	}
-	members, err := c.listClusters(map[string]string{groupLabel + id: "1"})
+	members, err := c.listClusters(map[string]string{labelMemberOf + id: "1"})
 	if err != nil {
 		return err
 	}

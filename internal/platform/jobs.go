@@ -98,7 +98,7 @@ func (c *Engine) checkJob(ctx context.Context, cfg *job.Config) error {
 		}
 	case job.OnDemandMode:
 		od := cfg.OnDemand
-		a, _, err := cached[quota.Account](ctx, c, kindRG, od.ResourceGroup)
+		a, _, err := cached[quota.Account](ctx, c, kindResourceGroup, od.ResourceGroup)
 		if errs.IsNotFound(err) {
 			l = append(l, errs.Invalid("onDemand.resourceGroup", "J12", od.ResourceGroup, "no resource group with this id"))
 			break

@@ -33,7 +33,7 @@ func (s *RunService) Pending(ctx context.Context, id string) (*job.Pending, erro
 			p.Clusters = []job.ClusterWait{{ID: cl.ID, Name: cl.Spec.Name, State: string(cl.State)}}
 		}
 	case job.GroupMode:
-		members, err := c.listClusters(map[string]string{groupLabel + r.Config.Group: "1"})
+		members, err := c.listClusters(map[string]string{labelMemberOf + r.Config.Group: "1"})
 		if err != nil {
 			return nil, err
 		}
@@ -66,7 +66,7 @@ func (s *ResourceGroupService) Pending(ctx context.Context, rg string) ([]job.Pe
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	a, _, err := cached[quota.Account](ctx, c, kindRG, rg)
+	a, _, err := cached[quota.Account](ctx, c, kindResourceGroup, rg)
 	if err != nil {
 		return nil, notFoundAs(err, "resource group", rg)
 	}

@@ -39,7 +39,7 @@ func (q *queues) observe(d backend.Doc, deleted bool) {
 	if d.Kind != kindRun {
 		return
 	}
-	rg, onDemand := strings.CutPrefix(d.Labels[labelTarget], targetRG)
+	rg, onDemand := strings.CutPrefix(d.Labels[labelTarget], targetResourceGroup)
 	pending := !deleted && onDemand && d.Labels[labelPhase] == phasePending
 	q.mu.Lock()
 	defer q.mu.Unlock()

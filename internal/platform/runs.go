@@ -12,8 +12,6 @@ import (
 	"github.com/aidlc/dlc/errs"
 	"github.com/aidlc/dlc/job"
 	"github.com/aidlc/dlc/quota"
-	"github.com/aidlc/dlc/scheduler"
-	"github.com/aidlc/dlc/storage"
 )
 
 type (
@@ -30,18 +28,18 @@ func (c *Engine) Runs() *RunService { return &RunService{c} }
 
 // Labels of stored runs: what the queues and waiting sets are derived from.
 const (
-	labelPhase    = "phase"
-	phasePending  = "pending" // queued or waiting
-	phaseActive   = "active"  // provisioning or running
-	phaseCleanup  = "cleanup" // ended; Ray or its on-demand cluster still to release
-	phaseDone     = "done"
-	labelTarget   = "target"
-	targetCluster = "cluster."
-	targetGroup   = "group."
-	targetRG      = "rg."
-	labelOn       = "on" // the cluster it was placed on
-	labelJob      = "job"
-	labelPriority = "priority" // an on-demand run's
+	labelPhase          = "phase"
+	phasePending        = "pending" // queued or waiting
+	phaseActive         = "active"  // provisioning or running
+	phaseCleanup        = "cleanup" // ended; Ray or its on-demand cluster still to release
+	phaseDone           = "done"
+	labelTarget         = "target"
+	targetCluster       = "cluster."
+	targetGroup         = "group."
+	targetResourceGroup = "rg."
+	labelOn             = "on" // the cluster it was placed on
+	labelJob            = "job"
+	labelPriority       = "priority" // an on-demand run's
 )
 
 func runLabels(r *job.Run) map[string]string {
@@ -65,7 +63,7 @@ func runLabels(r *job.Run) map[string]string {
 	case job.GroupMode:
 		l[labelTarget] = targetGroup + r.Config.Group
 	case job.OnDemandMode:
-		l[labelTarget] = targetRG + r.Config.OnDemand.ResourceGroup
+		l[labelTarget] = targetResourceGroup + r.Config.OnDemand.ResourceGroup
 	}
 	if r.ClusterID != "" {
 		l[labelOn] = r.ClusterID
@@ -148,7 +146,7 @@ func (c *Engine) missingTarget(ctx context.Context, cfg *job.Config) (string, er
 	case job.GroupMode:
 		kind, id, what = kindGroup, cfg.Group, "cluster group"
 	case job.OnDemandMode:
-		kind, id, what = kindRG, cfg.OnDemand.ResourceGroup, "resource group"
+		kind, id, what = kindResourceGroup, cfg.OnDemand.ResourceGroup, "resource group"
 	default:
 		return "", nil
 	}
@@ -371,255 +369,4 @@ func (c *Engine) wait(ctx context.Context, r *job.Run, why job.WaitReason, msg s
 	}
 	_, _, err := c.moveRun(ctx, r, job.Wait, string(why), func(n *job.Run) { n.WaitReason, n.Message = why, msg })
 	return err
-}
-
-// reconcileRun takes a run one step on: place it, follow it on Ray, or
-// release what an ended run still holds.
-func (c *Engine) reconcileRun(ctx context.Context, id string) (time.Duration, error) {
-	r, err := c.getRun(ctx, id)
-	if errs.IsNotFound(err) {
-		return 0, nil
-	}
-	if err != nil {
-		return 0, err
-	}
-	switch {
-	case !r.State.Live():
-		return 0, c.cleanupRun(ctx, r)
-	case r.State == job.Queued || r.State == job.Waiting:
-		return 0, c.placeRun(ctx, r)
-	}
-	return 0, c.followRun(ctx, r)
-}
-
-// placeRun puts a waiting run on a cluster, or records why it waits
-// (J18), or fails it when its target is gone (J19).
-func (c *Engine) placeRun(ctx context.Context, r *job.Run) error {
-	cfg := &r.Config
-	switch cfg.Mode() {
-	case job.ClusterMode:
-		cl, err := c.getCluster(ctx, cfg.Cluster)
-		switch {
-		case errs.IsNotFound(err):
-			_, err = c.endRun(ctx, r, job.Fail, fmt.Sprintf("cluster %s does not exist", cfg.Cluster))
-			return err
-		case err != nil:
-			return err
-		case cl.State == cluster.Deleting:
-			_, err = c.endRun(ctx, r, job.Fail, fmt.Sprintf("cluster %s was deleted", cl.ID))
-			return err
-		case cl.State == cluster.Running:
-			return c.place(ctx, r, cl)
-		}
-		return c.wait(ctx, r, job.ClusterNotRunning, fmt.Sprintf("waiting for cluster %s to run", cl.ID))
-	case job.GroupMode:
-		gid := cfg.Group
-		if ok, err := c.exists(ctx, kindGroup, gid); err != nil {
-			return err
-		} else if !ok {
-			_, err := c.endRun(ctx, r, job.Fail, fmt.Sprintf("cluster group %s does not exist", gid))
-			return err
-		}
-		members, err := c.listClusters(map[string]string{groupLabel + gid: "1"})
-		if err != nil {
-			return err
-		}
-		cands := make([]scheduler.Candidate, 0, len(members))
-		byID := map[string]*cluster.Cluster{}
-		clashing := 0
-		for _, cl := range members {
-			cand := scheduler.Candidate{ClusterID: cl.ID, Running: cl.State == cluster.Running, Abnormal: cl.State == cluster.Abnormal}
-			// A member whose mounts take a path the job mounts on cannot
-			// host it: the job inherits the cluster's mounts (C16).
-			if len(storage.MountClashes("mounts", cl.Spec.Mounts, cfg.Mounts)) > 0 {
-				if cand.Running {
-					clashing++
-				}
-				cand.Running = false
-			}
-			cands = append(cands, cand)
-			byID[cl.ID] = cl
-		}
-		if id, ok := c.policy.Pick(cands); ok {
-			return c.place(ctx, r, byID[id])
-		}
-		if clashing > 0 {
-			_, err := c.endRun(ctx, r, job.Fail, fmt.Sprintf(
-				"every running member of group %s already mounts storage on a path this job mounts on; change the job's mount paths", gid))
-			return err
-		}
-		return c.wait(ctx, r, job.WaitReason(scheduler.WhyNone(cands)), fmt.Sprintf("waiting for a running member of group %s", gid))
-	}
-	return c.placeOnDemand(ctx, r)
-}
-
-// place records the cluster a run goes to, then submits it: the choice is
-// stored before Ray hears of it, so a retry never submits to another.
-func (c *Engine) place(ctx context.Context, r *job.Run, cl *cluster.Cluster) error {
-	next, ok, err := c.moveRun(ctx, r, job.Place, "submitted to cluster "+cl.ID, func(n *job.Run) {
-		n.ClusterID, n.WaitReason = cl.ID, ""
-	})
-	if err != nil || !ok {
-		return err
-	}
-	return c.followRun(ctx, next)
-}
-
-// placeOnDemand: a run whose resource group has admitted it (its
-// reservation is on the group) gets its cluster; one not admitted yet
-// asks the resource group's reconciler to look.
-func (c *Engine) placeOnDemand(ctx context.Context, r *job.Run) error {
-	od := r.Config.OnDemand
-	a, _, err := cached[quota.Account](ctx, c, kindRG, od.ResourceGroup)
-	if errs.IsNotFound(err) {
-		_, err = c.endRun(ctx, r, job.Fail, fmt.Sprintf("resource group %s does not exist", od.ResourceGroup))
-		return err
-	}
-	if err != nil {
-		return err
-	}
-	if _, err := c.demand(r); err != nil {
-		_, err = c.endRun(ctx, r, job.Fail, "its on-demand environment cannot be sized: "+err.Error())
-		return err
-	}
-	cid := odClusterID(r.ID)
-	if _, held := a.Holders[cid]; !held {
-		if r.State == job.Queued {
-			c.enqueue(kindRG + "/" + od.ResourceGroup)
-		}
-		return nil
-	}
-	// A cluster not in the cache is created; one that exists after all
-	// (the cache lags) is a conflict, which is fine.
-	if _, ok := c.cache.get(kindCluster, cid); !ok {
-		now := c.clock.Now()
-		env := od.Environment.DeepCopy()
-		replicas := map[string]int{}
-		for _, w := range env.Workers {
-			replicas[w.Name] = w.Instances.Min
-		}
-		cl := &cluster.Cluster{ID: cid, State: cluster.Starting, Generation: 1, Creator: r.Creator, CreatedAt: now, UpdatedAt: now,
-			Temporary: true, OwnerRun: r.ID, Replicas: replicas, QuotaGroup: od.ResourceGroup,
-			Live: &cluster.Live{ResourceGroup: od.ResourceGroup, Environment: *env.DeepCopy()},
-			Spec: cluster.Spec{Name: "ondemand_" + r.ID, Priority: new(od.EffectivePriority()), ResourcePackage: od.ResourcePackage,
-				ResourceGroup: od.ResourceGroup, Environment: *env, Mounts: r.Config.Mounts, Tags: r.Config.Tags}}
-		cl.Events = cluster.AppendEvent(nil, c.event(ctx, "system", "create", "on-demand cluster for run "+r.ID))
-		if _, err := c.create(ctx, kindCluster, cid, clusterLabels(cl), cl); err != nil && !errors.Is(err, errs.ErrConflict) {
-			return err
-		}
-	} else if err != nil {
-		return err
-	}
-	_, _, err = c.moveRun(ctx, r, job.Place, "starting on-demand cluster "+cid, func(n *job.Run) { n.ClusterID = cid })
-	return err
-}
-
-// followRun moves a placed run with its cluster and its Ray job: it
-// submits the job once the cluster runs (Ray keys it by the run id, so a
-// retry never starts it twice), and records what Ray reports.
-func (c *Engine) followRun(ctx context.Context, r *job.Run) error {
-	cl, err := c.getCluster(ctx, r.ClusterID)
-	switch {
-	case errs.IsNotFound(err) || (err == nil && cl.State == cluster.Deleting):
-		_, err = c.endRun(ctx, r, job.Fail, fmt.Sprintf("cluster %s was deleted", r.ClusterID))
-		return err
-	case err != nil:
-		return err
-	case cl.State == cluster.Abnormal:
-		_, err = c.endRun(ctx, r, job.Fail, fmt.Sprintf("cluster %s is abnormal: %s", cl.ID, cl.Reason))
-		return err
-	case cl.State != cluster.Running:
-		return nil // its on-demand cluster is still starting
-	}
-	obs, err := c.ray.RunStatus(ctx, r.ID)
-	if errs.IsNotFound(err) {
-		if r.State == job.Running {
-			_, err = c.endRun(ctx, r, job.Fail, "Ray has no record of the job any more")
-			return err
-		}
-		if err := c.ray.SubmitRun(ctx, r, cl); err != nil {
-			return err
-		}
-		// A stop stored while the submit was on its way has already tried
-		// to stop a job Ray did not have yet: stop it now.
-		if now, err := c.getRun(ctx, r.ID); err == nil && !now.State.Live() {
-			return c.ray.StopRun(ctx, r.ID)
-		}
-		obs, err = c.ray.RunStatus(ctx, r.ID)
-	}
-	if err != nil {
-		return err
-	}
-	obs = obs.Bounded() // what a Ray head says is stored: bounded, whatever the backend
-	var t job.RunTrigger
-	switch obs.State {
-	case job.Running:
-		t = job.ObservedRunning
-	case job.Succeeded:
-		t = job.ObservedSucceeded
-	case job.Failed:
-		t = job.ObservedFailed
-	case job.Stopped:
-		t = job.Fail
-	default:
-		return nil
-	}
-	next, ok, err := c.moveRun(ctx, r, t, obs.Message, func(n *job.Run) {
-		if n.State == job.Running {
-			n.Message = "on cluster " + n.ClusterID
-		}
-		if n.StartedAt.IsZero() && (n.State == job.Running || !obs.StartedAt.IsZero()) {
-			n.StartedAt = obs.StartedAt // Ray's time: a run may be seen only once it has ended
-			if n.StartedAt.IsZero() {
-				n.StartedAt = c.clock.Now()
-			}
-		}
-		if n.State.Terminal() {
-			n.RayDone = n.Config.OnDemand == nil
-			if !obs.EndedAt.IsZero() {
-				n.FinishedAt = obs.EndedAt
-			}
-		}
-	})
-	if err != nil || !ok {
-		return err
-	}
-	if !next.State.Live() {
-		return c.cleanupRun(ctx, next)
-	}
-	return nil
-}
-
-// cleanupRun releases what an ended run still holds: its Ray job, and an
-// on-demand run's cluster (which in turn releases its quota).
-func (c *Engine) cleanupRun(ctx context.Context, r *job.Run) error {
-	if r.RayDone {
-		return nil
-	}
-	if r.ClusterID != "" {
-		if err := c.ray.StopRun(ctx, r.ID); err != nil && !errs.IsNotFound(err) {
-			return err
-		}
-	}
-	if od := r.Config.OnDemand; od != nil {
-		cid := odClusterID(r.ID)
-		cl, err := c.getCluster(ctx, cid)
-		switch {
-		case errs.IsNotFound(err):
-			if _, err := c.changeAccount(ctx, od.ResourceGroup, func(a *quota.Account) (bool, error) {
-				return a.Release(cid), nil
-			}); err != nil && !errs.IsNotFound(err) {
-				return err
-			}
-		case err != nil:
-			return err
-		case cl.State != cluster.Deleting:
-			if err := c.deleteTemporary(ctx, cl, "run "+r.ID+" "+string(r.State)); err != nil {
-				return err
-			}
-		}
-	}
-	next := r.DeepCopy()
-	next.RayDone = true
-	return c.putRun(ctx, next, r.Version)
 }

@@ -12,6 +12,20 @@ import (
 	"github.com/aidlc/dlc/quota"
 )
 
+// clusterReconciler takes a cluster from its stored state to what Ray
+// runs, and its reservation with it.
+type clusterReconciler struct{ *Engine }
+
+func (r clusterReconciler) reconcile(ctx context.Context, id string) (time.Duration, error) {
+	return r.reconcileCluster(ctx, id)
+}
+
+func (r clusterReconciler) giveUp(ctx context.Context, id, why string) error {
+	return r.clusterStepFailed(ctx, id, why)
+}
+
+func (clusterReconciler) logKey() string { return "cluster" }
+
 // reconcileCluster takes a cluster one step towards its stored state:
 // Ray follows the desired state at the cluster's generation, an
 // observation of that generation moves the state on, quota is released
@@ -198,7 +212,7 @@ func (c *Engine) trueUpHold(ctx context.Context, cl *cluster.Cluster) error {
 		h, ok := a.Holders[cl.ID]
 		return (ok && h.Resources == need) || (ok && h.Generation > cl.Generation && now.Sub(h.Since) < c.o.grace)
 	}
-	a, _, err := cached[quota.Account](ctx, c, kindRG, cl.Live.ResourceGroup)
+	a, _, err := cached[quota.Account](ctx, c, kindResourceGroup, cl.Live.ResourceGroup)
 	if err != nil {
 		return notFoundAs(err, "resource group", cl.Live.ResourceGroup)
 	}
@@ -317,7 +331,7 @@ func (c *Engine) holds(ctx context.Context, cl *cluster.Cluster) (bool, error) {
 		return false, nil
 	}
 	now := c.clock.Now()
-	if a, _, err := cached[quota.Account](ctx, c, kindRG, cl.QuotaGroup); err == nil {
+	if a, _, err := cached[quota.Account](ctx, c, kindResourceGroup, cl.QuotaGroup); err == nil {
 		if _, lacks := c.lacksHold(cl, a, now); !lacks {
 			return true, nil
 		}

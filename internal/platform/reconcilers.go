@@ -25,14 +25,12 @@ import (
 // touches memory.
 func (c *Engine) onChange(ch backend.Change) {
 	d := c.observed(ch.Doc, ch.Deleted)
-	switch d.Kind {
-	case kindCluster, kindRun, kindRG:
+	if _, ok := c.reconcilers[d.Kind]; ok {
 		c.enqueue(d.Kind + "/" + d.ID)
-	case kindGroup:
-		if ch.Deleted {
-			// J19: runs waiting for the group fail, saying it is gone.
-			c.enqueueRuns(map[string]string{labelTarget: targetGroup + d.ID, labelPhase: phasePending})
-		}
+	}
+	if d.Kind == kindGroup && ch.Deleted {
+		// J19: runs waiting for the group fail, saying it is gone.
+		c.enqueueRuns(map[string]string{labelTarget: targetGroup + d.ID, labelPhase: phasePending})
 	}
 }
 
@@ -52,7 +50,7 @@ func (c *Engine) enqueueRuns(sel map[string]string) {
 // resync queues every object that may still need a step: what a closed
 // or crashed client left is taken up here.
 func (c *Engine) resync() {
-	for _, kind := range []string{kindRG, kindCluster} {
+	for _, kind := range []string{kindResourceGroup, kindCluster} {
 		for _, d := range c.cache.selectDocs(kind, nil) {
 			c.enqueue(kind + "/" + d.ID)
 		}
@@ -73,11 +71,11 @@ func (c *Engine) worker() {
 	}
 }
 
-// RunPending runs every queued reconcile step in the caller's goroutine,
+// Reconcile runs every queued reconcile step in the caller's goroutine,
 // including the steps they queue, and returns how many it ran. It is for
 // clients made WithWorkers(0), such as dlctest.NewMemory's on a fake
 // clock; with workers it only competes with them.
-func (c *Engine) RunPending() int {
+func (c *Engine) Reconcile() int {
 	n := 0
 	for c.queue.Len() > 0 && c.ctx.Err() == nil {
 		key, shutdown := c.queue.Get()
@@ -98,16 +96,12 @@ func (c *Engine) process(key string) {
 	ctx, cancel := c.stepContext()
 	defer cancel()
 	kind, id, _ := strings.Cut(key, "/")
-	var after time.Duration
-	var err error
-	switch kind {
-	case kindCluster:
-		after, err = c.reconcileCluster(ctx, id)
-	case kindRun:
-		after, err = c.reconcileRun(ctx, id)
-	case kindRG:
-		after, err = c.reconcileQuota(ctx, id)
+	r, ok := c.reconcilers[kind]
+	if !ok {
+		c.o.log.Error(errs.ErrInvalid, "no reconciler for the key's kind", "key", key)
+		return
 	}
+	after, err := r.reconcile(ctx, id)
 	if c.ctx.Err() != nil {
 		return
 	}
@@ -133,10 +127,14 @@ func (c *Engine) process(key string) {
 		c.failures[key]++
 		n := c.failures[key]
 		c.mu.Unlock()
-		c.o.log.Error(err, "reconcile step failed", kindKey(kind), id, "attempt", n, "retries", c.o.retries)
+		c.o.log.Error(err, "reconcile step failed", r.logKey(), id, "attempt", n, "retries", c.o.retries)
 		if n > c.o.retries {
 			gctx, gcancel := c.stepContext()
-			gerr := c.giveUp(gctx, kind, id, err)
+			// The cause may quote what a Ray head or a server answered: bounded.
+			gerr := r.giveUp(gctx, id, job.ClipMessage("a background step kept failing: "+err.Error()))
+			if gerr == errRetry {
+				gerr = err
+			}
 			gcancel()
 			if gerr == nil {
 				c.mu.Lock()
@@ -197,26 +195,31 @@ type timer struct {
 	seq  uint64
 }
 
-// giveUp records that a background step kept failing: a cluster turns
-// abnormal, a run fails, each with the error as the reason. A delete has
-// no state to fall back to: it records the reason and goes on retrying.
-func (c *Engine) giveUp(ctx context.Context, kind, id string, cause error) error {
-	// The cause may quote what a Ray head or a server answered: bounded.
-	why := job.ClipMessage("a background step kept failing: " + cause.Error())
-	switch kind {
-	case kindCluster:
-		return c.clusterStepFailed(ctx, id, why)
-	case kindRun:
-		return c.failRun(ctx, id, why)
-	}
-	return cause // a resource group's step has no state to fall back to: retry
+// reconciler is one kind's reconciler (cluster_reconciler.go,
+// run_reconciler.go, resourcegroup_reconciler.go), chosen by the kind of
+// the key queued.
+type reconciler interface {
+	// reconcile takes object id one step, level-triggered: it reads the
+	// stored object and Ray's side afresh. It returns when to look again
+	// (0: when something changes).
+	reconcile(ctx context.Context, id string) (after time.Duration, err error)
+	// giveUp records on the object that its steps kept failing, with why:
+	// a cluster turns abnormal, a run fails. It returns errRetry when the
+	// kind has no state to fall back to, and its steps go on retrying.
+	giveUp(ctx context.Context, id, why string) error
+	// logKey is the log key that names an object of the kind.
+	logKey() string
 }
 
-// kindKey is the log key that names an object of kind.
-func kindKey(kind string) string {
-	switch kind {
-	case kindRG:
-		return "resourceGroup"
+// errRetry is a reconciler's giveUp saying that the steps go on.
+var errRetry = errors.New("no state to fall back to: retrying")
+
+// newReconcilers returns the reconciler of each kind of stored object that
+// has one.
+func (c *Engine) newReconcilers() map[string]reconciler {
+	return map[string]reconciler{
+		kindCluster:       clusterReconciler{c},
+		kindRun:           runReconciler{c},
+		kindResourceGroup: resourceGroupReconciler{c},
 	}
-	return kind
 }

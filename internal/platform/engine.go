@@ -73,7 +73,7 @@ func WithMaxWait(d time.Duration) Option { return func(o *options) { o.maxWait =
 func WithLogsLocation(prefix string) Option { return func(o *options) { o.logPrefix = prefix } }
 
 // WithWorkers sets how many goroutines run the reconcilers (default 8).
-// Zero starts none: the caller runs what is queued with RunPending, as
+// Zero starts none: the caller runs what is queued with Reconcile, as
 // dlctest.NewMemory does on its fake clock, so that every step is
 // deterministic.
 func WithWorkers(n int) Option {
@@ -158,7 +158,9 @@ type Engine struct {
 	limiter workqueue.TypedRateLimiter[string]
 	ctx     context.Context
 	cancel  context.CancelFunc
-	wg      sync.WaitGroup
+	// reconcilers holds each kind's reconciler, by kind.
+	reconcilers map[string]reconciler
+	wg          sync.WaitGroup
 
 	mu         sync.Mutex
 	failures   map[string]int   // consecutive failures of a key's reconcile
@@ -209,6 +211,7 @@ func New(opts ...Option) (*Engine, error) {
 		cache: newCache(), queues: newQueues(scheduler.QueueOptions{MaxWait: o.maxWait}), ctx: ctx, cancel: cancel, failures: map[string]int{}, timers: map[string]timer{}, repaired: map[string]time.Time{}, dependents: map[string]string{},
 		queue:   workqueue.NewTyped[string](),
 		limiter: workqueue.NewTypedItemExponentialFailureRateLimiter[string](o.baseDelay, o.maxDelay)}
+	c.reconcilers = c.newReconcilers()
 	m, err := newMetrics(o.registerer, c)
 	if err != nil {
 		cancel()
@@ -274,13 +277,13 @@ func (c *Engine) Catalogs() cluster.Catalogs { return c.cat }
 
 // Kinds of stored documents.
 const (
-	kindCluster  = "cluster"
-	kindGroup    = "group"
-	kindTemplate = "template"
-	kindJob      = "job"
-	kindRun      = "run"
-	kindRG       = "resourcegroup"
-	kindName     = "name"
+	kindCluster       = "cluster"
+	kindGroup         = "group"
+	kindTemplate      = "template"
+	kindJob           = "job"
+	kindRun           = "run"
+	kindResourceGroup = "resourcegroup"
+	kindName          = "name"
 )
 
 func newID(prefix string) string {

@@ -1,0 +1,217 @@
+package platform
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/aidlc/dlc/cluster"
+	"github.com/aidlc/dlc/errs"
+	"github.com/aidlc/dlc/quota"
+)
+
+// ResourceGroupService is the resource groups of an Engine: capacity that
+// clusters and on-demand runs reserve from (C4, C14, J3, J12). A resource
+// group is a stored object and its reservations live on it, so every
+// client over the store sees and changes the same ones.
+type ResourceGroupService struct{ c *Engine }
+
+// ResourceGroups returns the client's resource groups.
+func (c *Engine) ResourceGroups() *ResourceGroupService { return &ResourceGroupService{c} }
+
+// Register adds a resource group with its allocatable capacity inside a
+// resource package, or changes its capacity (never below what is
+// reserved). Runs waiting for quota are reconsidered.
+func (s *ResourceGroupService) Register(ctx context.Context, g quota.Group) (quota.Usage, error) {
+	c := s.c
+	if err := ctx.Err(); err != nil {
+		return quota.Usage{}, err
+	}
+	if err := g.Validate(); err != nil {
+		return quota.Usage{}, err
+	}
+	a := &quota.Account{Group: g}
+	v, err := c.create(ctx, kindResourceGroup, g.ID, nil, a)
+	if err == nil {
+		a.Version = v
+		return a.Usage(), nil
+	}
+	if !errors.Is(err, errs.ErrConflict) {
+		return quota.Usage{}, err
+	}
+	a, err = c.changeAccount(ctx, g.ID, func(a *quota.Account) (bool, error) {
+		if a.Package != g.Package {
+			return false, errs.Conflict("resource group", g.ID, fmt.Sprintf("belongs to package %q, not %q", a.Package, g.Package))
+		}
+		if a.Capacity == g.Capacity {
+			return false, nil
+		}
+		return true, a.SetCapacity(g.Capacity)
+	})
+	if err != nil {
+		return quota.Usage{}, err
+	}
+	return a.Usage(), nil
+}
+
+// Get returns a resource group's capacity, reservations and what it can
+// still allocate.
+func (s *ResourceGroupService) Get(ctx context.Context, id string) (quota.Usage, error) {
+	if err := ctx.Err(); err != nil {
+		return quota.Usage{}, err
+	}
+	a, _, err := cached[quota.Account](ctx, s.c, kindResourceGroup, id)
+	if err != nil {
+		return quota.Usage{}, notFoundAs(err, "resource group", id)
+	}
+	return a.Usage(), nil
+}
+
+// List returns every resource group's usage, by id.
+func (s *ResourceGroupService) List(ctx context.Context) ([]quota.Usage, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	var out []quota.Usage
+	for _, d := range s.c.cache.selectDocs(kindResourceGroup, nil) {
+		a, err := decode[quota.Account](d)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, a.Usage())
+	}
+	return out, nil
+}
+
+// changeAccount applies f to resource group rg by compare-and-swap: f
+// changes the account it is given and reports whether it did; on a
+// conflict the account is read again from the store and f applied anew.
+func (c *Engine) changeAccount(ctx context.Context, rg string, f func(*quota.Account) (bool, error)) (*quota.Account, error) {
+	a, v, err := cached[quota.Account](ctx, c, kindResourceGroup, rg)
+	fromStore := false
+	if errs.IsNotFound(err) {
+		a, v, err = fresh[quota.Account](ctx, c, kindResourceGroup, rg) // the cache may not have it yet
+		fromStore = true
+	}
+	if err != nil {
+		return nil, notFoundAs(err, "resource group", rg)
+	}
+	for attempt := 0; ; attempt++ {
+		changed, err := f(a)
+		if errors.Is(err, errs.ErrQuota) && !fromStore {
+			// Refused on the cache, which may lag a release another
+			// replica made: the store's account decides.
+			fa, fv, ferr := fresh[quota.Account](ctx, c, kindResourceGroup, rg)
+			if ferr != nil {
+				return nil, notFoundAs(ferr, "resource group", rg)
+			}
+			fromStore = true
+			if fv != v {
+				a, v = fa, fv
+				continue
+			}
+		}
+		if err != nil || !changed {
+			a.Version = v
+			return a, err
+		}
+		nv, err := c.update(ctx, kindResourceGroup, rg, v, nil, a)
+		if err == nil {
+			a.Version = nv
+			return a, nil
+		}
+		if !errors.Is(err, errs.ErrConflict) || attempt >= conflictRetries {
+			return nil, notFoundAs(err, "resource group", rg)
+		}
+		if a, v, err = fresh[quota.Account](ctx, c, kindResourceGroup, rg); err != nil {
+			return nil, notFoundAs(err, "resource group", rg)
+		}
+		fromStore = true
+	}
+}
+
+// CheckQuota audits the reservations in the store itself, both ways. In
+// every resource group: no reservation is negative, larger than the
+// capacity or dated in the future, together they fit the capacity, and
+// none has been held longer than the repair grace by a holder that no
+// longer justifies it (a leak). And every live cluster (starting,
+// running, abnormal or hibernating) holds at least what it runs in its
+// resource group: a hold missing or short, as an edit from outside the
+// platform leaves it, lets the group hand out quota in use. It returns
+// every problem found.
+func (c *Engine) CheckQuota(ctx context.Context) error {
+	docs, err := c.store.List(ctx, kindResourceGroup, nil)
+	if err != nil {
+		return err
+	}
+	now := c.clock.Now()
+	var bad []string
+	accounts := map[string]*quota.Account{}
+	for _, d := range docs {
+		a, err := decode[quota.Account](d)
+		if err != nil {
+			return err
+		}
+		if err := a.Check(); err != nil {
+			bad = append(bad, err.Error())
+		}
+		accounts[a.ID] = a
+		for h, hold := range a.Holders {
+			if hold.Since.After(now.Add(c.o.grace)) {
+				bad = append(bad, fmt.Sprintf("resource group %s: %s holds %s since %s, in the future",
+					a.ID, h, hold.Resources, hold.Since.Format(time.RFC3339)))
+				continue
+			}
+			if now.Sub(hold.Since) < c.o.grace {
+				continue
+			}
+			ok, err := c.justifiedInStore(ctx, h, a.ID)
+			if err != nil {
+				return err
+			}
+			if !ok {
+				bad = append(bad, fmt.Sprintf("resource group %s: %s holds %s since %s and nothing justifies it",
+					a.ID, h, hold.Resources, hold.Since.Format(time.RFC3339)))
+			}
+		}
+	}
+	// The other way: every live cluster holds what it runs.
+	clusters, err := c.store.List(ctx, kindCluster, nil)
+	if err != nil {
+		return err
+	}
+	for _, d := range clusters {
+		cl, err := decode[cluster.Cluster](d)
+		if err != nil {
+			bad = append(bad, err.Error())
+			continue
+		}
+		if cl.Live == nil || !cl.State.HoldsQuota() || cl.State == cluster.Deleting {
+			continue
+		}
+		a := accounts[cl.Live.ResourceGroup]
+		if a == nil {
+			bad = append(bad, fmt.Sprintf("cluster %s is %s in resource group %s, which does not exist", cl.ID, cl.State, cl.Live.ResourceGroup))
+			continue
+		}
+		if _, lacks := c.lacksHold(cl, a, now); !lacks {
+			continue
+		}
+		need, held, lacks, err := c.confirmLacks(ctx, cl.ID, a.ID, now)
+		if err != nil {
+			return err
+		}
+		if lacks {
+			bad = append(bad, fmt.Sprintf("resource group %s: cluster %s is %s and runs %s but holds %s there",
+				a.ID, cl.ID, cl.State, need, held))
+		}
+	}
+	if len(bad) > 0 {
+		sort.Strings(bad)
+		return fmt.Errorf("quota: %s", strings.Join(bad, "; "))
+	}
+	return nil
+}
