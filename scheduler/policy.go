@@ -1,11 +1,11 @@
-// Package scheduler decides where and when runs go: the policies that pick
-// the member cluster of a cluster group a run goes to (G3), and the
-// per-resource-group priority queue that admits on-demand runs as quota
-// becomes free (J3, J18).
+// Package scheduler holds what a user plugs into the platform's
+// scheduling: the policy that picks the member cluster of a cluster group
+// a run goes to (G3). The per-resource-group priority queue that admits
+// on-demand runs as quota becomes free (J3, J18) is the engine's own.
 //
 // It is plain Go: values in, values out. It does no I/O, starts no
-// goroutines and reads no clock (the caller passes the time in), so what it
-// decides is deterministic for given inputs and, for [Random], a given seed.
+// goroutines and reads no clock, so what it decides is deterministic for
+// given inputs and, for [Random], a given seed.
 package scheduler
 
 import (

@@ -5,9 +5,9 @@ import (
 	"fmt"
 
 	"github.com/aidlc/dlc/errs"
+	"github.com/aidlc/dlc/internal/queue"
 	"github.com/aidlc/dlc/job"
 	"github.com/aidlc/dlc/quota"
-	"github.com/aidlc/dlc/scheduler"
 )
 
 // Pending says why a waiting run waits and where (J18): an on-demand
@@ -95,14 +95,14 @@ func (s *ResourceGroupService) Pending(ctx context.Context, rg string) ([]job.Pe
 
 // queueItem is a pending on-demand run's entry in its resource group's
 // queue, or false when it no longer waits.
-func (c *Engine) queueItem(runID string) (scheduler.Item, bool) {
+func (c *Engine) queueItem(runID string) (queue.Item, bool) {
 	r, _, err := fromCache[job.Run](c, kindRun, runID)
 	if err != nil || (r.State != job.Queued && r.State != job.Waiting) {
-		return scheduler.Item{}, false
+		return queue.Item{}, false
 	}
 	demand, err := c.demand(r) // from its config, never the stored Demand (decode rederived Priority)
 	if err != nil {
-		return scheduler.Item{}, false // placeOnDemand fails it, saying why
+		return queue.Item{}, false // placeOnDemand fails it, saying why
 	}
-	return scheduler.Item{RunID: r.ID, Priority: r.Priority, Seq: r.Seq, Enqueued: r.SubmittedAt, Demand: demand}, true
+	return queue.Item{RunID: r.ID, Priority: r.Priority, Seq: r.Seq, Enqueued: r.SubmittedAt, Demand: demand}, true
 }

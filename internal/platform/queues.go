@@ -6,8 +6,8 @@ import (
 	"sync"
 
 	"github.com/aidlc/dlc/backend"
+	"github.com/aidlc/dlc/internal/queue"
 	"github.com/aidlc/dlc/job"
-	"github.com/aidlc/dlc/scheduler"
 )
 
 // queues is each resource group's queue of waiting on-demand runs, derived
@@ -19,8 +19,8 @@ import (
 // did not go through.
 type queues struct {
 	mu      sync.Mutex
-	maxWait scheduler.QueueOptions
-	byRG    map[string]*scheduler.Queue
+	maxWait queue.QueueOptions
+	byRG    map[string]*queue.Queue
 	rgOf    map[string]string          // pending run → its resource group
 	prioOf  map[string]int             // pending run → its priority
 	adds    map[string]map[string]bool // resource group → runs to push, read at the next pass
@@ -28,8 +28,8 @@ type queues struct {
 	held    map[string]map[string]bool // resource group → pending runs admitted at its last pass
 }
 
-func newQueues(o scheduler.QueueOptions) *queues {
-	return &queues{maxWait: o, byRG: map[string]*scheduler.Queue{}, rgOf: map[string]string{}, prioOf: map[string]int{},
+func newQueues(o queue.QueueOptions) *queues {
+	return &queues{maxWait: o, byRG: map[string]*queue.Queue{}, rgOf: map[string]string{}, prioOf: map[string]int{},
 		adds: map[string]map[string]bool{}, queued: map[string]map[string]bool{}, held: map[string]map[string]bool{}}
 }
 
@@ -75,7 +75,7 @@ func set(m map[string]map[string]bool, k string) map[string]bool {
 // each one's entry; false when it is no longer pending) and the runs
 // stored queued since the last take. The caller owns the queue until it
 // calls put; a pass of one resource group runs on one worker at a time.
-func (q *queues) take(rg string, item func(runID string) (scheduler.Item, bool)) (*scheduler.Queue, []string) {
+func (q *queues) take(rg string, item func(runID string) (queue.Item, bool)) (*queue.Queue, []string) {
 	q.mu.Lock()
 	adds := q.adds[rg]
 	delete(q.adds, rg)
@@ -91,16 +91,16 @@ func (q *queues) take(rg string, item func(runID string) (scheduler.Item, bool))
 }
 
 // queue returns rg's queue, made if need be; the caller holds q.mu.
-func (q *queues) queue(rg string) *scheduler.Queue {
+func (q *queues) queue(rg string) *queue.Queue {
 	qu := q.byRG[rg]
 	if qu == nil {
-		qu = scheduler.NewQueue(q.maxWait)
+		qu = queue.NewQueue(q.maxWait)
 		q.byRG[rg] = qu
 	}
 	return qu
 }
 
-func (q *queues) pushAll(rg string, ids map[string]bool, item func(string) (scheduler.Item, bool)) {
+func (q *queues) pushAll(rg string, ids map[string]bool, item func(string) (queue.Item, bool)) {
 	for id := range ids {
 		if it, ok := item(id); ok {
 			q.push(rg, it)
@@ -111,7 +111,7 @@ func (q *queues) pushAll(rg string, ids map[string]bool, item func(string) (sche
 // order returns rg's queue in admission order, its newly pending runs
 // pushed first (as take does, leaving the runs stored queued for the
 // quota reconciler).
-func (q *queues) order(rg string, item func(string) (scheduler.Item, bool)) []scheduler.Item {
+func (q *queues) order(rg string, item func(string) (queue.Item, bool)) []queue.Item {
 	q.mu.Lock()
 	adds := q.adds[rg]
 	delete(q.adds, rg)
@@ -124,7 +124,7 @@ func (q *queues) order(rg string, item func(string) (scheduler.Item, bool)) []sc
 }
 
 // push puts a run (back) in rg's queue if it is still pending there.
-func (q *queues) push(rg string, it scheduler.Item) {
+func (q *queues) push(rg string, it queue.Item) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.rgOf[it.RunID] == rg {
@@ -142,7 +142,7 @@ func (q *queues) remove(rg, runID string) {
 }
 
 // admit is Queue.Admit under the lock.
-func (q *queues) admit(qu *scheduler.Queue, f func(*scheduler.Queue) []scheduler.Item) []scheduler.Item {
+func (q *queues) admit(qu *queue.Queue, f func(*queue.Queue) []queue.Item) []queue.Item {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return f(qu)

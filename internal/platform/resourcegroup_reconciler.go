@@ -9,9 +9,9 @@ import (
 
 	"github.com/aidlc/dlc/cluster"
 	"github.com/aidlc/dlc/errs"
+	"github.com/aidlc/dlc/internal/queue"
 	"github.com/aidlc/dlc/job"
 	"github.com/aidlc/dlc/quota"
-	"github.com/aidlc/dlc/scheduler"
 )
 
 // odPrefix starts the id of an on-demand run's cluster, which is also the
@@ -134,7 +134,7 @@ func (c *Engine) reconcileResourceGroup(ctx context.Context, id string) (time.Du
 			}
 		}
 	}
-	admitted := c.queues.admit(q, func(q *scheduler.Queue) []scheduler.Item { return q.Admit(now, a.Allocatable()) })
+	admitted := c.queues.admit(q, func(q *queue.Queue) []queue.Item { return q.Admit(now, a.Allocatable()) })
 	for _, it := range admitted {
 		if _, err := a.Set(odClusterID(it.RunID), it.Demand, now); err != nil {
 			for _, it := range admitted {

@@ -1,4 +1,8 @@
-package scheduler
+// Package queue is the per-resource-group priority queue that admits
+// on-demand runs as quota becomes free (J3, J18): BestEffortFIFO by
+// priority, then submission, with a starvation bound. Plain Go: it does no
+// I/O and reads no clock (the caller passes the time in).
+package queue
 
 import (
 	"math"
