@@ -178,12 +178,36 @@ type Observation struct {
 	Pods       []Pod
 }
 
+// Trigger returns what Ray's observation o means for a cluster stored at
+// generation gen: ObservedSuspended, ObservedReady or ObservedFailed, or
+// "" when it says nothing (a phase in between, or o is of another
+// generation, so that a stale "ready" never moves a starting cluster).
+func (o Observation) Trigger(gen int64) Trigger {
+	if o.Generation != gen {
+		return ""
+	}
+	switch o.Phase {
+	case PhaseSuspended:
+		return ObservedSuspended
+	case PhaseReady:
+		return ObservedReady
+	case PhaseFailed:
+		return ObservedFailed
+	}
+	return ""
+}
+
 // Trigger is what moves a cluster from one state to another: a user
 // operation (an Op) or something the platform observed.
 type Trigger string
 
 // The triggers besides the user operations.
 const (
+	// Create is a cluster's birth: a user's cluster is stored creating.
+	Create Trigger = "create"
+	// CreateOnDemand is an on-demand cluster's birth: admitted with its
+	// run's reservation made, it is stored starting.
+	CreateOnDemand Trigger = "create-on-demand"
 	// ForceDelete deletes in any state, transitional ones included.
 	ForceDelete Trigger = "force-delete"
 	// ObservedSuspended: Ray has the cluster with no compute, at the
@@ -207,6 +231,16 @@ const Gone State = ""
 // *errs.StateError; an observation that does not apply to from returns
 // from unchanged and ok false.
 func Transition(id string, from State, t Trigger) (to State, ok bool, err error) {
+	if from == Gone {
+		// Not yet stored: only a birth applies.
+		switch t {
+		case Create:
+			return Creating, true, nil
+		case CreateOnDemand:
+			return Starting, true, nil
+		}
+		return from, false, nil
+	}
 	switch t {
 	case Trigger(OpStart), Trigger(OpHibernate), Trigger(OpDelete), Trigger(OpEdit), Trigger(OpClone):
 		op := Op(t)

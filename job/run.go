@@ -130,6 +130,8 @@ type RunTrigger string
 
 // The run triggers.
 const (
+	// Queue is a run's birth: it is stored queued.
+	Queue RunTrigger = "queue"
 	// Wait: it cannot be placed now (J18).
 	Wait RunTrigger = "wait"
 	// Place: it has a cluster (an existing one, a group member, or an
@@ -150,6 +152,13 @@ const (
 // state from moves to on t. Stopping an ended run is a *errs.StateError;
 // a trigger that does not apply returns from and ok false.
 func Transition(id string, from RunState, t RunTrigger) (to RunState, ok bool, err error) {
+	if from == "" {
+		// Not yet stored: only its birth applies.
+		if t == Queue {
+			return Queued, true, nil
+		}
+		return from, false, nil
+	}
 	switch t {
 	case Wait:
 		if from == Queued || from == Waiting {
@@ -201,6 +210,24 @@ type Observation struct {
 	Message   string    // why it failed or stopped
 	StartedAt time.Time // when its driver started, if it has
 	EndedAt   time.Time // when it ended, if it has
+}
+
+// Trigger returns what Ray's observation o means for a run: Ray runs its
+// job (ObservedRunning), the job ended (ObservedSucceeded,
+// ObservedFailed), or it was stopped on Ray's side, not by the platform
+// (Fail); "" when it says nothing new (submitted, not yet running).
+func (o Observation) Trigger() RunTrigger {
+	switch o.State {
+	case Running:
+		return ObservedRunning
+	case Succeeded:
+		return ObservedSucceeded
+	case Failed:
+		return ObservedFailed
+	case Stopped:
+		return Fail
+	}
+	return ""
 }
 
 // MaxMessage bounds, in bytes, a message a run takes from Ray (its

@@ -109,18 +109,8 @@ func (c *Engine) reconcileCluster(ctx context.Context, id string) (time.Duration
 			return 0, err
 		}
 	}
-	var t cluster.Trigger
-	if obs.Generation == cl.Generation {
-		switch obs.Phase {
-		case cluster.PhaseSuspended:
-			t = cluster.ObservedSuspended
-		case cluster.PhaseReady:
-			t = cluster.ObservedReady
-		case cluster.PhaseFailed:
-			t = cluster.ObservedFailed
-		}
-	}
-	to, ok, _ := cluster.Transition(id, cl.State, t)
+	next := cl.DeepCopy()
+	to, ok, _ := advanceCluster(next, obs.Trigger(cl.Generation))
 	if !ok {
 		if cl.State == cluster.Running {
 			return 0, c.trueUpHold(ctx, cl)
@@ -133,8 +123,6 @@ func (c *Engine) reconcileCluster(ctx context.Context, id string) (time.Duration
 		}
 		return left, nil
 	}
-	next := cl.DeepCopy()
-	next.State = to
 	msg := ""
 	switch to {
 	case cluster.Running:
@@ -283,11 +271,11 @@ func (c *Engine) clusterStepFailed(ctx context.Context, id, why string, also ...
 			}
 			continue
 		}
-		to, ok, _ := cluster.Transition(id, cl.State, cluster.StepFailed)
+		to, ok, _ := advanceCluster(next, cluster.StepFailed)
 		if !ok {
 			return nil
 		}
-		next.State, next.Reason = to, why
+		next.Reason = why
 		for _, f := range also {
 			f(next)
 		}
@@ -355,7 +343,9 @@ func (c *Engine) holds(ctx context.Context, cl *cluster.Cluster) (bool, error) {
 // deleteTemporary deletes an on-demand cluster, saying why.
 func (c *Engine) deleteTemporary(ctx context.Context, cl *cluster.Cluster, why string) error {
 	next := cl.DeepCopy()
-	next.State = cluster.Deleting
+	if _, _, err := advanceCluster(next, cluster.ForceDelete); err != nil {
+		return err
+	}
 	next.Generation++
 	next.Events = cluster.AppendEvent(next.Events, c.event(ctx, "system", "delete", why))
 	return c.putCluster(ctx, next, cl.Version)

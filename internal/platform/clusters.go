@@ -63,8 +63,10 @@ func (c *Engine) createCluster(ctx context.Context, spec *cluster.Spec, action, 
 		return nil, err
 	}
 	now := c.clock.Now()
-	cl := &cluster.Cluster{ID: newID("cls"), Spec: *spec, State: cluster.Creating, Generation: 1,
-		Creator: UserFrom(ctx), CreatedAt: now, UpdatedAt: now}
+	cl := &cluster.Cluster{ID: newID("cls"), Spec: *spec, Generation: 1, Creator: UserFrom(ctx), CreatedAt: now, UpdatedAt: now}
+	if _, _, err := advanceCluster(cl, cluster.Create); err != nil {
+		return nil, err
+	}
 	cl.Events = cluster.AppendEvent(nil, c.event(ctx, "user", action, msg))
 	if err := c.claimName(ctx, kindCluster, spec.Name, cl.ID); err != nil {
 		return nil, err
@@ -217,7 +219,10 @@ func (s *ClusterService) start(ctx context.Context, cl *cluster.Cluster) (*clust
 		return nil, err
 	}
 	next := cl.DeepCopy()
-	next.State, next.Reason = cluster.Starting, ""
+	if _, _, err := advanceCluster(next, cluster.Trigger(cluster.OpStart)); err != nil {
+		return nil, err
+	}
+	next.Reason = ""
 	next.Live = &cluster.Live{ResourceGroup: cl.Spec.ResourceGroup, Environment: *env}
 	next.Replicas, next.PendingRestart = replicas, nil
 	next.Generation++
@@ -360,7 +365,9 @@ func (s *ClusterService) hibernate(ctx context.Context, cl *cluster.Cluster, opt
 		return nil, err
 	}
 	next := cl.DeepCopy()
-	next.State = cluster.Hibernating
+	if _, _, err := advanceCluster(next, cluster.Trigger(cluster.OpHibernate)); err != nil {
+		return nil, err
+	}
 	next.Generation++
 	next.Events = cluster.AppendEvent(next.Events, c.event(ctx, "user", "hibernate", ""))
 	if err := c.putCluster(ctx, next, cl.Version); err != nil {
@@ -383,7 +390,6 @@ func (s *ClusterService) Delete(ctx context.Context, id string, opts cluster.Del
 
 func (s *ClusterService) delete(ctx context.Context, cl *cluster.Cluster, opts cluster.DeleteOptions) error {
 	c := s.c
-	id := cl.ID
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -393,8 +399,8 @@ func (s *ClusterService) delete(ctx context.Context, cl *cluster.Cluster, opts c
 	} else if err := c.userOp(cl, cluster.OpDelete); err != nil {
 		return err
 	}
-	to, _, err := cluster.Transition(id, cl.State, t)
-	if err != nil {
+	next := cl.DeepCopy()
+	if _, _, err := advanceCluster(next, t); err != nil {
 		return err
 	}
 	if err := c.stopActiveRuns(ctx, cl, cluster.OpDelete, opts.Force); err != nil {
@@ -403,8 +409,6 @@ func (s *ClusterService) delete(ctx context.Context, cl *cluster.Cluster, opts c
 	if cl.State == cluster.Deleting {
 		return nil
 	}
-	next := cl.DeepCopy()
-	next.State = to
 	next.Generation++
 	action := "delete"
 	if opts.Force {
@@ -702,6 +706,19 @@ func (s *ClusterService) Details(ctx context.Context, id string) (*cluster.Detai
 		}
 	}
 	return d, nil
+}
+
+// advanceCluster moves cl (a new cluster, or a copy about to be written)
+// to the state that t takes it to by cluster.Transition: the one place a
+// cluster's state is assigned. ok is false when t does not apply to its
+// state; a user operation not allowed in it is a *errs.StateError.
+func advanceCluster(cl *cluster.Cluster, t cluster.Trigger) (to cluster.State, ok bool, err error) {
+	to, ok, err = cluster.Transition(cl.ID, cl.State, t)
+	if err != nil || !ok {
+		return cl.State, false, err
+	}
+	cl.State = to
+	return to, true, nil
 }
 
 // putCluster stores next over version and sets its new version.

@@ -152,11 +152,14 @@ func (c *Engine) placeOnDemand(ctx context.Context, r *job.Run) error {
 		for _, w := range env.Workers {
 			replicas[w.Name] = w.Instances.Min
 		}
-		cl := &cluster.Cluster{ID: cid, State: cluster.Starting, Generation: 1, Creator: r.Creator, CreatedAt: now, UpdatedAt: now,
+		cl := &cluster.Cluster{ID: cid, Generation: 1, Creator: r.Creator, CreatedAt: now, UpdatedAt: now,
 			Temporary: true, OwnerRun: r.ID, Replicas: replicas, QuotaGroup: od.ResourceGroup,
 			Live: &cluster.Live{ResourceGroup: od.ResourceGroup, Environment: *env.DeepCopy()},
 			Spec: cluster.Spec{Name: "ondemand_" + r.ID, Priority: new(od.EffectivePriority()), ResourcePackage: od.ResourcePackage,
 				ResourceGroup: od.ResourceGroup, Environment: *env, Mounts: r.Config.Mounts, Tags: r.Config.Tags}}
+		if _, _, err := advanceCluster(cl, cluster.CreateOnDemand); err != nil {
+			return err
+		}
 		cl.Events = cluster.AppendEvent(nil, c.event(ctx, "system", "create", "on-demand cluster for run "+r.ID))
 		if _, err := c.create(ctx, kindCluster, cid, clusterLabels(cl), cl); err != nil && !errors.Is(err, errs.ErrConflict) {
 			return err
@@ -205,17 +208,8 @@ func (c *Engine) followRun(ctx context.Context, r *job.Run) error {
 		return err
 	}
 	obs = obs.Bounded() // what a Ray head says is stored: bounded, whatever the backend
-	var t job.RunTrigger
-	switch obs.State {
-	case job.Running:
-		t = job.ObservedRunning
-	case job.Succeeded:
-		t = job.ObservedSucceeded
-	case job.Failed:
-		t = job.ObservedFailed
-	case job.Stopped:
-		t = job.Fail
-	default:
+	t := obs.Trigger()
+	if t == "" {
 		return nil
 	}
 	next, ok, err := c.moveRun(ctx, r, t, obs.Message, func(n *job.Run) {

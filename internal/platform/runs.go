@@ -95,7 +95,10 @@ func (s *RunService) Create(ctx context.Context, jobID string, opts job.RunOptio
 	}
 	now := c.clock.Now()
 	r := &job.Run{ID: id, JobID: jobID, Revision: rec.Revision, Config: *rec.Config.DeepCopy(),
-		State: job.Queued, Creator: UserFrom(ctx), SubmittedAt: now, Priority: rec.Config.Priority(), Seq: c.nextSeq(now)}
+		Creator: UserFrom(ctx), SubmittedAt: now, Priority: rec.Config.Priority(), Seq: c.nextSeq(now)}
+	if _, _, err := c.advanceRun(r, job.Queue, ""); err != nil {
+		return nil, err
+	}
 	r.Logs = c.o.logPrefix + "/" + r.ID
 	if od := r.Config.OnDemand; od != nil {
 		if r.Demand, err = od.Environment.MinResources(c.cat.Nodes); err != nil {
@@ -108,7 +111,10 @@ func (s *RunService) Create(ctx context.Context, jobID string, opts job.RunOptio
 		return nil, err
 	}
 	if why != "" {
-		r.State, r.Message, r.FinishedAt, r.RayDone = job.Failed, why, now, true
+		if _, _, err := c.advanceRun(r, job.Fail, why); err != nil {
+			return nil, err
+		}
+		r.RayDone = true // it never reached Ray, nor was it admitted
 		r.Events = cluster.AppendEvent(r.Events, c.event(ctx, "system", string(job.Failed), why))
 	}
 	v, err := c.create(ctx, kindRun, r.ID, runLabels(r), r)
@@ -280,33 +286,46 @@ func (c *Engine) putRun(ctx context.Context, next *job.Run, version string) erro
 	return nil
 }
 
+// advanceRun moves r (a new run, or a copy about to be written) to the
+// state that t takes it to by job.Transition, with what goes with the
+// state (msg, the end time, whether Ray holds anything of it): the one
+// place a run's state is assigned. ok is false when t does not apply to
+// its state; a stop of an ended run is a *errs.StateError.
+func (c *Engine) advanceRun(r *job.Run, t job.RunTrigger, msg string) (to job.RunState, ok bool, err error) {
+	prev := r.State
+	to, ok, err = job.Transition(r.ID, prev, t)
+	if err != nil || !ok {
+		return prev, false, err
+	}
+	r.State = to
+	if to != job.Waiting {
+		r.WaitReason = ""
+	}
+	if to == job.Provisioning {
+		r.Message = msg
+	}
+	if to.Terminal() {
+		r.FinishedAt = c.clock.Now()
+		r.Message, r.WaitReason = msg, ""
+		if r.StartedAt.IsZero() && prev == job.Running {
+			r.StartedAt = r.FinishedAt
+		}
+		// Nothing of a run that never reached Ray is left to release, but
+		// an on-demand run's admitted cluster.
+		r.RayDone = (prev == job.Queued || prev == job.Waiting) && r.Config.OnDemand == nil
+	}
+	return to, true, nil
+}
+
 // moveRun applies trigger t to run r and writes it, with change applied
 // to the copy first; on a conflict it reads the run again and retries.
 // ok is false when t does not apply to the run's state.
 func (c *Engine) moveRun(ctx context.Context, r *job.Run, t job.RunTrigger, msg string, change func(*job.Run)) (*job.Run, bool, error) {
 	for attempt := 0; ; attempt++ {
-		to, ok, err := job.Transition(r.ID, r.State, t)
+		next := r.DeepCopy()
+		to, ok, err := c.advanceRun(next, t, msg)
 		if err != nil || !ok {
 			return r, false, err
-		}
-		next := r.DeepCopy()
-		prev := r.State
-		next.State = to
-		if to != job.Waiting {
-			next.WaitReason = ""
-		}
-		if to == job.Provisioning {
-			next.Message = msg
-		}
-		if to.Terminal() {
-			next.FinishedAt = c.clock.Now()
-			next.Message, next.WaitReason = msg, ""
-			if next.StartedAt.IsZero() && prev == job.Running {
-				next.StartedAt = next.FinishedAt
-			}
-			// Nothing of a run that never reached Ray is left to release,
-			// but an on-demand run's admitted cluster.
-			next.RayDone = (prev == job.Queued || prev == job.Waiting) && next.Config.OnDemand == nil
 		}
 		if change != nil {
 			change(next)
