@@ -7,6 +7,7 @@
 package group
 
 import (
+	"slices"
 	"time"
 
 	"github.com/aidlc/dlc/cluster"
@@ -67,4 +68,11 @@ func MoveMembers(groups []string, from, to string) []string {
 		}
 	}
 	return out
+}
+
+// DeepCopy returns a copy of g that shares nothing with it.
+func (g *Group) DeepCopy() *Group {
+	out := *g
+	out.Events = slices.Clone(g.Events)
+	return &out
 }

@@ -11,7 +11,6 @@ import (
 
 	"github.com/aidlc/dlc/cluster"
 	"github.com/aidlc/dlc/errs"
-	"github.com/aidlc/dlc/group"
 	"github.com/aidlc/dlc/job"
 	"github.com/aidlc/dlc/quota"
 )
@@ -131,9 +130,9 @@ func (s *ClusterService) Get(ctx context.Context, id string) (*cluster.Cluster, 
 }
 
 func (c *Engine) getCluster(ctx context.Context, id string) (*cluster.Cluster, error) {
-	cl, v, err := cached[cluster.Cluster](ctx, c, kindCluster, id)
+	cl, v, err := get[cluster.Cluster](ctx, c, kindCluster, "cluster", id)
 	if err != nil {
-		return nil, notFoundAs(err, "cluster", id)
+		return nil, err
 	}
 	cl.Version = v
 	return cl, nil
@@ -148,17 +147,7 @@ func (s *ClusterService) List(ctx context.Context) ([]*cluster.Cluster, error) {
 }
 
 func (c *Engine) listClusters(sel map[string]string) ([]*cluster.Cluster, error) {
-	docs := c.cache.selectDocs(kindCluster, sel)
-	out := make([]*cluster.Cluster, 0, len(docs))
-	for _, d := range docs {
-		cl, err := decode[cluster.Cluster](d)
-		if err != nil {
-			return nil, err
-		}
-		cl.Version = d.Version
-		out = append(out, cl)
-	}
-	return out, nil
+	return list(c, kindCluster, sel, func(cl *cluster.Cluster, v string) { cl.Version = v })
 }
 
 // Events returns a cluster's operation and event log (C13), oldest first.
@@ -257,12 +246,12 @@ func (c *Engine) writeWithHold(ctx context.Context, next, prev *cluster.Cluster,
 	moved := prev.Live != nil && prev.Live.ResourceGroup != rg
 	err := c.putCluster(ctx, next, prev.Version)
 	if err != nil && !errors.Is(err, errs.ErrConflict) && !errs.IsNotFound(err) {
-		written, werr := c.wrote(ctx, kindCluster, next.ID, next)
+		version, written, werr := c.wrote(ctx, kindCluster, next.ID, next)
 		switch {
 		case werr != nil:
 			return err // cannot tell: the repair reconciler releases it if unjustified
 		case written:
-			err = nil
+			next.Version, err = version, nil
 		}
 	}
 	if err != nil {
@@ -313,35 +302,21 @@ func (c *Engine) holdAsStored(ctx context.Context, rg, id string, gen int64) {
 	}
 }
 
-// wrote reports whether the store holds exactly v as kind/id: whether a
-// write whose reply was lost happened.
-func (c *Engine) wrote(ctx context.Context, kind, id string, v any) (bool, error) {
+// wrote reports whether the store holds exactly v as kind/id, and at
+// which version: whether a write whose reply was lost happened.
+func (c *Engine) wrote(ctx context.Context, kind, id string, v any) (version string, written bool, err error) {
 	d, err := c.store.Get(context.WithoutCancel(ctx), kind, id)
 	if errs.IsNotFound(err) {
-		return false, nil
+		return "", false, nil
 	}
 	if err != nil {
-		return false, err
+		return "", false, err
 	}
 	want, err := json.Marshal(v)
 	if err != nil {
-		return false, err
+		return "", false, err
 	}
-	if string(d.Data) == string(want) {
-		setVersion(v, d.Version)
-		return true, nil
-	}
-	return false, nil
-}
-
-// setVersion records a stored version on the object it belongs to.
-func setVersion(v any, version string) {
-	switch x := v.(type) {
-	case *cluster.Cluster:
-		x.Version = version
-	case *group.Group:
-		x.Version = version
-	}
+	return d.Version, string(d.Data) == string(want), nil
 }
 
 // Hibernate releases a running or abnormal cluster's compute and keeps
@@ -480,12 +455,12 @@ func (s *ClusterService) Edit(ctx context.Context, in *cluster.Cluster) (*cluste
 		werr = c.putCluster(ctx, next, cur.Version)
 		if werr != nil && !errors.Is(werr, errs.ErrConflict) && !errs.IsNotFound(werr) {
 			// A lost reply: if the edit was written, it is done.
-			written, err := c.wrote(ctx, kindCluster, next.ID, next)
+			version, written, err := c.wrote(ctx, kindCluster, next.ID, next)
 			if err != nil {
 				return nil, werr // cannot tell: a stale name claim is taken over after the grace
 			}
 			if written {
-				werr = nil
+				next.Version, werr = version, nil
 			}
 		}
 	} else {

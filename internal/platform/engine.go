@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"slices"
 	"sync"
 	"time"
 
@@ -19,7 +18,6 @@ import (
 	"github.com/aidlc/dlc/backend/memory"
 	"github.com/aidlc/dlc/cluster"
 	"github.com/aidlc/dlc/errs"
-	"github.com/aidlc/dlc/group"
 	"github.com/aidlc/dlc/internal/queue"
 	"github.com/aidlc/dlc/job"
 	"github.com/aidlc/dlc/quota"
@@ -402,21 +400,8 @@ func fromCache[T any](c *Engine, kind, id string) (*T, string, error) {
 // deepCopy copies a stored object so that the caller shares nothing with
 // the cache.
 func deepCopy[T any](v *T) *T {
-	switch x := any(v).(type) {
-	case *cluster.Cluster:
-		return any(x.DeepCopy()).(*T)
-	case *job.Run:
-		return any(x.DeepCopy()).(*T)
-	case *job.Record:
-		return any(x.DeepCopy()).(*T)
-	case *quota.Account:
-		return any(x.DeepCopy()).(*T)
-	case *cluster.Template:
-		return any(x.DeepCopy()).(*T)
-	case *group.Group:
-		g := *x
-		g.Events = slices.Clone(x.Events)
-		return any(&g).(*T)
+	if x, ok := any(v).(interface{ DeepCopy() *T }); ok {
+		return x.DeepCopy()
 	}
 	data, _ := json.Marshal(v)
 	out := new(T)
@@ -479,6 +464,34 @@ func notFoundAs(err error, kind, id string) error {
 		return errs.NotFound(kind, id)
 	}
 	return err
+}
+
+// get reads kind/id as a T (from the cache, or the store on a miss) and
+// its version; a not-found names it as what.
+func get[T any](ctx context.Context, c *Engine, kind, what, id string) (*T, string, error) {
+	v, version, err := cached[T](ctx, c, kind, id)
+	if err != nil {
+		return nil, "", notFoundAs(err, what, id)
+	}
+	return v, version, nil
+}
+
+// list decodes the cached documents of kind that sel selects, by id;
+// versioned (when not nil) is given each with its version.
+func list[T any](c *Engine, kind string, sel map[string]string, versioned func(*T, string)) ([]*T, error) {
+	docs := c.cache.selectDocs(kind, sel)
+	out := make([]*T, 0, len(docs))
+	for _, d := range docs {
+		v, err := decode[T](d)
+		if err != nil {
+			return nil, err
+		}
+		if versioned != nil {
+			versioned(v, d.Version)
+		}
+		out = append(out, v)
+	}
+	return out, nil
 }
 
 // conflictRetries bounds compare-and-swap loops on one object.

@@ -36,9 +36,10 @@ func (s *GroupService) Create(ctx context.Context, name string) (*group.Group, e
 	}
 	v, err := c.create(ctx, kindGroup, g.ID, nil, g)
 	if err != nil {
-		written, werr := c.wrote(ctx, kindGroup, g.ID, g)
+		version, written, werr := c.wrote(ctx, kindGroup, g.ID, g)
 		switch {
 		case werr == nil && written:
+			g.Version = version
 			return g, nil // made, though the reply was lost
 		case werr == nil:
 			c.releaseName(ctx, kindGroup, name, g.ID)
@@ -58,9 +59,9 @@ func (s *GroupService) Get(ctx context.Context, id string) (*group.Group, error)
 }
 
 func (c *Engine) getGroup(ctx context.Context, id string) (*group.Group, error) {
-	g, v, err := cached[group.Group](ctx, c, kindGroup, id)
+	g, v, err := get[group.Group](ctx, c, kindGroup, "group", id)
 	if err != nil {
-		return nil, notFoundAs(err, "group", id)
+		return nil, err
 	}
 	g.Version = v
 	return g, nil
@@ -71,16 +72,7 @@ func (s *GroupService) List(ctx context.Context) ([]*group.Group, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	var out []*group.Group
-	for _, d := range s.c.cache.selectDocs(kindGroup, nil) {
-		g, err := decode[group.Group](d)
-		if err != nil {
-			return nil, err
-		}
-		g.Version = d.Version
-		out = append(out, g)
-	}
-	return out, nil
+	return list(s.c, kindGroup, nil, func(g *group.Group, v string) { g.Version = v })
 }
 
 // Rename renames a cluster group (G5); the new name is claimed first.
@@ -107,10 +99,10 @@ func (s *GroupService) Rename(ctx context.Context, id, name string) (*group.Grou
 	g.Events = cluster.AppendEvent(g.Events, c.event(ctx, "user", "rename", old+" → "+name))
 	v, err := c.update(ctx, kindGroup, id, g.Version, nil, g)
 	if err != nil && !errors.Is(err, errs.ErrConflict) && !errs.IsNotFound(err) {
-		if written, werr := c.wrote(ctx, kindGroup, id, g); werr != nil {
+		if version, written, werr := c.wrote(ctx, kindGroup, id, g); werr != nil {
 			return nil, err // cannot tell: a stale name claim is taken over after the grace
 		} else if written {
-			v, err = g.Version, nil
+			v, err = version, nil
 		}
 	}
 	if err != nil {

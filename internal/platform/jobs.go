@@ -131,9 +131,9 @@ func (s *JobService) Get(ctx context.Context, id string) (*job.Record, error) {
 }
 
 func (c *Engine) getJob(ctx context.Context, id string) (*job.Record, error) {
-	rec, v, err := cached[job.Record](ctx, c, kindJob, id)
+	rec, v, err := get[job.Record](ctx, c, kindJob, "job", id)
 	if err != nil {
-		return nil, notFoundAs(err, "job", id)
+		return nil, err
 	}
 	rec.Version = v
 	return rec, nil
@@ -145,13 +145,12 @@ func (s *JobService) List(ctx context.Context) ([]job.ListEntry, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	docs := c.cache.selectDocs(kindJob, nil)
-	out := make([]job.ListEntry, 0, len(docs))
-	for _, d := range docs {
-		r, err := decode[job.Record](d)
-		if err != nil {
-			return nil, err
-		}
+	recs, err := list[job.Record](c, kindJob, nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]job.ListEntry, 0, len(recs))
+	for _, r := range recs {
 		cfg := &r.Config
 		out = append(out, job.ListEntry{ID: r.ID, Name: cfg.Name, Mode: cfg.Mode(), Resource: cfg.Target(),
 			Package: cfg.Package.String(), Running: c.liveRuns(r.ID), Priority: cfg.Priority(), Tags: cfg.Tags,

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/aidlc/dlc/backend"
 	"github.com/aidlc/dlc/cluster"
 	"github.com/aidlc/dlc/errs"
 	"github.com/aidlc/dlc/internal/queue"
@@ -88,7 +89,12 @@ func (c *Engine) reconcileResourceGroup(ctx context.Context, id string) (time.Du
 	}
 	changed = changed || len(restored) > 0
 	for h, hold := range a.Holders {
-		if !due || c.justified(h, id) {
+		if !due {
+			continue
+		}
+		if ok, err := c.justified(ctx, h, id, false); err != nil {
+			return 0, err
+		} else if ok {
 			continue
 		}
 		if age := now.Sub(hold.Since); age >= c.o.grace {
@@ -297,21 +303,6 @@ func (c *Engine) noteCluster(ctx context.Context, id, action, msg string) error 
 	}
 }
 
-// justified reports whether holder may keep a reservation in resource
-// group rg: a cluster that holds quota there, or an admitted on-demand
-// run whose cluster is not made yet.
-func (c *Engine) justified(holder, rg string) bool {
-	if d, ok := c.cache.get(kindCluster, holder); ok {
-		return cluster.State(d.Labels[labelState]).HoldsQuota() && d.Labels[labelResourceGroup] == rg
-	}
-	if runID, ok := strings.CutPrefix(holder, odPrefix); ok {
-		if r, _, err := fromCache[job.Run](c, kindRun, runID); err == nil {
-			return r.State.Live() && r.Config.OnDemand != nil && r.Config.OnDemand.ResourceGroup == rg
-		}
-	}
-	return false
-}
-
 // confirmLacks reads a cluster, its resource group and the cluster again
 // from the store, and reports whether the group holds less than the
 // cluster runs while the cluster did not change: a reservation is made
@@ -357,7 +348,7 @@ func (c *Engine) confirmLacks(ctx context.Context, id, rg string, now time.Time)
 // instead of landing on a released hold. A cluster that changed meanwhile
 // is looked at again on a later pass.
 func (c *Engine) releasable(ctx context.Context, holder, rg string, hold quota.Hold) (bool, error) {
-	if ok, err := c.justifiedInStore(ctx, holder, rg); err != nil || ok {
+	if ok, err := c.justified(ctx, holder, rg, true); err != nil || ok {
 		return false, err
 	}
 	cl, err := c.getFresh(ctx, holder)
@@ -386,31 +377,39 @@ func (c *Engine) releasable(ctx context.Context, holder, rg string, hold quota.H
 	return true, nil
 }
 
-// justifiedInStore is justified, read from the store rather than the cache.
-func (c *Engine) justifiedInStore(ctx context.Context, holder, rg string) (bool, error) {
-	d, err := c.store.Get(ctx, kindCluster, holder)
+// justified reports whether holder may keep a reservation in resource
+// group rg: a cluster that holds quota there, or an admitted on-demand
+// run whose cluster is not made yet.
+// The cache is read (a cluster that justifies a hold is in it the moment
+// its write is seen), or, fromStore, the store itself, where the cache
+// may lag its holder's write.
+func (c *Engine) justified(ctx context.Context, holder, rg string, fromStore bool) (bool, error) {
+	read := func(kind, id string) (backend.Doc, error) {
+		if fromStore {
+			return c.store.Get(ctx, kind, id)
+		}
+		if d, ok := c.cache.get(kind, id); ok {
+			return d, nil
+		}
+		return backend.Doc{}, errs.NotFound(kind, id)
+	}
+	d, err := read(kindCluster, holder)
 	if err == nil {
-		cl, err := decode[clusterRecord](d)
+		cl, err := decode[cluster.Cluster](d)
 		if err != nil {
 			return false, err
 		}
 		return cl.State.HoldsQuota() && cl.QuotaGroup == rg, nil
 	}
-	if !errs.IsNotFound(err) {
-		return false, err
+	runID, isRun := strings.CutPrefix(holder, odPrefix)
+	if !errs.IsNotFound(err) || !isRun {
+		return false, ignoreNotFound(err)
 	}
-	runID, ok := strings.CutPrefix(holder, odPrefix)
-	if !ok {
-		return false, nil
-	}
-	d, err = c.store.Get(ctx, kindRun, runID)
-	if errs.IsNotFound(err) {
-		return false, nil
-	}
+	d, err = read(kindRun, runID)
 	if err != nil {
-		return false, err
+		return false, ignoreNotFound(err)
 	}
-	r, err := decode[runRecord](d)
+	r, err := decode[job.Run](d)
 	if err != nil {
 		return false, err
 	}

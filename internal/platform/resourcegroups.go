@@ -63,9 +63,9 @@ func (s *ResourceGroupService) Get(ctx context.Context, id string) (quota.Usage,
 	if err := ctx.Err(); err != nil {
 		return quota.Usage{}, err
 	}
-	a, _, err := cached[quota.Account](ctx, s.c, kindResourceGroup, id)
+	a, _, err := get[quota.Account](ctx, s.c, kindResourceGroup, "resource group", id)
 	if err != nil {
-		return quota.Usage{}, notFoundAs(err, "resource group", id)
+		return quota.Usage{}, err
 	}
 	return a.Usage(), nil
 }
@@ -75,12 +75,12 @@ func (s *ResourceGroupService) List(ctx context.Context) ([]quota.Usage, error) 
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	var out []quota.Usage
-	for _, d := range s.c.cache.selectDocs(kindResourceGroup, nil) {
-		a, err := decode[quota.Account](d)
-		if err != nil {
-			return nil, err
-		}
+	accounts, err := list[quota.Account](s.c, kindResourceGroup, nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]quota.Usage, 0, len(accounts))
+	for _, a := range accounts {
 		out = append(out, a.Usage())
 	}
 	return out, nil
@@ -168,7 +168,7 @@ func (c *Engine) CheckQuota(ctx context.Context) error {
 			if now.Sub(hold.Since) < c.o.grace {
 				continue
 			}
-			ok, err := c.justifiedInStore(ctx, h, a.ID)
+			ok, err := c.justified(ctx, h, a.ID, true)
 			if err != nil {
 				return err
 			}

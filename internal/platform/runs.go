@@ -14,11 +14,6 @@ import (
 	"github.com/aidlc/dlc/quota"
 )
 
-type (
-	clusterRecord = cluster.Cluster
-	runRecord     = job.Run
-)
-
 // RunService is the runs (task instances) of an Engine's job configs
 // (J14, J18, J19).
 type RunService struct{ c *Engine }
@@ -172,9 +167,9 @@ func (s *RunService) Get(ctx context.Context, id string) (*job.Run, error) {
 }
 
 func (c *Engine) getRun(ctx context.Context, id string) (*job.Run, error) {
-	r, v, err := cached[job.Run](ctx, c, kindRun, id)
+	r, v, err := get[job.Run](ctx, c, kindRun, "run", id)
 	if err != nil {
-		return nil, notFoundAs(err, "run", id)
+		return nil, err
 	}
 	r.Version = v
 	c.rederive(r)
@@ -219,18 +214,10 @@ func (s *RunService) List(ctx context.Context, opts job.RunListOptions) ([]*job.
 }
 
 func (c *Engine) listRuns(sel map[string]string) ([]*job.Run, error) {
-	docs := c.cache.selectDocs(kindRun, sel)
-	out := make([]*job.Run, 0, len(docs))
-	for _, d := range docs {
-		r, err := decode[job.Run](d)
-		if err != nil {
-			return nil, err
-		}
-		r.Version = d.Version
+	return list(c, kindRun, sel, func(r *job.Run, v string) {
+		r.Version = v
 		c.rederive(r)
-		out = append(out, r)
-	}
-	return out, nil
+	})
 }
 
 // Stop stops a run that has not ended; its Ray job is stopped and its

@@ -57,11 +57,8 @@ func (s *TemplateService) Get(ctx context.Context, name string) (*cluster.Templa
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	t, _, err := cached[cluster.Template](ctx, s.c, kindTemplate, name)
-	if err != nil {
-		return nil, notFoundAs(err, "template", name)
-	}
-	return t, nil
+	t, _, err := get[cluster.Template](ctx, s.c, kindTemplate, "template", name)
+	return t, err
 }
 
 // List returns every template, by name.
@@ -69,15 +66,7 @@ func (s *TemplateService) List(ctx context.Context) ([]*cluster.Template, error)
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	var out []*cluster.Template
-	for _, d := range s.c.cache.selectDocs(kindTemplate, nil) {
-		t, err := decode[cluster.Template](d)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, t)
-	}
-	return out, nil
+	return list[cluster.Template](s.c, kindTemplate, nil, nil)
 }
 
 // Delete deletes a template; what was started from it keeps its copy.
