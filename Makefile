@@ -4,7 +4,7 @@
 # Builds (or reuses) the envtest control-plane binaries, then runs every
 # test, the integration tests against a real kube-apiserver and etcd included.
 test:
-	KUBEBUILDER_ASSETS="$$(bash hack/envtest-assets.sh)" go test -race -count=1 ./...
+	KUBEBUILDER_ASSETS="$$(bash hack/envtest-assets.sh)" go test -race -count=1 -timeout 30m ./...
 
 quickstart:
 	go run ./examples/quickstart

@@ -171,7 +171,11 @@ func TestHostileHeadAnswers(t *testing.T) {
 	})
 	s := newScene(t, kube.Options{Dashboard: func(context.Context, *rayv1.RayCluster) (string, *http.Client, error) {
 		return head.srv.URL, &http.Client{}, nil
-	}})
+	},
+		// What is bounded here is what the answers hold, not how long they
+		// take: 20 MiB of logs under -race on a loaded machine took longer
+		// than the default 10 s.
+		HeadTimeout: time.Minute})
 	cl := s.cluster("敌意集群", true)
 	cases := []struct {
 		entry string
