@@ -56,6 +56,12 @@ func (c *Client) Reconcile() int {
 	return c.e.Reconcile()
 }
 
+// RunPending is Reconcile, under the name it had before Runs().Pending
+// (a run's queue position) made it ambiguous.
+//
+// Deprecated: use Reconcile.
+func (c *Client) RunPending() int { return c.Reconcile() }
+
 // CheckQuota audits the reservations in the store itself, both ways. In
 // every resource group: no reservation is negative, larger than the
 // capacity or dated in the future, together they fit the capacity, and

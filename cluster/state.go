@@ -231,17 +231,16 @@ const Gone State = ""
 // *errs.StateError; an observation that does not apply to from returns
 // from unchanged and ok false.
 func Transition(id string, from State, t Trigger) (to State, ok bool, err error) {
-	if from == Gone {
-		// Not yet stored: only a birth applies.
-		switch t {
-		case Create:
-			return Creating, true, nil
-		case CreateOnDemand:
-			return Starting, true, nil
-		}
-		return from, false, nil
-	}
 	switch t {
+	case Create, CreateOnDemand:
+		// A birth: only of what is not yet stored.
+		if from != Gone {
+			return from, false, nil
+		}
+		if t == Create {
+			return Creating, true, nil
+		}
+		return Starting, true, nil
 	case Trigger(OpStart), Trigger(OpHibernate), Trigger(OpDelete), Trigger(OpEdit), Trigger(OpClone):
 		op := Op(t)
 		if err := CheckOp(&Cluster{ID: id, State: from}, op); err != nil {

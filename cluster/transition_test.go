@@ -19,6 +19,8 @@ func TestTransition(t *testing.T) {
 		{cluster.Gone, cluster.Create, cluster.Creating, true, false},
 		{cluster.Gone, cluster.CreateOnDemand, cluster.Starting, true, false},
 		{cluster.Gone, cluster.ObservedReady, cluster.Gone, false, false},
+		// A stored cluster whose state was edited away can still be deleted.
+		{cluster.Gone, cluster.ForceDelete, cluster.Deleting, true, false},
 		{cluster.Created, cluster.Create, cluster.Created, false, false},
 		{cluster.Creating, cluster.ObservedSuspended, cluster.Created, true, false},
 		{cluster.Created, cluster.Trigger(cluster.OpStart), cluster.Starting, true, false},

@@ -100,6 +100,11 @@ func (m *Memory) Reconcile() int {
 	}
 }
 
+// RunPending is Reconcile, under its former name.
+//
+// Deprecated: use Reconcile.
+func (m *Memory) RunPending() int { return m.Reconcile() }
+
 // Settle runs the clients' steps and advances the fake clock in steps of
 // d until nothing is left to happen, or max steps have passed; it returns
 // the steps taken.

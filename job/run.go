@@ -152,14 +152,12 @@ const (
 // state from moves to on t. Stopping an ended run is a *errs.StateError;
 // a trigger that does not apply returns from and ok false.
 func Transition(id string, from RunState, t RunTrigger) (to RunState, ok bool, err error) {
-	if from == "" {
-		// Not yet stored: only its birth applies.
-		if t == Queue {
+	switch t {
+	case Queue:
+		// Its birth: only of what is not yet stored.
+		if from == "" {
 			return Queued, true, nil
 		}
-		return from, false, nil
-	}
-	switch t {
 	case Wait:
 		if from == Queued || from == Waiting {
 			return Waiting, true, nil

@@ -18,6 +18,7 @@ func TestRunTransition(t *testing.T) {
 	}{
 		{"", job.Queue, job.Queued, true, false},
 		{"", job.Place, "", false, false},
+		{"", job.Stop, "", false, true}, // a stored run whose state was edited away
 		{job.Queued, job.Queue, job.Queued, false, false},
 		{job.Queued, job.Wait, job.Waiting, true, false},
 		{job.Waiting, job.Place, job.Provisioning, true, false},

@@ -109,9 +109,8 @@ func (c *Engine) reconcileCluster(ctx context.Context, id string) (time.Duration
 			return 0, err
 		}
 	}
-	next := cl.DeepCopy()
-	to, ok, _ := advanceCluster(next, obs.Trigger(cl.Generation))
-	if !ok {
+	t := obs.Trigger(cl.Generation)
+	if _, ok, _ := cluster.Transition(id, cl.State, t); !ok {
 		if cl.State == cluster.Running {
 			return 0, c.trueUpHold(ctx, cl)
 		}
@@ -123,6 +122,8 @@ func (c *Engine) reconcileCluster(ctx context.Context, id string) (time.Duration
 		}
 		return left, nil
 	}
+	next := cl.DeepCopy()
+	to, _, _ := advanceCluster(next, t)
 	msg := ""
 	switch to {
 	case cluster.Running:

@@ -732,7 +732,7 @@ func (c *Engine) stopActiveRuns(ctx context.Context, cl *cluster.Cluster, op clu
 	}
 	if len(active) > 0 && !force {
 		return &errs.StateError{Kind: "cluster", ID: cl.ID, Op: string(op), State: string(cl.State),
-			Reason: fmt.Sprintf("%d runs are active on it; stop them, or pass cluster.DeleteOptions{Force: true} to stop them", len(active))}
+			Reason: fmt.Sprintf("%d runs are active on it; stop them, or pass dlc.DeleteOptions{Force: true} to stop them", len(active))}
 	}
 	past := string(op) + "d"
 	if op == cluster.OpDelete {

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/aidlc/dlc/backend"
 	"github.com/aidlc/dlc/cluster"
 	"github.com/aidlc/dlc/errs"
 	"github.com/aidlc/dlc/internal/queue"
@@ -384,36 +383,37 @@ func (c *Engine) releasable(ctx context.Context, holder, rg string, hold quota.H
 // its write is seen), or, fromStore, the store itself, where the cache
 // may lag its holder's write.
 func (c *Engine) justified(ctx context.Context, holder, rg string, fromStore bool) (bool, error) {
-	read := func(kind, id string) (backend.Doc, error) {
-		if fromStore {
-			return c.store.Get(ctx, kind, id)
-		}
-		if d, ok := c.cache.get(kind, id); ok {
-			return d, nil
-		}
-		return backend.Doc{}, errs.NotFound(kind, id)
-	}
-	d, err := read(kindCluster, holder)
+	cl, err := justifier[cluster.Cluster](ctx, c, kindCluster, holder, fromStore)
 	if err == nil {
-		cl, err := decode[cluster.Cluster](d)
-		if err != nil {
-			return false, err
-		}
 		return cl.State.HoldsQuota() && cl.QuotaGroup == rg, nil
 	}
 	runID, isRun := strings.CutPrefix(holder, odPrefix)
 	if !errs.IsNotFound(err) || !isRun {
 		return false, ignoreNotFound(err)
 	}
-	d, err = read(kindRun, runID)
+	r, err := justifier[job.Run](ctx, c, kindRun, runID, fromStore)
 	if err != nil {
 		return false, ignoreNotFound(err)
 	}
-	r, err := decode[job.Run](d)
-	if err != nil {
-		return false, err
-	}
 	return r.State.Live() && r.Config.OnDemand != nil && r.Config.OnDemand.ResourceGroup == rg, nil
+}
+
+// justifier reads what may justify a hold: from the cache (the object it
+// decoded already; one that does not decode justifies nothing, and the
+// store is asked before anything is released), or from the store itself.
+func justifier[T any](ctx context.Context, c *Engine, kind, id string, fromStore bool) (*T, error) {
+	if !fromStore {
+		v, _, err := fromCache[T](c, kind, id)
+		if err != nil && !errs.IsNotFound(err) {
+			return nil, errs.NotFound(kind, id) // corrupt: not a justification
+		}
+		return v, err
+	}
+	d, err := c.store.Get(ctx, kind, id)
+	if err != nil {
+		return nil, err
+	}
+	return decode[T](d)
 }
 
 // requeued puts runs that a failed pass did not tell to wait back in the

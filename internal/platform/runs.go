@@ -309,11 +309,11 @@ func (c *Engine) advanceRun(r *job.Run, t job.RunTrigger, msg string) (to job.Ru
 // ok is false when t does not apply to the run's state.
 func (c *Engine) moveRun(ctx context.Context, r *job.Run, t job.RunTrigger, msg string, change func(*job.Run)) (*job.Run, bool, error) {
 	for attempt := 0; ; attempt++ {
-		next := r.DeepCopy()
-		to, ok, err := c.advanceRun(next, t, msg)
-		if err != nil || !ok {
-			return r, false, err
+		if _, ok, err := job.Transition(r.ID, r.State, t); err != nil || !ok {
+			return r, false, err // checked before the copy: most observations change nothing
 		}
+		next := r.DeepCopy()
+		to, _, _ := c.advanceRun(next, t, msg) // applies: checked above
 		if change != nil {
 			change(next)
 		}
@@ -322,7 +322,7 @@ func (c *Engine) moveRun(ctx context.Context, r *job.Run, t job.RunTrigger, msg 
 			source = "user"
 		}
 		next.Events = cluster.AppendEvent(next.Events, c.event(ctx, source, string(to), msg))
-		err = c.putRun(ctx, next, r.Version)
+		err := c.putRun(ctx, next, r.Version)
 		if err == nil {
 			return next, true, nil
 		}
