@@ -1,6 +1,6 @@
 // Package quota models compute resources: the Resources value and its
 // arithmetic, the node specs a node group is sized by (the CU/GU catalog),
-// and the ledger of resource groups that reserves and releases them.
+// and the account of each resource group (its reservations, changed as a whole).
 //
 // It does no I/O.
 package quota

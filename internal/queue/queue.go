@@ -44,7 +44,7 @@ type QueueOptions struct {
 // ascending (a tie-break that only matters when Seq values repeat).
 //
 // A Queue is NOT safe for concurrent use: the caller serialises access
-// (typically under the lock that also guards the resource group's ledger).
+// (typically under the lock that also guards the resource group's account).
 // The zero value is an empty queue with no starvation bound.
 //
 // Internally it is a treap (a balanced search tree) kept in one slice, each
