@@ -193,10 +193,24 @@ func TestScenarios(t *testing.T) {
 	timed(t, "cluster up, hibernate, start again", func(t *testing.T) {
 		s := newScene(t, kube.Options{})
 		cl := s.cluster("场景_一", true)
-		d, err := s.c.Clusters().Details(s.ctx, cl.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
+		// Running is KubeRay's word (provisioned, head ready); the pods are
+		// read from the backend's own pod informer, which may be a moment
+		// behind: wait for it to show them running.
+		var d *cluster.Details
+		waitFor(t, "the pods running in the backend's view", func() (bool, string) {
+			var err error
+			d, err = s.c.Clusters().Details(s.ctx, cl.ID)
+			if err != nil {
+				return false, err.Error()
+			}
+			running := 0
+			for _, p := range d.Pods {
+				if p.Status == "Running" && p.IP != "" {
+					running++
+				}
+			}
+			return running == len(d.Pods) && len(d.Pods) == 3, fmt.Sprint(running, " of ", len(d.Pods), " pods running")
+		})
 		roles := map[string]int{}
 		for _, p := range d.Pods {
 			roles[p.Role]++
@@ -226,9 +240,13 @@ func TestScenarios(t *testing.T) {
 			t.Fatal(err)
 		}
 		s.clusterState(cl.ID, cluster.Running)
-		if d, err = s.c.Clusters().Details(s.ctx, cl.ID); err != nil || len(d.Pods) != 3 {
-			t.Errorf("started again: %d pods, %v", len(d.Pods), err)
-		}
+		waitFor(t, "started again: 3 pods in the backend's view", func() (bool, string) {
+			d, err := s.c.Clusters().Details(s.ctx, cl.ID)
+			if err != nil {
+				return false, err.Error()
+			}
+			return len(d.Pods) == 3, fmt.Sprint(len(d.Pods), " pods")
+		})
 		s.noWarnings()
 	})
 
