@@ -681,3 +681,51 @@ func TestRaceSlowStartLosesHoldToRepair(t *testing.T) {
 	}
 	f.must(f.c.CheckQuota(f.ctx))
 }
+
+// A hold that becomes unjustified just after a repair pass (here: an
+// on-demand run stopped through another replica while the pass that
+// admits it is writing its reservation) is released once it is older
+// than the grace, not at the next resync: a pass that skips the repair
+// (it ran less than a quarter of the grace ago) looks again when the
+// repair is due. Before, the hold lived until the resync, 5 minutes, and
+// the next run in the group waited as long. (Issue 20.)
+func TestLeakedHoldReleasedAtItsGrace(t *testing.T) {
+	f, h := hooked(t)
+	rec := f.job(dlc.NewJob("od").OnDemand("pkg-1", "rg-1").Image("ray-2.46.0-py310-cpu").
+		Head("head", "cu.4c16g").WorkerGroup("w", "cu.4c8g", 1, 1))
+	other := f.m.NewClient()
+	var runID string
+	armed := true
+	*h = func(ctx context.Context, w memory.Write, next func(context.Context) (string, error)) (string, error) {
+		if armed && runID != "" && w.Op == memory.OpUpdate && w.Doc.Kind == "resourcegroup" {
+			armed = false
+			// The admission is on its way: another replica stops the run,
+			// and its cleanup finds no reservation to release yet.
+			if _, err := other.Runs().Stop(f.ctx, runID); err != nil {
+				t.Errorf("stop: %v", err)
+			}
+			other.Reconcile()
+		}
+		return next(ctx)
+	}
+	r, err := f.c.Runs().Create(f.ctx, rec.ID, dlc.RunOptions{})
+	f.must(err)
+	runID = r.ID
+	f.m.Reconcile()
+	u, err := f.c.ResourceGroups().Get(f.ctx, "rg-1")
+	f.must(err)
+	if _, held := u.Holders["od-"+r.ID]; !held {
+		t.Fatalf("the interleaving did not leave a hold: %v", u.Holders)
+	}
+	// Well past the grace (30 s), well before the resync (5 min).
+	for range 90 {
+		f.m.Clock.Advance(time.Second)
+		f.m.Reconcile()
+	}
+	u, err = f.c.ResourceGroups().Get(f.ctx, "rg-1")
+	f.must(err)
+	if held, ok := u.Holders["od-"+r.ID]; ok {
+		t.Fatalf("the stopped run's reservation %s is still held 90 s later (grace 30 s)", held)
+	}
+	f.must(f.c.CheckQuota(f.ctx))
+}

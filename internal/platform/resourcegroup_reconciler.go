@@ -58,11 +58,17 @@ func (c *Engine) reconcileResourceGroup(ctx context.Context, id string) (time.Du
 	// it looks at every holder, so it runs at most once a quarter of the
 	// grace per resource group (and again when a young leak comes of age).
 	c.mu.Lock()
-	due := now.Sub(c.repaired[id]) >= c.o.grace/4 || c.repaired[id].IsZero()
+	last := c.repaired[id]
+	due := last.IsZero() || now.Sub(last) >= c.o.grace/4
 	if due {
 		c.repaired[id] = now
+	} else {
+		// Skipped here: a hold that stopped being justified since the last
+		// repair is looked at when the repair is due, not at the resync.
+		recheck = c.o.grace/4 - now.Sub(last)
 	}
 	c.mu.Unlock()
+	lookAgain := false
 	// A hold the platform never makes (negative, or more than the whole
 	// capacity) was written by someone else: it goes at once, and the
 	// restore below puts back what a live cluster justifies, at what it
@@ -105,17 +111,18 @@ func (c *Engine) reconcileResourceGroup(ctx context.Context, id string) (time.Du
 				if recheck == 0 || c.o.grace/4 < recheck {
 					recheck = c.o.grace / 4
 				}
+				lookAgain = true
 				continue
 			}
 			a.Release(h)
 			changed = true
 		} else if left := c.o.grace - age; recheck == 0 || left < recheck {
-			recheck = left
+			recheck, lookAgain = left, true
 		}
 	}
-	if recheck > 0 {
+	if lookAgain {
 		c.mu.Lock()
-		delete(c.repaired, id) // look again when the young one is old enough
+		delete(c.repaired, id) // the repair is due when the young one is old enough
 		c.mu.Unlock()
 	}
 	item := c.queueItem
