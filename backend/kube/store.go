@@ -401,7 +401,7 @@ func (s *Store) observe(k *kindInfo, obj any, deleted bool) {
 	} else if c, err := resourceversion.CompareResourceVersion(e.doc.Version, last); err == nil && c > 0 {
 		s.lastRV[k.kind] = e.doc.Version
 	}
-	s.watchers.Each(func(h func(backend.Change)) { h(backend.Change{Doc: copyDoc(e.doc), Deleted: deleted}) })
+	s.watchers.Each(func(h func(backend.Change)) { h(backend.Change{Doc: backend.CopyDoc(e.doc), Deleted: deleted}) })
 	close(s.tick)
 	s.tick = make(chan struct{})
 }
@@ -464,7 +464,7 @@ func (s *Store) Get(ctx context.Context, kind, id string) (backend.Doc, error) {
 	e, ok := s.docs[kind][id]
 	s.mu.RUnlock()
 	if ok {
-		return copyDoc(e.doc), nil
+		return backend.CopyDoc(e.doc), nil
 	}
 	// A miss may be the cache lagging a write another replica made a
 	// moment ago (behind a load balancer, a user's next call lands on
@@ -495,7 +495,7 @@ func (s *Store) getLatest(ctx context.Context, k *kindInfo, id string) (backend.
 	if err != nil || got.doc.ID != id {
 		return backend.Doc{}, errs.NotFound(kind, id) // not one of ours
 	}
-	return copyDoc(got.doc), nil
+	return backend.CopyDoc(got.doc), nil
 }
 
 // List returns the cached documents of a kind whose labels include every
@@ -512,7 +512,7 @@ func (s *Store) List(ctx context.Context, kind string, selector map[string]strin
 	var out []backend.Doc
 	for _, e := range s.docs[kind] {
 		if backend.Matches(e.doc.Labels, selector) {
-			out = append(out, copyDoc(e.doc))
+			out = append(out, backend.CopyDoc(e.doc))
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
@@ -532,7 +532,7 @@ func (s *Store) Watch(ctx context.Context, h func(backend.Change)) ([]backend.Do
 	s.watchers.Add(ctx, &s.mu, h, func() {
 		for _, byID := range s.docs {
 			for _, e := range byID {
-				snap = append(snap, copyDoc(e.doc))
+				snap = append(snap, backend.CopyDoc(e.doc))
 			}
 		}
 	})
@@ -993,8 +993,6 @@ func canonicalJSON(v any) ([]byte, error) {
 	}
 	return json.Marshal(generic)
 }
-
-func copyDoc(d backend.Doc) backend.Doc { return backend.CopyDoc(d) }
 
 func nilIfEmpty(m map[string]string) map[string]string {
 	if len(m) == 0 {

@@ -80,7 +80,7 @@ func (s *Store) Get(ctx context.Context, kind, id string) (backend.Doc, error) {
 	if !ok {
 		return backend.Doc{}, errs.NotFound(kind, id)
 	}
-	return copyDoc(d), nil
+	return backend.CopyDoc(d), nil
 }
 
 // List returns the documents of a kind whose labels include every pair of
@@ -94,7 +94,7 @@ func (s *Store) List(ctx context.Context, kind string, selector map[string]strin
 	var out []backend.Doc
 	for _, d := range s.docs[kind] {
 		if backend.Matches(d.Labels, selector) {
-			out = append(out, copyDoc(d))
+			out = append(out, backend.CopyDoc(d))
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
@@ -119,7 +119,7 @@ func (s *Store) read(ctx context.Context, kind, id string) error {
 // Create stores a new document and returns its version; an existing id is
 // a conflict that changes nothing.
 func (s *Store) Create(ctx context.Context, d backend.Doc) (string, error) {
-	d = copyDoc(d)
+	d = backend.CopyDoc(d)
 	return s.write(ctx, Write{Op: OpCreate, Doc: d}, func(context.Context) (string, error) {
 		return s.apply(func(byID map[string]backend.Doc) (backend.Doc, bool, error) {
 			if _, ok := byID[d.ID]; ok {
@@ -134,7 +134,7 @@ func (s *Store) Create(ctx context.Context, d backend.Doc) (string, error) {
 // returns the new version; another version is a conflict, a missing
 // document not found, and either changes nothing.
 func (s *Store) Update(ctx context.Context, d backend.Doc) (string, error) {
-	d = copyDoc(d)
+	d = backend.CopyDoc(d)
 	return s.write(ctx, Write{Op: OpUpdate, Doc: d}, func(context.Context) (string, error) {
 		return s.apply(func(byID map[string]backend.Doc) (backend.Doc, bool, error) {
 			cur, ok := byID[d.ID]
@@ -198,7 +198,7 @@ func (s *Store) apply(check func(map[string]backend.Doc) (backend.Doc, bool, err
 		d.Version = strconv.FormatUint(s.seq, 10)
 		byID[d.ID] = d
 	}
-	s.watchers.Each(func(h func(backend.Change)) { h(backend.Change{Doc: copyDoc(d), Deleted: del}) })
+	s.watchers.Each(func(h func(backend.Change)) { h(backend.Change{Doc: backend.CopyDoc(d), Deleted: del}) })
 	return d.Version, nil
 }
 
@@ -215,11 +215,9 @@ func (s *Store) Watch(ctx context.Context, h func(backend.Change)) ([]backend.Do
 	s.watchers.Add(ctx, &s.mu, h, func() {
 		for _, byID := range s.docs {
 			for _, d := range byID {
-				snap = append(snap, copyDoc(d))
+				snap = append(snap, backend.CopyDoc(d))
 			}
 		}
 	})
 	return snap, nil
 }
-
-func copyDoc(d backend.Doc) backend.Doc { return backend.CopyDoc(d) }

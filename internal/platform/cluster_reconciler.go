@@ -90,16 +90,12 @@ func (c *Engine) reconcileCluster(ctx context.Context, id string) (time.Duration
 				return 0, c.deleteTemporary(ctx, cl, "its reservation is gone and its resource group cannot make it again")
 			}
 			if !held {
-				var noCompute []func(*cluster.Cluster)
-				if rayIdle {
-					// It needs no hold while it waits to be started again.
-					noCompute = append(noCompute, func(next *cluster.Cluster) {
-						if next.Generation == cl.Generation {
-							next.Live, next.Replicas = nil, nil
+				return 0, c.clusterStepFailed(ctx, id, "its reservation in resource group "+cl.QuotaGroup+" is gone and the group cannot make it again; start it again",
+					func(next *cluster.Cluster) {
+						if rayIdle && next.Generation == cl.Generation {
+							next.Live, next.Replicas = nil, nil // it needs no hold while it waits to be started again
 						}
 					})
-				}
-				return 0, c.clusterStepFailed(ctx, id, "its reservation in resource group "+cl.QuotaGroup+" is gone and the group cannot make it again; start it again", noCompute...)
 			}
 		}
 		if err := c.ray.ApplyCluster(ctx, cl); err != nil {
@@ -201,9 +197,9 @@ func (c *Engine) trueUpHold(ctx context.Context, cl *cluster.Cluster) error {
 		h, ok := a.Holders[cl.ID]
 		return (ok && h.Resources == need) || (ok && h.Generation > cl.Generation && now.Sub(h.Since) < c.o.grace)
 	}
-	a, _, err := cached[quota.Account](ctx, c, kindResourceGroup, cl.Live.ResourceGroup)
+	a, _, err := get[quota.Account](ctx, c, kindResourceGroup, "resource group", cl.Live.ResourceGroup)
 	if err != nil {
-		return notFoundAs(err, "resource group", cl.Live.ResourceGroup)
+		return err
 	}
 	if settled(a) {
 		return nil

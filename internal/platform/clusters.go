@@ -603,9 +603,9 @@ func (s *ClusterService) Autoscale(ctx context.Context, clusterID, group string,
 		cur := cl.Replicas[group]
 		res.Granted, res.QuotaRefused, res.Reason = want, false, ""
 		if want > cur {
-			a, _, err := cached[quota.Account](ctx, c, kindResourceGroup, cl.Live.ResourceGroup)
+			a, _, err := get[quota.Account](ctx, c, kindResourceGroup, "resource group", cl.Live.ResourceGroup)
 			if err != nil {
-				return res, notFoundAs(err, "resource group", cl.Live.ResourceGroup)
+				return res, err
 			}
 			free := a.Allocatable()
 			if fits := int64(cur) + free.CountFits(node.Resources()); fits < int64(want) {
@@ -732,7 +732,7 @@ func (c *Engine) stopActiveRuns(ctx context.Context, cl *cluster.Cluster, op clu
 	}
 	if len(active) > 0 && !force {
 		return &errs.StateError{Kind: "cluster", ID: cl.ID, Op: string(op), State: string(cl.State),
-			Reason: fmt.Sprintf("%d runs are active on it; stop them, or pass dlc.DeleteOptions{Force: true} to stop them", len(active))}
+			Reason: fmt.Sprintf("%d runs are active on it; stop them, or pass DeleteOptions{Force: true} to stop them", len(active))}
 	}
 	past := string(op) + "d"
 	if op == cluster.OpDelete {

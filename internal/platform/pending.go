@@ -66,9 +66,9 @@ func (s *ResourceGroupService) Pending(ctx context.Context, rg string) ([]job.Pe
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	a, _, err := cached[quota.Account](ctx, c, kindResourceGroup, rg)
+	a, _, err := get[quota.Account](ctx, c, kindResourceGroup, "resource group", rg)
 	if err != nil {
-		return nil, notFoundAs(err, "resource group", rg)
+		return nil, err
 	}
 	items := c.queues.order(rg, c.queueItem)
 	free := a.Allocatable()

@@ -132,9 +132,6 @@ func (c *Engine) process(key string) {
 			gctx, gcancel := c.stepContext()
 			// The cause may quote what a Ray head or a server answered: bounded.
 			gerr := r.giveUp(gctx, id, job.ClipMessage("a background step kept failing: "+err.Error()))
-			if gerr == errRetry {
-				gerr = err
-			}
 			gcancel()
 			if gerr == nil {
 				c.mu.Lock()

@@ -354,21 +354,17 @@ func (c *Engine) confirmLacks(ctx context.Context, id, rg string, now time.Time)
 // instead of landing on a released hold. A cluster that changed meanwhile
 // is looked at again on a later pass.
 func (c *Engine) releasable(ctx context.Context, holder, rg string, hold quota.Hold) (bool, error) {
-	if ok, err := c.justified(ctx, holder, rg, true); err != nil || ok {
-		return false, err
-	}
 	cl, err := c.getFresh(ctx, holder)
-	if errs.IsNotFound(err) {
-		return true, nil
-	}
-	if err != nil {
+	switch {
+	case errs.IsNotFound(err):
+		ok, err := c.justified(ctx, holder, rg, true) // an admitted on-demand run's
+		return !ok && err == nil, err
+	case err != nil:
 		return false, err
-	}
-	if hold.Generation <= cl.Generation {
+	case cl.State.HoldsQuota() && cl.QuotaGroup == rg:
+		return false, nil // justified
+	case hold.Generation <= cl.Generation:
 		return true, nil // no write of it can be on its way
-	}
-	if cl.State.HoldsQuota() && cl.QuotaGroup == rg {
-		return false, nil // written since
 	}
 	next := cl.DeepCopy()
 	next.Events = cluster.AppendEvent(next.Events, c.event(ctx, "system", "quota-repair", fmt.Sprintf(
