@@ -729,3 +729,73 @@ func TestLeakedHoldReleasedAtItsGrace(t *testing.T) {
 	}
 	f.must(f.c.CheckQuota(f.ctx))
 }
+
+// A scale-down whose apply keeps failing leaves Ray at the old size: the
+// hold must cover that size until Ray reports the smaller one, or the
+// quota it no longer covers goes to another cluster while Ray still runs
+// the workers. Before: the hold was lowered at the scale-down's write; the
+// cluster turned abnormal keeping the small hold; a second cluster started
+// on the freed quota: 24 cores in Ray in a 16-core group, an hour after
+// the fault cleared, and CheckQuota silent. (Issue 20.)
+func TestScaleDownKeepsHoldUntilRayShrinks(t *testing.T) {
+	var failApply atomicBool
+	f := newFixture(t, dlctest.MemoryOptions{Ray: memory.RayHooks{Call: func(_ context.Context, call, _ string) error {
+		if call == memory.CallApplyCluster && failApply.get() {
+			return errors.New("injected: the apply keeps failing")
+		}
+		return nil
+	}}})
+	a, b := f.twoClusters("rg-16", 16, 64, "a", "b")
+	f.startNow(a.ID)
+	if _, err := f.c.Clusters().Autoscale(f.ctx, a.ID, "cpu", 3); err != nil {
+		t.Fatal(err)
+	}
+	f.settle() // a: head and 3 workers, 16 cores, held and running
+	inRay := func() int64 {
+		var cpu int64
+		for _, id := range []string{a.ID, b.ID} {
+			obs, err := f.m.Backend.Ray.ClusterStatus(f.ctx, id)
+			if err != nil {
+				continue
+			}
+			for _, p := range obs.Pods {
+				cpu += p.Requests.MilliCPU
+			}
+		}
+		return cpu
+	}
+	if got := inRay(); got != 16000 {
+		t.Fatalf("before the scale-down Ray runs %d milli-CPU, want 16000", got)
+	}
+	failApply.set(true)
+	if _, err := f.c.Clusters().Autoscale(f.ctx, a.ID, "cpu", 1); err != nil {
+		t.Fatal(err)
+	}
+	f.settle() // the apply fails past its retries: a turns abnormal
+	cl, _ := f.c.Clusters().Get(f.ctx, a.ID)
+	u, _ := f.c.ResourceGroups().Get(f.ctx, "rg-16")
+	t.Logf("after the failed scale-down: a %s (%s), holds %v, Ray runs %d", cl.State, cl.Reason, u.Holders, inRay())
+	failApply.set(false) // the fault clears; a stays abnormal, at its old size in Ray
+	_, err := f.c.Clusters().Start(f.ctx, b.ID)
+	f.settle()
+	t.Logf("b's start: %v; Ray runs %d", err, inRay())
+	f.m.Clock.Advance(time.Hour)
+	f.settle()
+	if got := inRay(); got > 16000 {
+		cl, _ := f.c.Clusters().Get(f.ctx, a.ID)
+		u, _ := f.c.ResourceGroups().Get(f.ctx, "rg-16")
+		t.Fatalf("Ray runs %d milli-CPU in a 16-core group (b's start: %v; a is %s; holds %v; CheckQuota: %v)",
+			got, err, cl.State, u.Holders, f.c.CheckQuota(f.ctx))
+	}
+	// Started again (its minimum: 1 worker), a gives back what Ray no
+	// longer runs once Ray reports the smaller size, and b fits.
+	f.startNow(a.ID)
+	if u, _ := f.c.ResourceGroups().Get(f.ctx, "rg-16"); u.Holders[a.ID].MilliCPU != 8000 || inRay() != 8000 {
+		t.Fatalf("a started again at its minimum holds %s while Ray runs %d milli-CPU, want 8 cores both", u.Holders[a.ID], inRay())
+	}
+	f.startNow(b.ID)
+	if got := inRay(); got != 16000 {
+		t.Fatalf("with b started Ray runs %d milli-CPU, want 16000", got)
+	}
+	f.must(f.c.CheckQuota(f.ctx))
+}

@@ -68,7 +68,7 @@ func (c *Engine) reconcileCluster(ctx context.Context, id string) (time.Duration
 	case cluster.Created, cluster.Hibernated:
 		return 0, c.releaseHold(ctx, cl)
 	case cluster.Abnormal:
-		return 0, c.trueUpHold(ctx, cl)
+		return 0, c.trueUpHold(ctx, cl, nil)
 	case cluster.Deleting:
 		return c.reconcileDelete(ctx, cl)
 	}
@@ -108,7 +108,8 @@ func (c *Engine) reconcileCluster(ctx context.Context, id string) (time.Duration
 	t := obs.Trigger(cl.Generation)
 	if _, ok, _ := cluster.Transition(id, cl.State, t); !ok {
 		if cl.State == cluster.Running {
-			return 0, c.trueUpHold(ctx, cl)
+			inRay := podRequests(obs.Pods)
+			return 0, c.trueUpHold(ctx, cl, &inRay)
 		}
 		// Transitional: Ray will say when it is done; meanwhile the step has
 		// a deadline, so that no cluster stays transitional for ever.
@@ -180,11 +181,15 @@ func (c *Engine) releaseHold(ctx context.Context, cl *cluster.Cluster) error {
 	return err
 }
 
-// trueUpHold makes a started cluster's reservation what it runs (a
-// resize whose write failed may have left it otherwise). A hold made for
-// a newer generation than the cluster as read is a write on its way, and
-// is left alone until it is older than the repair grace.
-func (c *Engine) trueUpHold(ctx context.Context, cl *cluster.Cluster) error {
+// trueUpHold makes a started cluster's reservation cover what it is to
+// run and what Ray runs of it (a resize whose write failed may have left
+// it otherwise). inRay is what the pods Ray reports request, or nil when
+// that is not known (an abnormal cluster): the hold is then never lowered,
+// for Ray may still run the old size. So a scale-down's quota is given
+// back only once Ray's pods have shrunk. A hold made for a newer
+// generation than the cluster as read is a write on its way, and is left
+// alone until it is older than the repair grace.
+func (c *Engine) trueUpHold(ctx context.Context, cl *cluster.Cluster, inRay *quota.Resources) error {
 	if cl.Live == nil {
 		return c.releaseHold(ctx, cl) // a start that never reached Ray
 	}
@@ -192,10 +197,20 @@ func (c *Engine) trueUpHold(ctx context.Context, cl *cluster.Cluster) error {
 	if err != nil {
 		return err
 	}
+	if inRay != nil {
+		need = need.Max(*inRay)
+	}
 	now := c.clock.Now()
+	// target is what the hold is to be, given the one a holds.
+	target := func(a *quota.Account) quota.Resources {
+		if h, ok := a.Holders[cl.ID]; ok && inRay == nil {
+			return need.Max(h.Resources)
+		}
+		return need
+	}
 	settled := func(a *quota.Account) bool {
 		h, ok := a.Holders[cl.ID]
-		return (ok && h.Resources == need) || (ok && h.Generation > cl.Generation && now.Sub(h.Since) < c.o.grace)
+		return (ok && h.Resources == target(a)) || (ok && h.Generation > cl.Generation && now.Sub(h.Since) < c.o.grace)
 	}
 	a, _, err := get[quota.Account](ctx, c, kindResourceGroup, "resource group", cl.Live.ResourceGroup)
 	if err != nil {
@@ -209,7 +224,7 @@ func (c *Engine) trueUpHold(ctx context.Context, cl *cluster.Cluster) error {
 		if settled(a) {
 			return false, nil
 		}
-		ok, err := a.SetFor(cl.ID, need, cl.Generation, now)
+		ok, err := a.SetFor(cl.ID, target(a), cl.Generation, now)
 		changed = ok
 		return ok, err
 	})
@@ -346,4 +361,13 @@ func (c *Engine) deleteTemporary(ctx context.Context, cl *cluster.Cluster, why s
 	next.Generation++
 	next.Events = cluster.AppendEvent(next.Events, c.event(ctx, "system", "delete", why))
 	return c.putCluster(ctx, next, cl.Version)
+}
+
+// podRequests is what the pods Ray reports request in all.
+func podRequests(pods []cluster.Pod) quota.Resources {
+	var sum quota.Resources
+	for _, p := range pods {
+		sum = sum.Add(p.Requests.Max(quota.Resources{}))
+	}
+	return sum
 }

@@ -231,9 +231,16 @@ func (s *ClusterService) start(ctx context.Context, cl *cluster.Cluster) (*clust
 // repair reconciler.
 func (c *Engine) writeWithHold(ctx context.Context, next, prev *cluster.Cluster, need quota.Resources) error {
 	rg := next.Live.ResourceGroup
+	moved := prev.Live != nil && prev.Live.ResourceGroup != rg
 	if _, err := c.changeAccount(ctx, rg, func(a *quota.Account) (bool, error) {
 		now := c.clock.Now()
-		changed, err := a.SetFor(next.ID, need, next.Generation, now)
+		hold := need
+		if h, ok := a.Holders[next.ID]; ok && !moved && prev.State.HoldsQuota() {
+			// Ray may run the old size until it reports the new one: a
+			// shrink gives its quota back then (trueUpHold), not now.
+			hold = need.Max(h.Resources)
+		}
+		changed, err := a.SetFor(next.ID, hold, next.Generation, now)
 		if err == nil && !changed {
 			// Made by an earlier try of this change: renewed, so that the
 			// repair cannot take it for a leak under this try.
@@ -243,7 +250,6 @@ func (c *Engine) writeWithHold(ctx context.Context, next, prev *cluster.Cluster,
 	}); err != nil {
 		return err
 	}
-	moved := prev.Live != nil && prev.Live.ResourceGroup != rg
 	err := c.putCluster(ctx, next, prev.Version)
 	if err != nil && !errors.Is(err, errs.ErrConflict) && !errs.IsNotFound(err) {
 		version, written, werr := c.wrote(ctx, kindCluster, next.ID, next)
