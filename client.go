@@ -138,6 +138,15 @@ func WithRetries(retries int, base, max time.Duration) Option {
 // writes) is kept before the quota reconciler releases it (default 30s).
 func WithRepairGrace(d time.Duration) Option { return platform.WithRepairGrace(d) }
 
+// WithAutoscaleHeadroom sets how many workers above what Ray's own
+// autoscaler runs an autoscaling worker group's reservation covers, while
+// quota allows (default 1): the autoscaler cannot be given more workers
+// than are reserved, and using that room is how it asks for more. 0: the
+// platform does not follow that autoscaler, which then moves within what
+// Clusters().Autoscale grants (from a start: the group's minimum). (Only
+// where Ray runs an autoscaler of its own: Kubernetes.)
+func WithAutoscaleHeadroom(workers int) Option { return platform.WithAutoscaleHeadroom(workers) }
+
 // WithStepTimeout sets how long a cluster may stay creating, starting or
 // hibernating before it turns abnormal, saying it timed out (default 10m).
 func WithStepTimeout(d time.Duration) Option { return platform.WithStepTimeout(d) }

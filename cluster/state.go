@@ -98,8 +98,12 @@ type Cluster struct {
 	// when the run ends.
 	Temporary bool   `json:"temporary,omitempty"`
 	OwnerRun  string `json:"ownerRun,omitempty"`
-	// Replicas is the current number of workers per worker group, within
-	// its instance range; Ray's autoscaler moves it (C14).
+	// Replicas is, per worker group, the workers the cluster's reservation
+	// covers, within the group's instance range: the most Ray may run.
+	// Ray's autoscaler moves it (C14): through Clusters().Autoscale, or,
+	// where Ray runs an autoscaler of its own (Kubernetes), by the platform
+	// following it (Observation.Autoscaled), one worker above what that
+	// autoscaler runs while quota allows, so that it can ask for more.
 	Replicas map[string]int `json:"replicas,omitempty"`
 	// PendingRestart lists edited settings that take effect at the next start.
 	PendingRestart []string `json:"pendingRestart,omitempty"`
@@ -176,6 +180,22 @@ type Observation struct {
 	Phase      Phase
 	Reason     string // why, for PhaseFailed
 	Pods       []Pod
+	// Autoscaled is what Ray's own autoscaler has Ray run, where Ray has
+	// one (KubeRay's in-tree autoscaler); nil otherwise (the memory
+	// backend, whose autoscaler's requests are Clusters().Autoscale).
+	Autoscaled *Autoscaled
+}
+
+// Autoscaled is what Ray's own autoscaler asks of a running cluster.
+type Autoscaled struct {
+	// Generation is the cluster's generation whose ceilings Ray has: the
+	// maximum of each autoscaling worker group is what the cluster's
+	// Replicas were at that generation.
+	Generation int64
+	// Workers is, per worker group that autoscales, how many workers the
+	// autoscaler has Ray run (as it wrote them: the platform bounds them
+	// to the group's range and ceiling before it trusts them).
+	Workers map[string]int
 }
 
 // Trigger returns what Ray's observation o means for a cluster stored at

@@ -40,6 +40,13 @@ type Harness struct {
 	// a backend whose story takes seconds, whose store another harness
 	// covers call by call.
 	FaultOps []string
+	// Autoscaler, when set, starts Ray's own autoscaler for the backend's
+	// clusters in one test and returns how to drive it: demand asks for
+	// workers in a worker group of a running cluster, as load on Ray would,
+	// and the platform is to follow within quota (on Kubernetes, the
+	// [Autoscaler] stand-in). Nil means Ray has no autoscaler of its own and
+	// Clusters().Autoscale is its request (the memory backend).
+	Autoscaler func(t *testing.T, be dlc.Backend) (demand func(clusterID, group string, workers int))
 }
 
 // RunConformance runs the platform's behaviour against a backend, as
@@ -217,11 +224,14 @@ func (s *suite) world(c *dlc.Client, rg string, cores int64) string {
 	return g.ID
 }
 
-// spec is a cluster of 8 cores: a cu.4c8g head and one cu.4c8g worker (to 3).
+// spec is a cluster of 8 cores: a cu.4c8g head and one cu.4c8g worker.
+// Fixed-size, so that the quota figures of the tests hold on a backend
+// whose Ray runs an autoscaler (an autoscaling group there holds a worker
+// of room above what it runs); the autoscale case makes its own range.
 func (s *suite) spec(name, grp, rg string) *cluster.Spec {
 	s.t.Helper()
 	sp, err := dlc.NewCluster(name).Groups(grp).Resources("pkg-1", rg).Image("ray-2.46.0-py310-cpu").
-		Head("head", "cu.4c8g").WorkerGroup("cpu", "cu.4c8g", 1, 3).Build()
+		Head("head", "cu.4c8g").WorkerGroup("cpu", "cu.4c8g", 1, 1).Build()
 	s.must(err)
 	return sp
 }
@@ -592,9 +602,16 @@ func testConcurrentStarts(t *testing.T, s *suite) {
 		s.gone(setup, id)
 	}
 	s.quotaClean(setup)
-	if u, _ := setup.ResourceGroups().Get(ctx, "rg-race"); len(u.Holders) != 0 {
-		t.Fatalf("leaked: %v", u.Holders)
-	}
+	// A replica whose view lagged may have put a hold back just as its
+	// cluster went (a true-up between the delete's release and the
+	// object's removal): the repair releases it at its grace.
+	s.eventually("no hold left", func() (bool, string) {
+		u, err := setup.ResourceGroups().Get(ctx, "rg-race")
+		if err != nil {
+			return false, err.Error()
+		}
+		return len(u.Holders) == 0, fmt.Sprint(u.Holders)
+	})
 }
 
 // A hibernate through one client frees the reservation another client's
@@ -1005,41 +1022,67 @@ func testEditAutoscaleDetails(t *testing.T, s *suite) {
 	ctx := s.ctx()
 	grp := s.world(c, "rg-edit", 16) // room for the head and 3 workers of 4 cores
 	cl := s.runningCluster(c, "editing", grp, "rg-edit")
-	cur, err := c.Clusters().Get(ctx, cl.ID)
-	s.must(err)
-	cur.Spec.Workers[0].Instances = cluster.Range(1, 4)
-	cur.Spec.Image = "ray-2.41.0-py310-cpu"
-	res, err := c.Clusters().Edit(ctx, cur)
-	s.must(err)
+	var res *dlc.EditResult
+	for attempt := 0; ; attempt++ {
+		cur, err := c.Clusters().Get(ctx, cl.ID)
+		s.must(err)
+		cur.Spec.Workers[0].Instances = cluster.Range(1, 4)
+		cur.Spec.Image = "ray-2.41.0-py310-cpu"
+		res, err = c.Clusters().Edit(ctx, cur)
+		if errors.Is(err, dlc.ErrConflict) && attempt < 5 {
+			continue // the platform moved it meanwhile (following Ray's autoscaler): edit again
+		}
+		s.must(err)
+		break
+	}
 	if len(res.Applied) != 1 || len(res.NeedsRestart) != 1 || res.NeedsRestart[0] != "image" {
 		t.Fatalf("edit: applied %v, needs restart %v", res.Applied, res.NeedsRestart)
 	}
-	up, err := c.Clusters().Autoscale(ctx, cl.ID, "cpu", 4)
-	s.must(err)
-	if up.Granted != 3 || !up.QuotaRefused || up.Reason == "" { // 16 cores: head + 3 workers
-		t.Fatalf("autoscale past quota: %+v", up)
-	}
-	s.eventually("three workers running", func() (bool, string) {
-		d, err := c.Clusters().Details(ctx, cl.ID)
-		if err != nil {
-			return false, err.Error()
+	demand := func(workers int) {
+		up, err := c.Clusters().Autoscale(ctx, cl.ID, "cpu", workers)
+		s.must(err)
+		if want := min(max(workers, 1), 3); up.Granted != want || up.QuotaRefused != (workers > 3) || (up.QuotaRefused && up.Reason == "") {
+			t.Fatalf("autoscale to %d: %+v", workers, up) // 16 cores: head + 3 workers
 		}
-		workers := 0
+	}
+	if s.h.Autoscaler != nil {
+		d := s.h.Autoscaler(t, s.backend())
+		demand = func(workers int) { d(cl.ID, "cpu", workers) }
+	}
+	// workers counts the worker pods, and reserved the cluster's hold and
+	// what its Replicas need, checking that Ray never runs more than held.
+	workers := func() (int, quota.Resources, *cluster.Details) {
+		d, err := c.Clusters().Details(ctx, cl.ID)
+		s.must(err)
+		n, inRay := 0, quota.Resources{}
 		for _, p := range d.Pods {
+			inRay = inRay.Add(p.Requests)
 			if p.Role == "worker" {
-				workers++
+				n++
 			}
 		}
-		return workers == 3 && d.Dashboard != "" && d.Resources.MilliCPU == 16000, fmt.Sprintf("%d workers, reserving %s", workers, d.Resources)
-	})
-	down, err := c.Clusters().Autoscale(ctx, cl.ID, "cpu", 0)
-	s.must(err)
-	if down.Granted != 1 || down.QuotaRefused { // the range's minimum
-		t.Fatalf("autoscale down: %+v", down)
+		if !inRay.Fits(d.Resources) {
+			t.Fatalf("Ray runs %s of the cluster, its reservation is %s", inRay, d.Resources)
+		}
+		return n, d.Resources, d
 	}
+	demand(4) // one more than fits
+	s.eventually("three workers running, the fourth refused", func() (bool, string) {
+		n, held, d := workers()
+		refused := false
+		for _, e := range d.Events {
+			refused = refused || (e.Action == "autoscale-refused" && strings.Contains(e.Message, "rg-edit"))
+		}
+		return n == 3 && refused && d.Dashboard != "" && held.MilliCPU == 16000,
+			fmt.Sprintf("%d workers, reserving %s, refusal recorded %v", n, held, refused)
+	})
+	demand(0) // to the range's minimum
 	s.eventually("quota follows the scale-down", func() (bool, string) {
+		n, held, _ := workers()
 		u, _ := c.ResourceGroups().Get(ctx, "rg-edit")
-		return u.Reserved.MilliCPU == 8000, u.Reserved.String()
+		// Ray's own autoscaler keeps one worker of room above what it runs.
+		ok := n == 1 && u.Reserved == held && (held.MilliCPU == 8000 || (s.h.Autoscaler != nil && held.MilliCPU == 12000))
+		return ok, fmt.Sprintf("%d workers, reserving %s", n, u.Reserved)
 	})
 	s.quotaClean(c)
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/go-logr/logr"
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/yaml"
@@ -54,8 +55,12 @@ func TestRenderAcceptedByAPIServer(t *testing.T) {
 			switch s := sent.(type) {
 			case *rayv1.RayCluster:
 				gotSpec, sentSpec = got.(*rayv1.RayCluster).Spec, s.Spec
+				defaultReplicas(s.Spec.WorkerGroupSpecs)
 			case *rayv1.RayJob:
 				gotSpec, sentSpec = got.(*rayv1.RayJob).Spec, s.Spec
+				if s.Spec.RayClusterSpec != nil {
+					defaultReplicas(s.Spec.RayClusterSpec.WorkerGroupSpecs)
+				}
 			}
 			if !equality.Semantic.DeepEqual(gotSpec, sentSpec) {
 				want, _ := yaml.Marshal(sentSpec)
@@ -63,5 +68,16 @@ func TestRenderAcceptedByAPIServer(t *testing.T) {
 				t.Errorf("spec read back differs from the rendered one, %s", lineDiff(string(want), string(have)))
 			}
 		})
+	}
+}
+
+// defaultReplicas sets what the CRD defaults an autoscaling group's
+// replicas to, which rendering leaves to the autoscaler: 0 (KubeRay then
+// runs the group's minimum).
+func defaultReplicas(groups []rayv1.WorkerGroupSpec) {
+	for i := range groups {
+		if groups[i].Replicas == nil {
+			groups[i].Replicas = ptr.To[int32](0)
+		}
 	}
 }

@@ -102,6 +102,10 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (*Backend, error) {
 	return &Backend{Store: st, Provisioner: p}, nil
 }
 
+// Namespace returns the namespace the backend keeps its objects and
+// Ray's in.
+func (b *Backend) Namespace() string { return b.Provisioner.namespace }
+
 // Close stops the backend's informers and pollers.
 func (b *Backend) Close() {
 	b.Provisioner.Close()

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -26,6 +27,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
 	ctrlcache "sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -307,9 +309,10 @@ func (p *Provisioner) ApplyCluster(ctx context.Context, c *cluster.Cluster) erro
 	gen := strconv.FormatInt(c.Generation, 10)
 	var obj client.Object
 	if c.Temporary {
-		if rj, err := p.rayJob(ctx, c.ID); err != nil {
+		cur, err := p.rayJob(ctx, c.ID)
+		if err != nil {
 			return err
-		} else if rj != nil && rj.Annotations[KeyGeneration] == gen {
+		} else if cur != nil && cur.Annotations[KeyGeneration] == gen {
 			return nil
 		}
 		r, err := p.getRun(ctx, c.OwnerRun)
@@ -320,16 +323,33 @@ func (p *Provisioner) ApplyCluster(ctx context.Context, c *cluster.Cluster) erro
 		if err != nil {
 			return err
 		}
+		if cur != nil {
+			// A resize: KubeRay disregards a RayJob's cluster spec once it
+			// has made the RayCluster, so the RayCluster is resized itself
+			// first; the RayJob, applied second, records the generation.
+			if err := p.resizeJobCluster(ctx, c, cur, rj); err != nil {
+				return err
+			}
+		}
 		obj = rj
 	} else {
-		if rc, err := p.rayCluster(ctx, c.ID); err != nil {
+		cur, err := p.rayCluster(ctx, c.ID)
+		if err != nil {
 			return err
-		} else if rc != nil && rc.Annotations[KeyGeneration] == gen && rc.DeletionTimestamp == nil {
+		} else if cur != nil && cur.Annotations[KeyGeneration] == gen && cur.DeletionTimestamp == nil {
 			return nil
 		}
 		rc, err := RenderRayCluster(c, p.render)
 		if err != nil {
 			return err
+		}
+		if cur != nil && cur.DeletionTimestamp == nil {
+			carryOver(rc, cur)
+			var pods corev1.PodList
+			if err := p.cache.List(ctx, &pods, client.InNamespace(p.namespace), client.MatchingFields{indexCluster: c.ID}); err != nil {
+				return apiError("list pods", "cluster", c.ID, err)
+			}
+			nameSurplus(rc, pods.Items)
 		}
 		obj = rc
 	}
@@ -370,11 +390,12 @@ func (p *Provisioner) apply(ctx context.Context, obj client.Object) error {
 }
 
 // RenderTemporary renders the RayJob of on-demand cluster c, made for its
-// run r (c.OwnerRun): RenderRayJob's, with c's id on the RayJob, on the
+// run r (c.OwnerRun): RenderRayJob's, with c's worker ceilings (Replicas:
+// an autoscaling group's maxReplicas), c's id on the RayJob, on the
 // RayCluster KubeRay makes from it and on their pods (KeyClusterID), and
 // c's generation (KeyGeneration).
 func RenderTemporary(c *cluster.Cluster, r *job.Run, o RenderOptions) (*rayv1.RayJob, error) {
-	rj, err := RenderRayJob(r, o)
+	rj, err := renderRayJob(r, o, c.Replicas)
 	if err != nil {
 		return nil, err
 	}
@@ -466,7 +487,7 @@ func (p *Provisioner) ClusterStatus(ctx context.Context, id string) (cluster.Obs
 	}
 	if rj == nil {
 		o := clusterObservation(rc)
-		o.Pods = pods
+		o.Pods, o.Autoscaled = pods, autoscaled(rc)
 		return o, nil
 	}
 	// A RayJob is applied once (an on-demand cluster's generation does not
@@ -480,6 +501,7 @@ func (p *Provisioner) ClusterStatus(ctx context.Context, id string) (cluster.Obs
 	case rc != nil:
 		ro := clusterObservation(rc)
 		o.Phase, o.Reason = ro.Phase, ro.Reason
+		o.Autoscaled = autoscaled(rc)
 	}
 	return o, nil
 }
@@ -517,6 +539,144 @@ func clusterObservation(rc *rayv1.RayCluster) cluster.Observation {
 		o.Reason = job.ClipMessage(o.Reason)
 	}
 	return o
+}
+
+// autoscaled is what Ray's autoscaler has written into rc's worker groups
+// (replicas, which it owns in those that autoscale), or nil when rc does not
+// autoscale or is not running. Replicas left unset read as 0, KubeRay's
+// default: the group's minimum.
+func autoscaled(rc *rayv1.RayCluster) *cluster.Autoscaled {
+	if rc.DeletionTimestamp != nil || !ptr.Deref(rc.Spec.EnableInTreeAutoscaling, false) || ptr.Deref(rc.Spec.Suspend, false) {
+		return nil
+	}
+	a := &cluster.Autoscaled{Generation: generationOf(rc), Workers: map[string]int{}}
+	for _, w := range rc.Spec.WorkerGroupSpecs {
+		a.Workers[w.GroupName] = int(ptr.Deref(w.Replicas, 0))
+	}
+	return a
+}
+
+// resizeJobCluster gives the RayCluster KubeRay made for on-demand
+// cluster c's RayJob (rj as cached) the worker ceilings of rendered (c's
+// RayJob at its generation), names the workers beyond them to delete, and
+// marks it with c's generation. It updates the RayCluster on the version
+// read (a concurrent write, the autoscaler's or KubeRay's, makes it
+// conflict and be tried again), changing nothing else of it. A RayCluster
+// not made yet is left alone: KubeRay makes it from the RayJob as
+// applied.
+func (p *Provisioner) resizeJobCluster(ctx context.Context, c *cluster.Cluster, rj, rendered *rayv1.RayJob) error {
+	rcs, err := p.rayClusters(ctx, c.ID)
+	if err != nil {
+		return err
+	}
+	var rc *rayv1.RayCluster
+	for i := range rcs {
+		if rcs[i].Name == rj.Status.RayClusterName && rcs[i].DeletionTimestamp == nil {
+			rc = rcs[i].DeepCopy()
+		}
+	}
+	if rc == nil || rendered.Spec.RayClusterSpec == nil {
+		return nil
+	}
+	want := map[string]*rayv1.WorkerGroupSpec{}
+	for i := range rendered.Spec.RayClusterSpec.WorkerGroupSpecs {
+		w := &rendered.Spec.RayClusterSpec.WorkerGroupSpecs[i]
+		want[w.GroupName] = w
+	}
+	for i := range rc.Spec.WorkerGroupSpecs {
+		w := &rc.Spec.WorkerGroupSpecs[i]
+		if r, ok := want[w.GroupName]; ok {
+			w.MinReplicas, w.MaxReplicas = r.MinReplicas, r.MaxReplicas
+		}
+	}
+	var pods corev1.PodList
+	if err := p.cache.List(ctx, &pods, client.InNamespace(p.namespace), client.MatchingFields{indexCluster: c.ID}); err != nil {
+		return apiError("list pods", "cluster", c.ID, err)
+	}
+	nameSurplus(rc, pods.Items)
+	if rc.Annotations == nil {
+		rc.Annotations = map[string]string{}
+	}
+	rc.Annotations[KeyGeneration] = strconv.FormatInt(c.Generation, 10)
+	if err := p.c.Update(ctx, rc, client.FieldOwner(p.manager)); err != nil {
+		return apiError("update RayCluster", "cluster", c.ID, err)
+	}
+	return nil
+}
+
+// carryOver copies into rc, rendered to be applied over cur, what Ray's
+// autoscaler owns in cur's worker groups: an autoscaling group's replicas
+// and each group's scaleStrategy.workersToDelete. KubeRay's
+// workerGroupSpecs is an atomic list for server-side apply, so an apply
+// sets every group as a whole: without these the apply would reset what
+// the autoscaler wrote. The apply is made on cur's resourceVersion, so
+// that a write of the autoscaler's since cur was read makes it conflict
+// (and be tried again on the newer object) rather than be lost.
+func carryOver(rc, cur *rayv1.RayCluster) {
+	rc.ResourceVersion = cur.ResourceVersion
+	was := map[string]*rayv1.WorkerGroupSpec{}
+	for i := range cur.Spec.WorkerGroupSpecs {
+		was[cur.Spec.WorkerGroupSpecs[i].GroupName] = &cur.Spec.WorkerGroupSpecs[i]
+	}
+	for i := range rc.Spec.WorkerGroupSpecs {
+		w := &rc.Spec.WorkerGroupSpecs[i]
+		old, ok := was[w.GroupName]
+		if !ok {
+			continue
+		}
+		if w.Replicas == nil {
+			w.Replicas = old.Replicas
+		}
+		w.ScaleStrategy.WorkersToDelete = slices.Clone(old.ScaleStrategy.WorkersToDelete)
+	}
+}
+
+// nameSurplus adds to rc's scaleStrategy.workersToDelete the workers of
+// each group beyond what rc lets the group run (its maxReplicas; its
+// replicas for a group that does not autoscale), newest first: with
+// in-tree autoscaling on, KubeRay deletes a worker on a scale-down only if
+// it is named there (it leaves the choice to Ray's autoscaler), so a
+// shrink the platform decides (an edit, a lower ceiling) would otherwise
+// leave running the workers whose quota it gives back. Workers named
+// already are not counted.
+func nameSurplus(rc *rayv1.RayCluster, pods []corev1.Pod) {
+	if !ptr.Deref(rc.Spec.EnableInTreeAutoscaling, false) || ptr.Deref(rc.Spec.Suspend, false) {
+		return
+	}
+	byGroup := map[string][]*corev1.Pod{}
+	for i := range pods {
+		p := &pods[i]
+		if p.Labels[rayLabelNodeType] == "worker" && p.DeletionTimestamp == nil {
+			byGroup[p.Labels[rayLabelGroup]] = append(byGroup[p.Labels[rayLabelGroup]], p)
+		}
+	}
+	for i := range rc.Spec.WorkerGroupSpecs {
+		w := &rc.Spec.WorkerGroupSpecs[i]
+		allowed := int(ptr.Deref(w.MaxReplicas, 0))
+		if w.Replicas != nil && ptr.Deref(w.MinReplicas, 0) == ptr.Deref(w.MaxReplicas, 0) {
+			allowed = min(allowed, int(*w.Replicas))
+		}
+		var rest []*corev1.Pod
+		for _, p := range byGroup[w.GroupName] {
+			if !slices.Contains(w.ScaleStrategy.WorkersToDelete, p.Name) {
+				rest = append(rest, p)
+			}
+		}
+		surplus := len(rest) - allowed
+		if surplus <= 0 {
+			continue
+		}
+		sort.Slice(rest, func(i, j int) bool {
+			a, b := rest[i].CreationTimestamp, rest[j].CreationTimestamp
+			if !a.Equal(&b) {
+				return b.Before(&a)
+			}
+			return rest[i].Name > rest[j].Name
+		})
+		for _, p := range rest[:surplus] {
+			w.ScaleStrategy.WorkersToDelete = append(w.ScaleStrategy.WorkersToDelete, p.Name)
+		}
+	}
 }
 
 func rayJobFailed(rj *rayv1.RayJob) bool {

@@ -33,6 +33,13 @@ import (
 // to the cluster's Ray Jobs API. Bad input renders nothing: the run's
 // config is validated first, and a problem is errors.Is errs.ErrInvalid.
 func RenderRayJob(r *job.Run, o RenderOptions) (*rayv1.RayJob, error) {
+	return renderRayJob(r, o, nil)
+}
+
+// renderRayJob is RenderRayJob with each worker group's replicas (an
+// autoscaling group's ceiling: what the cluster's reservation covers);
+// a group not in replicas has its minimum.
+func renderRayJob(r *job.Run, o RenderOptions, replicas map[string]int) (*rayv1.RayJob, error) {
 	if r == nil || r.ID == "" {
 		return nil, errs.List{errs.Required("id", "", "a run to render needs an id")}.ToError()
 	}
@@ -51,7 +58,7 @@ func RenderRayJob(r *job.Run, o RenderOptions) (*rayv1.RayJob, error) {
 	ids := idLabels(map[string]string{KeyRunID: r.ID, KeyJobID: r.JobID})
 	env := &cfg.OnDemand.Environment
 	spec, err := renderClusterSpec(clusterInput{
-		env: env, path: "onDemand.environment", rules: cluster.JobRules,
+		env: env, path: "onDemand.environment", rules: cluster.JobRules, replicas: replicas,
 		mounts: cfg.Mounts, mountRule: "J9",
 		advanced: cfg.Advanced, advancedRule: "J11", maxAdvanced: -1,
 		podLabels: ids,

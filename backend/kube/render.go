@@ -130,7 +130,9 @@ func (o RenderOptions) catalogs() cluster.Catalogs {
 //     autoscaling head, whose autoscaler talks to the API server;
 //   - a worker group has c.Replicas of its name workers (its minimum when
 //     unset, clamped into its range); any group with min < max turns on
-//     KubeRay's in-tree autoscaler;
+//     KubeRay's in-tree autoscaler, and such a group's maxReplicas is
+//     c.Replicas of it (what the reservation covers) and its replicas are
+//     left to the autoscaler;
 //   - a high-availability head gets GCS fault tolerance with
 //     o.RedisAddress. KubeRay runs one head and restarts it, with the GCS
 //     state kept in Redis; it keeps no standby head (kuberay#522), so a
@@ -255,12 +257,18 @@ func renderClusterSpec(in clusterInput, o RenderOptions) (*rayv1.RayClusterSpec,
 			n = lo
 		}
 		n = max(lo, min(n, hi))
+		replicas := ptr.To(int32(n))
 		if w.Instances.Autoscaling() {
+			// Ray's autoscaler owns replicas (left out of the apply, so
+			// that it never resets them; KubeRay starts the group at its
+			// minimum) within a maximum that is what the cluster's
+			// reservation covers, n: it cannot run more than is held.
 			spec.EnableInTreeAutoscaling = ptr.To(true)
+			replicas, hi = nil, n
 		}
 		spec.WorkerGroupSpecs = append(spec.WorkerGroupSpecs, rayv1.WorkerGroupSpec{
 			GroupName:      w.Name,
-			Replicas:       ptr.To(int32(n)),
+			Replicas:       replicas,
 			MinReplicas:    ptr.To(int32(lo)),
 			MaxReplicas:    ptr.To(int32(hi)),
 			NumOfHosts:     1,

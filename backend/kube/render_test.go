@@ -315,8 +315,11 @@ func TestRenderMeaning(t *testing.T) {
 				t.Error("autoscaling is off")
 			}
 			cpu, mem := rc.Spec.WorkerGroupSpecs[0], rc.Spec.WorkerGroupSpecs[1]
-			if *cpu.Replicas != 3 || *cpu.MinReplicas != 1 || *cpu.MaxReplicas != 4 {
-				t.Errorf("cpu: %d in %d–%d", *cpu.Replicas, *cpu.MinReplicas, *cpu.MaxReplicas)
+			// An autoscaling group's replicas are the autoscaler's; its
+			// maximum is what the reservation covers (Replicas), not the
+			// range's 4.
+			if cpu.Replicas != nil || *cpu.MinReplicas != 1 || *cpu.MaxReplicas != 3 {
+				t.Errorf("cpu: %v in %d–%d", cpu.Replicas, *cpu.MinReplicas, *cpu.MaxReplicas)
 			}
 			if *mem.Replicas != 1 || *mem.MinReplicas != 1 || *mem.MaxReplicas != 1 {
 				t.Errorf("mem: %d in %d–%d", *mem.Replicas, *mem.MinReplicas, *mem.MaxReplicas)
@@ -341,8 +344,8 @@ func TestRenderMeaning(t *testing.T) {
 			}
 			wantRes(t, rc.Spec.WorkerGroupSpecs[0].Template.Spec.Containers[0], "20", "80Gi", "2")
 			wantRes(t, rc.Spec.WorkerGroupSpecs[1].Template.Spec.Containers[0], "48", "384Gi", "4")
-			if a100 := rc.Spec.WorkerGroupSpecs[1]; *a100.Replicas != 0 || *a100.MaxReplicas != 1 {
-				t.Errorf("a100: %d in %d–%d", *a100.Replicas, *a100.MinReplicas, *a100.MaxReplicas)
+			if a100 := rc.Spec.WorkerGroupSpecs[1]; a100.Replicas != nil || *a100.MaxReplicas != 0 {
+				t.Errorf("a100: %v in %d–%d", a100.Replicas, *a100.MinReplicas, *a100.MaxReplicas)
 			}
 		},
 		"cluster-mounts": func(t *testing.T, obj client.Object) {
@@ -384,7 +387,7 @@ func TestRenderMeaning(t *testing.T) {
 				t.Errorf("runtime env %v", re)
 			}
 			cs := s.RayClusterSpec
-			if cs.Suspend != nil || !*cs.EnableInTreeAutoscaling || *cs.WorkerGroupSpecs[0].Replicas != 1 {
+			if cs.Suspend != nil || !*cs.EnableInTreeAutoscaling || cs.WorkerGroupSpecs[0].Replicas != nil || *cs.WorkerGroupSpecs[0].MaxReplicas != 1 {
 				t.Errorf("cluster spec %+v", cs)
 			}
 			if p := cs.HeadGroupSpec.RayStartParams["object-store-memory"]; p != "4000000000" {

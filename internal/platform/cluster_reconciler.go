@@ -108,8 +108,12 @@ func (c *Engine) reconcileCluster(ctx context.Context, id string) (time.Duration
 	t := obs.Trigger(cl.Generation)
 	if _, ok, _ := cluster.Transition(id, cl.State, t); !ok {
 		if cl.State == cluster.Running {
+			again, wrote, err := c.followAutoscaler(ctx, cl, obs.Autoscaled)
+			if err != nil || wrote {
+				return again, err // the write brings the cluster back here
+			}
 			inRay := podRequests(obs.Pods)
-			return 0, c.trueUpHold(ctx, cl, &inRay)
+			return again, c.trueUpHold(ctx, cl, &inRay)
 		}
 		// Transitional: Ray will say when it is done; meanwhile the step has
 		// a deadline, so that no cluster stays transitional for ever.

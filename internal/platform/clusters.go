@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/aidlc/dlc/cluster"
 	"github.com/aidlc/dlc/errs"
@@ -486,8 +487,8 @@ func (s *ClusterService) Edit(ctx context.Context, in *cluster.Cluster) (*cluste
 			return nil, err
 		}
 		next.PendingRestart = mergeSorted(cur.PendingRestart, restart)
-		if !reflect.DeepEqual(next.Replicas, cur.Replicas) {
-			next.Generation++
+		if !reflect.DeepEqual(next.Replicas, cur.Replicas) || !reflect.DeepEqual(next.Live.Workers, cur.Live.Workers) {
+			next.Generation++ // Ray runs another size or range (an autoscaler's minimum, maximum)
 		}
 		next.Events = cluster.AppendEvent(next.Events, c.event(ctx, "user", "edit", strings.Join(append(live, restart...), ", ")))
 		werr = c.writeWithHold(ctx, next, cur, need)
@@ -579,7 +580,14 @@ func mergeSorted(a, b []string) []string {
 // resource group can still allocate; the result says when quota refused
 // part of it, and the cluster's log records it.
 func (s *ClusterService) Autoscale(ctx context.Context, clusterID, group string, replicas int) (cluster.AutoscaleResult, error) {
-	c := s.c
+	return s.c.autoscale(ctx, clusterID, group, replicas, -1)
+}
+
+// autoscale grants what an autoscaler asks for (see Autoscale). gen >= 0
+// is the platform following Ray's own autoscaler as observed at that
+// generation of the cluster: nothing is done if the cluster has moved on
+// since, and a refusal already on the cluster's log is not written again.
+func (c *Engine) autoscale(ctx context.Context, clusterID, group string, replicas int, gen int64) (cluster.AutoscaleResult, error) {
 	res := cluster.AutoscaleResult{Asked: replicas}
 	if err := ctx.Err(); err != nil {
 		return res, err
@@ -588,6 +596,10 @@ func (s *ClusterService) Autoscale(ctx context.Context, clusterID, group string,
 		cl, err := c.getCluster(ctx, clusterID)
 		if err != nil {
 			return res, err
+		}
+		if gen >= 0 && cl.Generation != gen {
+			res.Granted = cl.Replicas[group]
+			return res, nil // moved on since the observation: the next one decides
 		}
 		if cl.State != cluster.Running {
 			return res, &errs.StateError{Kind: "cluster", ID: clusterID, Op: "autoscale", State: string(cl.State), Allowed: []string{string(cluster.Running)}}
@@ -623,9 +635,12 @@ func (s *ClusterService) Autoscale(ctx context.Context, clusterID, group string,
 		if res.Granted == cur && !res.QuotaRefused {
 			return res, nil
 		}
+		prefix := fmt.Sprintf("%s: %d → %d workers (asked %d)", group, cur, res.Granted, replicas)
+		if gen >= 0 && res.Granted == cur && refusedAlready(cl.Events, prefix) {
+			return res, nil
+		}
 		next := cl.DeepCopy()
-		msg := fmt.Sprintf("%s: %d → %d workers (asked %d)", group, cur, res.Granted, replicas)
-		action := "autoscale"
+		msg, action := prefix, "autoscale"
 		if res.QuotaRefused {
 			action, msg = "autoscale-refused", msg+": refused for quota: "+res.Reason
 		}
@@ -647,6 +662,58 @@ func (s *ClusterService) Autoscale(ctx context.Context, clusterID, group string,
 		}
 		return res, err
 	}
+}
+
+// refusedAlready reports whether the latest autoscale event of log for
+// the group a refusal message starts with is that same refusal.
+func refusedAlready(log []cluster.Event, prefix string) bool {
+	group := prefix[:strings.Index(prefix, ":")+1]
+	for i := len(log) - 1; i >= 0; i-- {
+		e := log[i]
+		if (e.Action == "autoscale" || e.Action == "autoscale-refused") && strings.HasPrefix(e.Message, group) {
+			return e.Action == "autoscale-refused" && strings.HasPrefix(e.Message, prefix)
+		}
+	}
+	return false
+}
+
+// followAutoscaler has the cluster's reservation follow what Ray's own
+// autoscaler runs (obs), where Ray has one: each autoscaling group's
+// ceiling (Replicas, Ray's maxReplicas) is kept the headroom (one worker
+// by default) above what the autoscaler runs, so that reaching it is the
+// autoscaler asking for more,
+// which is granted as quota allows (the reservation grows first) or
+// refused and recorded. It returns when to look again (a refusal is
+// retried, for quota may free) and whether it wrote the cluster. One
+// group changes per call; the write moves the generation and the next
+// observation carries on.
+func (c *Engine) followAutoscaler(ctx context.Context, cl *cluster.Cluster, obs *cluster.Autoscaled) (again time.Duration, wrote bool, err error) {
+	if obs == nil || cl.Live == nil || obs.Generation != cl.Generation || c.o.headroom == 0 {
+		return 0, false, nil
+	}
+	for _, w := range cl.Live.Workers {
+		ceiling, ok := cl.Replicas[w.Name]
+		r, seen := obs.Workers[w.Name]
+		if !w.Instances.Autoscaling() || !ok || !seen {
+			continue
+		}
+		// KubeRay runs the replicas the autoscaler wrote within the group's
+		// minimum and the ceiling; nothing else it wrote is believed.
+		r = min(max(r, w.Instances.Min), ceiling)
+		target := min(r+c.o.headroom, w.Instances.MaxOrMin())
+		if target == ceiling {
+			continue
+		}
+		res, err := c.autoscale(ctx, cl.ID, w.Name, target, cl.Generation)
+		if err != nil {
+			return 0, false, err
+		}
+		if res.QuotaRefused {
+			again = c.o.grace / 2
+		}
+		return again, res.Granted != ceiling, nil
+	}
+	return 0, false, nil
 }
 
 // Details returns the details page of a cluster (C13): basic info, its

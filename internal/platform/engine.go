@@ -47,6 +47,7 @@ type options struct {
 	log           logr.Logger
 	registerer    prometheus.Registerer
 	resync        time.Duration
+	headroom      int
 }
 
 // WithBackend sets the backend; the default is a new memory backend.
@@ -92,6 +93,17 @@ func WithRetries(retries int, base, max time.Duration) Option {
 // justifies it (deleted, hibernated, ended: left by a crash between two
 // writes) is kept before the quota reconciler releases it (default 30s).
 func WithRepairGrace(d time.Duration) Option { return func(o *options) { o.grace = d } }
+
+// WithAutoscaleHeadroom sets how many workers above what Ray's own
+// autoscaler runs an autoscaling worker group's reservation covers, while
+// quota allows (default 1): the autoscaler cannot be given more workers
+// than are reserved, and using that room is how it asks for more. 0: the
+// platform does not follow that autoscaler, which then moves within what
+// Clusters().Autoscale grants (from a start: the group's minimum). (Only
+// where Ray runs an autoscaler of its own: Kubernetes.)
+func WithAutoscaleHeadroom(workers int) Option {
+	return func(o *options) { o.headroom = max(workers, 0) }
+}
 
 // WithStepTimeout sets how long a cluster may stay creating, starting or
 // hibernating before it turns abnormal, saying it timed out (default 10m).
@@ -177,7 +189,7 @@ type Engine struct {
 // client, or this process before a restart, left half-done is finished.
 func New(opts ...Option) (*Engine, error) {
 	o := options{workers: 8, retries: 8, baseDelay: 10 * time.Millisecond, maxDelay: 30 * time.Second,
-		grace: 30 * time.Second, stepTime: 10 * time.Minute, reconcileTime: 2 * time.Minute, log: logr.Discard(), resync: 5 * time.Minute}
+		grace: 30 * time.Second, headroom: 1, stepTime: 10 * time.Minute, reconcileTime: 2 * time.Minute, log: logr.Discard(), resync: 5 * time.Minute}
 	for _, f := range opts {
 		f(&o)
 	}

@@ -25,5 +25,9 @@ func TestConformance(t *testing.T) {
 		NewBackend: func(t *testing.T) dlc.Backend {
 			return w.backend(t, kube.Options{})
 		},
+		Autoscaler: func(t *testing.T, be dlc.Backend) func(string, string, int) {
+			as, ns := w.cp.StartAutoscaler(t), be.(*kube.Backend).Namespace()
+			return func(id, group string, workers int) { as.Demand(ns, id, group, workers) }
+		},
 	})
 }
