@@ -349,10 +349,13 @@ func (c *Engine) confirmLacks(ctx context.Context, id, rg string, now time.Time)
 // in resource group rg: nothing in the store justifies it, and, when it
 // was made for a newer generation of its cluster than the stored one (a
 // start or resize whose cluster write has not come), that write is
-// fenced off first: an event written on the cluster by compare-and-swap,
-// so that the late write conflicts, and its operation reserves again,
-// instead of landing on a released hold. A cluster that changed meanwhile
-// is looked at again on a later pass.
+// fenced off first (fenceOff: the cluster written by compare-and-swap,
+// its generation moved up to the hold's), so that the late write
+// conflicts instead of landing on a released hold, and its operation,
+// tried again, reserves for a newer generation: that changes the account,
+// and this pass's release, written over the account as read, conflicts
+// rather than take the new hold. A cluster that changed meanwhile is
+// looked at again on a later pass.
 func (c *Engine) releasable(ctx context.Context, holder, rg string, hold quota.Hold) (bool, error) {
 	cl, err := c.getFresh(ctx, holder)
 	switch {
@@ -366,17 +369,9 @@ func (c *Engine) releasable(ctx context.Context, holder, rg string, hold quota.H
 	case hold.Generation <= cl.Generation:
 		return true, nil // no write of it can be on its way
 	}
-	next := cl.DeepCopy()
-	next.Events = cluster.AppendEvent(next.Events, c.event(ctx, "system", "quota-repair", fmt.Sprintf(
+	return c.fenceOff(ctx, cl, hold.Generation, "quota-repair", fmt.Sprintf(
 		"releasing the reservation of %s in resource group %s made for generation %d at %s: its write did not come within the repair grace (%s)",
-		hold.Resources, rg, hold.Generation, hold.Since.UTC().Format(time.RFC3339Nano), c.o.grace)))
-	switch err := c.putCluster(ctx, next, cl.Version); {
-	case errors.Is(err, errs.ErrConflict), errs.IsNotFound(err):
-		return false, nil
-	case err != nil:
-		return false, err
-	}
-	return true, nil
+		hold.Resources, rg, hold.Generation, hold.Since.UTC().Format(time.RFC3339Nano), c.o.grace))
 }
 
 // justified reports whether holder may keep a reservation in resource

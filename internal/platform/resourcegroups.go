@@ -87,8 +87,9 @@ func (s *ResourceGroupService) List(ctx context.Context) ([]quota.Usage, error) 
 }
 
 // changeAccount applies f to resource group rg by compare-and-swap: f
-// changes the account it is given and reports whether it did; on a
-// conflict the account is read again from the store and f applied anew.
+// changes the account it is given (its Version is the one the change is
+// written over) and reports whether it did; on a conflict the account is
+// read again from the store and f applied anew.
 func (c *Engine) changeAccount(ctx context.Context, rg string, f func(*quota.Account) (bool, error)) (*quota.Account, error) {
 	a, v, err := cached[quota.Account](ctx, c, kindResourceGroup, rg)
 	fromStore := false
@@ -100,6 +101,7 @@ func (c *Engine) changeAccount(ctx context.Context, rg string, f func(*quota.Acc
 		return nil, notFoundAs(err, "resource group", rg)
 	}
 	for attempt := 0; ; attempt++ {
+		a.Version = v // f may fence on the version it is given
 		changed, err := f(a)
 		if errors.Is(err, errs.ErrQuota) && !fromStore {
 			// Refused on the cache, which may lag a release another
