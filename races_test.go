@@ -633,6 +633,7 @@ func TestRaceSlowStartLosesHoldToRepair(t *testing.T) {
 	c1, c2 := f.twoClusters("rg-one", 12, 64, "slow", "fast")
 	lagged, l := laggingReplica(f)
 	defer l.release()
+	other := f.m.NewClient()
 	armed := true
 	*h = func(ctx context.Context, w memory.Write, next func(context.Context) (string, error)) (string, error) {
 		if !armed || w.Op != memory.OpUpdate || w.Doc.Kind != "cluster" || w.Doc.ID != c1.ID {
@@ -641,11 +642,14 @@ func TestRaceSlowStartLosesHoldToRepair(t *testing.T) {
 		armed = false
 		// c1's start has reserved and is about to write the cluster: it
 		// pauses past the repair grace. The lagging replica's view of the
-		// resource group stops here, showing c1's hold.
+		// resource group stops here, showing c1's hold. Another replica
+		// sees the hold now (a hold ages from when a replica first sees
+		// it, on that replica's clock), and an hour later its repair
+		// releases the aged, unjustified hold.
 		l.lag("resourcegroup")
+		other.Reconcile()
 		f.m.Clock.Advance(time.Hour)
-		other := f.m.NewClient()
-		other.Reconcile() // the repair releases c1's aged, unjustified hold
+		other.Reconcile()
 		if _, err := other.Clusters().Start(f.ctx, c2.ID); err != nil {
 			t.Errorf("start %s on the released quota: %v", c2.ID, err)
 		}
@@ -863,6 +867,94 @@ func TestRaceLoserFencesTheWinnersGeneration(t *testing.T) {
 	}
 	if msg := f.events(c1.ID); !strings.Contains(msg, "generation-fenced") {
 		t.Errorf("the loser did not say on %s that it fenced the generation off:\n%s", c1.ID, msg)
+	}
+	f.must(f.c.CheckQuota(f.ctx))
+}
+
+// Two replicas whose clocks are 45 s apart. A start through one of them
+// has reserved and is about to write the cluster, 8 s later (a slow
+// call); both replicas' quota passes run meanwhile. Measured on the fast
+// clock, a reservation the slow one dated is 53 s old, past the grace
+// (30 s); and the slow one re-dated a reservation the fast one made, as
+// made in the future, to its own now, which the fast one then reads as
+// 45 s old. Either way the fast replica's repair fenced the fresh start
+// off and released its hold, another cluster took the quota, and the
+// start was refused for quota 8 s after it had reserved. Ages must not be
+// measured across replicas' clocks. (Issue 20.)
+func TestRaceClockSkewRepairTakesFreshHold(t *testing.T) {
+	for _, starter := range []string{"slow", "fast"} {
+		t.Run(starter+" starts", func(t *testing.T) {
+			f, h := hooked(t)
+			c1, c2 := f.twoClusters("rg-one", 8, 24, "c1", "c2")
+			slow, fast := f.c, f.m.NewSkewedClient(45*time.Second)
+			if starter == "fast" {
+				slow, fast = fast, slow
+			}
+			f.m.Reconcile()
+			armed := true
+			*h = func(ctx context.Context, w memory.Write, next func(context.Context) (string, error)) (string, error) {
+				if !armed || !marked(ctx) || w.Op != memory.OpUpdate || w.Doc.Kind != "cluster" || w.Doc.ID != c1.ID {
+					return next(ctx)
+				}
+				armed = false
+				f.m.Clock.Advance(8 * time.Second)
+				f.m.Reconcile() // both replicas' quota passes look at the group
+				if _, err := fast.Clusters().Start(f.ctx, c2.ID); err == nil {
+					t.Logf("%s started on the quota the repair released", c2.ID)
+				}
+				f.m.Reconcile()
+				return next(ctx)
+			}
+			if _, err := slow.Clusters().Start(context.WithValue(f.ctx, markKey{}, true), c1.ID); err != nil {
+				t.Fatalf("a start 8 s old: %v\n%s: %s", err, c1.ID, f.events(c1.ID))
+			}
+			f.settle()
+			for id, want := range map[string]cluster.State{c1.ID: cluster.Running, c2.ID: cluster.Created} {
+				if got, err := f.c.Clusters().Get(f.ctx, id); err != nil || got.State != want {
+					t.Errorf("%s: %v %v, want %s:\n%s", id, got.State, err, want, f.events(id))
+				}
+			}
+			if msg := f.events(c1.ID); strings.Contains(msg, "quota-repair") {
+				t.Errorf("the repair fenced a fresh start off:\n%s", msg)
+			}
+			f.must(slow.CheckQuota(f.ctx))
+			f.must(fast.CheckQuota(f.ctx))
+		})
+	}
+}
+
+// The other side of measuring a hold's age from when a replica first saw
+// it: a leak is still released one grace after it is seen, by a replica
+// whose clock is behind the one that dated it (here a leak a replica 45 s
+// ahead left when it died between its reservation and its cluster
+// write), and not before.
+func TestLeakDatedAheadReleasedAtItsGrace(t *testing.T) {
+	f := newFixture(t, dlctest.MemoryOptions{})
+	ahead := dlctest.Epoch.Add(45 * time.Second).Format(time.RFC3339Nano)
+	f.edit("resourcegroup", "rg-1", func(data map[string]any, _ map[string]string) {
+		dlctest.Object(data, "holders")["cls-gone"] = map[string]any{
+			"resources": map[string]any{"milliCPU": 8000, "memory": 0, "gpu": 0}, "since": ahead, "generation": 2}
+	})
+	held := func() bool {
+		u, err := f.c.ResourceGroups().Get(f.ctx, "rg-1")
+		f.must(err)
+		_, ok := u.Holders["cls-gone"]
+		return ok
+	}
+	f.m.Reconcile()
+	for range 29 {
+		f.m.Clock.Advance(time.Second)
+		f.m.Reconcile()
+	}
+	if !held() {
+		t.Fatal("the hold went before it was seen for the grace (30 s)")
+	}
+	for range 10 {
+		f.m.Clock.Advance(time.Second)
+		f.m.Reconcile()
+	}
+	if held() {
+		t.Fatal("the leak is still held 39 s after it was first seen (grace 30 s)")
 	}
 	f.must(f.c.CheckQuota(f.ctx))
 }
