@@ -633,6 +633,7 @@ func TestRaceSlowStartLosesHoldToRepair(t *testing.T) {
 	c1, c2 := f.twoClusters("rg-one", 12, 64, "slow", "fast")
 	lagged, l := laggingReplica(f)
 	defer l.release()
+	other := f.m.NewClient()
 	armed := true
 	*h = func(ctx context.Context, w memory.Write, next func(context.Context) (string, error)) (string, error) {
 		if !armed || w.Op != memory.OpUpdate || w.Doc.Kind != "cluster" || w.Doc.ID != c1.ID {
@@ -641,11 +642,14 @@ func TestRaceSlowStartLosesHoldToRepair(t *testing.T) {
 		armed = false
 		// c1's start has reserved and is about to write the cluster: it
 		// pauses past the repair grace. The lagging replica's view of the
-		// resource group stops here, showing c1's hold.
+		// resource group stops here, showing c1's hold. Another replica
+		// sees the hold now (a hold ages from when a replica first sees
+		// it, on that replica's clock), and an hour later its repair
+		// releases the aged, unjustified hold.
 		l.lag("resourcegroup")
+		other.Reconcile()
 		f.m.Clock.Advance(time.Hour)
-		other := f.m.NewClient()
-		other.Reconcile() // the repair releases c1's aged, unjustified hold
+		other.Reconcile()
 		if _, err := other.Clusters().Start(f.ctx, c2.ID); err != nil {
 			t.Errorf("start %s on the released quota: %v", c2.ID, err)
 		}
@@ -796,6 +800,231 @@ func TestScaleDownKeepsHoldUntilRayShrinks(t *testing.T) {
 	f.startNow(b.ID)
 	if got := inRay(); got != 16000 {
 		t.Fatalf("with b started Ray runs %d milli-CPU, want 16000", got)
+	}
+	f.must(f.c.CheckQuota(f.ctx))
+}
+
+// Two Starts of one created cluster, through two replicas, share the
+// generation they reserve for. The loser's cluster write does not happen
+// (here: it fails before it is made, or an edit lands first and it
+// conflicts), and it reads the cluster back, still created, to put the
+// hold as the stored cluster needs it. The winner's write and its apply
+// to Ray land after that read: the loser's decision, from a stale read,
+// released the winner's hold, and another cluster started on the quota:
+// 16 cores running in an 8-core group. (Issue 20.)
+func TestRaceConcurrentStartsShareAGeneration(t *testing.T) {
+	for _, how := range []string{"unavailable", "conflict"} {
+		t.Run(how, func(t *testing.T) {
+			f, h := hooked(t)
+			c1, c2 := f.twoClusters("rg-one", 8, 24, "c1", "c2")
+			loser := f.m.NewClient() // the replica whose Start loses
+			step := 0
+			*h = func(ctx context.Context, w memory.Write, next func(context.Context) (string, error)) (string, error) {
+				if !marked(ctx) || w.Op != memory.OpUpdate {
+					return next(ctx)
+				}
+				switch {
+				case step == 0 && w.Doc.Kind == "cluster" && w.Doc.ID == c1.ID:
+					// The loser has reserved and writes the cluster: the
+					// write does not happen.
+					step++
+					if how == "unavailable" {
+						return "", errs.Unavailable("update", errors.New("injected: not written"))
+					}
+					in, err := f.c.Clusters().Get(f.ctx, c1.ID)
+					f.must(err)
+					in.Spec.Tags = map[string]string{"team": "a"}
+					if _, err := f.c.Clusters().Edit(f.ctx, in); err != nil {
+						t.Errorf("edit: %v", err)
+					}
+				case step == 1:
+					// The loser has read the cluster back (created) and
+					// writes what it decided from that read. Meanwhile the
+					// winner's start, made for the same generation, lands
+					// and is applied to Ray.
+					step++
+					if _, err := f.c.Clusters().Start(f.ctx, c1.ID); err != nil {
+						t.Errorf("the winner's start: %v", err)
+					}
+					f.c.Reconcile()
+				}
+				return next(ctx)
+			}
+			_, err := loser.Clusters().Start(context.WithValue(f.ctx, markKey{}, true), c1.ID)
+			t.Logf("the loser's start: %v", err)
+			*h = nil
+			if step != 2 {
+				t.Fatalf("the interleaving did not happen (step %d)", step)
+			}
+			// Another cluster asks for the group's quota.
+			_, err = f.c.Clusters().Start(f.ctx, c2.ID)
+			t.Logf("start of %s: %v", c2.ID, err)
+			f.settle()
+			var inRay []string
+			for _, id := range []string{c1.ID, c2.ID} {
+				if obs, err := f.m.Backend.Ray.ClusterStatus(f.ctx, id); err == nil && obs.Phase != cluster.PhaseSuspended {
+					inRay = append(inRay, id+" "+string(obs.Phase))
+				}
+			}
+			u, err := f.c.ResourceGroups().Get(f.ctx, "rg-one")
+			f.must(err)
+			if len(inRay) > 1 {
+				t.Fatalf("two 8-core clusters run in Ray (%v) in an 8-core group that holds %s for %v; CheckQuota: %v\n%s: %s",
+					inRay, u.Reserved, u.Holders, f.c.CheckQuota(f.ctx), c1.ID, f.events(c1.ID))
+			}
+			got, err := f.c.Clusters().Get(f.ctx, c1.ID)
+			f.must(err)
+			if got.State != cluster.Running {
+				t.Errorf("%s is %s (%s), want running: its start won\n%s", c1.ID, got.State, got.Reason, f.events(c1.ID))
+			}
+			f.must(f.c.CheckQuota(f.ctx))
+		})
+	}
+}
+
+type winnerKey struct{}
+
+// TestRaceConcurrentStartsShareAGeneration's other order: the winner has
+// reserved and is about to write the cluster when the loser's write fails
+// and the loser reads the cluster back (created). The loser must not take
+// the hold both reserved for the same generation while the winner's write
+// may still land: it fences that generation off first, so that the
+// winner's write conflicts and its start, tried again, reserves for a
+// newer one. Before, the loser released the hold, the winner's write
+// landed on nothing, another cluster took the quota and the winner's
+// cluster turned abnormal ("reservation gone") though its Start
+// succeeded. (Issue 20.)
+func TestRaceLoserFencesTheWinnersGeneration(t *testing.T) {
+	f, h := hooked(t)
+	c1, c2 := f.twoClusters("rg-one", 8, 24, "c1", "c2")
+	loser := f.m.NewClient()
+	step := 0
+	*h = func(ctx context.Context, w memory.Write, next func(context.Context) (string, error)) (string, error) {
+		if w.Op != memory.OpUpdate || w.Doc.Kind != "cluster" || w.Doc.ID != c1.ID {
+			return next(ctx)
+		}
+		switch {
+		case step == 0 && ctx.Value(winnerKey{}) != nil:
+			// The winner has reserved; before its write, the loser's
+			// start, for the same generation, fails to write and puts the
+			// hold as the stored cluster needs it.
+			step++
+			if _, err := loser.Clusters().Start(context.WithValue(f.ctx, markKey{}, true), c1.ID); err == nil {
+				t.Errorf("the loser's start succeeded")
+			}
+		case step == 1 && marked(ctx):
+			step++
+			return "", errs.Unavailable("update", errors.New("injected: not written"))
+		}
+		return next(ctx)
+	}
+	_, err := f.c.Clusters().Start(context.WithValue(f.ctx, winnerKey{}, true), c1.ID)
+	*h = nil
+	if step != 2 {
+		t.Fatalf("the interleaving did not happen (step %d)", step)
+	}
+	if err != nil {
+		t.Fatalf("the winner's start: %v", err)
+	}
+	if _, err := f.c.Clusters().Start(f.ctx, c2.ID); !errors.Is(err, errs.ErrQuota) {
+		t.Errorf("start of %s in the group %s holds: %v, want ErrQuota", c2.ID, c1.ID, err)
+	}
+	f.settle()
+	for id, want := range map[string]cluster.State{c1.ID: cluster.Running, c2.ID: cluster.Created} {
+		if got, err := f.c.Clusters().Get(f.ctx, id); err != nil || got.State != want {
+			t.Errorf("%s: %v %v, want %s:\n%s", id, got.State, err, want, f.events(id))
+		}
+	}
+	if msg := f.events(c1.ID); !strings.Contains(msg, "generation-fenced") {
+		t.Errorf("the loser did not say on %s that it fenced the generation off:\n%s", c1.ID, msg)
+	}
+	f.must(f.c.CheckQuota(f.ctx))
+}
+
+// Two replicas whose clocks are 45 s apart. A start through one of them
+// has reserved and is about to write the cluster, 8 s later (a slow
+// call); both replicas' quota passes run meanwhile. Measured on the fast
+// clock, a reservation the slow one dated is 53 s old, past the grace
+// (30 s); and the slow one re-dated a reservation the fast one made, as
+// made in the future, to its own now, which the fast one then reads as
+// 45 s old. Either way the fast replica's repair fenced the fresh start
+// off and released its hold, another cluster took the quota, and the
+// start was refused for quota 8 s after it had reserved. Ages must not be
+// measured across replicas' clocks. (Issue 20.)
+func TestRaceClockSkewRepairTakesFreshHold(t *testing.T) {
+	for _, starter := range []string{"slow", "fast"} {
+		t.Run(starter+" starts", func(t *testing.T) {
+			f, h := hooked(t)
+			c1, c2 := f.twoClusters("rg-one", 8, 24, "c1", "c2")
+			slow, fast := f.c, f.m.NewSkewedClient(45*time.Second)
+			if starter == "fast" {
+				slow, fast = fast, slow
+			}
+			f.m.Reconcile()
+			armed := true
+			*h = func(ctx context.Context, w memory.Write, next func(context.Context) (string, error)) (string, error) {
+				if !armed || !marked(ctx) || w.Op != memory.OpUpdate || w.Doc.Kind != "cluster" || w.Doc.ID != c1.ID {
+					return next(ctx)
+				}
+				armed = false
+				f.m.Clock.Advance(8 * time.Second)
+				f.m.Reconcile() // both replicas' quota passes look at the group
+				if _, err := fast.Clusters().Start(f.ctx, c2.ID); err == nil {
+					t.Logf("%s started on the quota the repair released", c2.ID)
+				}
+				f.m.Reconcile()
+				return next(ctx)
+			}
+			if _, err := slow.Clusters().Start(context.WithValue(f.ctx, markKey{}, true), c1.ID); err != nil {
+				t.Fatalf("a start 8 s old: %v\n%s: %s", err, c1.ID, f.events(c1.ID))
+			}
+			f.settle()
+			for id, want := range map[string]cluster.State{c1.ID: cluster.Running, c2.ID: cluster.Created} {
+				if got, err := f.c.Clusters().Get(f.ctx, id); err != nil || got.State != want {
+					t.Errorf("%s: %v %v, want %s:\n%s", id, got.State, err, want, f.events(id))
+				}
+			}
+			if msg := f.events(c1.ID); strings.Contains(msg, "quota-repair") {
+				t.Errorf("the repair fenced a fresh start off:\n%s", msg)
+			}
+			f.must(slow.CheckQuota(f.ctx))
+			f.must(fast.CheckQuota(f.ctx))
+		})
+	}
+}
+
+// The other side of measuring a hold's age from when a replica first saw
+// it: a leak is still released one grace after it is seen, by a replica
+// whose clock is behind the one that dated it (here a leak a replica 45 s
+// ahead left when it died between its reservation and its cluster
+// write), and not before.
+func TestLeakDatedAheadReleasedAtItsGrace(t *testing.T) {
+	f := newFixture(t, dlctest.MemoryOptions{})
+	ahead := dlctest.Epoch.Add(45 * time.Second).Format(time.RFC3339Nano)
+	f.edit("resourcegroup", "rg-1", func(data map[string]any, _ map[string]string) {
+		dlctest.Object(data, "holders")["cls-gone"] = map[string]any{
+			"resources": map[string]any{"milliCPU": 8000, "memory": 0, "gpu": 0}, "since": ahead, "generation": 2}
+	})
+	held := func() bool {
+		u, err := f.c.ResourceGroups().Get(f.ctx, "rg-1")
+		f.must(err)
+		_, ok := u.Holders["cls-gone"]
+		return ok
+	}
+	f.m.Reconcile()
+	for range 29 {
+		f.m.Clock.Advance(time.Second)
+		f.m.Reconcile()
+	}
+	if !held() {
+		t.Fatal("the hold went before it was seen for the grace (30 s)")
+	}
+	for range 10 {
+		f.m.Clock.Advance(time.Second)
+		f.m.Reconcile()
+	}
+	if held() {
+		t.Fatal("the leak is still held 39 s after it was first seen (grace 30 s)")
 	}
 	f.must(f.c.CheckQuota(f.ctx))
 }

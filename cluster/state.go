@@ -91,8 +91,9 @@ type Cluster struct {
 	CreatedAt time.Time `json:"createdAt"`
 	UpdatedAt time.Time `json:"updatedAt"`
 	// Generation counts changes of what Ray should run (start, hibernate,
-	// resize, delete); an observation of Ray counts only when it reflects
-	// the current generation.
+	// resize, delete), and moves past a generation whose write did not
+	// come, to fence it off; an observation of Ray counts only when it
+	// reflects the current generation.
 	Generation int64 `json:"generation"`
 	// Temporary marks an on-demand cluster, owned by one run and released
 	// when the run ends.

@@ -65,6 +65,27 @@ func (m *Memory) NewClient(more ...dlc.Option) *dlc.Client {
 	return c
 }
 
+// NewSkewedClient is NewClient for a client whose clock reads skew ahead
+// of the fixture's (behind, when skew is negative), as a replica on a
+// machine whose clock is off does. Its timers fire as the fixture's clock
+// advances; what it stamps (a reservation's date, an event's time) reads
+// skew off to every other client.
+func (m *Memory) NewSkewedClient(skew time.Duration, more ...dlc.Option) *dlc.Client {
+	return m.NewClient(append([]dlc.Option{dlc.WithClock(skewedClock{m.Clock, skew})}, more...)...)
+}
+
+// skewedClock reads its base clock's time off by skew.
+type skewedClock struct {
+	base *backend.FakeClock
+	skew time.Duration
+}
+
+func (c skewedClock) Now() time.Time { return c.base.Now().Add(c.skew) }
+
+func (c skewedClock) AfterFunc(d time.Duration, f func()) func() bool {
+	return c.base.AfterFunc(d, f)
+}
+
 // CloseClient closes c and stops settling it, as a process that stops.
 func (m *Memory) CloseClient(c *dlc.Client) {
 	_ = c.Close()

@@ -134,16 +134,24 @@ func (a *Account) ReleaseUpTo(holder string, gen int64) bool {
 	return a.Release(holder)
 }
 
-// Renew makes holder's reservation as young as now, when it is older; it
-// reports whether it changed the account. An operation that finds its
-// hold already made (by an earlier try of its own) renews it, so that a
-// release decided on the aged hold conflicts with the operation's write.
+// Renew makes holder's reservation as young as now; it reports whether
+// there was one (and so whether it changed the account). An operation
+// that finds its hold already made (by an earlier try of its own, or by
+// another operation for the same generation) renews it, so that the
+// account changes: a release decided on the hold as it was then conflicts
+// with the renewal. A hold dated at or after now (set at this very
+// instant, or on a clock that runs ahead) moves on by a nanosecond
+// instead: a renewal always changes the hold, whatever the clocks say.
 func (a *Account) Renew(holder string, now time.Time) bool {
 	h, ok := a.Holders[holder]
-	if !ok || !now.After(h.Since) {
+	if !ok {
 		return false
 	}
-	h.Since = now
+	if now.After(h.Since) {
+		h.Since = now
+	} else {
+		h.Since = h.Since.Add(time.Nanosecond)
+	}
 	a.Holders[holder] = h
 	return true
 }

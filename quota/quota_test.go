@@ -343,3 +343,27 @@ func TestAccountReadBack(t *testing.T) {
 		t.Fatalf("shrinking an inflated hold: %v", err)
 	}
 }
+
+// A renewal always changes the hold, so that a release decided on the
+// hold as it was conflicts with it: at the instant the hold was set, and
+// from a clock behind the one that dated it, too.
+func TestRenewAlwaysChangesTheHold(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	a := &quota.Account{Group: quota.Group{ID: "rg", Capacity: quota.Resources{MilliCPU: 8000}}}
+	if _, err := a.SetFor("c", quota.Resources{MilliCPU: 4000}, 2, t0); err != nil {
+		t.Fatal(err)
+	}
+	for _, now := range []time.Time{t0.Add(time.Second), t0.Add(time.Second), t0.Add(-time.Minute)} {
+		before := a.Holders["c"]
+		if !a.Renew("c", now) {
+			t.Fatalf("Renew at %s reported no change", now)
+		}
+		after := a.Holders["c"]
+		if !after.Since.After(before.Since) || after.Resources != before.Resources || after.Generation != before.Generation {
+			t.Fatalf("Renew at %s: %+v after %+v; want only a later date", now, after, before)
+		}
+	}
+	if a.Renew("nobody", t0) {
+		t.Fatal("Renew of no hold reported a change")
+	}
+}

@@ -214,7 +214,7 @@ func (c *Engine) trueUpHold(ctx context.Context, cl *cluster.Cluster, inRay *quo
 	}
 	settled := func(a *quota.Account) bool {
 		h, ok := a.Holders[cl.ID]
-		return (ok && h.Resources == target(a)) || (ok && h.Generation > cl.Generation && now.Sub(h.Since) < c.o.grace)
+		return (ok && h.Resources == target(a)) || (ok && h.Generation > cl.Generation && c.holdAge(a.ID, cl.ID, h, now) < c.o.grace)
 	}
 	a, _, err := get[quota.Account](ctx, c, kindResourceGroup, "resource group", cl.Live.ResourceGroup)
 	if err != nil {

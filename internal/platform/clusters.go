@@ -233,25 +233,40 @@ func (s *ClusterService) start(ctx context.Context, cl *cluster.Cluster) (*clust
 func (c *Engine) writeWithHold(ctx context.Context, next, prev *cluster.Cluster, need quota.Resources) error {
 	rg := next.Live.ResourceGroup
 	moved := prev.Live != nil && prev.Live.ResourceGroup != rg
-	if _, err := c.changeAccount(ctx, rg, func(a *quota.Account) (bool, error) {
+	sole := false // the hold is this operation's alone
+	a, err := c.changeAccount(ctx, rg, func(a *quota.Account) (bool, error) {
 		now := c.clock.Now()
+		h, had := a.Holders[next.ID]
+		sole = !had || h.Generation < next.Generation
 		hold := need
-		if h, ok := a.Holders[next.ID]; ok && !moved && prev.State.HoldsQuota() {
+		if had && !moved && prev.State.HoldsQuota() {
 			// Ray may run the old size until it reports the new one: a
 			// shrink gives its quota back then (trueUpHold), not now.
 			hold = need.Max(h.Resources)
 		}
 		changed, err := a.SetFor(next.ID, hold, next.Generation, now)
 		if err == nil && !changed {
-			// Made by an earlier try of this change: renewed, so that the
-			// repair cannot take it for a leak under this try.
+			// Made for this generation already, by an earlier try of this
+			// change or by another operation that read the same version
+			// of the cluster: renewed, which changes the account, so that
+			// neither takes the hold for its own alone, and the repair
+			// does not take it for a leak under this try.
 			changed = a.Renew(next.ID, now)
 		}
+		sole = sole && changed
 		return changed, err
-	}); err != nil {
+	})
+	if err != nil {
 		return err
 	}
-	err := c.putCluster(ctx, next, prev.Version)
+	// The account as this reservation left it: while it is unchanged, no
+	// other operation has reserved or renewed since, and a sole hold is
+	// this operation's to release.
+	var mine string
+	if sole {
+		mine = a.Version
+	}
+	err = c.putCluster(ctx, next, prev.Version)
 	if err != nil && !errors.Is(err, errs.ErrConflict) && !errs.IsNotFound(err) {
 		version, written, werr := c.wrote(ctx, kindCluster, next.ID, next)
 		switch {
@@ -262,7 +277,7 @@ func (c *Engine) writeWithHold(ctx context.Context, next, prev *cluster.Cluster,
 		}
 	}
 	if err != nil {
-		c.holdAsStored(context.WithoutCancel(ctx), rg, next.ID, next.Generation)
+		c.holdAsStored(context.WithoutCancel(ctx), rg, next.ID, next.Generation, mine)
 		return err
 	}
 	if moved {
@@ -278,35 +293,97 @@ func (c *Engine) writeWithHold(ctx context.Context, next, prev *cluster.Cluster,
 
 // holdAsStored makes cluster id's hold in rg what the stored cluster
 // needs, after a write of generation gen that did not happen; a hold made
-// since for a newer generation is left alone.
-func (c *Engine) holdAsStored(ctx context.Context, rg, id string, gen int64) {
-	cl, err := c.getFresh(ctx, id)
-	if err != nil && !errs.IsNotFound(err) {
-		c.o.log.Error(err, "reading a cluster back to fix its reservation failed; the repair reconciler will", "cluster", id, "resourceGroup", rg)
-		return
-	}
-	var need quota.Resources
-	var storedGen int64
-	if err == nil {
-		storedGen = cl.Generation
-		if cl.Live != nil && cl.State.HoldsQuota() && cl.QuotaGroup == rg {
-			if need, err = cl.Live.ResourcesAt(c.cat.Nodes, cl.Replicas); err != nil {
-				c.o.log.Error(err, "sizing a cluster's reservation failed", "cluster", id)
-				return
+// since for a newer generation is left alone. mine is the version of the
+// account that the failed operation's reservation wrote, when the hold
+// was its alone (none was made for its generation before), else "".
+//
+// The stored cluster is read before the account is changed, so the
+// decision may be stale by the time it lands. That is harmless for a hold
+// made for the stored generation or an older one: every operation that
+// writes the cluster later reserves for a newer generation first, which
+// changes the account, and the compare-and-swap below looks again. It is
+// not for a hold made for a newer generation than the stored one: another
+// operation may have reserved for that same generation (two Starts of one
+// cluster both reserve for its generation + 1) and its write may still
+// land, after this read. Such a hold is changed only when it is the
+// failed operation's alone (the account is still at mine: nobody reserved
+// or renewed since, and nobody had before), or once its generation is
+// fenced off (fenceOff): after the fence no write prepared for it can
+// land, and no later operation reserves for it.
+func (c *Engine) holdAsStored(ctx context.Context, rg, id string, gen int64, mine string) {
+	for attempt := 0; ; attempt++ {
+		cl, err := c.getFresh(ctx, id)
+		if err != nil && !errs.IsNotFound(err) {
+			c.o.log.Error(err, "reading a cluster back to fix its reservation failed; the repair reconciler will", "cluster", id, "resourceGroup", rg)
+			return
+		}
+		var need quota.Resources
+		var storedGen int64
+		if err == nil {
+			storedGen = cl.Generation
+			if cl.Live != nil && cl.State.HoldsQuota() && cl.QuotaGroup == rg {
+				if need, err = cl.Live.ResourcesAt(c.cat.Nodes, cl.Replicas); err != nil {
+					c.o.log.Error(err, "sizing a cluster's reservation failed", "cluster", id)
+					return
+				}
 			}
 		}
-	}
-	if _, err := c.changeAccount(ctx, rg, func(a *quota.Account) (bool, error) {
-		if h, ok := a.Holders[id]; !ok || h.Generation > gen {
-			return false, nil
+		var fence quota.Hold // a hold of a newer generation than the stored one, to fence off first
+		if _, err := c.changeAccount(ctx, rg, func(a *quota.Account) (bool, error) {
+			fence = quota.Hold{}
+			h, ok := a.Holders[id]
+			switch {
+			case !ok || h.Generation > gen:
+				return false, nil
+			case cl != nil && h.Generation > storedGen && (mine == "" || a.Version != mine):
+				fence = h
+				return false, nil
+			case need.IsZero():
+				return a.ReleaseUpTo(id, gen), nil
+			}
+			return a.SetFor(id, need, storedGen, c.clock.Now())
+		}); err != nil {
+			c.o.log.Error(err, "putting a reservation back failed; the repair reconciler will", "cluster", id, "resourceGroup", rg)
+			return
 		}
-		if need.IsZero() {
-			return a.ReleaseUpTo(id, gen), nil
+		if fence.Generation == 0 {
+			return
 		}
-		return a.SetFor(id, need, storedGen, c.clock.Now())
-	}); err != nil {
-		c.o.log.Error(err, "putting a reservation back failed; the repair reconciler will", "cluster", id, "resourceGroup", rg)
+		if attempt >= conflictRetries {
+			c.o.log.Info("the cluster keeps changing; the repair reconciler will put its reservation right", "cluster", id, "resourceGroup", rg)
+			return
+		}
+		if _, err := c.fenceOff(ctx, cl, fence.Generation, "generation-fenced", fmt.Sprintf(
+			"a write of generation %d did not happen and another may share its reservation of %s in resource group %s: generation %d is fenced off, and the reservation put as the cluster needs",
+			gen, fence.Resources, rg, fence.Generation)); err != nil {
+			c.o.log.Error(err, "fencing off a write that did not happen failed; the repair reconciler will", "cluster", id, "resourceGroup", rg)
+			return
+		}
+		// Fenced, or the cluster changed since it was read: look again.
 	}
+}
+
+// fenceOff fences off every write of cluster cl made for generation gen
+// or an older one that has not landed yet: it writes cl, at the version
+// read, with its generation moved up to gen and an event saying why. A
+// write prepared from an older version then conflicts (its operation
+// reads the cluster again, and reserves anew for a newer generation), and
+// every later operation reserves for a generation above gen: a hold made
+// for gen or an older one belongs to no write that can still land, and
+// may be released or lowered by compare-and-swap on its resource group,
+// without a clock and without a token. ok is false when the cluster
+// changed, or went, since it was read: the caller looks again.
+func (c *Engine) fenceOff(ctx context.Context, cl *cluster.Cluster, gen int64, action, msg string) (ok bool, err error) {
+	next := cl.DeepCopy()
+	next.Generation = max(next.Generation, gen)
+	next.Events = cluster.AppendEvent(next.Events, c.event(ctx, "system", action, msg))
+	switch err := c.putCluster(ctx, next, cl.Version); {
+	case errors.Is(err, errs.ErrConflict), errs.IsNotFound(err):
+		return false, nil
+	case err != nil:
+		return false, err
+	}
+	return true, nil
 }
 
 // wrote reports whether the store holds exactly v as kind/id, and at

@@ -177,9 +177,10 @@ type Engine struct {
 	failures   map[string]int   // consecutive failures of a key's reconcile
 	timers     map[string]timer // a key's pending requeue, to stop
 	timerSeq   uint64
-	repaired   map[string]time.Time // when each resource group's holders were last audited
-	seq        uint64               // the last run Seq handed out
-	dependents map[string]string    // cluster → the state it last queued its runs for
+	repaired   map[string]time.Time           // when each resource group's holders were last audited
+	seen       map[string]map[string]seenHold // resource group → holder → the hold as first seen, and when
+	seq        uint64                         // the last run Seq handed out
+	dependents map[string]string              // cluster → the state it last queued its runs for
 	stopResync func() bool
 }
 
@@ -219,7 +220,7 @@ func New(opts ...Option) (*Engine, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &Engine{o: o, store: o.backend, ray: o.backend, clock: o.clock, cat: o.catalogs, policy: o.policy,
-		cache: newCache(), queues: newQueues(queue.QueueOptions{MaxWait: o.maxWait}), ctx: ctx, cancel: cancel, failures: map[string]int{}, timers: map[string]timer{}, repaired: map[string]time.Time{}, dependents: map[string]string{},
+		cache: newCache(), queues: newQueues(queue.QueueOptions{MaxWait: o.maxWait}), ctx: ctx, cancel: cancel, failures: map[string]int{}, timers: map[string]timer{}, repaired: map[string]time.Time{}, seen: map[string]map[string]seenHold{}, dependents: map[string]string{},
 		queue:   workqueue.NewTyped[string](),
 		limiter: workqueue.NewTypedItemExponentialFailureRateLimiter[string](o.baseDelay, o.maxDelay)}
 	c.reconcilers = c.newReconcilers()

@@ -52,6 +52,7 @@ func (c *Engine) reconcileResourceGroup(ctx context.Context, id string) (time.Du
 		return 0, err
 	}
 	now := c.clock.Now()
+	c.seeHolds(id, a, now)
 	changed := false
 	var recheck time.Duration
 	// The repair is a fallback for what a crash between two writes left:
@@ -72,15 +73,10 @@ func (c *Engine) reconcileResourceGroup(ctx context.Context, id string) (time.Du
 	// A hold the platform never makes (negative, or more than the whole
 	// capacity) was written by someone else: it goes at once, and the
 	// restore below puts back what a live cluster justifies, at what it
-	// runs.
+	// runs. (A hold dated in the future ages as any other: ages are
+	// measured from when this client first saw the hold, not from its
+	// date.)
 	for h, hold := range a.Holders {
-		if hold.Since.After(now.Add(c.o.grace)) {
-			// Made in the future: it would never age, so that the repair
-			// would never release it. It is as old as now.
-			hold.Since = now
-			a.Holders[h] = hold
-			changed = true
-		}
 		if a.Corrupt(h) {
 			c.o.log.Error(errs.ErrInvalid, "dropping a corrupt reservation (edited outside the platform)",
 				"resourceGroup", id, "holder", h, "held", hold.Resources.String(), "capacity", a.Capacity.String())
@@ -102,7 +98,7 @@ func (c *Engine) reconcileResourceGroup(ctx context.Context, id string) (time.Du
 		} else if ok {
 			continue
 		}
-		if age := now.Sub(hold.Since); age >= c.o.grace {
+		if age := c.holdAge(id, h, hold, now); age >= c.o.grace {
 			// The cache may lag its holder's write: ask the store before
 			// the hold is taken for a leak.
 			if ok, err := c.releasable(ctx, h, id, hold); err != nil {
@@ -277,10 +273,68 @@ func (c *Engine) lacksHold(cl *cluster.Cluster, a *quota.Account, now time.Time)
 		return quota.Resources{}, false
 	}
 	h, ok := a.Holders[cl.ID]
-	if ok && ((h.Generation > cl.Generation && now.Sub(h.Since) < c.o.grace) || need.Fits(h.Resources)) {
+	if ok && ((h.Generation > cl.Generation && c.holdAge(a.ID, cl.ID, h, now) < c.o.grace) || need.Fits(h.Resources)) {
 		return need, false
 	}
 	return need, true
+}
+
+// seenHold is a hold as this client first saw it, and when, on its own
+// clock.
+type seenHold struct {
+	hold quota.Hold
+	at   time.Time
+}
+
+// holdAge returns how long this client has seen holder's hold in
+// resource group rg as h is now, on this client's clock. A hold's date
+// (Since) was written by whichever replica set it, on that replica's
+// clock: measured against another's, a clock that runs 45 s ahead takes a
+// fresh hold for one past the grace, and a clock behind never sees a
+// hold dated ahead of it age. So no decision reads the date: a hold is as
+// old as this client has seen it unchanged (amount, generation and date:
+// a renewal or a change makes it new). A client that has just started, or
+// whose cache lagged, counts from when it first looks: it waits for a
+// leak a grace longer at most, and never takes a hold younger than the
+// grace for one, whatever the clocks say.
+func (c *Engine) holdAge(rg, holder string, h quota.Hold, now time.Time) time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return max(c.seeHoldLocked(rg, holder, h, now), 0) // a clock stepped back counts no age
+}
+
+// seeHolds records when this client first saw each of a's holds as it is
+// now, and forgets the holds a has no more.
+func (c *Engine) seeHolds(rg string, a *quota.Account, now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for holder := range c.seen[rg] {
+		if _, ok := a.Holders[holder]; !ok {
+			delete(c.seen[rg], holder)
+		}
+	}
+	for holder, h := range a.Holders {
+		c.seeHoldLocked(rg, holder, h, now)
+	}
+	if len(c.seen[rg]) == 0 {
+		delete(c.seen, rg)
+	}
+}
+
+// seeHoldLocked records h as seen now unless it was seen before as it
+// is, and returns for how long it has been seen. c.mu is held.
+func (c *Engine) seeHoldLocked(rg, holder string, h quota.Hold, now time.Time) time.Duration {
+	byHolder := c.seen[rg]
+	if byHolder == nil {
+		byHolder = map[string]seenHold{}
+		c.seen[rg] = byHolder
+	}
+	s, ok := byHolder[holder]
+	if !ok || s.hold.Resources != h.Resources || s.hold.Generation != h.Generation || !s.hold.Since.Equal(h.Since) {
+		byHolder[holder] = seenHold{hold: h, at: now}
+		return 0
+	}
+	return now.Sub(s.at)
 }
 
 // noteCluster adds a system entry to a cluster's event log, unless the
@@ -349,10 +403,13 @@ func (c *Engine) confirmLacks(ctx context.Context, id, rg string, now time.Time)
 // in resource group rg: nothing in the store justifies it, and, when it
 // was made for a newer generation of its cluster than the stored one (a
 // start or resize whose cluster write has not come), that write is
-// fenced off first: an event written on the cluster by compare-and-swap,
-// so that the late write conflicts, and its operation reserves again,
-// instead of landing on a released hold. A cluster that changed meanwhile
-// is looked at again on a later pass.
+// fenced off first (fenceOff: the cluster written by compare-and-swap,
+// its generation moved up to the hold's), so that the late write
+// conflicts instead of landing on a released hold, and its operation,
+// tried again, reserves for a newer generation: that changes the account,
+// and this pass's release, written over the account as read, conflicts
+// rather than take the new hold. A cluster that changed meanwhile is
+// looked at again on a later pass.
 func (c *Engine) releasable(ctx context.Context, holder, rg string, hold quota.Hold) (bool, error) {
 	cl, err := c.getFresh(ctx, holder)
 	switch {
@@ -366,17 +423,9 @@ func (c *Engine) releasable(ctx context.Context, holder, rg string, hold quota.H
 	case hold.Generation <= cl.Generation:
 		return true, nil // no write of it can be on its way
 	}
-	next := cl.DeepCopy()
-	next.Events = cluster.AppendEvent(next.Events, c.event(ctx, "system", "quota-repair", fmt.Sprintf(
+	return c.fenceOff(ctx, cl, hold.Generation, "quota-repair", fmt.Sprintf(
 		"releasing the reservation of %s in resource group %s made for generation %d at %s: its write did not come within the repair grace (%s)",
-		hold.Resources, rg, hold.Generation, hold.Since.UTC().Format(time.RFC3339Nano), c.o.grace)))
-	switch err := c.putCluster(ctx, next, cl.Version); {
-	case errors.Is(err, errs.ErrConflict), errs.IsNotFound(err):
-		return false, nil
-	case err != nil:
-		return false, err
-	}
-	return true, nil
+		hold.Resources, rg, hold.Generation, hold.Since.UTC().Format(time.RFC3339Nano), c.o.grace))
 }
 
 // justified reports whether holder may keep a reservation in resource

@@ -87,8 +87,9 @@ func (s *ResourceGroupService) List(ctx context.Context) ([]quota.Usage, error) 
 }
 
 // changeAccount applies f to resource group rg by compare-and-swap: f
-// changes the account it is given and reports whether it did; on a
-// conflict the account is read again from the store and f applied anew.
+// changes the account it is given (its Version is the one the change is
+// written over) and reports whether it did; on a conflict the account is
+// read again from the store and f applied anew.
 func (c *Engine) changeAccount(ctx context.Context, rg string, f func(*quota.Account) (bool, error)) (*quota.Account, error) {
 	a, v, err := cached[quota.Account](ctx, c, kindResourceGroup, rg)
 	fromStore := false
@@ -100,6 +101,7 @@ func (c *Engine) changeAccount(ctx context.Context, rg string, f func(*quota.Acc
 		return nil, notFoundAs(err, "resource group", rg)
 	}
 	for attempt := 0; ; attempt++ {
+		a.Version = v // f may fence on the version it is given
 		changed, err := f(a)
 		if errors.Is(err, errs.ErrQuota) && !fromStore {
 			// Refused on the cache, which may lag a release another
@@ -133,10 +135,18 @@ func (c *Engine) changeAccount(ctx context.Context, rg string, f func(*quota.Acc
 	}
 }
 
+// datedAhead is how far ahead of this client's clock a hold may be dated
+// before CheckQuota reports it: further than any replica's clock is off,
+// so the date was written from outside the platform. No decision reads a
+// hold's date (a hold ages from when a client first sees it, holdAge), so
+// such a hold does no harm beyond its report.
+const datedAhead = time.Hour
+
 // CheckQuota audits the reservations in the store itself, both ways. In
 // every resource group: no reservation is negative, larger than the
-// capacity or dated in the future, together they fit the capacity, and
-// none has been held longer than the repair grace by a holder that no
+// capacity or dated in the future (further than clocks are apart), together
+// they fit the capacity, and none has been seen (by this client, on its
+// own clock) for longer than the repair grace held by a holder that no
 // longer justifies it (a leak). And every live cluster (starting,
 // running, abnormal or hibernating) holds at least what it runs in its
 // resource group: a hold missing or short, as an edit from outside the
@@ -160,12 +170,12 @@ func (c *Engine) CheckQuota(ctx context.Context) error {
 		}
 		accounts[a.ID] = a
 		for h, hold := range a.Holders {
-			if hold.Since.After(now.Add(c.o.grace)) {
+			if hold.Since.After(now.Add(datedAhead)) {
 				bad = append(bad, fmt.Sprintf("resource group %s: %s holds %s since %s, in the future",
 					a.ID, h, hold.Resources, hold.Since.Format(time.RFC3339)))
 				continue
 			}
-			if now.Sub(hold.Since) < c.o.grace {
+			if c.holdAge(a.ID, h, hold, now) < c.o.grace {
 				continue
 			}
 			ok, err := c.justified(ctx, h, a.ID, true)
