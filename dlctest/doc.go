@@ -86,8 +86,12 @@
 // running job on a control plane that has no kubelet and no Ray: KubeRay's
 // own RayCluster and RayJob reconcilers, in process ([ControlPlane.StartKubeRay]),
 // a kubelet stand-in that marks the pods they make Running and Ready with
-// IPs and can fail one ([ControlPlane.StartKubelet]), and a Ray head
-// stand-in per RayCluster. Give its [RayLoop.Dashboard] to
+// IPs and can fail one ([ControlPlane.StartKubelet]), a Job controller
+// stand-in that completes KubeRay's Redis-cleanup Jobs, so that a RayCluster
+// with GCS fault tolerance can be deleted ([ControlPlane.StartRedisCleanupJobs]),
+// and a Ray head stand-in per RayCluster, which follows its head pod: down
+// (503, its running drivers lost) while no head pod runs, up again with
+// its job records when a new one does. Give its [RayLoop.Dashboard] to
 // kube.Options.Dashboard and the Kubernetes backend submits, watches and
 // stops real local processes through KubeRay's objects:
 //

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
+	"github.com/ray-project/kuberay/ray-operator/controllers/ray/utils"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -51,6 +53,9 @@ type Kubelet struct {
 	queue  workqueue.TypedRateLimitingInterface[types.NamespacedName]
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+	// heads, when set, hears of every head pod's add, update and delete
+	// (gone), in the informer's order.
+	heads func(pod *corev1.Pod, gone bool)
 
 	mu     sync.Mutex
 	nextIP int
@@ -79,7 +84,7 @@ type podBreak struct {
 //	err := kubelet.Fail(ns, "head-pod", "OOMKilled")
 func (cp *ControlPlane) StartKubelet(t TestingT, namespaces ...string) *Kubelet {
 	t.Helper()
-	k, err := startKubelet(cp, namespaces)
+	k, err := startKubelet(cp, namespaces, nil)
 	if err != nil {
 		t.Fatalf("dlctest: kubelet: %v", err)
 		return nil
@@ -88,7 +93,7 @@ func (cp *ControlPlane) StartKubelet(t TestingT, namespaces ...string) *Kubelet 
 	return k
 }
 
-func startKubelet(cp *ControlPlane, namespaces []string) (*Kubelet, error) {
+func startKubelet(cp *ControlPlane, namespaces []string, heads func(pod *corev1.Pod, gone bool)) (*Kubelet, error) {
 	opts := cache.Options{Scheme: cp.scheme}
 	if len(namespaces) > 0 {
 		opts.DefaultNamespaces = map[string]cache.Config{}
@@ -107,6 +112,7 @@ func startKubelet(cp *ControlPlane, namespaces []string) (*Kubelet, error) {
 			workqueue.NewTypedItemExponentialFailureRateLimiter[types.NamespacedName](5*time.Millisecond, time.Second),
 			workqueue.TypedRateLimitingQueueConfig[types.NamespacedName]{Name: "dlctest-kubelet"}),
 		cancel: cancel,
+		heads:  heads,
 		ips:    map[types.UID]string{},
 		breaks: map[int]podBreak{},
 	}
@@ -116,16 +122,22 @@ func startKubelet(cp *ControlPlane, namespaces []string) (*Kubelet, error) {
 		return nil, err
 	}
 	enqueue := func(obj any) {
-		if tomb, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
-			obj = tomb.Obj
-		}
 		if pod, ok := obj.(*corev1.Pod); ok {
 			k.queue.Add(types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name})
+			k.headEvent(pod, false)
 		}
 	}
 	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		AddFunc:    enqueue,
 		UpdateFunc: func(_, obj any) { enqueue(obj) },
+		DeleteFunc: func(obj any) {
+			if tomb, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+				obj = tomb.Obj
+			}
+			if pod, ok := obj.(*corev1.Pod); ok {
+				k.headEvent(pod, true)
+			}
+		},
 	}); err != nil {
 		cancel()
 		return nil, err
@@ -146,6 +158,13 @@ func startKubelet(cp *ControlPlane, namespaces []string) (*Kubelet, error) {
 		return nil, errors.New("the pod informer did not sync")
 	}
 	return k, nil
+}
+
+// headEvent tells k.heads of a Ray head pod's event.
+func (k *Kubelet) headEvent(pod *corev1.Pod, gone bool) {
+	if k.heads != nil && pod.Labels[utils.RayNodeTypeLabelKey] == string(rayv1.HeadNode) {
+		k.heads(pod, gone)
+	}
 }
 
 func (k *Kubelet) stop() {

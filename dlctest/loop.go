@@ -9,6 +9,8 @@ import (
 
 	"github.com/go-logr/logr"
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -29,19 +31,39 @@ type LoopOptions struct {
 // RayLoop closes the loop from a RayCluster to a running job on a control
 // plane that has no kubelet and no Ray: KubeRay's own RayCluster and RayJob
 // reconcilers ([KubeRay]), a [Kubelet] stand-in that runs the pods they
-// make, and a [RayHead] stand-in per RayCluster that serves its dashboard's
-// Jobs API and runs each job's entrypoint as a local process. Both the
-// operator (for RayJobs) and the SDK ([RayLoop.Dashboard], for
-// kube.Options.Dashboard) reach a cluster's head stand-in.
+// make, a [RedisCleanupJobs] stand-in that completes KubeRay's Redis-cleanup
+// Jobs (so that a RayCluster with GCS fault tolerance can be deleted), and
+// a [RayHead] stand-in per RayCluster that serves its dashboard's Jobs API
+// and runs each job's entrypoint as a local process. Both the operator (for
+// RayJobs) and the SDK ([RayLoop.Dashboard], for kube.Options.Dashboard)
+// reach a cluster's head stand-in.
+//
+// A head stand-in follows its RayCluster's head pod, as the kubelet
+// stand-in sees it: once the head pod that ran is deleted or fails, the
+// head is down ([RayHead.Down]: every request is answered 503, as the API
+// server's service proxy answers for a service with no ready pod) and the
+// drivers of its running jobs are lost (their processes killed; each job
+// ends FAILED with [LostDriver]); when a new head pod runs and is ready, the
+// head is up again with the job records it had, as a restarted head with
+// GCS fault tolerance finds them in Redis. (Without fault tolerance a real
+// new head would have forgotten them; the stand-in keeps them either way.)
 type RayLoop struct {
-	KubeRay *KubeRay
-	Kubelet *Kubelet
+	KubeRay      *KubeRay
+	Kubelet      *Kubelet
+	RedisCleanup *RedisCleanupJobs
 
-	t     TestingT
-	fetch func(ctx context.Context, url string) (io.ReadCloser, error)
-	http  *http.Client
-	mu    sync.Mutex
-	heads map[types.UID]*RayHead
+	t        TestingT
+	fetch    func(ctx context.Context, url string) (io.ReadCloser, error)
+	http     *http.Client
+	mu       sync.Mutex
+	heads    map[types.UID]*RayHead   // by RayCluster UID
+	headPods map[types.UID]headPodRun // by RayCluster UID
+}
+
+// headPodRun is the head pod a RayCluster's head stand-in follows.
+type headPodRun struct {
+	pod  types.UID // the last head pod seen running and ready
+	down bool      // that pod is gone or not running, and no other runs yet
 }
 
 // StartRayLoop starts KubeRay's reconcilers, the kubelet stand-in and the
@@ -53,11 +75,57 @@ type RayLoop struct {
 //	be, err := kube.New(ctx, cp.Config(), kube.Options{Namespace: ns, Dashboard: loop.Dashboard})
 func (cp *ControlPlane) StartRayLoop(t TestingT, o LoopOptions) *RayLoop {
 	t.Helper()
-	l := &RayLoop{t: t, fetch: o.Fetch, heads: map[types.UID]*RayHead{}, http: &http.Client{Timeout: 10 * time.Second}}
+	l := &RayLoop{t: t, fetch: o.Fetch, heads: map[types.UID]*RayHead{}, headPods: map[types.UID]headPodRun{},
+		http: &http.Client{Timeout: 10 * time.Second}}
 	l.KubeRay = cp.StartKubeRay(t, KubeRayOptions{Namespaces: o.Namespaces, Logger: o.Logger,
 		Dashboard: func(rc *rayv1.RayCluster) string { return l.Head(rc).URL }})
-	l.Kubelet = cp.StartKubelet(t, o.Namespaces...)
+	k, err := startKubelet(cp, o.Namespaces, l.headPod)
+	if err != nil {
+		t.Fatalf("dlctest: kubelet: %v", err)
+		return nil
+	}
+	t.Cleanup(k.stop)
+	l.Kubelet = k
+	l.RedisCleanup = cp.StartRedisCleanupJobs(t, o.Namespaces...)
 	return l
+}
+
+// headPod follows an event of a RayCluster's head pod (gone: deleted):
+// the head goes down when the pod that ran stops running, and comes up
+// when a pod runs and is ready again.
+func (l *RayLoop) headPod(pod *corev1.Pod, gone bool) {
+	owner := metav1.GetControllerOf(pod)
+	if owner == nil || owner.Kind != "RayCluster" {
+		return
+	}
+	up := !gone && pod.DeletionTimestamp == nil && pod.Status.Phase == corev1.PodRunning && podReady(pod)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	run, h := l.headPods[owner.UID], l.heads[owner.UID]
+	switch {
+	case up && run.pod != pod.UID:
+		if h != nil && run.pod != "" && !run.down {
+			h.goDown() // the old pod's end went unseen: its drivers are gone all the same
+		}
+		l.headPods[owner.UID] = headPodRun{pod: pod.UID}
+		if h != nil {
+			h.goUp()
+		}
+	case !up && run.pod == pod.UID && !run.down:
+		l.headPods[owner.UID] = headPodRun{pod: pod.UID, down: true}
+		if h != nil {
+			h.goDown()
+		}
+	}
+}
+
+func podReady(pod *corev1.Pod) bool {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
 }
 
 // Head returns the head stand-in of a RayCluster (by its UID), starting it
@@ -69,6 +137,9 @@ func (l *RayLoop) Head(rc *rayv1.RayCluster) *RayHead {
 	h := l.heads[rc.UID]
 	if h == nil {
 		h = NewRayHead(l.t, RayHeadOptions{Fetch: l.fetch})
+		if l.headPods[rc.UID].down {
+			h.goDown()
+		}
 		l.heads[rc.UID] = h
 	}
 	return h

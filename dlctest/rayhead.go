@@ -54,6 +54,8 @@ type RayHead struct {
 	submits map[string]int
 	wg      sync.WaitGroup
 	hung    chan struct{} // while not nil, every request waits for it to close
+	down    bool          // its head pod is gone or not running: no answer
+	lost    int           // drivers lost to a head that went down
 	closed  chan struct{}
 }
 
@@ -62,7 +64,14 @@ type headJob struct {
 	logs    tailBuffer
 	cancel  context.CancelFunc
 	stopped bool
+	lost    bool // its driver went with the head pod
 }
+
+// LostDriver is the message a job whose driver was lost with its head gets
+// once a new head is up: what Ray's job manager writes, when it recovers
+// the jobs it finds running in the GCS, of one whose supervisor actor is
+// gone.
+const LostDriver = "Unexpected error occurred: failed to get job supervisor."
 
 // NewRayHead starts a Ray head stand-in; it stops, killing what still
 // runs, when the test ends.
@@ -83,8 +92,14 @@ func NewRayHead(t TestingT, o RayHeadOptions) *RayHead {
 	mux.HandleFunc("POST /api/jobs/{id}/stop", h.stop)
 	h.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h.mu.Lock()
-		hung := h.hung
+		hung, down := h.hung, h.down
 		h.mu.Unlock()
+		if down {
+			// As the API server's service proxy answers for a head service
+			// with no ready pod behind it.
+			http.Error(w, "dlctest: no endpoints available for the head service: the head pod is not running", http.StatusServiceUnavailable)
+			return
+		}
 		if hung != nil {
 			select {
 			case <-hung:
@@ -119,6 +134,47 @@ func (h *RayHead) Hang() (resume func()) {
 			h.hung = nil
 		}
 	}
+}
+
+// goDown takes the head down with its pod: until goUp every request is
+// answered 503, and the drivers of the jobs that still run go with the
+// pod (their processes are killed): each ends FAILED with [LostDriver].
+// The job records stay, as a head with GCS fault tolerance finds them in
+// Redis when it comes back.
+func (h *RayHead) goDown() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.down = true
+	for _, j := range h.jobs {
+		if !rayv1.IsJobTerminal(j.info.JobStatus) && !j.lost && !j.stopped {
+			j.lost = true
+			h.lost++
+			j.cancel()
+		}
+	}
+}
+
+// goUp brings the head back: a new head pod runs.
+func (h *RayHead) goUp() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.down = false
+}
+
+// Down reports whether the head is down: its RayCluster's head pod is gone
+// or not running, and no new one runs yet (see [RayLoop]).
+func (h *RayHead) Down() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.down
+}
+
+// LostDrivers reports how many jobs' drivers were lost to the head going
+// down.
+func (h *RayHead) LostDrivers() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.lost
 }
 
 // Jobs returns the submission ids of the jobs the head has started, in no
@@ -216,7 +272,7 @@ func (h *RayHead) run(ctx context.Context, j *headJob, req utiltypes.RayJobReque
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.Stdout, cmd.Stderr = &j.logs, &j.logs
 	h.mu.Lock()
-	if j.stopped {
+	if j.stopped || j.lost {
 		h.mu.Unlock()
 		h.end(j, rayv1.JobStatusStopped, "Job was intentionally stopped.")
 		return
@@ -246,9 +302,14 @@ func (h *RayHead) run(ctx context.Context, j *headJob, req utiltypes.RayJobReque
 	}
 }
 
+// end records how job j ended; a job whose driver was lost ends FAILED
+// with LostDriver, whatever its process did as it was killed.
 func (h *RayHead) end(j *headJob, st rayv1.JobStatus, msg string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if j.lost {
+		st, msg = rayv1.JobStatusFailed, LostDriver
+	}
 	j.info.JobStatus, j.info.Message, j.info.EndTime = st, msg, uint64(time.Now().UnixMilli())
 }
 

@@ -86,7 +86,10 @@ type Provisioner struct {
 	mu       sync.Mutex
 	watchers backend.Watchers[func(kind, id string)]
 	polled   map[string]bool // runs on the Jobs API to look at again
-	tick     chan struct{}   // closed and replaced on every informer event
+	// rechecks are clusters to look at again from a time on: the end of
+	// a head takeover's grace (HeadTakeover), which no event marks.
+	rechecks map[string]time.Time
+	tick     chan struct{} // closed and replaced on every informer event
 }
 
 func newProvisioner(ctx context.Context, cfg *rest.Config, st *Store, o Options) (*Provisioner, error) {
@@ -116,7 +119,7 @@ func newProvisioner(ctx context.Context, cfg *rest.Config, st *Store, o Options)
 		manager: o.FieldManager, dashboard: o.Dashboard, poll: o.PollInterval, log: o.Logger,
 		headTime: o.HeadTimeout, heads: &HeadGuard{Backoff: o.HeadBackoff},
 		waitFor: o.Store.WriteWait,
-		polled:  map[string]bool{}, tick: make(chan struct{}),
+		polled:  map[string]bool{}, rechecks: map[string]time.Time{}, tick: make(chan struct{}),
 	}
 	p.render.Namespace = o.Namespace
 	if p.manager == "" {
@@ -262,14 +265,35 @@ func (p *Provisioner) poller(ctx context.Context) {
 			ids = append(ids, id)
 		}
 		clear(p.polled)
+		var due []string
+		now := time.Now()
+		for id, at := range p.rechecks {
+			if !now.Before(at) {
+				due = append(due, id)
+				delete(p.rechecks, id)
+			}
+		}
 		p.mu.Unlock()
-		notes := make([][2]string, len(ids))
-		for i, id := range ids {
-			notes[i] = [2]string{"run", id}
+		notes := make([][2]string, 0, len(ids)+len(due))
+		for _, id := range ids {
+			notes = append(notes, [2]string{"run", id})
+		}
+		for _, id := range due {
+			notes = append(notes, [2]string{"cluster", id})
 		}
 		if len(notes) > 0 {
 			p.notify(notes...)
 		}
+	}
+}
+
+// recheckAt has the observers told of cluster id again at (the poller's
+// next tick from then on).
+func (p *Provisioner) recheckAt(id string, at time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if cur, ok := p.rechecks[id]; !ok || at.Before(cur) {
+		p.rechecks[id] = at
 	}
 }
 
@@ -459,7 +483,13 @@ func (p *Provisioner) DeleteCluster(ctx context.Context, id string) error {
 //   - failed: provisioned once but the head pod is not ready any more (it
 //     failed, KubeRay replaces it and the cluster lost its state), or the
 //     RayJob failed before its job ran;
-//   - pending otherwise.
+//   - pending otherwise, and while a high-availability head is being
+//     replaced: with GCS fault tolerance the cluster's state waits in
+//     Redis for the new head, so for HeadTakeover after HeadPodReady went
+//     false the cluster is not failed (a running cluster stays running,
+//     and a run submitted meanwhile waits, retrying, for the new head);
+//     past that it is failed, and the observers are told of the cluster
+//     again then.
 //
 // An on-demand cluster whose job has ended reads ready: it did its work,
 // and KubeRay shuts it down; the run's reconciler then deletes it.
@@ -485,13 +515,20 @@ func (p *Provisioner) ClusterStatus(ctx context.Context, id string) (cluster.Obs
 			rc = &rcs[i]
 		}
 	}
+	now := time.Now()
+	if rc != nil {
+		if until, ok := takeover(rc, now); ok {
+			p.recheckAt(id, until)
+		}
+	}
 	if rj == nil {
-		o := clusterObservation(rc)
+		o := clusterObservation(rc, now)
 		o.Pods, o.Autoscaled = pods, autoscaled(rc)
 		return o, nil
 	}
-	// A RayJob is applied once (an on-demand cluster's generation does not
-	// change) and KubeRay v1.5 leaves its status.observedGeneration unset.
+	// KubeRay v1.5 leaves a RayJob's status.observedGeneration unset: the
+	// generation is our annotation, which ApplyCluster writes once the
+	// RayJob's RayCluster has the generation's size (resizeJobCluster).
 	o := cluster.Observation{Generation: generationOf(rj), Phase: cluster.PhasePending, Pods: pods}
 	switch {
 	case rayJobFailed(rj) && !jobEnded(rj):
@@ -499,7 +536,7 @@ func (p *Provisioner) ClusterStatus(ctx context.Context, id string) (cluster.Obs
 	case jobEnded(rj):
 		o.Phase = cluster.PhaseReady
 	case rc != nil:
-		ro := clusterObservation(rc)
+		ro := clusterObservation(rc, now)
 		o.Phase, o.Reason = ro.Phase, ro.Reason
 		o.Autoscaled = autoscaled(rc)
 	}
@@ -511,7 +548,65 @@ func generationOf(o client.Object) int64 {
 	return g
 }
 
-func clusterObservation(rc *rayv1.RayCluster) cluster.Observation {
+// HeadTakeover is how long a RayCluster with GCS fault tolerance (a
+// high-availability head) may be without a ready head, once provisioned,
+// before its cluster is observed failed: KubeRay replaces the head pod,
+// and the new head takes the cluster's state over from Redis. It is
+// measured from HeadPodReady's lastTransitionTime, which KubeRay writes
+// with its own clock.
+const HeadTakeover = 2 * time.Minute
+
+// headClockSkew is how far ahead of the backend's clock a head's
+// HeadPodReady transition may be dated and still start a takeover.
+const headClockSkew = time.Minute
+
+// takeoverError is the error of a call to a head not made because the
+// cluster's high-availability head is being replaced (within its
+// HeadTakeover): errors.Is errs.ErrUnavailable, and Busy, so that the
+// client's reconcilers retry it with backoff without counting it as a
+// failed step. A run waits through a takeover, for HeadTakeover at most:
+// the cluster is failed then.
+type takeoverError struct{ cluster string }
+
+func (e *takeoverError) Error() string {
+	return "ray cluster " + e.cluster + ": unavailable: its high-availability head is being replaced; try again"
+}
+
+// Is makes a takeover errors.Is errs.ErrUnavailable.
+func (e *takeoverError) Is(target error) bool { return target == errs.ErrUnavailable }
+
+// Busy says the call was not made because the head is being replaced: a
+// retry is not a failure.
+func (e *takeoverError) Busy() bool { return true }
+
+// inTakeover reports whether rc's head is being replaced within its
+// HeadTakeover at now.
+func inTakeover(rc *rayv1.RayCluster, now time.Time) bool {
+	_, ok := takeover(rc, now)
+	return ok
+}
+
+// takeover reports whether rc's head is being replaced within its
+// HeadTakeover (at now), and until when.
+func takeover(rc *rayv1.RayCluster, now time.Time) (until time.Time, ok bool) {
+	if rc.Spec.GcsFaultToleranceOptions == nil || rc.DeletionTimestamp != nil || (rc.Spec.Suspend != nil && *rc.Spec.Suspend) ||
+		!meta.IsStatusConditionTrue(rc.Status.Conditions, string(rayv1.RayClusterProvisioned)) {
+		return time.Time{}, false
+	}
+	head := meta.FindStatusCondition(rc.Status.Conditions, string(rayv1.HeadPodReady))
+	if head == nil || head.Status == metav1.ConditionTrue {
+		return time.Time{}, false
+	}
+	if head.LastTransitionTime.After(now.Add(headClockSkew)) {
+		// Dated further ahead than clocks are apart: written by someone
+		// else, not believed, or the takeover would never end.
+		return time.Time{}, false
+	}
+	until = head.LastTransitionTime.Add(HeadTakeover)
+	return until, now.Before(until)
+}
+
+func clusterObservation(rc *rayv1.RayCluster, now time.Time) cluster.Observation {
 	o := cluster.Observation{Phase: cluster.PhasePending}
 	if rc.Status.ObservedGeneration == rc.Generation {
 		o.Generation = generationOf(rc)
@@ -529,6 +624,8 @@ func clusterObservation(rc *rayv1.RayCluster) cluster.Observation {
 	case suspended:
 	case provisioned && head != nil && head.Status == metav1.ConditionTrue:
 		o.Phase = cluster.PhaseReady
+	case provisioned && inTakeover(rc, now):
+		// Pending: a high-availability head is being replaced.
 	case provisioned:
 		o.Phase, o.Reason = cluster.PhaseFailed, "the head pod is not ready"
 		if head != nil && head.Message != "" {
@@ -705,7 +802,9 @@ func rayJobReason(rj *rayv1.RayJob) string {
 
 // SubmitRun submits run r to cluster c's Ray Jobs API, under the run's id
 // as submission_id. An on-demand run needs no submit: KubeRay submits its
-// RayJob's job once the cluster is up.
+// RayJob's job once the cluster is up. While the cluster's
+// high-availability head is being replaced it fails with a busy
+// ErrUnavailable, as RunStatus does.
 func (p *Provisioner) SubmitRun(ctx context.Context, r *job.Run, c *cluster.Cluster) error {
 	if r.Config.OnDemand != nil || c.Temporary {
 		return nil
@@ -714,7 +813,10 @@ func (p *Provisioner) SubmitRun(ctx context.Context, r *job.Run, c *cluster.Clus
 	if err != nil {
 		return err
 	}
-	if rc == nil || clusterObservation(rc).Phase != cluster.PhaseReady {
+	if rc != nil && inTakeover(rc, time.Now()) {
+		return &takeoverError{cluster: c.ID}
+	}
+	if rc == nil || clusterObservation(rc, time.Now()).Phase != cluster.PhaseReady {
 		return &errs.StateError{Kind: "ray cluster", ID: c.ID, Op: "submit a job", State: "not ready", Allowed: []string{string(cluster.PhaseReady)}}
 	}
 	jc, err := p.jobs(ctx, rc)
@@ -744,7 +846,9 @@ func (p *Provisioner) StopRun(ctx context.Context, runID string) error {
 
 // RunStatus reads an on-demand run's state from its RayJob's status, any
 // other run's from its cluster's Jobs API. It fails with ErrNotFound when
-// there is no such RayJob, or the head has no such job.
+// there is no such RayJob, or the head has no such job, and with a busy
+// ErrUnavailable while the cluster's high-availability head is being
+// replaced (see ClusterStatus).
 func (p *Provisioner) RunStatus(ctx context.Context, runID string) (job.Observation, error) {
 	r, err := p.getRun(ctx, runID)
 	if errs.IsNotFound(err) {
@@ -770,6 +874,9 @@ func (p *Provisioner) RunStatus(ctx context.Context, runID string) (job.Observat
 	}
 	if rc == nil || r.ClusterID == "" {
 		return job.Observation{}, errs.NotFound("ray job", runID)
+	}
+	if inTakeover(rc, time.Now()) {
+		return job.Observation{}, &takeoverError{cluster: r.ClusterID}
 	}
 	jc, err := p.jobs(ctx, rc)
 	if err != nil {

@@ -1,0 +1,76 @@
+package kube
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/aidlc/dlc/cluster"
+	"github.com/aidlc/dlc/errs"
+)
+
+// A provisioned RayCluster whose head is not ready is failed, unless it
+// has GCS fault tolerance and the head went unready less than HeadTakeover
+// ago: KubeRay is replacing the head, and the state waits in Redis.
+func TestHeadTakeoverObservation(t *testing.T) {
+	now := time.Date(2026, 7, 1, 12, 0, 0, 0, time.UTC)
+	rcAt := func(ha bool, unready time.Duration) *rayv1.RayCluster {
+		rc := &rayv1.RayCluster{Spec: rayv1.RayClusterSpec{Suspend: new(false)}}
+		if ha {
+			rc.Spec.GcsFaultToleranceOptions = &rayv1.GcsFaultToleranceOptions{RedisAddress: "redis:6379"}
+		}
+		rc.Status.Conditions = []metav1.Condition{
+			{Type: string(rayv1.RayClusterProvisioned), Status: metav1.ConditionTrue},
+			{Type: string(rayv1.HeadPodReady), Status: metav1.ConditionFalse, Reason: "HeadPodNotFound",
+				LastTransitionTime: metav1.NewTime(now.Add(-unready))},
+		}
+		return rc
+	}
+	for _, tc := range []struct {
+		name    string
+		ha      bool
+		unready time.Duration
+		want    cluster.Phase
+	}{
+		{"no fault tolerance: failed at once", false, time.Second, cluster.PhaseFailed},
+		{"fault tolerance, just replaced: pending", true, time.Second, cluster.PhasePending},
+		{"fault tolerance, within the takeover: pending", true, HeadTakeover - time.Second, cluster.PhasePending},
+		{"fault tolerance, past the takeover: failed", true, HeadTakeover, cluster.PhaseFailed},
+		{"fault tolerance, dated a little ahead (clocks apart): pending", true, -headClockSkew, cluster.PhasePending},
+		// A date nobody's clock writes would make the takeover endless.
+		{"fault tolerance, dated a year ahead: failed", true, -365 * 24 * time.Hour, cluster.PhaseFailed},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rc := rcAt(tc.ha, tc.unready)
+			o := clusterObservation(rc, now)
+			if o.Phase != tc.want {
+				t.Errorf("phase %s (%s), want %s", o.Phase, o.Reason, tc.want)
+			}
+			until, ok := takeover(rc, now)
+			if ok != (tc.want == cluster.PhasePending) || (ok && !until.Equal(now.Add(-tc.unready).Add(HeadTakeover))) {
+				t.Errorf("takeover: until %v, %v", until, ok)
+			}
+		})
+	}
+	ready := rcAt(true, time.Second)
+	ready.Status.Conditions[1].Status = metav1.ConditionTrue
+	if o := clusterObservation(ready, now); o.Phase != cluster.PhaseReady {
+		t.Errorf("a ready HA head: %s", o.Phase)
+	}
+	if _, ok := takeover(ready, now); ok {
+		t.Error("a ready head is in a takeover")
+	}
+}
+
+// A call not made because of a takeover is retried by the client's
+// reconcilers without counting as a failed step: unavailable and busy.
+func TestTakeoverErrorIsBusy(t *testing.T) {
+	var err error = &takeoverError{cluster: "c-1"}
+	var busy interface{ Busy() bool }
+	if !errors.Is(err, errs.ErrUnavailable) || !errors.As(err, &busy) || !busy.Busy() {
+		t.Errorf("%v: not a busy ErrUnavailable", err)
+	}
+}
