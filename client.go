@@ -62,15 +62,18 @@ func (c *Client) Reconcile() int {
 // Deprecated: use Reconcile.
 func (c *Client) RunPending() int { return c.Reconcile() }
 
-// CheckQuota audits the reservations in the store itself, both ways. In
-// every resource group: no reservation is negative, larger than the
-// capacity or dated in the future, together they fit the capacity, and
-// none has been held longer than the repair grace by a holder that no
-// longer justifies it (a leak). And every live cluster (starting,
-// running, abnormal or hibernating) holds at least what it runs in its
-// resource group: a hold missing or short, as an edit from outside the
-// platform leaves it, lets the group hand out quota in use. It returns
-// every problem found.
+// CheckQuota audits the reservations in the store itself, both ways, and
+// against what Ray runs. In every resource group: no reservation is
+// negative, larger than the capacity or dated in the future (further than
+// clocks are apart), together they fit the capacity, and none has been
+// seen (by this client, on its own clock) for longer than the repair grace
+// held by a holder that no longer justifies it (a leak). Every live
+// cluster (starting, running, abnormal or hibernating) holds at least
+// what it runs in its resource group, and every cluster, whatever its
+// state, holds at least what the pods Ray runs of it request (the
+// provisioner's pods, terminating ones included): a hold missing or short,
+// as an edit from outside the platform leaves it, lets the group hand out
+// quota in use. It returns every problem found.
 func (c *Client) CheckQuota(ctx context.Context) error {
 	return c.e.CheckQuota(ctx)
 }

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/aidlc/dlc"
 	"github.com/aidlc/dlc/cluster"
 	"github.com/aidlc/dlc/dlctest"
@@ -73,7 +75,8 @@ func removeHolder(id string) func(map[string]any, map[string]string) {
 // restored at once, so that another cluster cannot start on quota in use;
 // CheckQuota sees the missing hold until then.
 func TestForeignEditRemovedHoldIsRestored(t *testing.T) {
-	f := newFixture(t, dlctest.MemoryOptions{})
+	reg := prometheus.NewRegistry()
+	f := newFixture(t, dlctest.MemoryOptions{Options: []dlc.Option{dlc.WithMetrics(reg)}})
 	a, b := f.twoClusters("rg-one", 8, 24, "a", "b")
 	f.startNow(a.ID)
 	f.edit("resourcegroup", "rg-one", removeHolder(a.ID))
@@ -89,6 +92,9 @@ func TestForeignEditRemovedHoldIsRestored(t *testing.T) {
 	if !strings.Contains(f.events(a.ID), "quota-restored") {
 		t.Errorf("the restore is not in the cluster's log:\n%s", f.events(a.ID))
 	}
+	if n := quotaReports(t, reg, "rg-one", "quota-restored"); n != 1 {
+		t.Errorf("dlc_quota_discrepancies_total{quota-restored} = %v, want 1", n)
+	}
 	if _, err := f.c.Clusters().Start(f.ctx, b.ID); !errors.Is(err, dlc.ErrQuota) {
 		t.Fatalf("starting a second cluster on the quota in use = %v, want ErrQuota", err)
 	}
@@ -99,13 +105,18 @@ func TestForeignEditRemovedHoldIsRestored(t *testing.T) {
 // group is over-allocated, and that is reported on the cluster and by
 // CheckQuota until the hold can be restored.
 func TestForeignEditRemovedHoldReportedWhenTaken(t *testing.T) {
-	f := newFixture(t, dlctest.MemoryOptions{})
+	reg := prometheus.NewRegistry()
+	f := newFixture(t, dlctest.MemoryOptions{Options: []dlc.Option{dlc.WithMetrics(reg)}})
 	a, b := f.twoClusters("rg-one", 8, 24, "a", "b")
 	f.startNow(a.ID)
 	f.edit("resourcegroup", "rg-one", removeHolder(a.ID))
 	f.startNow(b.ID) // before the platform looks
 	if ev := f.events(a.ID); !strings.Contains(ev, "quota-restore-failed") {
 		t.Errorf("the over-allocation is not reported on the cluster:\n%s", ev)
+	}
+	// Reported once, however many passes find it.
+	if n := quotaReports(t, reg, "rg-one", "quota-restore-failed"); n != 1 {
+		t.Errorf("dlc_quota_discrepancies_total{quota-restore-failed} = %v, want 1", n)
 	}
 	if err := f.c.CheckQuota(f.ctx); err == nil || !strings.Contains(err.Error(), a.ID) {
 		t.Errorf("CheckQuota = %v, want it to name %s", err, a.ID)
@@ -334,4 +345,52 @@ func TestForeignEditStartingClusterNotStartedOnShrunkHold(t *testing.T) {
 	f.must(f.c.Clusters().Delete(f.ctx, a.ID, dlc.DeleteOptions{}))
 	f.settle()
 	f.must(f.c.CheckQuota(f.ctx))
+}
+
+// quotaReports is dlc_quota_discrepancies_total of rg and action in reg.
+func quotaReports(t *testing.T, reg *prometheus.Registry, rg, action string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "dlc_quota_discrepancies_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			l := map[string]string{}
+			for _, p := range m.GetLabel() {
+				l[p.GetName()] = p.GetValue()
+			}
+			if l["resource_group"] == rg && l["action"] == action {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	return 0
+}
+
+// Someone else has Ray run more of a cluster than the platform holds quota
+// for (a write to the RayCluster, say): CheckQuota compares holds with the
+// pods Ray reports and names the cluster; the platform brings Ray back to
+// the cluster's size, and the audit is clean again. (Issue 20.)
+func TestCheckQuotaComparesHoldsWithPods(t *testing.T) {
+	f := newFixture(t, dlctest.MemoryOptions{})
+	a, _ := f.twoClusters("rg-16", 16, 48, "a", "b")
+	f.startNow(a.ID)
+	f.must(f.c.CheckQuota(f.ctx))
+	cl, err := f.c.Clusters().Get(f.ctx, a.ID)
+	f.must(err)
+	cl.Replicas["cpu"], cl.Generation = 3, cl.Generation+1
+	f.must(f.m.Backend.Ray.ApplyCluster(f.ctx, cl)) // behind the platform's back
+	err = f.c.CheckQuota(f.ctx)
+	if err == nil || !strings.Contains(err.Error(), "Ray runs 4 pods of it requesting cpu=16") {
+		t.Fatalf("CheckQuota with Ray running 16 cores of an 8-core hold = %v, want it to name the pods", err)
+	}
+	f.settle()
+	f.must(f.c.CheckQuota(f.ctx))
+	if obs, err := f.m.Backend.Ray.ClusterStatus(f.ctx, a.ID); err != nil || len(obs.Pods) != 2 {
+		t.Fatalf("Ray runs %d pods of the cluster after the platform looked (%v), want its 2", len(obs.Pods), err)
+	}
 }

@@ -254,7 +254,7 @@ func (c *Engine) trueUpHold(ctx context.Context, cl *cluster.Cluster, inRay *quo
 		// It runs more than its group can hold now: say so on the cluster
 		// (CheckQuota lists it too), it cannot be fixed here.
 		c.o.log.Error(err, "a running cluster's reservation is below what it runs", "cluster", cl.ID, "resourceGroup", cl.Live.ResourceGroup)
-		return c.noteCluster(ctx, cl.ID, "quota-restore-failed", shortMessage(cl.Live.ResourceGroup, holdReport{cluster: cl.ID, need: need, err: err}))
+		return c.noteQuota(ctx, cl.ID, cl.Live.ResourceGroup, "quota-restore-failed", shortMessage(cl.Live.ResourceGroup, holdReport{cluster: cl.ID, need: need, err: err}))
 	}
 	return err
 }

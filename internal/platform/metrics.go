@@ -41,6 +41,7 @@ type metrics struct {
 	retries        *prometheus.CounterVec
 	backendLatency *prometheus.HistogramVec
 	backendErrs    *prometheus.CounterVec
+	quotaReports   *prometheus.CounterVec
 }
 
 func newMetrics(r prometheus.Registerer, c *Engine) (*metrics, error) {
@@ -68,9 +69,12 @@ func newMetrics(r prometheus.Registerer, c *Engine) (*metrics, error) {
 			Buckets: prometheus.ExponentialBuckets(0.0005, 4, 10)}, []string{"operation"}),
 		backendErrs: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "dlc_backend_call_errors_total",
 			Help: "Backend calls that failed, by operation."}, []string{"operation"}),
+		quotaReports: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "dlc_quota_discrepancies_total",
+			Help: "Quota discrepancies recorded on a cluster, by resource group and what was done: quota-restored (healed) or quota-restore-failed (cannot be)."},
+			[]string{"resource_group", "action"}),
 	}
 	for _, col := range []prometheus.Collector{m.admissionWait, m.clusterStart, m.runDuration, m.runsFinished,
-		m.reconcileErrs, m.retries, m.backendLatency, m.backendErrs, stateCollector{c}} {
+		m.reconcileErrs, m.retries, m.backendLatency, m.backendErrs, m.quotaReports, stateCollector{c}} {
 		if err := r.Register(col); err != nil {
 			return nil, err
 		}
@@ -102,6 +106,14 @@ func (m *metrics) runEnded(r *job.Run) {
 	if !r.StartedAt.IsZero() {
 		m.runDuration.WithLabelValues(string(r.State)).Observe(r.FinishedAt.Sub(r.StartedAt).Seconds())
 	}
+}
+
+// quotaReported counts a quota discrepancy recorded on a cluster.
+func (m *metrics) quotaReported(rg, action string) {
+	if m == nil {
+		return
+	}
+	m.quotaReports.WithLabelValues(rg, action).Inc()
 }
 
 func (m *metrics) failed(kind string) {

@@ -173,14 +173,14 @@ func (c *Engine) reconcileResourceGroup(ctx context.Context, id string) (time.Du
 	}
 	for _, r := range restored {
 		c.o.log.Info("restored a reservation that a live cluster needs and its resource group lacked", "cluster", r.cluster, "resourceGroup", id, "reserved", r.need.String())
-		if err := c.noteCluster(ctx, r.cluster, "quota-restored", fmt.Sprintf(
+		if err := c.noteQuota(ctx, r.cluster, id, "quota-restored", fmt.Sprintf(
 			"its reservation in resource group %s was missing or short (changed outside the platform): %s reserved again", id, r.need)); err != nil {
 			return 0, err
 		}
 	}
 	for _, r := range short {
 		c.o.log.Error(r.err, "a live cluster holds less than it runs and its resource group cannot make up for it", "cluster", r.cluster, "resourceGroup", id, "needs", r.need.String())
-		if err := c.noteCluster(ctx, r.cluster, "quota-restore-failed", shortMessage(id, r)); err != nil {
+		if err := c.noteQuota(ctx, r.cluster, id, "quota-restore-failed", shortMessage(id, r)); err != nil {
 			return 0, err
 		}
 	}
@@ -337,28 +337,39 @@ func (c *Engine) seeHoldLocked(rg, holder string, h quota.Hold, now time.Time) t
 	return now.Sub(s.at)
 }
 
+// noteQuota records a quota discrepancy of cluster id in resource group
+// rg on the cluster (noteCluster) and, when it is new, in the metrics
+// (dlc_quota_discrepancies_total): never only a log line.
+func (c *Engine) noteQuota(ctx context.Context, id, rg, action, msg string) error {
+	wrote, err := c.noteCluster(ctx, id, action, msg)
+	if wrote {
+		c.metrics.quotaReported(rg, action)
+	}
+	return err
+}
+
 // noteCluster adds a system entry to a cluster's event log, unless the
 // log already has the same one (a report repeated by every pass is
-// written once).
-func (c *Engine) noteCluster(ctx context.Context, id, action, msg string) error {
+// written once); wrote says whether it added it.
+func (c *Engine) noteCluster(ctx context.Context, id, action, msg string) (wrote bool, err error) {
 	for attempt := 0; ; attempt++ {
 		cl, err := c.getFresh(ctx, id)
 		if errs.IsNotFound(err) {
-			return nil
+			return false, nil
 		}
 		if err != nil {
-			return err
+			return false, err
 		}
 		for _, e := range cl.Events {
 			if e.Action == action && e.Message == msg {
-				return nil
+				return false, nil
 			}
 		}
 		next := cl.DeepCopy()
 		next.Events = cluster.AppendEvent(next.Events, c.event(ctx, "system", action, msg))
 		err = c.putCluster(ctx, next, cl.Version)
 		if err == nil || !errors.Is(err, errs.ErrConflict) || attempt >= conflictRetries {
-			return err
+			return err == nil, err
 		}
 	}
 }

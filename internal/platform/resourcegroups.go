@@ -142,16 +142,18 @@ func (c *Engine) changeAccount(ctx context.Context, rg string, f func(*quota.Acc
 // such a hold does no harm beyond its report.
 const datedAhead = time.Hour
 
-// CheckQuota audits the reservations in the store itself, both ways. In
-// every resource group: no reservation is negative, larger than the
-// capacity or dated in the future (further than clocks are apart), together
-// they fit the capacity, and none has been seen (by this client, on its
-// own clock) for longer than the repair grace held by a holder that no
-// longer justifies it (a leak). And every live cluster (starting,
-// running, abnormal or hibernating) holds at least what it runs in its
-// resource group: a hold missing or short, as an edit from outside the
-// platform leaves it, lets the group hand out quota in use. It returns
-// every problem found.
+// CheckQuota audits the reservations in the store itself, both ways, and
+// against what Ray runs. In every resource group: no reservation is
+// negative, larger than the capacity or dated in the future (further than
+// clocks are apart), together they fit the capacity, and none has been
+// seen (by this client, on its own clock) for longer than the repair grace
+// held by a holder that no longer justifies it (a leak). Every live
+// cluster (starting, running, abnormal or hibernating) holds at least
+// what it runs in its resource group, and every cluster, whatever its
+// state, holds at least what the pods Ray runs of it request (the
+// provisioner's pods, terminating ones included): a hold missing or short,
+// as an edit from outside the platform leaves it, lets the group hand out
+// quota in use. It returns every problem found.
 func (c *Engine) CheckQuota(ctx context.Context) error {
 	docs, err := c.store.List(ctx, kindResourceGroup, nil)
 	if err != nil {
@@ -198,6 +200,23 @@ func (c *Engine) CheckQuota(ctx context.Context) error {
 		if err != nil {
 			bad = append(bad, err.Error())
 			continue
+		}
+		// And what the provisioner observes: the pods that exist request
+		// no more than the cluster holds (a pod requests what it runs
+		// until it is gone).
+		pods, err := c.ray.Pods(ctx, cl.ID)
+		if err != nil && !errs.IsNotFound(err) {
+			return err
+		}
+		if inRay := podRequests(pods); len(pods) > 0 {
+			var held quota.Resources
+			if a := accounts[cl.QuotaGroup]; a != nil {
+				held = a.Holders[cl.ID].Resources
+			}
+			if !inRay.Fits(held) {
+				bad = append(bad, fmt.Sprintf("cluster %s is %s and Ray runs %d pods of it requesting %s, but it holds %s in resource group %q",
+					cl.ID, cl.State, len(pods), inRay, held, cl.QuotaGroup))
+			}
 		}
 		if cl.Live == nil || !cl.State.HoldsQuota() || cl.State == cluster.Deleting {
 			continue
