@@ -6,6 +6,7 @@ package dlc_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strings"
 	"sync"
@@ -1026,5 +1027,49 @@ func TestLeakDatedAheadReleasedAtItsGrace(t *testing.T) {
 	if held() {
 		t.Fatal("the leak is still held 39 s after it was first seen (grace 30 s)")
 	}
+	f.must(f.c.CheckQuota(f.ctx))
+}
+
+// A replica whose view of a cluster lags resizes it from the old version
+// while another replica's resize has reserved for the same generation.
+// When a resize wrote its own size as the hold, the lagging one's
+// reservation overwrote the newer hold (16 cores down to 12) before its
+// cluster write conflicted, and until it put the hold back the group had
+// 4 cores free that the running cluster was given. A resize keeps the
+// larger of the hold and its size (a shrink gives quota back once Ray
+// runs the smaller size), so a stale resize never lowers a hold: at every
+// version of the account the cluster holds what it runs. (Issue 20.)
+func TestLaggingReplicaResizeKeepsNewerHold(t *testing.T) {
+	f, h := hooked(t)
+	a, _ := f.twoClusters("rg-16", 16, 64, "a", "b")
+	f.startNow(a.ID)
+	b, l := laggingReplica(f)
+	if seen, err := b.Clusters().Get(f.ctx, a.ID); err != nil || seen.State != cluster.Running {
+		t.Fatalf("the replica sees %v, %v; want it running", seen, err)
+	}
+	l.lag("cluster")
+	defer l.release()
+	if res, err := f.c.Clusters().Autoscale(f.ctx, a.ID, "cpu", 3); err != nil || res.Granted != 3 {
+		t.Fatalf("autoscale to 3: %+v, %v", res, err)
+	}
+	// From now on the cluster needs 16 cores: watch every version of the
+	// account for a hold below that.
+	var low []string
+	*h = func(ctx context.Context, w memory.Write, next func(context.Context) (string, error)) (string, error) {
+		if w.Doc.Kind == "resourcegroup" {
+			var acc quota.Account
+			if err := json.Unmarshal(w.Doc.Data, &acc); err == nil && acc.Holders[a.ID].Resources.MilliCPU < 16000 {
+				low = append(low, acc.Holders[a.ID].Resources.String())
+			}
+		}
+		return next(ctx)
+	}
+	_, err := b.Clusters().Autoscale(f.ctx, a.ID, "cpu", 2) // from the version before
+	t.Logf("the lagging replica's autoscale: %v", err)
+	if len(low) > 0 {
+		t.Fatalf("the running cluster's hold was lowered below what it runs by a stale resize: %v", low)
+	}
+	l.release()
+	f.settle()
 	f.must(f.c.CheckQuota(f.ctx))
 }
