@@ -2,9 +2,7 @@ package dlctest
 
 import (
 	"context"
-	"errors"
 	"sync"
-	"time"
 
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
 	"github.com/ray-project/kuberay/ray-operator/controllers/ray/utils"
@@ -15,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -45,11 +42,7 @@ import (
 // Nothing else is touched; [RedisCleanupJobs.Completed] counts the Jobs
 // completed.
 type RedisCleanupJobs struct {
-	client client.Client
-	cache  cache.Cache
-	queue  workqueue.TypedRateLimitingInterface[types.NamespacedName]
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	*standIn
 
 	mu        sync.Mutex
 	completed int
@@ -80,78 +73,36 @@ func (cp *ControlPlane) StartRedisCleanupJobs(t TestingT, namespaces ...string) 
 }
 
 func startRedisCleanupJobs(cp *ControlPlane, namespaces []string) (*RedisCleanupJobs, error) {
-	opts := cache.Options{Scheme: cp.scheme, ByObject: map[client.Object]cache.ByObject{
+	si, err := newStandIn(cp, "dlctest-redis-cleanup-jobs", namespaces, map[client.Object]cache.ByObject{
 		&batchv1.Job{}: {Label: redisCleanupSelector},
-	}}
-	if len(namespaces) > 0 {
-		opts.DefaultNamespaces = map[string]cache.Config{}
-		for _, ns := range namespaces {
-			opts.DefaultNamespaces[ns] = cache.Config{}
-		}
-	}
-	c, err := cache.New(cp.Config(), opts)
+	})
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	j := &RedisCleanupJobs{
-		client: cp.client,
-		cache:  c,
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
-			workqueue.NewTypedItemExponentialFailureRateLimiter[types.NamespacedName](5*time.Millisecond, time.Second),
-			workqueue.TypedRateLimitingQueueConfig[types.NamespacedName]{Name: "dlctest-redis-cleanup-jobs"}),
-		cancel: cancel,
+	j := &RedisCleanupJobs{standIn: si}
+	err = j.handle(&batchv1.Job{}, toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    j.add,
+		UpdateFunc: func(_, obj any) { j.add(obj) },
+	})
+	if err == nil {
+		// A RayCluster that goes takes its cleanup Job with it.
+		err = j.handle(&rayv1.RayCluster{}, toolscache.ResourceEventHandlerFuncs{
+			DeleteFunc: func(obj any) {
+				if tomb, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+					obj = tomb.Obj
+				}
+				if rc, ok := obj.(*rayv1.RayCluster); ok {
+					j.enqueueOf(si.ctx, rc)
+				}
+			},
+		})
 	}
-	jobs, err := c.GetInformer(ctx, &batchv1.Job{})
 	if err != nil {
-		cancel()
+		si.cancel()
 		return nil, err
 	}
-	enqueue := func(obj any) {
-		if job, ok := obj.(*batchv1.Job); ok {
-			j.queue.Add(types.NamespacedName{Namespace: job.Namespace, Name: job.Name})
-		}
-	}
-	if _, err := jobs.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-		AddFunc:    enqueue,
-		UpdateFunc: func(_, obj any) { enqueue(obj) },
-	}); err != nil {
-		cancel()
+	if err := j.run("the Job and RayCluster informers", j.sync); err != nil {
 		return nil, err
-	}
-	// A RayCluster that goes takes its cleanup Job with it.
-	rcs, err := c.GetInformer(ctx, &rayv1.RayCluster{})
-	if err != nil {
-		cancel()
-		return nil, err
-	}
-	if _, err := rcs.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-		DeleteFunc: func(obj any) {
-			if tomb, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
-				obj = tomb.Obj
-			}
-			if rc, ok := obj.(*rayv1.RayCluster); ok {
-				j.enqueueOf(ctx, rc)
-			}
-		},
-	}); err != nil {
-		cancel()
-		return nil, err
-	}
-	j.wg.Add(2)
-	go func() {
-		defer j.wg.Done()
-		_ = c.Start(ctx) // returns when ctx ends
-	}()
-	go func() {
-		defer j.wg.Done()
-		j.work(ctx)
-	}()
-	syncCtx, syncCancel := context.WithTimeout(ctx, 30*time.Second)
-	defer syncCancel()
-	if !c.WaitForCacheSync(syncCtx) {
-		j.stop()
-		return nil, errors.New("the Job and RayCluster informers did not sync")
 	}
 	return j, nil
 }
@@ -168,34 +119,12 @@ func (j *RedisCleanupJobs) enqueueOf(ctx context.Context, rc *rayv1.RayCluster) 
 	}
 }
 
-func (j *RedisCleanupJobs) stop() {
-	j.cancel()
-	j.queue.ShutDown()
-	j.wg.Wait()
-}
-
 // Completed reports how many Redis-cleanup Jobs the stand-in has marked
 // complete.
 func (j *RedisCleanupJobs) Completed() int {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	return j.completed
-}
-
-func (j *RedisCleanupJobs) work(ctx context.Context) {
-	for {
-		key, shutdown := j.queue.Get()
-		if shutdown {
-			return
-		}
-		err := j.sync(ctx, key)
-		if err != nil && ctx.Err() == nil {
-			j.queue.AddRateLimited(key)
-		} else {
-			j.queue.Forget(key)
-		}
-		j.queue.Done(key)
-	}
 }
 
 // sync brings one Job forward: it completes, or goes with its RayCluster.

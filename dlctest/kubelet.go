@@ -2,7 +2,6 @@ package dlctest
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -16,9 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/retry"
-	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -49,10 +46,7 @@ const (
 // nothing is scheduled: a pod's spec is not looked at beyond its container
 // names.
 type Kubelet struct {
-	client client.Client
-	queue  workqueue.TypedRateLimitingInterface[types.NamespacedName]
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	*standIn
 	// heads, when set, hears of every head pod's add, update and delete
 	// (gone), in the informer's order.
 	heads func(pod *corev1.Pod, gone bool)
@@ -94,40 +88,18 @@ func (cp *ControlPlane) StartKubelet(t TestingT, namespaces ...string) *Kubelet 
 }
 
 func startKubelet(cp *ControlPlane, namespaces []string, heads func(pod *corev1.Pod, gone bool)) (*Kubelet, error) {
-	opts := cache.Options{Scheme: cp.scheme}
-	if len(namespaces) > 0 {
-		opts.DefaultNamespaces = map[string]cache.Config{}
-		for _, ns := range namespaces {
-			opts.DefaultNamespaces[ns] = cache.Config{}
-		}
-	}
-	c, err := cache.New(cp.Config(), opts)
+	si, err := newStandIn(cp, "dlctest-kubelet", namespaces, nil)
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	k := &Kubelet{
-		client: cp.client,
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
-			workqueue.NewTypedItemExponentialFailureRateLimiter[types.NamespacedName](5*time.Millisecond, time.Second),
-			workqueue.TypedRateLimitingQueueConfig[types.NamespacedName]{Name: "dlctest-kubelet"}),
-		cancel: cancel,
-		heads:  heads,
-		ips:    map[types.UID]string{},
-		breaks: map[int]podBreak{},
-	}
-	inf, err := c.GetInformer(ctx, &corev1.Pod{})
-	if err != nil {
-		cancel()
-		return nil, err
-	}
+	k := &Kubelet{standIn: si, heads: heads, ips: map[types.UID]string{}, breaks: map[int]podBreak{}}
 	enqueue := func(obj any) {
 		if pod, ok := obj.(*corev1.Pod); ok {
-			k.queue.Add(types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name})
+			k.add(pod)
 			k.headEvent(pod, false)
 		}
 	}
-	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+	if err := k.handle(&corev1.Pod{}, toolscache.ResourceEventHandlerFuncs{
 		AddFunc:    enqueue,
 		UpdateFunc: func(_, obj any) { enqueue(obj) },
 		DeleteFunc: func(obj any) {
@@ -139,23 +111,11 @@ func startKubelet(cp *ControlPlane, namespaces []string, heads func(pod *corev1.
 			}
 		},
 	}); err != nil {
-		cancel()
+		si.cancel()
 		return nil, err
 	}
-	k.wg.Add(2)
-	go func() {
-		defer k.wg.Done()
-		_ = c.Start(ctx) // returns when ctx ends
-	}()
-	go func() {
-		defer k.wg.Done()
-		k.work(ctx)
-	}()
-	syncCtx, syncCancel := context.WithTimeout(ctx, 30*time.Second)
-	defer syncCancel()
-	if !c.WaitForCacheSync(syncCtx) {
-		k.stop()
-		return nil, errors.New("the pod informer did not sync")
+	if err := k.run("the pod informer", k.sync); err != nil {
+		return nil, err
 	}
 	return k, nil
 }
@@ -167,34 +127,12 @@ func (k *Kubelet) headEvent(pod *corev1.Pod, gone bool) {
 	}
 }
 
-func (k *Kubelet) stop() {
-	k.cancel()
-	k.queue.ShutDown()
-	k.wg.Wait()
-}
-
 // Marked reports how many times the stand-in has marked a pod Running and
 // Ready.
 func (k *Kubelet) Marked() int {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	return k.marked
-}
-
-func (k *Kubelet) work(ctx context.Context) {
-	for {
-		key, shutdown := k.queue.Get()
-		if shutdown {
-			return
-		}
-		err := k.sync(ctx, key)
-		if err != nil && ctx.Err() == nil {
-			k.queue.AddRateLimited(key)
-		} else {
-			k.queue.Forget(key)
-		}
-		k.queue.Done(key)
-	}
 }
 
 // sync brings one pod forward: a deleted pod goes, a new one runs.
