@@ -69,8 +69,8 @@ func (c *Client) RunPending() int { return c.Reconcile() }
 // seen (by this client, on its own clock) for longer than the repair grace
 // held by a holder that no longer justifies it (a leak). Every live
 // cluster (starting, running, abnormal or hibernating) holds at least
-// what it runs in its resource group, and every cluster, whatever its
-// state, holds at least what the pods Ray runs of it request (the
+// what it runs in its resource group, and every cluster but one being
+// deleted holds at least what the pods Ray runs of it request (the
 // provisioner's pods, terminating ones included): a hold missing or short,
 // as an edit from outside the platform leaves it, lets the group hand out
 // quota in use. It returns every problem found.

@@ -1073,3 +1073,52 @@ func TestLaggingReplicaResizeKeepsNewerHold(t *testing.T) {
 	f.settle()
 	f.must(f.c.CheckQuota(f.ctx))
 }
+
+// A resize whose cluster write comes later than the repair grace after
+// its reservation (a slow or paused replica): another replica's true-up
+// took the hold, made for a newer generation than the stored cluster, for
+// one left by a write that did not happen, and lowered it to what the
+// stored cluster needs; a third cluster started on the quota so freed;
+// the late write then landed and Ray grew the cluster on quota that had
+// gone elsewhere. The true-up fences the late write off first (as the
+// repair does), so that it conflicts and its operation, tried again, is
+// refused for quota. (Issue 20.)
+func TestRaceSlowResizeLosesHoldToTrueUp(t *testing.T) {
+	f, h := hooked(t)
+	a, b := f.twoClusters("rg-16", 16, 64, "a", "b")
+	f.startNow(a.ID)
+	armed := true
+	*h = func(ctx context.Context, w memory.Write, next func(context.Context) (string, error)) (string, error) {
+		if !armed || w.Op != memory.OpUpdate || w.Doc.Kind != "cluster" || w.Doc.ID != a.ID {
+			return next(ctx)
+		}
+		armed = false
+		// The resize has reserved 16 cores for its generation; its cluster
+		// write waits here, past the grace, while another replica looks.
+		other := f.m.NewClient(dlc.WithResync(20 * time.Second))
+		other.Reconcile()
+		f.m.Clock.Advance(time.Minute)
+		other.Reconcile()
+		if _, err := other.Clusters().Start(f.ctx, b.ID); err != nil {
+			t.Logf("b's start while the resize waits: %v", err)
+		}
+		other.Reconcile()
+		return next(ctx)
+	}
+	res, err := f.c.Clusters().Autoscale(f.ctx, a.ID, "cpu", 3)
+	t.Logf("the slow resize: %+v, %v", res, err)
+	f.settle()
+	var inRay int64
+	for _, id := range []string{a.ID, b.ID} {
+		if obs, err := f.m.Backend.Ray.ClusterStatus(f.ctx, id); err == nil {
+			for _, p := range obs.Pods {
+				inRay += p.Requests.MilliCPU
+			}
+		}
+	}
+	if inRay > 16000 {
+		u, _ := f.c.ResourceGroups().Get(f.ctx, "rg-16")
+		t.Fatalf("Ray runs %d milli-CPU in a 16-core group that holds %v:\na: %s\nb: %s", inRay, u.Holders, f.events(a.ID), f.events(b.ID))
+	}
+	f.must(f.c.CheckQuota(f.ctx))
+}

@@ -223,10 +223,25 @@ func (c *Engine) trueUpHold(ctx context.Context, cl *cluster.Cluster, inRay *quo
 	if settled(a) {
 		return nil
 	}
+	if h, ok := a.Holders[cl.ID]; ok && h.Generation > cl.Generation {
+		// Made for a newer generation than the cluster as read, and older
+		// than the grace: a resize or start whose cluster write has not
+		// come. Fence that write off before the hold is changed, as the
+		// repair does, or it could land later on a hold lowered under it;
+		// the fenced cluster comes back here at the hold's generation.
+		cur, err := c.getFresh(ctx, cl.ID)
+		if err != nil || cur.Generation >= h.Generation {
+			return ignoreNotFound(err) // it came, or the cluster went: its watch brings it back
+		}
+		_, err = c.fenceOff(ctx, cur, h.Generation, "quota-repair", fmt.Sprintf(
+			"its reservation of %s in resource group %s was made for generation %d, whose write did not come within the repair grace (%s): that write is fenced off, and the reservation made what the cluster needs",
+			h.Resources, cl.Live.ResourceGroup, h.Generation, c.o.grace))
+		return err
+	}
 	changed := false
 	_, err = c.changeAccount(ctx, cl.Live.ResourceGroup, func(a *quota.Account) (bool, error) {
-		if settled(a) {
-			return false, nil
+		if h, ok := a.Holders[cl.ID]; settled(a) || (ok && h.Generation > cl.Generation) {
+			return false, nil // a newer generation's hold is changed only once fenced, above
 		}
 		ok, err := a.SetFor(cl.ID, target(a), cl.Generation, now)
 		changed = ok

@@ -149,8 +149,8 @@ const datedAhead = time.Hour
 // seen (by this client, on its own clock) for longer than the repair grace
 // held by a holder that no longer justifies it (a leak). Every live
 // cluster (starting, running, abnormal or hibernating) holds at least
-// what it runs in its resource group, and every cluster, whatever its
-// state, holds at least what the pods Ray runs of it request (the
+// what it runs in its resource group, and every cluster but one being
+// deleted holds at least what the pods Ray runs of it request (the
 // provisioner's pods, terminating ones included): a hold missing or short,
 // as an edit from outside the platform leaves it, lets the group hand out
 // quota in use. It returns every problem found.
@@ -203,7 +203,13 @@ func (c *Engine) CheckQuota(ctx context.Context) error {
 		}
 		// And what the provisioner observes: the pods that exist request
 		// no more than the cluster holds (a pod requests what it runs
-		// until it is gone).
+		// until it is gone). Not for a cluster being deleted: its hold
+		// goes once Ray's objects are gone, and its pods after them (the
+		// garbage collector deletes them, and they take their time to
+		// stop), a gap the platform leaves for now.
+		if cl.State == cluster.Deleting {
+			continue
+		}
 		pods, err := c.ray.Pods(ctx, cl.ID)
 		if err != nil && !errs.IsNotFound(err) {
 			return err
