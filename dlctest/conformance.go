@@ -660,9 +660,11 @@ func testRestartKeepsQueue(t *testing.T, s *suite) {
 	_ = first.Close()
 	second := s.client(nil)
 	s.must(second.Clusters().Delete(ctx, blocker.ID, dlc.DeleteOptions{}))
+	// Waited for in the order they are to run (9, 7, 5, 1: ids holds 1, 9,
+	// 5, 7), so that each wait covers one run, not the ones before it.
 	var order []*job.Run
-	for _, id := range ids {
-		order = append(order, s.runEnds(second, id))
+	for _, i := range []int{1, 3, 2, 0} {
+		order = append(order, s.runEnds(second, ids[i]))
 	}
 	for _, r := range order {
 		if r.State != job.Succeeded {
