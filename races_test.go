@@ -7,6 +7,7 @@ package dlc_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -1027,4 +1028,91 @@ func TestLeakDatedAheadReleasedAtItsGrace(t *testing.T) {
 		t.Fatal("the leak is still held 39 s after it was first seen (grace 30 s)")
 	}
 	f.must(f.c.CheckQuota(f.ctx))
+}
+
+// A Start decided on a stale read of a cluster (a replica's cache behind,
+// or a read just before another operation's write) reserves for the
+// generation after the one it read. Its cluster write can only conflict,
+// but its reservation lands first (compare-and-swap on the account, read
+// anew after a conflict there) and set the hold to what its stale read
+// needs: lower than the hold another operation made for the same
+// generation (a start after an edit raised the minimum) or for a newer one
+// (a start, then an autoscale up), while Ray ran that larger size. Another
+// cluster took the quota so freed: 20 cores running in a 16-core group.
+// Found by TestStress. (Issue 20.)
+func TestRaceStaleStartLowersHold(t *testing.T) {
+	for _, gen := range []string{"same generation", "newer generation"} {
+		t.Run(gen, func(t *testing.T) {
+			f, h := hooked(t)
+			a, b := f.twoClusters("rg-16", 16, 64, "a", "b")
+			if gen == "newer generation" {
+				f.startNow(a.ID)
+				_, err := f.c.Clusters().Hibernate(f.ctx, a.ID, dlc.DeleteOptions{})
+				f.must(err)
+				f.settle()
+			}
+			stale := f.m.NewClient() // the replica whose start decides on a stale read
+			step := 0
+			var bStart error
+			*h = func(ctx context.Context, w memory.Write, next func(context.Context) (string, error)) (string, error) {
+				if !marked(ctx) || w.Op != memory.OpUpdate || w.Doc.Kind != "resourcegroup" {
+					return next(ctx)
+				}
+				step++
+				switch step {
+				case 1:
+					// The stale start has read a and is about to reserve;
+					// meanwhile a starts through another replica and runs
+					// 12 cores.
+					if gen == "same generation" {
+						in, err := f.c.Clusters().Get(f.ctx, a.ID)
+						f.must(err)
+						in.Spec.Workers[0].Instances = cluster.Range(2, 3)
+						_, err = f.c.Clusters().Edit(f.ctx, in)
+						f.must(err)
+						f.startNow(a.ID)
+					} else {
+						f.startNow(a.ID)
+						_, err := f.c.Clusters().Autoscale(f.ctx, a.ID, "cpu", 2)
+						f.must(err)
+						f.settle()
+					}
+				case 2:
+					// The stale start's reservation, made again on the
+					// account read anew, is written; b starts on what is left.
+					v, err := next(ctx)
+					_, bStart = f.c.Clusters().Start(f.ctx, b.ID)
+					f.settle()
+					return v, err
+				}
+				return next(ctx)
+			}
+			_, err := stale.Clusters().Start(context.WithValue(f.ctx, markKey{}, true), a.ID)
+			*h = nil
+			if step < 2 {
+				t.Fatalf("the interleaving did not happen (step %d)", step)
+			}
+			t.Logf("the stale start: %v; b's start: %v", err, bStart)
+			f.settle()
+			var cpu int64
+			var pods []string
+			for _, id := range []string{a.ID, b.ID} {
+				obs, _ := f.m.Backend.Ray.ClusterStatus(f.ctx, id)
+				for _, p := range obs.Pods {
+					cpu += p.Requests.MilliCPU
+				}
+				pods = append(pods, fmt.Sprintf("%s: %d pods", id, len(obs.Pods)))
+			}
+			u, err := f.c.ResourceGroups().Get(f.ctx, "rg-16")
+			f.must(err)
+			if cpu > 16000 {
+				t.Fatalf("Ray runs %d milli-CPU (%v) in a 16-core group that holds %v; CheckQuota: %v\n%s: %s",
+					cpu, pods, u.Holders, f.c.CheckQuota(f.ctx), a.ID, f.events(a.ID))
+			}
+			if held := u.Holders[a.ID]; held.MilliCPU != 12000 {
+				t.Errorf("%s runs 12 cores and holds %s", a.ID, held)
+			}
+			f.must(f.c.CheckQuota(f.ctx))
+		})
+	}
 }

@@ -238,13 +238,22 @@ func (c *Engine) writeWithHold(ctx context.Context, next, prev *cluster.Cluster,
 		now := c.clock.Now()
 		h, had := a.Holders[next.ID]
 		sole = !had || h.Generation < next.Generation
-		hold := need
+		hold, gen := need, next.Generation
 		if had && !moved && prev.State.HoldsQuota() {
 			// Ray may run the old size until it reports the new one: a
 			// shrink gives its quota back then (trueUpHold), not now.
 			hold = need.Max(h.Resources)
 		}
-		changed, err := a.SetFor(next.ID, hold, next.Generation, now)
+		if had && h.Generation >= gen {
+			// Another operation reserved for this generation or a newer
+			// one: it read the cluster as this one did, or since (prev may
+			// be stale: a cache behind, an edit in between), and its write
+			// may land instead of this one's, and Ray run what it needs.
+			// Its hold is never lowered here, nor its generation: this
+			// reservation covers both.
+			hold, gen = need.Max(h.Resources), h.Generation
+		}
+		changed, err := a.SetFor(next.ID, hold, gen, now)
 		if err == nil && !changed {
 			// Made for this generation already, by an earlier try of this
 			// change or by another operation that read the same version
