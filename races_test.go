@@ -1188,3 +1188,74 @@ func testFailedWriteLowersHold(t *testing.T, rayDown bool) {
 	}
 	f.must(f.c.CheckQuota(f.ctx))
 }
+
+// A replica's reconcile of a cluster is behind: it read the cluster
+// running (or starting) at one generation, and before it applies that
+// generation to Ray, another replica hibernates the cluster all the way
+// (Ray suspends it at the newer generation, the hold is released). The
+// late apply of the older generation started the cluster again in Ray,
+// which then ran 8 cores for ever with no reservation: the reconcile of a
+// hibernated cluster does not look at Ray. Either the reconcile read Ray
+// already at the newer generation ("Ray is ahead"), or Ray moved on
+// between that read and the apply ("Ray moves on"). Found by TestStress.
+// (Issue 20.)
+func TestRaceStaleApplyRestartsHibernatedCluster(t *testing.T) {
+	for _, how := range []string{"Ray is ahead", "Ray moves on"} {
+		t.Run(how, func(t *testing.T) {
+			f, setHook := rayHooked(t)
+			a, _ := f.twoClusters("rg-16", 16, 64, "a", "b")
+			_, err := f.c.Clusters().Start(f.ctx, a.ID)
+			f.must(err)
+			call := memory.CallApplyCluster // the late replica reads a starting, Ray at the older generation
+			if how == "Ray is ahead" {
+				f.settle() // a runs; the late replica reads it running, Ray at its generation
+				call = memory.CallClusterStatus
+			}
+			// drive runs the other replica's steps until a is hibernated.
+			drive := func() {
+				for i := 0; i < 100; i++ {
+					f.c.Reconcile()
+					if cl, err := f.c.Clusters().Get(f.ctx, a.ID); err == nil {
+						switch cl.State {
+						case cluster.Running:
+							if _, err := f.c.Clusters().Hibernate(f.ctx, a.ID, dlc.DeleteOptions{}); err != nil {
+								t.Errorf("hibernate: %v", err)
+							}
+							continue
+						case cluster.Hibernated:
+							f.c.Reconcile()
+							return
+						}
+					}
+					f.m.Clock.Advance(100 * time.Millisecond)
+				}
+				t.Errorf("a was not hibernated")
+			}
+			once := false
+			late := f.m.NewClient() // its resync queues a
+			setHook(func(c, id string) {
+				if c != call || id != a.ID || once {
+					return
+				}
+				once = true
+				drive()
+			})
+			late.Reconcile()
+			setHook(nil)
+			if !once {
+				t.Fatalf("the interleaving did not happen")
+			}
+			f.settle()
+			cl, err := f.c.Clusters().Get(f.ctx, a.ID)
+			f.must(err)
+			obs, _ := f.m.Backend.Ray.ClusterStatus(f.ctx, a.ID)
+			u, err := f.c.ResourceGroups().Get(f.ctx, "rg-16")
+			f.must(err)
+			if len(obs.Pods) > 0 {
+				t.Fatalf("a is %s at generation %d and holds %s; Ray runs it (%s at generation %d, %d pods)",
+					cl.State, cl.Generation, u.Holders[a.ID], obs.Phase, obs.Generation, len(obs.Pods))
+			}
+			f.must(f.c.CheckQuota(f.ctx))
+		})
+	}
+}

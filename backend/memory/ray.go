@@ -186,7 +186,8 @@ func (r *Ray) after(sc *simCluster, d time.Duration, f func() []string) {
 // ApplyCluster makes the simulated Ray cluster follow c at c.Generation:
 // a creating, created, hibernating or hibernated cluster is suspended (no
 // pods), a starting or running one runs with c.Replicas workers (or fails,
-// as ClusterStart decides). Applying a generation again changes nothing.
+// as ClusterStart decides). Applying a generation again, or an older one
+// (a late apply from a replica behind), changes nothing.
 func (r *Ray) ApplyCluster(ctx context.Context, c *cluster.Cluster) error {
 	if err := r.call(ctx, CallApplyCluster, c.ID); err != nil {
 		return err
@@ -206,7 +207,7 @@ func (r *Ray) ApplyCluster(ctx context.Context, c *cluster.Cluster) error {
 		sc = &simCluster{id: c.ID}
 		r.clusters[c.ID] = sc
 	}
-	if sc.deleting || (sc.spec != nil && sc.wantGen == c.Generation) {
+	if sc.deleting || (sc.spec != nil && c.Generation <= sc.wantGen) {
 		r.mu.Unlock()
 		return nil
 	}
