@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -358,5 +359,36 @@ func TestRayCallHook(t *testing.T) {
 	clk.Advance(time.Second)
 	if _, err := ray.ClusterStatus(ctx, "c1"); !errors.Is(err, errs.ErrNotFound) {
 		t.Fatalf("a failed ApplyCluster made a cluster: %v", err)
+	}
+}
+
+// Pods is told of every change of a cluster's pods, in order, with the
+// cluster as applied: made at a start, resized, emptied at a suspend and
+// at a delete.
+func TestRayPodsHook(t *testing.T) {
+	ctx := context.Background()
+	clk := backend.NewFakeClock(time.Unix(0, 0))
+	var seen []string
+	ray := memory.NewRay(memory.RayOptions{Clock: clk, Hooks: memory.RayHooks{
+		Pods: func(c *cluster.Cluster, pods []cluster.Pod) {
+			seen = append(seen, fmt.Sprintf("%s@%d:%d", c.ID, c.Generation, len(pods)))
+		}}})
+	cl := &cluster.Cluster{ID: "c1", State: cluster.Starting, Generation: 1, Replicas: map[string]int{"w": 2}}
+	cl.Spec.Head = cluster.HeadGroup{NodeGroup: cluster.NodeGroup{Name: "head", NodeSpec: "cu.4c16g"}}
+	cl.Spec.AddWorkerGroup("w", "cu.4c8g", 1, 5)
+	step := func(state cluster.State, gen int64, workers int) {
+		cl.State, cl.Generation, cl.Replicas["w"] = state, gen, workers
+		if err := ray.ApplyCluster(ctx, cl); err != nil {
+			t.Fatal(err)
+		}
+		clk.Advance(time.Second)
+	}
+	step(cluster.Starting, 1, 2)
+	step(cluster.Running, 2, 4)
+	step(cluster.Hibernating, 3, 4)
+	_ = ray.DeleteCluster(ctx, "c1")
+	clk.Advance(time.Second)
+	if want := []string{"c1@1:3", "c1@2:5", "c1@3:0", "c1@3:0"}; !slices.Equal(seen, want) {
+		t.Fatalf("pods hook saw %v, want %v", seen, want)
 	}
 }

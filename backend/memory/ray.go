@@ -64,6 +64,13 @@ type RayHooks struct {
 	ClusterStart func(c *cluster.Cluster) error
 	// RunOutcome decides each run's outcome and log lines.
 	RunOutcome func(r *job.Run) Outcome
+	// Pods, when set, is told of every change of the pods Ray runs of a
+	// cluster: made at a start, resized, removed at a suspend, a failure
+	// or a delete (pods then empty), with the cluster as last applied.
+	// It is called with Ray locked, in the order of the changes, so that
+	// an observer sees every moment of what runs; it must return quickly,
+	// must not call Ray and must not keep pods.
+	Pods func(c *cluster.Cluster, pods []cluster.Pod)
 }
 
 // RayOptions configure the simulated Ray.
@@ -179,7 +186,8 @@ func (r *Ray) after(sc *simCluster, d time.Duration, f func() []string) {
 // ApplyCluster makes the simulated Ray cluster follow c at c.Generation:
 // a creating, created, hibernating or hibernated cluster is suspended (no
 // pods), a starting or running one runs with c.Replicas workers (or fails,
-// as ClusterStart decides). Applying a generation again changes nothing.
+// as ClusterStart decides). Applying a generation again, or an older one
+// (a late apply from a replica behind), changes nothing.
 func (r *Ray) ApplyCluster(ctx context.Context, c *cluster.Cluster) error {
 	if err := r.call(ctx, CallApplyCluster, c.ID); err != nil {
 		return err
@@ -199,7 +207,7 @@ func (r *Ray) ApplyCluster(ctx context.Context, c *cluster.Cluster) error {
 		sc = &simCluster{id: c.ID}
 		r.clusters[c.ID] = sc
 	}
-	if sc.deleting || (sc.spec != nil && sc.wantGen == c.Generation) {
+	if sc.deleting || (sc.spec != nil && c.Generation <= sc.wantGen) {
 		r.mu.Unlock()
 		return nil
 	}
@@ -210,6 +218,7 @@ func (r *Ray) ApplyCluster(ctx context.Context, c *cluster.Cluster) error {
 	case run && sc.obs.Phase == cluster.PhaseReady:
 		// A running cluster takes new worker counts at once.
 		sc.obs = cluster.Observation{Generation: gen, Phase: cluster.PhaseReady, Pods: r.resizePods(c, sc.obs.Pods)}
+		r.podsChanged(sc)
 		sc.timerSeq++
 		immediate = true
 	case run:
@@ -218,10 +227,12 @@ func (r *Ray) ApplyCluster(ctx context.Context, c *cluster.Cluster) error {
 			if r.hooks.ClusterStart != nil {
 				if err := r.hooks.ClusterStart(c); err != nil {
 					sc.obs = cluster.Observation{Generation: gen, Phase: cluster.PhaseFailed, Reason: err.Error()}
+					r.podsChanged(sc)
 					return r.endRunsLocked(c.ID, "the cluster failed: "+err.Error())
 				}
 			}
 			sc.obs = cluster.Observation{Generation: gen, Phase: cluster.PhaseReady, Pods: r.makePods(c)}
+			r.podsChanged(sc)
 			return nil
 		})
 	case sc.obs.Phase == cluster.PhaseSuspended:
@@ -235,6 +246,7 @@ func (r *Ray) ApplyCluster(ctx context.Context, c *cluster.Cluster) error {
 		}
 		r.after(sc, d, func() []string {
 			sc.obs = cluster.Observation{Generation: gen, Phase: cluster.PhaseSuspended, Pods: []cluster.Pod{}}
+			r.podsChanged(sc)
 			return r.endRunsLocked(c.ID, "the cluster was suspended")
 		})
 	}
@@ -243,6 +255,13 @@ func (r *Ray) ApplyCluster(ctx context.Context, c *cluster.Cluster) error {
 		r.notify("cluster", c.ID)
 	}
 	return nil
+}
+
+// podsChanged tells the Pods hook of sc's pods; the caller holds r.mu.
+func (r *Ray) podsChanged(sc *simCluster) {
+	if r.hooks.Pods != nil && sc.spec != nil {
+		r.hooks.Pods(sc.spec, sc.obs.Pods)
+	}
 }
 
 // DeleteCluster ends the runs on the cluster and removes it after the
@@ -274,6 +293,8 @@ func (r *Ray) DeleteCluster(ctx context.Context, id string) error {
 			return
 		}
 		delete(r.clusters, id)
+		sc.obs.Pods = nil
+		r.podsChanged(sc)
 		r.mu.Unlock()
 		r.notify("cluster", id)
 	})

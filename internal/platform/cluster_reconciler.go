@@ -76,6 +76,14 @@ func (c *Engine) reconcileCluster(ctx context.Context, id string) (time.Duration
 	if err != nil && !errs.IsNotFound(err) {
 		return 0, err
 	}
+	if err == nil && obs.Generation > cl.Generation {
+		// Ray follows a newer generation than the cluster as read: this
+		// read is behind the store (a cache, a step begun before another
+		// replica's write). Applying it would take Ray back (a hibernated
+		// cluster started again, holding nothing); the newer version, once
+		// seen, queues the cluster again.
+		return 0, nil
+	}
 	if errs.IsNotFound(err) || obs.Generation != cl.Generation {
 		if cl.State == cluster.Starting {
 			// Ray runs nothing of it (a start from created or hibernated).

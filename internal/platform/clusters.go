@@ -238,13 +238,22 @@ func (c *Engine) writeWithHold(ctx context.Context, next, prev *cluster.Cluster,
 		now := c.clock.Now()
 		h, had := a.Holders[next.ID]
 		sole = !had || h.Generation < next.Generation
-		hold := need
+		hold, gen := need, next.Generation
 		if had && !moved && prev.State.HoldsQuota() {
 			// Ray may run the old size until it reports the new one: a
 			// shrink gives its quota back then (trueUpHold), not now.
 			hold = need.Max(h.Resources)
 		}
-		changed, err := a.SetFor(next.ID, hold, next.Generation, now)
+		if had && h.Generation >= gen {
+			// Another operation reserved for this generation or a newer
+			// one: it read the cluster as this one did, or since (prev may
+			// be stale: a cache behind, an edit in between), and its write
+			// may land instead of this one's, and Ray run what it needs.
+			// Its hold is never lowered here, nor its generation: this
+			// reservation covers both.
+			hold, gen = need.Max(h.Resources), h.Generation
+		}
+		changed, err := a.SetFor(next.ID, hold, gen, now)
 		if err == nil && !changed {
 			// Made for this generation already, by an earlier try of this
 			// change or by another operation that read the same version
@@ -293,7 +302,9 @@ func (c *Engine) writeWithHold(ctx context.Context, next, prev *cluster.Cluster,
 
 // holdAsStored makes cluster id's hold in rg what the stored cluster
 // needs, after a write of generation gen that did not happen; a hold made
-// since for a newer generation is left alone. mine is the version of the
+// since for a newer generation is left alone. It never goes below what
+// Ray runs of the cluster (a shrink written and not applied yet), and is
+// not lowered when Ray cannot tell. mine is the version of the
 // account that the failed operation's reservation wrote, when the hold
 // was its alone (none was made for its generation before), else "".
 //
@@ -319,12 +330,24 @@ func (c *Engine) holdAsStored(ctx context.Context, rg, id string, gen int64, min
 		}
 		var need quota.Resources
 		var storedGen int64
+		keep := false // what Ray runs is not known: the hold is not lowered
 		if err == nil {
 			storedGen = cl.Generation
 			if cl.Live != nil && cl.State.HoldsQuota() && cl.QuotaGroup == rg {
 				if need, err = cl.Live.ResourcesAt(c.cat.Nodes, cl.Replicas); err != nil {
 					c.o.log.Error(err, "sizing a cluster's reservation failed", "cluster", id)
 					return
+				}
+				// Ray may still run more than the stored cluster needs (a
+				// shrink written and not yet applied): the hold keeps
+				// covering it, as a shrink's quota is given back only once
+				// Ray runs the smaller size (trueUpHold).
+				switch obs, rerr := c.ray.ClusterStatus(ctx, id); {
+				case rerr == nil:
+					need = need.Max(podRequests(obs.Pods))
+				case !errs.IsNotFound(rerr):
+					keep = true
+					c.enqueue(kindCluster + "/" + id) // its reconcile trues the hold up once Ray answers
 				}
 			}
 		}
@@ -340,6 +363,8 @@ func (c *Engine) holdAsStored(ctx context.Context, rg, id string, gen int64, min
 				return false, nil
 			case need.IsZero():
 				return a.ReleaseUpTo(id, gen), nil
+			case keep:
+				return a.SetFor(id, need.Max(h.Resources), storedGen, c.clock.Now())
 			}
 			return a.SetFor(id, need, storedGen, c.clock.Now())
 		}); err != nil {
