@@ -328,16 +328,16 @@ func (p *Provisioner) awaitCached(ctx context.Context, obj client.Object, key ty
 // ApplyCluster makes Ray follow c at c.Generation: it applies c's
 // RayCluster (an on-demand cluster's RayJob) unless the cache shows it at
 // that generation already, so that applying a generation again writes
-// nothing.
+// nothing, or at a newer one, so that a late apply (a replica that read
+// the cluster before another's change) never takes Ray back.
 func (p *Provisioner) ApplyCluster(ctx context.Context, c *cluster.Cluster) error {
-	gen := strconv.FormatInt(c.Generation, 10)
 	var obj client.Object
 	if c.Temporary {
 		cur, err := p.rayJob(ctx, c.ID)
 		if err != nil {
 			return err
-		} else if cur != nil && cur.Annotations[KeyGeneration] == gen {
-			return nil
+		} else if cur != nil && generationOf(cur) >= c.Generation {
+			return nil // at this generation already, or a newer one: never back
 		}
 		r, err := p.getRun(ctx, c.OwnerRun)
 		if err != nil {
@@ -360,8 +360,8 @@ func (p *Provisioner) ApplyCluster(ctx context.Context, c *cluster.Cluster) erro
 		cur, err := p.rayCluster(ctx, c.ID)
 		if err != nil {
 			return err
-		} else if cur != nil && cur.Annotations[KeyGeneration] == gen && cur.DeletionTimestamp == nil {
-			return nil
+		} else if cur != nil && generationOf(cur) >= c.Generation && cur.DeletionTimestamp == nil {
+			return nil // at this generation already, or a newer one: a late apply never takes Ray back
 		}
 		rc, err := RenderRayCluster(c, p.render)
 		if err != nil {
