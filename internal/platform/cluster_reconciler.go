@@ -79,9 +79,17 @@ func (c *Engine) reconcileCluster(ctx context.Context, id string) (time.Duration
 	if err == nil && obs.Generation > cl.Generation {
 		// Ray follows a newer generation than the cluster as read: this
 		// read is behind the store (a cache, a step begun before another
-		// replica's write). Applying it would take Ray back (a hibernated
-		// cluster started again, holding nothing); the newer version, once
-		// seen, queues the cluster again.
+		// replica's write), or someone else wrote Ray. Applying it would
+		// take Ray back (a hibernated cluster started again, holding
+		// nothing); the newer version, once seen, queues the cluster
+		// again. But should Ray run more than is held, the hold covers it
+		// (or the cluster says it cannot be).
+		if cl.State == cluster.Running && cl.Live != nil {
+			inRay := podRequests(obs.Pods)
+			if a, _, aerr := cached[quota.Account](ctx, c, kindResourceGroup, cl.Live.ResourceGroup); aerr == nil && !inRay.Fits(a.Held(cl.ID)) {
+				return 0, c.trueUpHold(ctx, cl, &inRay)
+			}
+		}
 		return 0, nil
 	}
 	if errs.IsNotFound(err) || obs.Generation != cl.Generation {
