@@ -220,8 +220,39 @@ func (c *Engine) CheckQuota(ctx context.Context) error {
 				held = a.Holders[cl.ID].Resources
 			}
 			if !inRay.Fits(held) {
-				bad = append(bad, fmt.Sprintf("cluster %s is %s and Ray runs %d pods of it requesting %s, but it holds %s in resource group %q",
-					cl.ID, cl.State, len(pods), inRay, held, cl.QuotaGroup))
+				// The accounts and the cluster were read before the pods: a
+				// start since (reserve first, act second) shows pods and no
+				// hold. The cluster and its account as they are now decide,
+				// against the pods as they are after them (a hibernate that
+				// ended since released its hold after its pods went).
+				fcl, err := c.getFresh(ctx, cl.ID)
+				if errs.IsNotFound(err) {
+					continue
+				}
+				if err != nil {
+					return err
+				}
+				if fcl.State == cluster.Deleting {
+					continue
+				}
+				held = quota.Resources{}
+				if fcl.QuotaGroup != "" {
+					a, _, err := fresh[quota.Account](ctx, c, kindResourceGroup, fcl.QuotaGroup)
+					if err != nil && !errs.IsNotFound(err) {
+						return err
+					}
+					if err == nil {
+						held = a.Holders[cl.ID].Resources
+					}
+				}
+				if pods, err = c.ray.Pods(ctx, cl.ID); err != nil && !errs.IsNotFound(err) {
+					return err
+				}
+				inRay = podRequests(pods)
+				if !inRay.Fits(held) {
+					bad = append(bad, fmt.Sprintf("cluster %s is %s and Ray runs %d pods of it requesting %s, but it holds %s in resource group %q",
+						cl.ID, fcl.State, len(pods), inRay, held, fcl.QuotaGroup))
+				}
 			}
 		}
 		if cl.Live == nil || !cl.State.HoldsQuota() || cl.State == cluster.Deleting {
