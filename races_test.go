@@ -676,16 +676,7 @@ func TestRaceSlowStartLosesHoldToRepair(t *testing.T) {
 			u.Reserved, u.Holders, c1.ID, f.events(c1.ID), c2.ID, f.events(c2.ID))
 	}
 	l.release()
-	f.settle()
-	for id, want := range map[string]cluster.State{c1.ID: cluster.Created, c2.ID: cluster.Running} {
-		if got, err := f.c.Clusters().Get(f.ctx, id); err != nil || got.State != want {
-			t.Errorf("%s: %v %v, want %s:\n%s", id, got.State, err, want, f.events(id))
-		}
-	}
-	if msg := f.events(c1.ID); !strings.Contains(msg, "quota-repair") {
-		t.Errorf("the repair did not say on %s why its hold went:\n%s", c1.ID, msg)
-	}
-	f.must(f.c.CheckQuota(f.ctx))
+	f.settledAs(map[string]cluster.State{c1.ID: cluster.Created, c2.ID: cluster.Running}, c1.ID, "quota-repair")
 }
 
 // A hold that becomes unjustified just after a repair pass (here: an
@@ -931,16 +922,7 @@ func TestRaceLoserFencesTheWinnersGeneration(t *testing.T) {
 	if _, err := f.c.Clusters().Start(f.ctx, c2.ID); !errors.Is(err, errs.ErrQuota) {
 		t.Errorf("start of %s in the group %s holds: %v, want ErrQuota", c2.ID, c1.ID, err)
 	}
-	f.settle()
-	for id, want := range map[string]cluster.State{c1.ID: cluster.Running, c2.ID: cluster.Created} {
-		if got, err := f.c.Clusters().Get(f.ctx, id); err != nil || got.State != want {
-			t.Errorf("%s: %v %v, want %s:\n%s", id, got.State, err, want, f.events(id))
-		}
-	}
-	if msg := f.events(c1.ID); !strings.Contains(msg, "generation-fenced") {
-		t.Errorf("the loser did not say on %s that it fenced the generation off:\n%s", c1.ID, msg)
-	}
-	f.must(f.c.CheckQuota(f.ctx))
+	f.settledAs(map[string]cluster.State{c1.ID: cluster.Running, c2.ID: cluster.Created}, c1.ID, "generation-fenced")
 }
 
 // Two replicas whose clocks are 45 s apart. A start through one of them
@@ -1352,4 +1334,23 @@ func TestRaceStaleApplyRestartsHibernatedCluster(t *testing.T) {
 			f.must(f.c.CheckQuota(f.ctx))
 		})
 	}
+}
+
+// settledAs settles the platform and checks that each cluster is in its
+// state, that id's log has an entry of action event (saying why its hold
+// went or was fenced), and that the quota audit is clean.
+func (f *fixture) settledAs(want map[string]cluster.State, id, event string) {
+	f.t.Helper()
+	f.settle()
+	for cid, st := range want {
+		if got, err := f.c.Clusters().Get(f.ctx, cid); err != nil {
+			f.t.Errorf("%s: %v, want it %s", cid, err, st)
+		} else if got.State != st {
+			f.t.Errorf("%s: %s, want %s:\n%s", cid, got.State, st, f.events(cid))
+		}
+	}
+	if msg := f.events(id); !strings.Contains(msg, event+":") {
+		f.t.Errorf("%s's log has no %s entry:\n%s", id, event, msg)
+	}
+	f.must(f.c.CheckQuota(f.ctx))
 }
