@@ -748,19 +748,7 @@ func TestScaleDownKeepsHoldUntilRayShrinks(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.settle() // a: head and 3 workers, 16 cores, held and running
-	inRay := func() int64 {
-		var cpu int64
-		for _, id := range []string{a.ID, b.ID} {
-			obs, err := f.m.Backend.Ray.ClusterStatus(f.ctx, id)
-			if err != nil {
-				continue
-			}
-			for _, p := range obs.Pods {
-				cpu += p.Requests.MilliCPU
-			}
-		}
-		return cpu
-	}
+	inRay := func() int64 { cpu, _ := f.cpuInRay(a.ID, b.ID); return cpu }
 	if got := inRay(); got != 16000 {
 		t.Fatalf("before the scale-down Ray runs %d milli-CPU, want 16000", got)
 	}
@@ -1091,14 +1079,7 @@ func TestRaceSlowResizeLosesHoldToTrueUp(t *testing.T) {
 	res, err := f.c.Clusters().Autoscale(f.ctx, a.ID, "cpu", 3)
 	t.Logf("the slow resize: %+v, %v", res, err)
 	f.settle()
-	var inRay int64
-	for _, id := range []string{a.ID, b.ID} {
-		if obs, err := f.m.Backend.Ray.ClusterStatus(f.ctx, id); err == nil {
-			for _, p := range obs.Pods {
-				inRay += p.Requests.MilliCPU
-			}
-		}
-	}
+	inRay, _ := f.cpuInRay(a.ID, b.ID)
 	if inRay > 16000 {
 		u, _ := f.c.ResourceGroups().Get(f.ctx, "rg-16")
 		t.Fatalf("Ray runs %d milli-CPU in a 16-core group that holds %v:\na: %s\nb: %s", inRay, u.Holders, f.events(a.ID), f.events(b.ID))
@@ -1170,15 +1151,7 @@ func TestRaceStaleStartLowersHold(t *testing.T) {
 			}
 			t.Logf("the stale start: %v; b's start: %v", err, bStart)
 			f.settle()
-			var cpu int64
-			var pods []string
-			for _, id := range []string{a.ID, b.ID} {
-				obs, _ := f.m.Backend.Ray.ClusterStatus(f.ctx, id)
-				for _, p := range obs.Pods {
-					cpu += p.Requests.MilliCPU
-				}
-				pods = append(pods, fmt.Sprintf("%s: %d pods", id, len(obs.Pods)))
-			}
+			cpu, pods := f.cpuInRay(a.ID, b.ID)
 			u, err := f.c.ResourceGroups().Get(f.ctx, "rg-16")
 			f.must(err)
 			if cpu > 16000 {
@@ -1242,15 +1215,7 @@ func testFailedWriteLowersHold(t *testing.T, rayDown bool) {
 	_, err = f.c.Clusters().Start(f.ctx, b.ID)
 	t.Logf("b's start: %v", err)
 	f.settle()
-	var cpu int64
-	var pods []string
-	for _, id := range []string{a.ID, b.ID} {
-		obs, _ := f.m.Backend.Ray.ClusterStatus(f.ctx, id)
-		for _, p := range obs.Pods {
-			cpu += p.Requests.MilliCPU
-		}
-		pods = append(pods, fmt.Sprintf("%s: %d pods", id, len(obs.Pods)))
-	}
+	cpu, pods := f.cpuInRay(a.ID, b.ID)
 	u, err := f.c.ResourceGroups().Get(f.ctx, "rg-16")
 	f.must(err)
 	if cpu > 16000 {
@@ -1353,4 +1318,21 @@ func (f *fixture) settledAs(want map[string]cluster.State, id, event string) {
 		f.t.Errorf("%s's log has no %s entry:\n%s", id, event, msg)
 	}
 	f.must(f.c.CheckQuota(f.ctx))
+}
+
+// cpuInRay is the milli-CPU the pods Ray runs of the clusters ids request
+// (a cluster Ray does not know runs nothing), and how many pods each has.
+func (f *fixture) cpuInRay(ids ...string) (cpu int64, pods []string) {
+	f.t.Helper()
+	for _, id := range ids {
+		obs, err := f.m.Backend.Ray.ClusterStatus(f.ctx, id)
+		if err != nil {
+			obs.Pods = nil
+		}
+		for _, p := range obs.Pods {
+			cpu += p.Requests.MilliCPU
+		}
+		pods = append(pods, fmt.Sprintf("%s: %d pods", id, len(obs.Pods)))
+	}
+	return cpu, pods
 }
