@@ -369,11 +369,11 @@ func (p *Provisioner) ApplyCluster(ctx context.Context, c *cluster.Cluster) erro
 		}
 		if cur != nil && cur.DeletionTimestamp == nil {
 			carryOver(rc, cur)
-			var pods corev1.PodList
-			if err := p.cache.List(ctx, &pods, client.InNamespace(p.namespace), client.MatchingFields{indexCluster: c.ID}); err != nil {
-				return apiError("list pods", "cluster", c.ID, err)
+			pods, err := p.podsOf(ctx, c.ID)
+			if err != nil {
+				return err
 			}
-			nameSurplus(rc, pods.Items)
+			nameSurplus(rc, pods)
 		}
 		obj = rc
 	}
@@ -686,11 +686,11 @@ func (p *Provisioner) resizeJobCluster(ctx context.Context, c *cluster.Cluster, 
 			w.MinReplicas, w.MaxReplicas = r.MinReplicas, r.MaxReplicas
 		}
 	}
-	var pods corev1.PodList
-	if err := p.cache.List(ctx, &pods, client.InNamespace(p.namespace), client.MatchingFields{indexCluster: c.ID}); err != nil {
-		return apiError("list pods", "cluster", c.ID, err)
+	pods, err := p.podsOf(ctx, c.ID)
+	if err != nil {
+		return err
 	}
-	nameSurplus(rc, pods.Items)
+	nameSurplus(rc, pods)
 	if rc.Annotations == nil {
 		rc.Annotations = map[string]string{}
 	}
@@ -1018,16 +1018,26 @@ func headService(rc *rayv1.RayCluster) string {
 // Pods returns the cluster's pods, by name: the RayCluster's (an on-demand
 // cluster's RayJob's RayCluster's), found by the cluster id label.
 func (p *Provisioner) Pods(ctx context.Context, clusterID string) ([]cluster.Pod, error) {
+	pods, err := p.podsOf(ctx, clusterID)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]cluster.Pod, 0, len(pods))
+	for i := range pods {
+		out = append(out, podOf(&pods[i]))
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// podsOf lists cluster clusterID's pods from the cache, by the cluster id
+// label.
+func (p *Provisioner) podsOf(ctx context.Context, clusterID string) ([]corev1.Pod, error) {
 	var list corev1.PodList
 	if err := p.cache.List(ctx, &list, client.InNamespace(p.namespace), client.MatchingFields{indexCluster: clusterID}); err != nil {
 		return nil, apiError("list pods", "cluster", clusterID, err)
 	}
-	out := make([]cluster.Pod, 0, len(list.Items))
-	for i := range list.Items {
-		out = append(out, podOf(&list.Items[i]))
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out, nil
+	return list.Items, nil
 }
 
 func podOf(pod *corev1.Pod) cluster.Pod {
