@@ -181,6 +181,11 @@ type Observation struct {
 	Phase      Phase
 	Reason     string // why, for PhaseFailed
 	Pods       []Pod
+	// Queued says Ray has not yet taken up the cluster's latest change:
+	// the operator that acts on it (KubeRay) has it in its backlog. A step
+	// that waits on a backlog is not failing: it has a longer bound than a
+	// step Ray has taken up and makes no progress on.
+	Queued bool
 	// Autoscaled is what Ray's own autoscaler has Ray run, where Ray has
 	// one (KubeRay's in-tree autoscaler); nil otherwise (the memory
 	// backend, whose autoscaler's requests are Clusters().Autoscale).
@@ -234,6 +239,10 @@ const (
 	// ObservedSuspended: Ray has the cluster with no compute, at the
 	// current generation.
 	ObservedSuspended Trigger = "observed-suspended"
+	// ObservedUnstarted: Ray has a cluster that was never started with no
+	// compute, at the current generation (an abnormal cluster whose
+	// creation timed out, then came: it is created).
+	ObservedUnstarted Trigger = "observed-unstarted"
 	// ObservedReady: Ray runs the cluster at the current generation.
 	ObservedReady Trigger = "observed-ready"
 	// ObservedFailed: Ray reports the cluster failed.
@@ -248,7 +257,10 @@ const (
 const Gone State = ""
 
 // Transition is the cluster state machine (C11, C12): the state a cluster
-// in state from moves to on t. A user operation not allowed in from is a
+// in state from moves to on t. Abnormal is not a sink: Ray's observation
+// at the cluster's generation takes an abnormal cluster to what Ray runs
+// (ready: running; no compute: hibernated, or created if it was never
+// started). A user operation not allowed in from is a
 // *errs.StateError; an observation that does not apply to from returns
 // from unchanged and ok false.
 func Transition(id string, from State, t Trigger) (to State, ok bool, err error) {
@@ -282,11 +294,15 @@ func Transition(id string, from State, t Trigger) (to State, ok bool, err error)
 		switch from {
 		case Creating:
 			return Created, true, nil
-		case Hibernating:
+		case Hibernating, Abnormal:
 			return Hibernated, true, nil
 		}
+	case ObservedUnstarted:
+		if from == Abnormal {
+			return Created, true, nil
+		}
 	case ObservedReady:
-		if from == Starting {
+		if from == Starting || from == Abnormal {
 			return Running, true, nil
 		}
 	case ObservedFailed:

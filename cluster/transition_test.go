@@ -31,6 +31,14 @@ func TestTransition(t *testing.T) {
 		{cluster.Starting, cluster.StepFailed, cluster.Abnormal, true, false},
 		{cluster.Starting, cluster.ForceDelete, cluster.Deleting, true, false},
 		{cluster.Deleting, cluster.ObservedGone, cluster.Gone, true, false},
+		// Abnormal is not a sink: Ray's observation at the stored
+		// generation takes the cluster to what Ray runs.
+		{cluster.Abnormal, cluster.ObservedReady, cluster.Running, true, false},
+		{cluster.Abnormal, cluster.ObservedSuspended, cluster.Hibernated, true, false},
+		{cluster.Abnormal, cluster.ObservedUnstarted, cluster.Created, true, false},
+		{cluster.Abnormal, cluster.ObservedFailed, cluster.Abnormal, false, false},
+		{cluster.Creating, cluster.ObservedUnstarted, cluster.Creating, false, false},
+		{cluster.Hibernating, cluster.ObservedReady, cluster.Hibernating, false, false},
 	} {
 		to, ok, err := cluster.Transition("c", tc.from, tc.t)
 		if to != tc.to || ok != tc.ok || (err != nil) != tc.refused || (err != nil && !errors.Is(err, errs.ErrState)) {

@@ -531,13 +531,15 @@ func (p *Provisioner) ClusterStatus(ctx context.Context, id string) (cluster.Obs
 	// RayJob's RayCluster has the generation's size (resizeJobCluster).
 	o := cluster.Observation{Generation: generationOf(rj), Phase: cluster.PhasePending, Pods: pods}
 	switch {
+	case rc == nil && !jobEnded(rj) && !rayJobFailed(rj):
+		o.Queued = true // KubeRay has not made the RayJob's cluster yet
 	case rayJobFailed(rj) && !jobEnded(rj):
 		o.Phase, o.Reason = cluster.PhaseFailed, rayJobReason(rj)
 	case jobEnded(rj):
 		o.Phase = cluster.PhaseReady
 	case rc != nil:
 		ro := clusterObservation(rc, now)
-		o.Phase, o.Reason = ro.Phase, ro.Reason
+		o.Phase, o.Reason, o.Queued = ro.Phase, ro.Reason, ro.Queued
 		o.Autoscaled = autoscaled(rc)
 	}
 	return o, nil
@@ -610,6 +612,8 @@ func clusterObservation(rc *rayv1.RayCluster, now time.Time) cluster.Observation
 	o := cluster.Observation{Phase: cluster.PhasePending}
 	if rc.Status.ObservedGeneration == rc.Generation {
 		o.Generation = generationOf(rc)
+	} else {
+		o.Queued = true // KubeRay has not reconciled its spec yet: its backlog
 	}
 	conds := rc.Status.Conditions
 	suspended := meta.IsStatusConditionTrue(conds, string(rayv1.RayClusterSuspended))

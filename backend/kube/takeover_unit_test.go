@@ -74,3 +74,26 @@ func TestTakeoverErrorIsBusy(t *testing.T) {
 		t.Errorf("%v: not a busy ErrUnavailable", err)
 	}
 }
+
+// A RayCluster whose spec KubeRay has not reconciled yet (its
+// status.observedGeneration behind metadata.generation: the operator's
+// backlog) reads Queued, at no generation of ours; one it has reconciled
+// reads the generation we wrote, not queued.
+func TestObservationQueuedInBacklog(t *testing.T) {
+	rc := &rayv1.RayCluster{Spec: rayv1.RayClusterSpec{Suspend: new(false)}}
+	rc.Generation, rc.Annotations = 3, map[string]string{KeyGeneration: "7"}
+	for _, tc := range []struct {
+		observed int64
+		queued   bool
+		gen      int64
+	}{
+		{0, true, 0}, // never reconciled: a new RayCluster in the backlog
+		{2, true, 0}, // an older spec reconciled, the newest not yet
+		{3, false, 7},
+	} {
+		rc.Status.ObservedGeneration = tc.observed
+		if o := clusterObservation(rc, time.Now()); o.Queued != tc.queued || o.Generation != tc.gen {
+			t.Errorf("observedGeneration %d of 3: queued %v generation %d, want %v %d", tc.observed, o.Queued, o.Generation, tc.queued, tc.gen)
+		}
+	}
+}

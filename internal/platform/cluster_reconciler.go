@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
+	"slices"
 	"strings"
 	"time"
 
@@ -44,11 +46,17 @@ func (c *Engine) reconcileCluster(ctx context.Context, id string) (time.Duration
 		}
 		c.mu.Lock()
 		delete(c.dependents, id)
+		delete(c.steps, id)
 		c.mu.Unlock()
 		return 0, nil
 	}
 	if err != nil {
 		return 0, err
+	}
+	if !timedStep(cl.State) {
+		c.mu.Lock()
+		delete(c.steps, id)
+		c.mu.Unlock()
 	}
 	defer c.enqueueDependents(cl)
 	if cl.Temporary && cl.State != cluster.Deleting {
@@ -68,7 +76,7 @@ func (c *Engine) reconcileCluster(ctx context.Context, id string) (time.Duration
 	case cluster.Created, cluster.Hibernated:
 		return 0, c.releaseHold(ctx, cl)
 	case cluster.Abnormal:
-		return 0, c.trueUpHold(ctx, cl, nil)
+		return 0, c.reconcileAbnormal(ctx, cl)
 	case cluster.Deleting:
 		return c.reconcileDelete(ctx, cl)
 	}
@@ -132,13 +140,20 @@ func (c *Engine) reconcileCluster(ctx context.Context, id string) (time.Duration
 			return again, c.trueUpHold(ctx, cl, &inRay)
 		}
 		// Transitional: Ray will say when it is done; meanwhile the step has
-		// a deadline, so that no cluster stays transitional for ever.
-		left := c.o.stepTime - c.clock.Now().Sub(cl.UpdatedAt)
+		// a deadline on its progress, so that no cluster stays transitional
+		// for ever.
+		left, waits := c.stepLeft(cl, obs, !errs.IsNotFound(err))
 		if left <= 0 {
-			return 0, c.clusterStepFailed(ctx, id, fmt.Sprintf("timed out: %s for more than %s", cl.State, c.o.stepTime))
+			return 0, c.clusterStepFailed(ctx, id, "timed out: "+waits)
 		}
 		return left, nil
 	}
+	return 0, c.observedCluster(ctx, cl, t, obs)
+}
+
+// observedCluster moves cl on t, Ray's observation obs at its generation,
+// and releases the hold of a cluster Ray runs nothing of any more.
+func (c *Engine) observedCluster(ctx context.Context, cl *cluster.Cluster, t cluster.Trigger, obs cluster.Observation) error {
 	next := cl.DeepCopy()
 	to, _, _ := advanceCluster(next, t)
 	msg := ""
@@ -149,16 +164,104 @@ func (c *Engine) reconcileCluster(ctx context.Context, id string) (time.Duration
 		next.Reason, msg = obs.Reason, obs.Reason
 	case cluster.Hibernated:
 		next.Live, next.Replicas, msg = nil, nil, "compute released"
+	case cluster.Created:
+		next.Live, next.Replicas = nil, nil
+	}
+	if cl.State == cluster.Abnormal && to != cluster.Abnormal {
+		msg = strings.TrimPrefix(msg+"; ", "; ") + "Ray's cluster at generation " + fmt.Sprint(cl.Generation) + " is " + string(obs.Phase) + " after all (it was abnormal: " + cl.Reason + ")"
+		next.Reason = ""
 	}
 	next.Events = cluster.AppendEvent(next.Events, c.event(ctx, "system", string(to), msg))
 	if err := c.putCluster(ctx, next, cl.Version); err != nil {
-		return 0, err
+		return err
 	}
-	cl = next
 	if to == cluster.Hibernated || to == cluster.Created {
-		return 0, c.releaseHold(ctx, next)
+		return c.releaseHold(ctx, next)
 	}
-	return 0, nil
+	return nil
+}
+
+// reconcileAbnormal follows an abnormal cluster's Ray side. Abnormal is
+// not a sink: a step that timed out may still come (an operator's backlog
+// outlasting the step timeout, a clock that jumped), a lost head may be
+// replaced; Ray's observation at the cluster's generation then takes the
+// cluster to what Ray runs. Until then its hold covers whatever Ray may
+// still run of it.
+func (c *Engine) reconcileAbnormal(ctx context.Context, cl *cluster.Cluster) error {
+	obs, err := c.ray.ClusterStatus(ctx, cl.ID)
+	if err != nil && !errs.IsNotFound(err) {
+		return err
+	}
+	if err == nil {
+		t := obs.Trigger(cl.Generation)
+		if t == cluster.ObservedSuspended && cl.QuotaGroup == "" && cl.Live == nil {
+			t = cluster.ObservedUnstarted // it never started: it is created
+		}
+		// A cluster whose start never reached Ray (Live dropped) holds
+		// nothing: Ray running it at its generation is a foreign write, for
+		// the hold's true-up to refuse, not a start to accept.
+		if _, ok, _ := cluster.Transition(cl.ID, cl.State, t); ok && (t != cluster.ObservedReady || cl.Live != nil) {
+			return c.observedCluster(ctx, cl, t, obs)
+		}
+	}
+	return c.trueUpHold(ctx, cl, nil)
+}
+
+// backlogFactor is how many step timeouts a step may wait while Ray has
+// not yet taken its change up at all: an operator's backlog is no failure
+// of the cluster (KubeRay took 25 minutes to bring 10,000 clusters up in
+// its own scale test), but nothing may wait for ever.
+const backlogFactor = 6
+
+// timedStep reports whether a cluster in state s is on a step with a
+// deadline (a delete has none: it has nowhere to fall back to, and
+// retries, saying why).
+func timedStep(s cluster.State) bool {
+	return s == cluster.Creating || s == cluster.Starting || s == cluster.Hibernating
+}
+
+// stepSeen is a transitional cluster's step as this client last saw it: a
+// digest of what Ray showed of it, and since when (on this client's
+// clock) that has not changed.
+type stepSeen struct {
+	progress uint64
+	since    time.Time
+}
+
+// stepLeft returns how long cl's step may still go on without progress,
+// and what it has waited for, in words. obs is Ray's observation, found
+// false when Ray has no such cluster (yet). Progress is any change of
+// what Ray shows: the generation it follows, its phase, its pods. It is
+// timed on this client's clock from when it first saw the step as it is,
+// never from a stored date, so a jump of the wall clock or another
+// replica's skew cannot fail a step, and a restart only lengthens it.
+func (c *Engine) stepLeft(cl *cluster.Cluster, obs cluster.Observation, found bool) (time.Duration, string) {
+	queued := !found || obs.Queued
+	h := fnv.New64a()
+	fmt.Fprintf(h, "%s/%d/%v/%d/%s/%v/%s|", cl.State, cl.Generation, found, obs.Generation, obs.Phase, obs.Queued, obs.Reason)
+	pods := make([]string, 0, len(obs.Pods))
+	for _, p := range obs.Pods {
+		pods = append(pods, p.Name+"="+p.Status)
+	}
+	slices.Sort(pods)
+	for _, p := range pods {
+		fmt.Fprintf(h, "%s|", p)
+	}
+	progress, now := h.Sum64(), c.clock.Now()
+	c.mu.Lock()
+	s, ok := c.steps[cl.ID]
+	if !ok || s.progress != progress {
+		s = stepSeen{progress, now}
+		c.steps[cl.ID] = s
+	}
+	c.mu.Unlock()
+	bound := c.o.stepTime
+	waits := fmt.Sprintf("%s with no progress from Ray for more than %s", cl.State, bound)
+	if queued {
+		bound *= backlogFactor
+		waits = fmt.Sprintf("%s, and Ray has not taken up generation %d in %s: is the operator (KubeRay) running?", cl.State, cl.Generation, bound)
+	}
+	return bound - now.Sub(s.since), waits
 }
 
 // reconcileDelete has Ray delete the cluster and, once it is gone,

@@ -106,7 +106,15 @@ func WithAutoscaleHeadroom(workers int) Option {
 }
 
 // WithStepTimeout sets how long a cluster may stay creating, starting or
-// hibernating before it turns abnormal, saying it timed out (default 10m).
+// hibernating with no progress before it turns abnormal, saying it timed
+// out (default 10m). Progress is any change in what Ray reports of the
+// cluster (its phase, the generation it follows, its pods), measured by
+// each client on its own clock from when it first saw the step as it is,
+// so neither a jump of the wall clock nor skew between replicas fails a
+// step. While Ray has not yet taken the change up at all (KubeRay's
+// operator has it in its backlog), the step may wait backlogFactor times
+// as long. An abnormal cluster still follows Ray: should the cluster come
+// up after all, it runs.
 func WithStepTimeout(d time.Duration) Option { return func(o *options) { o.stepTime = d } }
 
 // WithReconcileTimeout bounds one reconcile step, every call it makes to
@@ -181,6 +189,7 @@ type Engine struct {
 	seen       map[string]map[string]seenHold // resource group → holder → the hold as first seen, and when
 	seq        uint64                         // the last run Seq handed out
 	dependents map[string]string              // cluster → the state it last queued its runs for
+	steps      map[string]stepSeen            // transitional cluster → its step as last seen, and since when
 	stopResync func() bool
 }
 
@@ -220,7 +229,7 @@ func New(opts ...Option) (*Engine, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &Engine{o: o, store: o.backend, ray: o.backend, clock: o.clock, cat: o.catalogs, policy: o.policy,
-		cache: newCache(), queues: newQueues(queue.QueueOptions{MaxWait: o.maxWait}), ctx: ctx, cancel: cancel, failures: map[string]int{}, timers: map[string]timer{}, repaired: map[string]time.Time{}, seen: map[string]map[string]seenHold{}, dependents: map[string]string{},
+		cache: newCache(), queues: newQueues(queue.QueueOptions{MaxWait: o.maxWait}), ctx: ctx, cancel: cancel, failures: map[string]int{}, timers: map[string]timer{}, repaired: map[string]time.Time{}, seen: map[string]map[string]seenHold{}, dependents: map[string]string{}, steps: map[string]stepSeen{},
 		queue:   workqueue.NewTyped[string](),
 		limiter: workqueue.NewTypedItemExponentialFailureRateLimiter[string](o.baseDelay, o.maxDelay)}
 	c.reconcilers = c.newReconcilers()
