@@ -3,6 +3,7 @@ package dlc_test
 import (
 	"context"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/aidlc/dlc/backend/memory"
 	"github.com/aidlc/dlc/cluster"
 	"github.com/aidlc/dlc/dlctest"
+	"github.com/aidlc/dlc/job"
 )
 
 // Issue 21, "converge from any state": an abnormal cluster is not a sink.
@@ -161,5 +163,90 @@ func TestStepTimeoutBacklog(t *testing.T) {
 				t.Errorf("a backlogged start timed out on the way:\n%s", f.events(cl.ID))
 			}
 		})
+	}
+}
+
+// A run placed on a cluster that another replica hibernates before the
+// run's job reaches Ray waits again, saying why, and runs once the
+// cluster runs again: once (before, it sat provisioning on the hibernated
+// cluster with no reason and no deadline).
+func TestRunPlacedOnHibernatingClusterWaitsAgain(t *testing.T) {
+	var outcomes atomic.Int32
+	var mu sync.Mutex
+	var hook func(ctx context.Context, w memory.Write, next func(context.Context) (string, error)) (string, error)
+	f := newFixture(t, dlctest.MemoryOptions{
+		Ray: memory.RayHooks{RunOutcome: func(*job.Run) memory.Outcome { outcomes.Add(1); return memory.Outcome{} }},
+		Store: memory.StoreHooks{Write: func(ctx context.Context, w memory.Write, next func(context.Context) (string, error)) (string, error) {
+			mu.Lock()
+			h := hook
+			mu.Unlock()
+			if h != nil {
+				return h(ctx, w, next)
+			}
+			return next(ctx)
+		}}})
+	other := f.m.NewClient()
+	cl := f.runningCluster("休眠")
+	rec := f.job(dlc.NewJob("j").OnCluster(cl.ID))
+	r, err := f.c.Runs().Create(f.ctx, rec.ID, dlc.RunOptions{})
+	f.must(err)
+	placed := false
+	mu.Lock()
+	hook = func(ctx context.Context, w memory.Write, next func(context.Context) (string, error)) (string, error) {
+		if !placed && w.Doc.Kind == "run" && w.Doc.ID == r.ID && strings.Contains(string(w.Doc.Data), `"state":"provisioning"`) {
+			placed = true
+			// The other replica hibernates the cluster while this one
+			// places the run on it: it sees no run on the cluster yet.
+			if _, err := other.Clusters().Hibernate(f.ctx, cl.ID, dlc.DeleteOptions{}); err != nil {
+				t.Errorf("hibernate beside the placement: %v", err)
+			}
+		}
+		return next(ctx)
+	}
+	mu.Unlock()
+	f.settle()
+	if !placed {
+		t.Fatal("the run was never placed")
+	}
+	got := f.run(r.ID)
+	if got.State != job.Waiting || got.WaitReason != job.ClusterNotRunning || got.ClusterID != "" {
+		t.Fatalf("run placed on a cluster hibernated meanwhile: %s %q %q on %q, want waiting, %s", got.State, got.WaitReason, got.Message, got.ClusterID, job.ClusterNotRunning)
+	}
+	if c, _ := f.c.Clusters().Get(f.ctx, cl.ID); c.State != cluster.Hibernated {
+		t.Fatalf("cluster %s, want hibernated", c.State)
+	}
+	f.startNow(cl.ID)
+	if got = f.run(r.ID); got.State != job.Succeeded {
+		t.Fatalf("once the cluster runs again: %s %q", got.State, got.Message)
+	}
+	if n := outcomes.Load(); n != 1 {
+		t.Errorf("Ray started the job %d times, want once", n)
+	}
+}
+
+// A run is submitted at most once: a job Ray accepted and then forgot
+// while the run was still provisioning (a head restarted without fault
+// tolerance) fails the run, saying so, and is not submitted again
+// (before, the run was submitted twice).
+func TestJobForgottenWhileProvisioningIsNotSubmittedTwice(t *testing.T) {
+	var outcomes atomic.Int32
+	d := memory.Delays{Create: time.Millisecond, Start: time.Millisecond, Hibernate: time.Millisecond,
+		Delete: time.Millisecond, Submit: time.Minute, Run: time.Millisecond}
+	f := newFixture(t, dlctest.MemoryOptions{Delays: &d,
+		Ray: memory.RayHooks{RunOutcome: func(*job.Run) memory.Outcome { outcomes.Add(1); return memory.Outcome{} }}})
+	cl := f.runningCluster("忘")
+	rec := f.job(dlc.NewJob("j").OnCluster(cl.ID))
+	r := f.start(rec.ID)
+	if r.State != job.Provisioning || !r.RaySubmitted {
+		t.Fatalf("run after its submit: %s, accepted by Ray %v; want provisioning and recorded", r.State, r.RaySubmitted)
+	}
+	f.m.Backend.RestartHead(cl.ID)
+	f.settle()
+	got := f.run(r.ID)
+	if got.State != job.Failed || !strings.Contains(got.Message, "Ray has no record of the job") {
+		t.Fatalf("run whose job Ray forgot while provisioning: %s %q, want failed, no record", got.State, got.Message)
+	}
+	if n := outcomes.Load(); n != 1 {
+		t.Errorf("Ray was given the job %d times, want once", n)
 	}
 }

@@ -34,7 +34,10 @@ type Store interface {
 // with an error that has a method Busy() bool returning true (the
 // Kubernetes backend's "head busy": one call at a time per Ray head) was
 // not made; the reconciler retries it with backoff and does not count it
-// as a failed step. What RunStatus reports is stored bounded
+// as a failed step. SubmitRun fails with ErrConflict when Ray follows a
+// newer generation of the cluster than the one it is given: a placement
+// decided on a cluster read before another client changed it is never
+// submitted. What RunStatus reports is stored bounded
 // (job.Observation.Bounded).
 type Provisioner interface {
 	Observe(ctx context.Context, f func(kind, id string))

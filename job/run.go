@@ -108,8 +108,12 @@ type Run struct {
 	Demand quota.Resources `json:"demand,omitzero"`
 	// RayDone records that Ray holds nothing more of an ended run (its job
 	// stopped or finished), so nothing is left to clean up.
-	RayDone bool   `json:"rayDone,omitempty"`
-	Version string `json:"-"` // the store's version; a stale write is a conflict
+	RayDone bool `json:"rayDone,omitempty"`
+	// RaySubmitted records that Ray accepted the run's job. From then on,
+	// Ray having no record of it means Ray lost it (a head that restarted),
+	// and the run fails saying so: a run is submitted at most once.
+	RaySubmitted bool   `json:"raySubmitted,omitempty"`
+	Version      string `json:"-"` // the store's version; a stale write is a conflict
 	// Events is the run's event log, newest last (at most cluster.MaxEvents).
 	Events []cluster.Event `json:"events,omitempty"`
 }
@@ -137,6 +141,10 @@ const (
 	// Place: it has a cluster (an existing one, a group member, or an
 	// admitted on-demand cluster) and goes to Ray.
 	Place RunTrigger = "place"
+	// Displace: the cluster it was placed on stopped running before Ray
+	// had its job (another replica hibernated it meanwhile): it waits
+	// again, to be placed anew.
+	Displace RunTrigger = "displace"
 	// ObservedRunning: Ray runs its job.
 	ObservedRunning RunTrigger = "observed-running"
 	// ObservedSucceeded and ObservedFailed: Ray's job ended.
@@ -165,6 +173,10 @@ func Transition(id string, from RunState, t RunTrigger) (to RunState, ok bool, e
 	case Place:
 		if from == Queued || from == Waiting {
 			return Provisioning, true, nil
+		}
+	case Displace:
+		if from == Provisioning {
+			return Waiting, true, nil
 		}
 	case ObservedRunning:
 		if from == Provisioning {

@@ -805,7 +805,9 @@ func rayJobReason(rj *rayv1.RayJob) string {
 }
 
 // SubmitRun submits run r to cluster c's Ray Jobs API, under the run's id
-// as submission_id. An on-demand run needs no submit: KubeRay submits its
+// as submission_id, unless its RayCluster follows a newer generation than
+// c's (ErrConflict: the caller's read is behind, and the cluster may have
+// been hibernated since). An on-demand run needs no submit: KubeRay submits its
 // RayJob's job once the cluster is up. While the cluster's
 // high-availability head is being replaced it fails with a busy
 // ErrUnavailable, as RunStatus does.
@@ -816,6 +818,9 @@ func (p *Provisioner) SubmitRun(ctx context.Context, r *job.Run, c *cluster.Clus
 	rc, err := p.rayCluster(ctx, c.ID)
 	if err != nil {
 		return err
+	}
+	if rc != nil && generationOf(rc) > c.Generation {
+		return errs.Conflict("ray cluster", c.ID, fmt.Sprintf("its RayCluster follows generation %d, newer than %d", generationOf(rc), c.Generation))
 	}
 	if rc != nil && inTakeover(rc, time.Now()) {
 		return &takeoverError{cluster: c.ID}

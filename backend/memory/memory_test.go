@@ -392,3 +392,39 @@ func TestRayPodsHook(t *testing.T) {
 		t.Fatalf("pods hook saw %v, want %v", seen, want)
 	}
 }
+
+// A submit is fenced on the cluster's generation: a caller whose cluster
+// is older than what Ray follows (another client has hibernated it since)
+// gets a conflict, and Ray starts nothing. RestartHead forgets the jobs.
+func TestRaySubmitFencedOnGeneration(t *testing.T) {
+	ctx := context.Background()
+	clk := backend.NewFakeClock(time.Unix(0, 0))
+	ray := memory.NewRay(memory.RayOptions{Clock: clk})
+	cl := &cluster.Cluster{ID: "c1", State: cluster.Starting, Generation: 1}
+	cl.Spec.Head = cluster.HeadGroup{NodeGroup: cluster.NodeGroup{Name: "head", NodeSpec: "cu.4c16g"}}
+	if err := ray.ApplyCluster(ctx, cl); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(time.Second)
+	stale := cl.DeepCopy()
+	cl.State, cl.Generation = cluster.Hibernating, 2
+	if err := ray.ApplyCluster(ctx, cl); err != nil {
+		t.Fatal(err)
+	}
+	if err := ray.SubmitRun(ctx, &job.Run{ID: "r1"}, stale); !errors.Is(err, errs.ErrConflict) {
+		t.Fatalf("submit on generation 1 of a cluster Ray follows at 2: %v, want a conflict", err)
+	}
+	if _, err := ray.RunStatus(ctx, "r1"); !errors.Is(err, errs.ErrNotFound) {
+		t.Fatalf("Ray has the refused job: %v", err)
+	}
+	cl.State, cl.Generation = cluster.Starting, 3
+	_ = ray.ApplyCluster(ctx, cl)
+	clk.Advance(time.Second)
+	if err := ray.SubmitRun(ctx, &job.Run{ID: "r2"}, cl); err != nil {
+		t.Fatal(err)
+	}
+	ray.RestartHead("c1")
+	if _, err := ray.RunStatus(ctx, "r2"); !errors.Is(err, errs.ErrNotFound) {
+		t.Fatalf("a job of a restarted head: %v, want not found", err)
+	}
+}

@@ -320,7 +320,9 @@ func (r *Ray) ClusterStatus(ctx context.Context, id string) (cluster.Observation
 }
 
 // SubmitRun starts run on cluster c under the run's id as submission id:
-// submitting the same id again changes nothing. Its driver runs after
+// submitting the same id again changes nothing. It fails with ErrConflict
+// when Ray follows a newer generation of the cluster than c's (the
+// caller's read is behind: the cluster may have been hibernated since). Its driver runs after
 // the submit delay, and it ends as RunOutcome decides.
 func (r *Ray) SubmitRun(ctx context.Context, run *job.Run, c *cluster.Cluster) error {
 	if err := r.call(ctx, CallSubmitRun, run.ID); err != nil {
@@ -333,6 +335,9 @@ func (r *Ray) SubmitRun(ctx context.Context, run *job.Run, c *cluster.Cluster) e
 		return nil // the same submission id: Ray never starts a job twice
 	}
 	sc := r.clusters[c.ID]
+	if sc != nil && sc.wantGen > c.Generation {
+		return errs.Conflict("ray cluster", c.ID, fmt.Sprintf("Ray follows its generation %d, newer than %d", sc.wantGen, c.Generation))
+	}
 	if sc == nil || sc.deleting || sc.obs.Phase != cluster.PhaseReady {
 		return &errs.StateError{Kind: "ray cluster", ID: c.ID, Op: "submit a job", State: "not ready", Allowed: []string{string(cluster.PhaseReady)}}
 	}
@@ -406,6 +411,29 @@ func (r *Ray) RunStatus(ctx context.Context, runID string) (job.Observation, err
 		return job.Observation{}, errs.NotFound("ray job", runID)
 	}
 	return job.Observation{State: sr.state, Message: sr.message, StartedAt: sr.started, EndedAt: sr.ended}, nil
+}
+
+// RestartHead plays a cluster's Ray head restarting without fault
+// tolerance: it forgets every job submitted to the cluster (their drivers
+// die with it), and the observers are told of each. Asked of a job it
+// forgot, Ray says it has no such job.
+func (r *Ray) RestartHead(clusterID string) {
+	r.mu.Lock()
+	var forgot []string
+	for id, sr := range r.runs {
+		if sr.clusterID == clusterID {
+			for _, s := range sr.stops {
+				s()
+			}
+			delete(r.runs, id)
+			forgot = append(forgot, id)
+		}
+	}
+	r.mu.Unlock()
+	sort.Strings(forgot)
+	for _, id := range forgot {
+		r.notify("run", id)
+	}
 }
 
 // endRunsLocked ends every unfinished run on the cluster as failed and

@@ -185,15 +185,26 @@ func (c *Engine) followRun(ctx context.Context, r *job.Run) error {
 	case cl.State == cluster.Abnormal:
 		_, err = c.endRun(ctx, r, job.Fail, fmt.Sprintf("cluster %s is abnormal: %s", cl.ID, cl.Reason))
 		return err
-	case cl.State != cluster.Running:
+	case cl.State != cluster.Running && cl.Temporary:
 		return nil // its on-demand cluster is still starting
+	case cl.State != cluster.Running && !r.RaySubmitted && r.State == job.Provisioning:
+		return c.displace(ctx, r, cl)
 	}
+	// A run Ray has accepted follows what Ray says of it, whatever its
+	// cluster does now (a hibernate ends it on Ray's side).
 	obs, err := c.ray.RunStatus(ctx, r.ID)
 	if errs.IsNotFound(err) {
-		if r.State == job.Running {
+		if r.RaySubmitted || r.State == job.Running {
+			// Submitted at most once: a job Ray accepted and forgot (a head
+			// that restarted) is not submitted again.
 			_, err = c.endRun(ctx, r, job.Fail, "Ray has no record of the job any more")
 			return err
 		}
+		// Fenced on the cluster's generation: Ray refuses the submit
+		// (a conflict, retried once the cache has the newer cluster) when
+		// it follows a newer generation than the cluster read here, so a
+		// placement decided on a cluster that another replica has since
+		// hibernated is displaced, not submitted.
 		if err := c.ray.SubmitRun(ctx, r, cl); err != nil {
 			return err
 		}
@@ -210,9 +221,15 @@ func (c *Engine) followRun(ctx context.Context, r *job.Run) error {
 	obs = obs.Bounded() // what a Ray head says is stored: bounded, whatever the backend
 	t := obs.Trigger()
 	if t == "" {
-		return nil
+		if r.RaySubmitted {
+			return nil
+		}
+		next := r.DeepCopy()
+		next.RaySubmitted = true
+		return c.putRun(ctx, next, r.Version) // a conflict reads the run again: the next look records it
 	}
 	next, ok, err := c.moveRun(ctx, r, t, obs.Message, func(n *job.Run) {
+		n.RaySubmitted = true
 		if n.State == job.Running {
 			n.Message = "on cluster " + n.ClusterID
 		}
@@ -236,6 +253,17 @@ func (c *Engine) followRun(ctx context.Context, r *job.Run) error {
 		return c.cleanupRun(ctx, next)
 	}
 	return nil
+}
+
+// displace sends a run placed on a cluster that no longer runs, and whose
+// job Ray never had, back to waiting (J18), saying so: it is placed anew
+// once a cluster runs, never submitted to one that moved on.
+func (c *Engine) displace(ctx context.Context, r *job.Run, cl *cluster.Cluster) error {
+	msg := fmt.Sprintf("cluster %s is %s: it stopped running before the job was submitted", cl.ID, cl.State)
+	_, _, err := c.moveRun(ctx, r, job.Displace, msg, func(n *job.Run) {
+		n.ClusterID, n.WaitReason, n.Message = "", job.ClusterNotRunning, msg
+	})
+	return err
 }
 
 // cleanupRun releases what an ended run still holds: its Ray job, and an
