@@ -53,6 +53,40 @@ type Options struct {
 	// Logger receives what the backend does not return (a failed Event);
 	// the zero value discards it.
 	Logger logr.Logger
+	// QPS and Burst are the client-side rate limit of the backend's calls
+	// to the API server. 0 means the rest.Config's, or DefaultQPS and
+	// DefaultBurst when it leaves QPS at 0 (as rest.InClusterConfig does);
+	// a negative QPS turns the client-side limit off (the API server's
+	// priority and fairness still applies).
+	QPS   float32
+	Burst int
+}
+
+// DefaultQPS and DefaultBurst are the client-side rate limit of the
+// backend's API server clients when neither Options nor the rest.Config
+// set one. client-go's own default (5 queries a second, bursts of 10)
+// throttles a platform service to a few clusters a second; the API
+// server's priority and fairness, not a small client limit, protects it.
+const (
+	DefaultQPS   = 200
+	DefaultBurst = 400
+)
+
+// limitConfig returns a copy of cfg with the rate limit the backend's
+// clients use: qps and burst when qps is not 0, else cfg's own when it
+// sets QPS or a RateLimiter, else DefaultQPS and DefaultBurst.
+func limitConfig(cfg *rest.Config, qps float32, burst int) *rest.Config {
+	c := rest.CopyConfig(cfg)
+	switch {
+	case qps != 0:
+		c.QPS, c.Burst, c.RateLimiter = qps, burst, nil
+	case c.QPS == 0 && c.RateLimiter == nil:
+		c.QPS, c.Burst = DefaultQPS, DefaultBurst
+	}
+	if c.QPS > 0 && c.Burst <= 0 {
+		c.Burst = max(int(c.QPS), 1)
+	}
+	return c
 }
 
 // DefaultAPITimeout bounds each call the backend makes to the API server
@@ -90,6 +124,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (*Backend, error) {
 	if o.Namespace == "" {
 		return nil, fmt.Errorf("kube: Options.Namespace is required")
 	}
+	cfg = limitConfig(cfg, o.QPS, o.Burst)
 	st, err := NewStore(ctx, cfg, o.Namespace, o.Store)
 	if err != nil {
 		return nil, err

@@ -266,6 +266,7 @@ func NewStore(ctx context.Context, cfg *rest.Config, namespace string, opts Stor
 	if opts.WriteWait <= 0 {
 		opts.WriteWait = 10 * time.Second
 	}
+	cfg = limitConfig(cfg, 0, 0) // cfg's own limit, or DefaultQPS
 	scheme, c, err := newClient(cfg, "kube store", v1alpha1.AddToScheme)
 	if err != nil {
 		return nil, err
