@@ -2,6 +2,7 @@ package dlc_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -12,6 +13,7 @@ import (
 	"github.com/aidlc/dlc/backend/memory"
 	"github.com/aidlc/dlc/cluster"
 	"github.com/aidlc/dlc/dlctest"
+	"github.com/aidlc/dlc/errs"
 	"github.com/aidlc/dlc/job"
 )
 
@@ -248,5 +250,42 @@ func TestJobForgottenWhileProvisioningIsNotSubmittedTwice(t *testing.T) {
 	}
 	if n := outcomes.Load(); n != 1 {
 		t.Errorf("Ray was given the job %d times, want once", n)
+	}
+}
+
+// A name claim's age is how long a client has seen it without its owner,
+// on its own clock: a replica whose clock is an hour ahead does not take
+// over the claim of a create still on its way (before, it read the
+// claim's date as an hour old, took the name, and the create on its way
+// made a second cluster of the same name). A claim that stays ownerless
+// for the grace is still taken over.
+func TestSkewedReplicaDoesNotTakeAFreshClaim(t *testing.T) {
+	f, h := hooked(t)
+	ahead := f.m.NewSkewedClient(time.Hour)
+	var second error
+	tried := false
+	*h = func(ctx context.Context, w memory.Write, next func(context.Context) (string, error)) (string, error) {
+		if !tried && w.Op == memory.OpCreate && w.Doc.Kind == "cluster" {
+			tried = true // the claim is made; the cluster is on its way
+			_, second = ahead.Clusters().Create(f.ctx, f.spec("同名", 1, 1))
+		}
+		return next(ctx)
+	}
+	first, err := f.c.Clusters().Create(f.ctx, f.spec("同名", 1, 1))
+	f.must(err)
+	if !errors.Is(second, errs.ErrConflict) {
+		t.Fatalf("a create of the same name through a replica an hour ahead, while the first is on its way: %v, want ErrConflict", second)
+	}
+	f.settle()
+	named := 0
+	docs, err := f.m.Backend.List(f.ctx, "cluster", nil)
+	f.must(err)
+	for _, d := range docs {
+		if strings.Contains(string(d.Data), `"name":"同名"`) {
+			named++
+		}
+	}
+	if named != 1 {
+		t.Fatalf("%d clusters named 同名, want 1 (%s)", named, first.ID)
 	}
 }

@@ -190,6 +190,7 @@ type Engine struct {
 	seq        uint64                         // the last run Seq handed out
 	dependents map[string]string              // cluster → the state it last queued its runs for
 	steps      map[string]stepSeen            // transitional cluster → its step as last seen, and since when
+	claimsSeen map[string]claimSeen           // name claim without its owner → when first seen so
 	stopResync func() bool
 }
 
@@ -229,7 +230,7 @@ func New(opts ...Option) (*Engine, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &Engine{o: o, store: o.backend, ray: o.backend, clock: o.clock, cat: o.catalogs, policy: o.policy,
-		cache: newCache(), queues: newQueues(queue.QueueOptions{MaxWait: o.maxWait}), ctx: ctx, cancel: cancel, failures: map[string]int{}, timers: map[string]timer{}, repaired: map[string]time.Time{}, seen: map[string]map[string]seenHold{}, dependents: map[string]string{}, steps: map[string]stepSeen{},
+		cache: newCache(), queues: newQueues(queue.QueueOptions{MaxWait: o.maxWait}), ctx: ctx, cancel: cancel, failures: map[string]int{}, timers: map[string]timer{}, repaired: map[string]time.Time{}, seen: map[string]map[string]seenHold{}, dependents: map[string]string{}, steps: map[string]stepSeen{}, claimsSeen: map[string]claimSeen{},
 		queue:   workqueue.NewTyped[string](),
 		limiter: workqueue.NewTypedItemExponentialFailureRateLimiter[string](o.baseDelay, o.maxDelay)}
 	c.reconcilers = c.newReconcilers()

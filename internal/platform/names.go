@@ -57,17 +57,57 @@ func (c *Engine) claimName(ctx context.Context, kind, name, owner string) error 
 			return gerr
 		case cl.Owner == owner:
 			return nil
-		case c.ownsName(ctx, kind, name, cl.Owner) || c.clock.Now().Sub(cl.At) < c.o.grace || attempt >= 2:
-			// A young claim's owner may be on its way (being created, or
-			// renamed to this name): only an old one can be stale.
+		case c.ownsName(ctx, kind, name, cl.Owner):
 			return errs.Conflict(kind, name, "the name is taken by "+kind+" "+cl.Owner)
+		case c.claimAge(id, v) < c.o.grace || attempt >= 2:
+			// A young claim's owner may be on its way (being created, or
+			// renamed to this name): only an old one can be stale. Its age
+			// is how long this client has seen it unchanged, on its own
+			// clock, never the date another replica's clock wrote on it: a
+			// replica whose clock is ahead must not take a fresh claim over.
+			return errs.Conflict(kind, name, fmt.Sprintf(
+				"the name is taken by %s %s, which does not exist (yet); if it stays so, the claim is taken over after %s", kind, cl.Owner, c.o.grace))
 		}
+		c.mu.Lock()
+		delete(c.claimsSeen, id)
+		c.mu.Unlock()
 		// Stale: its owner is gone or has another name, for longer than the
 		// repair grace.
 		if err := c.store.Delete(ctx, kindName, id, v); err != nil && !errs.IsNotFound(err) && !errors.Is(err, errs.ErrConflict) {
 			return err
 		}
 	}
+}
+
+// maxClaimsSeen bounds the claims a client remembers seeing without their
+// owner; past it, the oldest sightings are forgotten (and seen anew).
+const maxClaimsSeen = 4096
+
+// claimSeen is a claim as a client first saw it without its owner: its
+// version, and when on the client's clock.
+type claimSeen struct {
+	version string
+	at      time.Time
+}
+
+// claimAge returns how long this client has seen the claim id at version
+// unchanged (0 the first time).
+func (c *Engine) claimAge(id, version string) time.Duration {
+	now := c.clock.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if s, ok := c.claimsSeen[id]; ok && s.version == version {
+		return now.Sub(s.at)
+	}
+	if len(c.claimsSeen) >= maxClaimsSeen {
+		for k, s := range c.claimsSeen {
+			if now.Sub(s.at) >= 2*c.o.grace || len(c.claimsSeen) >= maxClaimsSeen {
+				delete(c.claimsSeen, k)
+			}
+		}
+	}
+	c.claimsSeen[id] = claimSeen{version, now}
+	return 0
 }
 
 // ownsName reports whether the object owner of kind still has name. An
