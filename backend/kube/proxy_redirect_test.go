@@ -167,7 +167,9 @@ func TestServiceProxyFollowsNoRedirect(t *testing.T) {
 		name string
 		do   func() error
 	}{
-		{"submit", func() error { return be.SubmitRun(ctx, run, &cluster.Cluster{ID: id}) }},
+		// The cluster at the generation its RayCluster was rendered at: a
+		// submit on an older one is refused before any call.
+		{"submit", func() error { return be.SubmitRun(ctx, run, &cluster.Cluster{ID: id, Generation: 3}) }},
 		{"status", func() error { _, err := be.RunStatus(ctx, run.ID); return err }},
 		{"logs", func() error { _, err := be.Logs(ctx, run.ID); return err }},
 		{"stop", func() error { return be.StopRun(ctx, run.ID) }},

@@ -167,17 +167,20 @@ func writesAndLists(n map[string]int) (writes []string, total int, lists []strin
 //   - start (4): the status to starting, the reservation on the resource
 //     group, the RayCluster's spec.suspend flipped (apply), the status to
 //     running;
-//   - a run on the cluster, or on its group (4): the run's create, its
-//     placement, running, succeeded (Ray's part done in the same write) —
-//     the submit goes to the Jobs API, not to the API server;
+//   - a run on the cluster, or on its group (5): the run's create, its
+//     placement, the record that Ray accepted its job (skipped when Ray
+//     already runs it when first asked after the submit), running,
+//     succeeded (Ray's part done in the same write) — the submit goes to
+//     the Jobs API, not to the API server;
 //   - hibernate (4): the status to hibernating, the apply, the status to
 //     hibernated, the reservation released;
 //   - delete (4): the status to deleting, the RayCluster's delete, the
 //     ComputeCluster's and the name claim's deletes (a hibernated cluster
 //     holds no reservation);
-//   - an on-demand run (13): the run's create, its admission (the
+//   - an on-demand run (14): the run's create, its admission (the
 //     reservation), the on-demand cluster's create, the run placed, the
-//     RayJob (apply), the cluster running, the run running, succeeded, the
+//     RayJob (apply), the cluster running, Ray's acceptance of the job, the
+//     run running, succeeded, the
 //     cluster deleting, the run's Ray part done, the RayJob's delete (its
 //     RayCluster KubeRay has deleted already), the reservation released,
 //     the cluster's delete.
@@ -308,7 +311,7 @@ func TestRequestsPerOperation(t *testing.T) {
 			t.Fatal(err)
 		}
 		runOnce(jc)
-		check(tc.name, 4)
+		check(tc.name, 5)
 	}
 
 	if _, err := c.Clusters().Hibernate(ctx, cl.ID, dlc.DeleteOptions{}); err != nil {
@@ -337,7 +340,7 @@ func TestRequestsPerOperation(t *testing.T) {
 		cls, err := c.Clusters().List(ctx)
 		return err == nil && len(cls) == 0, fmt.Sprint(len(cls), err)
 	})
-	check("an on-demand run", 13)
+	check("an on-demand run", 14)
 	for _, f := range figures {
 		t.Log("requests: " + f)
 	}

@@ -66,6 +66,10 @@ type RunStatus struct {
 	// RayDone records that Ray holds nothing more of the ended run.
 	// +optional
 	RayDone bool `json:"rayDone,omitempty"`
+	// RaySubmitted records that Ray accepted the run's job: from then on,
+	// Ray having no record of it fails the run; it is never submitted again.
+	// +optional
+	RaySubmitted bool `json:"raySubmitted,omitempty"`
 	// Record is the last change and the event log.
 	Record `json:",inline"`
 }
