@@ -151,8 +151,25 @@ func WithRepairGrace(d time.Duration) Option { return platform.WithRepairGrace(d
 func WithAutoscaleHeadroom(workers int) Option { return platform.WithAutoscaleHeadroom(workers) }
 
 // WithStepTimeout sets how long a cluster may stay creating, starting or
-// hibernating before it turns abnormal, saying it timed out (default 10m).
+// hibernating with no progress from Ray (a change of the generation it
+// follows, its phase, its pods) before it turns abnormal, saying it timed
+// out (default 10m), timed on the client's own clock; while Ray has not
+// taken the change up at all (KubeRay's backlog) six times as long. An
+// abnormal cluster still follows Ray, and leaves abnormal when Ray runs it
+// (or has released it) at its generation after all.
 func WithStepTimeout(d time.Duration) Option { return platform.WithStepTimeout(d) }
+
+// WithWorkSharing sets how clients over one store (the replicas of a
+// service) share the background work: each reconciles the objects it owns
+// by key among the live clients, so a replica adds throughput, not
+// conflicts. A client renews a membership document in the store every
+// third of ttl; one that stops renewing (it crashed) is taken for gone
+// after ttl and its share taken over; one that closes hands its share over
+// at once. Correctness never rests on it: every decision is a
+// compare-and-swap. 0 turns sharing off (every client reconciles every
+// object). Default: 15 s for a client with workers, off for one without
+// (WithWorkers(0)).
+func WithWorkSharing(ttl time.Duration) Option { return platform.WithWorkSharing(ttl) }
 
 // WithReconcileTimeout bounds one reconcile step, every call it makes to
 // the store and to Ray included (default 2 min): a step still running then

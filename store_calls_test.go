@@ -2,6 +2,7 @@ package dlc_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"github.com/aidlc/dlc/backend/memory"
 	"github.com/aidlc/dlc/cluster"
 	"github.com/aidlc/dlc/dlctest"
+	"github.com/aidlc/dlc/errs"
 	"github.com/aidlc/dlc/job"
 	"github.com/aidlc/dlc/quota"
 )
@@ -23,10 +25,19 @@ import (
 // kind, and adds latency to each, as a remote store would.
 type countingStore struct {
 	dlc.Backend
-	latency time.Duration
-	mu      sync.Mutex
-	counts  map[string]int
-	total   atomic.Int64
+	latency   time.Duration
+	mu        sync.Mutex
+	counts    map[string]int
+	total     atomic.Int64
+	conflicts atomic.Int64 // writes refused for a stale version or a taken id
+}
+
+// refused counts err if it is a conflict, and returns it.
+func (s *countingStore) refused(err error) error {
+	if errors.Is(err, errs.ErrConflict) {
+		s.conflicts.Add(1)
+	}
+	return err
 }
 
 func newCountingStore(b dlc.Backend, latency time.Duration) *countingStore {
@@ -70,17 +81,19 @@ func (s *countingStore) List(ctx context.Context, kind string, sel map[string]st
 
 func (s *countingStore) Create(ctx context.Context, d backend.Doc) (string, error) {
 	s.count("create", d.Kind)
-	return s.Backend.Create(ctx, d)
+	v, err := s.Backend.Create(ctx, d)
+	return v, s.refused(err)
 }
 
 func (s *countingStore) Update(ctx context.Context, d backend.Doc) (string, error) {
 	s.count("update", d.Kind)
-	return s.Backend.Update(ctx, d)
+	v, err := s.Backend.Update(ctx, d)
+	return v, s.refused(err)
 }
 
 func (s *countingStore) Delete(ctx context.Context, kind, id, version string) error {
 	s.count("delete", kind)
-	return s.Backend.Delete(ctx, kind, id, version)
+	return s.refused(s.Backend.Delete(ctx, kind, id, version))
 }
 
 // countingClient is a client on the fake clock over a counting store, and

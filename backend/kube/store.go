@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"maps"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -22,6 +23,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"k8s.io/apimachinery/pkg/util/validation"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -216,8 +218,18 @@ func init() {
 			k.dropStatus[storeLabelsKey] = true
 		}
 	}
-	kinds["name"] = &kindInfo{kind: "name", newObj: func() client.Object { return &corev1.ConfigMap{} }}
+	for _, kind := range configMapKinds {
+		kinds[kind] = &kindInfo{kind: kind, newObj: func() client.Object { return &corev1.ConfigMap{} }}
+	}
 }
+
+// configMapKinds are the kinds kept in ConfigMaps (labelled StoreKeyKind
+// with the kind): name claims, and the membership documents of the
+// clients that share the work.
+var configMapKinds = []string{"name", "replica"}
+
+// inConfigMap reports whether documents of kind k are ConfigMaps.
+func (k *kindInfo) inConfigMap() bool { return slices.Contains(configMapKinds, k.kind) }
 
 // storeLabelsKey is the status key of a document's labels, in the kinds
 // whose status has one (v1alpha1.Record): there a change of state and of
@@ -271,7 +283,11 @@ func NewStore(ctx context.Context, cfg *rest.Config, namespace string, opts Stor
 	if err != nil {
 		return nil, err
 	}
-	sel := labels.SelectorFromSet(labels.Set{StoreKeyKind: "name"})
+	inCM, err := labels.NewRequirement(StoreKeyKind, selection.In, configMapKinds)
+	if err != nil {
+		return nil, fmt.Errorf("kube store: %w", err)
+	}
+	sel := labels.NewSelector().Add(*inCM)
 	cache, err := ctrlcache.New(cfg, ctrlcache.Options{
 		Scheme:            scheme,
 		DefaultNamespaces: map[string]ctrlcache.Config{namespace: {}},
@@ -743,7 +759,7 @@ func (w *wrapped) Unwrap() []error { return []error{w.err, w.cause} }
 // "x-" and 40 hex digits of its SHA-256. An id that is itself such a name
 // conflicts with the one it hashes from, which only a crafted id can do.
 func storeObjectName(k *kindInfo, id string) string {
-	if k.kind != "name" && len(validation.IsDNS1123Subdomain(id)) == 0 {
+	if !k.inConfigMap() && len(validation.IsDNS1123Subdomain(id)) == 0 {
 		return id
 	}
 	sum := sha256.Sum256([]byte(k.kind + "\x00" + id))
@@ -782,7 +798,7 @@ func (s *Store) toObject(k *kindInfo, d backend.Doc) (client.Object, any, error)
 			kl[StoreLabelPrefix+key] = v
 		}
 	}
-	if k.kind == "name" {
+	if k.inConfigMap() {
 		kl[StoreKeyKind] = k.kind
 		cm := obj.(*corev1.ConfigMap)
 		cm.Labels = kl
@@ -898,6 +914,10 @@ func fromObject(k *kindInfo, obj client.Object) (entry, error) {
 	e := entry{name: obj.GetName(), meta: meta}
 	e.doc = backend.Doc{Kind: k.kind, ID: id, Version: obj.GetResourceVersion(), Labels: lbl}
 	if cm, ok := obj.(*corev1.ConfigMap); ok {
+		if cm.Labels[StoreKeyKind] != k.kind {
+			// The ConfigMap kinds share one informer: each takes its own.
+			return entry{}, fmt.Errorf("kube store: %s is not a %s", obj.GetName(), k.kind)
+		}
 		e.doc.Data = []byte(cm.Data[StoreDataKey])
 		e.spec = e.doc.Data
 		return e, nil

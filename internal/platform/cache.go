@@ -213,18 +213,21 @@ func derived(d backend.Doc) (backend.Doc, any) {
 }
 
 // observed takes a document the store reported (its snapshot or its
-// watch) into the cache and the queues, with its labels derived.
-func (c *Engine) observed(d backend.Doc, deleted bool) backend.Doc {
+// watch) into the cache and the queues, with its labels derived, and
+// returns it so, with its decoded form as the cache keeps it (nil for a
+// deleted document or a kind not decoded here), which the caller must not
+// change.
+func (c *Engine) observed(d backend.Doc, deleted bool) (backend.Doc, any) {
+	var obj any
 	if deleted {
 		c.cache.remove(d.Kind, d.ID)
 		d.Labels = nil
 	} else {
-		var obj any
 		d, obj = derived(d)
 		c.cache.put(d, obj)
 	}
 	c.queues.observe(d, deleted)
-	return d
+	return d, obj
 }
 
 // cachedState returns the state label of kind/id as the cache has it, or "".

@@ -58,7 +58,6 @@ func (c *Engine) reconcileCluster(ctx context.Context, id string) (time.Duration
 		delete(c.steps, id)
 		c.mu.Unlock()
 	}
-	defer c.enqueueDependents(cl)
 	if cl.Temporary && cl.State != cluster.Deleting {
 		// An on-demand cluster lives only as long as its run. The run's own
 		// cleanup deletes it as the run ends; this is for a cleanup that did

@@ -41,6 +41,7 @@ type options struct {
 	maxDelay  time.Duration
 	grace     time.Duration
 	stepTime  time.Duration
+	shareTTL  time.Duration // -1: the default
 	// reconcileTime bounds one reconcile step.
 	reconcileTime time.Duration
 	cos           *storage.COSClient
@@ -117,6 +118,24 @@ func WithAutoscaleHeadroom(workers int) Option {
 // up after all, it runs.
 func WithStepTimeout(d time.Duration) Option { return func(o *options) { o.stepTime = d } }
 
+// WithWorkSharing sets how clients over one store share the background
+// work: each reconciles the objects it owns by key among the live clients
+// (rendezvous hashing), so a replica adds throughput, not conflicts. A
+// client renews a membership document in the store every third of ttl; a
+// client that stops renewing (it crashed) is taken for gone after ttl and
+// its share is taken over; one that closes hands its share over at once.
+// Correctness never rests on it: every decision is a compare-and-swap, so
+// two clients that both think they own a key (while the members change)
+// only conflict. 0 turns sharing off: every client reconciles every
+// object. Default: 15 s for a client with workers, off for one without
+// (WithWorkers(0), whose Reconcile runs the steps on a fake clock).
+func WithWorkSharing(ttl time.Duration) Option {
+	return func(o *options) { o.shareTTL = max(ttl, 0) }
+}
+
+// defaultShareTTL is WithWorkSharing's default for a client with workers.
+const defaultShareTTL = 15 * time.Second
+
 // WithReconcileTimeout bounds one reconcile step, every call it makes to
 // the store and to Ray included (default 2 min): a step still running then
 // is cancelled and retried as a failed step, so that a call that hangs
@@ -191,6 +210,7 @@ type Engine struct {
 	dependents map[string]string              // cluster → the state it last queued its runs for
 	steps      map[string]stepSeen            // transitional cluster → its step as last seen, and since when
 	claimsSeen map[string]claimSeen           // name claim without its owner → when first seen so
+	rep        *replicas                      // the clients sharing the work; nil: this one does it all
 	stopResync func() bool
 }
 
@@ -200,9 +220,15 @@ type Engine struct {
 // client, or this process before a restart, left half-done is finished.
 func New(opts ...Option) (*Engine, error) {
 	o := options{workers: 8, retries: 8, baseDelay: 10 * time.Millisecond, maxDelay: 30 * time.Second,
-		grace: 30 * time.Second, headroom: 1, stepTime: 10 * time.Minute, reconcileTime: 2 * time.Minute, log: logr.Discard(), resync: 5 * time.Minute}
+		grace: 30 * time.Second, headroom: 1, stepTime: 10 * time.Minute, reconcileTime: 2 * time.Minute, log: logr.Discard(), resync: 5 * time.Minute, shareTTL: -1}
 	for _, f := range opts {
 		f(&o)
+	}
+	if o.shareTTL < 0 {
+		o.shareTTL = 0
+		if o.workers > 0 {
+			o.shareTTL = defaultShareTTL
+		}
 	}
 	if o.clock == nil {
 		o.clock = backend.RealClock{}
@@ -244,13 +270,21 @@ func New(opts ...Option) (*Engine, error) {
 		ib := instrumented{Backend: o.backend, m: m, log: o.log}
 		c.store, c.ray = ib, ib
 	}
+	if o.shareTTL > 0 {
+		c.rep = newReplicas(o.shareTTL)
+	}
 	snap, err := c.store.Watch(ctx, c.onChange)
 	if err != nil {
 		cancel()
 		return nil, fmt.Errorf("dlc: watching the store: %w", err)
 	}
 	for _, d := range snap {
-		c.observed(d, false)
+		if d.Kind != kindReplica {
+			c.observed(d, false)
+		}
+	}
+	if c.rep != nil {
+		c.startReplicas(snap)
 	}
 	c.ray.Observe(ctx, func(kind, id string) { c.enqueue(kind + "/" + id) })
 	c.resync()
@@ -291,6 +325,7 @@ func (c *Engine) Close() error {
 	c.mu.Unlock()
 	c.queue.ShutDown()
 	c.wg.Wait()
+	c.stopReplicas()
 	return nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/aidlc/dlc/backend"
+	"github.com/aidlc/dlc/cluster"
 	"github.com/aidlc/dlc/errs"
 	"github.com/aidlc/dlc/job"
 )
@@ -24,9 +25,25 @@ import (
 // that the change concerns. It runs inside the store's write, so it only
 // touches memory.
 func (c *Engine) onChange(ch backend.Change) {
-	d := c.observed(ch.Doc, ch.Deleted)
+	if ch.Doc.Kind == kindReplica {
+		c.observeReplica(ch.Doc, ch.Deleted)
+		return
+	}
+	d, obj := c.observed(ch.Doc, ch.Deleted)
 	if _, ok := c.reconcilers[d.Kind]; ok {
 		c.enqueue(d.Kind + "/" + d.ID)
+	}
+	if d.Kind == kindCluster {
+		// What the change means for the runs that depend on the cluster is
+		// derived here, on every client, not by the cluster's reconciler:
+		// with the work shared, those runs may be another client's.
+		if ch.Deleted {
+			c.mu.Lock()
+			delete(c.dependents, d.ID)
+			c.mu.Unlock()
+		} else if cl, ok := obj.(*cluster.Cluster); ok {
+			c.enqueueDependents(cl) // reads it only
+		}
 	}
 	if d.Kind == kindGroup && ch.Deleted {
 		// J19: runs waiting for the group fail, saying it is gone.
@@ -35,7 +52,7 @@ func (c *Engine) onChange(ch backend.Change) {
 }
 
 func (c *Engine) enqueue(key string) {
-	if c.ctx.Err() == nil {
+	if c.ctx.Err() == nil && c.owns(key) {
 		c.queue.Add(key)
 	}
 }
@@ -95,6 +112,11 @@ func (c *Engine) process(key string) {
 	defer c.queue.Done(key)
 	ctx, cancel := c.stepContext()
 	defer cancel()
+	if !c.owns(key) {
+		// Queued before the members changed: another client's now.
+		c.limiter.Forget(key)
+		return
+	}
 	kind, id, _ := strings.Cut(key, "/")
 	r, ok := c.reconcilers[kind]
 	if !ok {

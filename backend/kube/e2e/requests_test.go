@@ -203,7 +203,9 @@ func TestRequestsPerOperation(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(be.Close)
-	c := newClient(t, be)
+	// Alone, and not sharing the work: a renewal of its membership (a
+	// ConfigMap write every 5 s) is no operation's.
+	c := newClient(t, be, dlc.WithWorkSharing(0))
 	ctx := dlc.WithUser(t.Context(), "counting")
 	if _, err := c.ResourceGroups().Register(ctx, quota.Group{ID: "rg", Package: "pkg-1",
 		Capacity: quota.Resources{MilliCPU: 64000, Memory: 256 * quota.GiB}}); err != nil {

@@ -1,0 +1,266 @@
+package platform
+
+import (
+	"context"
+	"errors"
+	"hash/fnv"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/aidlc/dlc/backend"
+	"github.com/aidlc/dlc/errs"
+)
+
+// Replicas share the background work by key (DESIGN.md, "Reconcilers").
+// Nothing in dlc must be single, since every decision is a
+// compare-and-swap on a stored object; but when every replica reconciles
+// every object, each transition costs a conflict per extra replica and
+// replicas add no throughput. So each client with workers keeps a small
+// membership document in the store, renewed every third of its TTL, and
+// takes as live the members whose document it has seen change within the
+// TTL, on its own clock. A key is reconciled by one live member: the one
+// with the highest rendezvous hash of (member, the key's affinity). Every
+// client filters what it queues by ownership (the store's watch, Ray's
+// notices, timers, the resync) and, when the members change, queues the
+// keys it now owns. What a key's change means for other keys is derived
+// from the watch on every client (a cluster's change queues the runs that
+// depend on it), so a key owned elsewhere is still told. User calls are
+// not shared: they act on the caller's client at once.
+
+// kindReplica is the kind of the membership documents.
+const kindReplica = "replica"
+
+// replicaDoc is a client's membership document.
+type replicaDoc struct {
+	ID   string `json:"id"`
+	Beat uint64 `json:"beat"` // renewals so far: each changes the version
+	TTL  string `json:"ttl"`  // for a reader: how long it counts as live unrenewed
+}
+
+// memberSeen is another member's document as this client last saw it
+// change, and when (on this client's clock).
+type memberSeen struct {
+	version string
+	at      time.Time
+}
+
+// replicas is this client's view of the members sharing the work.
+type replicas struct {
+	self string
+	ttl  time.Duration
+	live atomic.Pointer[[]string] // sorted ids of the live members, self included
+
+	mu      sync.Mutex
+	seen    map[string]memberSeen
+	beat    uint64
+	version string // of this client's own document; "" when not stored
+	stop    func() bool
+}
+
+// startReplicas stores this client's membership document and starts
+// renewing it; snap is the store's snapshot, whose members count as live
+// from now until they fail to renew within the TTL.
+func (c *Engine) startReplicas(snap []backend.Doc) {
+	rep := c.rep
+	now := c.clock.Now()
+	rep.mu.Lock()
+	for _, d := range snap {
+		if _, ok := rep.seen[d.ID]; d.Kind == kindReplica && d.ID != rep.self && !ok {
+			rep.seen[d.ID] = memberSeen{d.Version, now}
+		}
+	}
+	rep.publish()
+	rep.mu.Unlock()
+	c.renew()
+}
+
+// newReplicas returns a view of the members with this client alone.
+func newReplicas(ttl time.Duration) *replicas {
+	rep := &replicas{self: newID("replica"), ttl: ttl, seen: map[string]memberSeen{}}
+	rep.publish()
+	return rep
+}
+
+// publish recomputes the live members from what was seen; the caller
+// holds mu, or is the only one with rep. It reports whether they changed.
+func (rep *replicas) publish() bool {
+	live := []string{rep.self}
+	for id := range rep.seen {
+		live = append(live, id)
+	}
+	slices.Sort(live)
+	if old := rep.live.Load(); old != nil && slices.Equal(*old, live) {
+		return false
+	}
+	rep.live.Store(&live)
+	return true
+}
+
+// observeReplica takes a change of a membership document from the store's
+// watch: a renewal keeps its member live, a new member joins, a deleted
+// document's member leaves at once. It runs inside the store's write and
+// only touches memory; a change of the members queues a resync.
+func (c *Engine) observeReplica(d backend.Doc, deleted bool) {
+	rep := c.rep
+	if rep == nil || d.ID == rep.self {
+		return
+	}
+	rep.mu.Lock()
+	if deleted {
+		delete(rep.seen, d.ID)
+	} else if s, ok := rep.seen[d.ID]; !ok || s.version != d.Version {
+		rep.seen[d.ID] = memberSeen{d.Version, c.clock.Now()}
+	}
+	changed := rep.publish()
+	rep.mu.Unlock()
+	if changed {
+		c.o.log.Info("the replicas sharing the work changed", "replica", rep.self, "live", *rep.live.Load())
+		go c.resync() // not under the store's lock: it walks the cache
+	}
+}
+
+// renew writes this client's membership document, forgets the members
+// that stopped renewing theirs within the TTL (deleting their documents,
+// on the version seen), and runs again in a third of the TTL.
+func (c *Engine) renew() {
+	rep := c.rep
+	if c.ctx.Err() != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(c.ctx, rep.ttl/3)
+	defer cancel()
+	rep.mu.Lock()
+	rep.beat++
+	doc := replicaDoc{ID: rep.self, Beat: rep.beat, TTL: rep.ttl.String()}
+	version := rep.version
+	rep.mu.Unlock()
+	var err error
+	if version == "" {
+		version, err = c.create(ctx, kindReplica, rep.self, nil, doc)
+	} else {
+		version, err = c.update(ctx, kindReplica, rep.self, version, nil, doc)
+		if errs.IsNotFound(err) || errors.Is(err, errs.ErrConflict) {
+			// Taken for gone by a member that did not see it renewed (a
+			// pause longer than the TTL), or changed by someone else: made
+			// anew.
+			_ = c.store.Delete(ctx, kindReplica, rep.self, "")
+			version, err = c.create(ctx, kindReplica, rep.self, nil, doc)
+		}
+	}
+	if err != nil {
+		version = ""
+		c.o.log.Error(err, "renewing this replica's membership failed; tried again", "replica", rep.self)
+	}
+	now := c.clock.Now()
+	rep.mu.Lock()
+	rep.version = version
+	var gone []string
+	var goneV []string
+	for id, s := range rep.seen {
+		if now.Sub(s.at) >= rep.ttl {
+			gone, goneV = append(gone, id), append(goneV, s.version)
+			delete(rep.seen, id)
+		}
+	}
+	changed := rep.publish()
+	if c.ctx.Err() == nil {
+		rep.stop = c.clock.AfterFunc(rep.ttl/3, c.renew)
+	}
+	rep.mu.Unlock()
+	for i, id := range gone {
+		c.o.log.Info("a replica stopped renewing its membership: its share of the work is taken over", "replica", rep.self, "gone", id)
+		_ = c.store.Delete(ctx, kindReplica, id, goneV[i]) // a renewal since then keeps it
+	}
+	if changed {
+		c.resync()
+	}
+}
+
+// stopReplicas stops renewing and deletes this client's membership
+// document, so that the others take its share at once.
+func (c *Engine) stopReplicas() {
+	rep := c.rep
+	if rep == nil {
+		return
+	}
+	rep.mu.Lock()
+	if rep.stop != nil {
+		rep.stop()
+	}
+	version := rep.version
+	rep.mu.Unlock()
+	if version == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), rep.ttl/3)
+	defer cancel()
+	_ = c.store.Delete(ctx, kindReplica, rep.self, version)
+}
+
+// owns reports whether this client reconciles key: always when it shares
+// the work with no one.
+func (c *Engine) owns(key string) bool {
+	rep := c.rep
+	if rep == nil {
+		return true
+	}
+	live := *rep.live.Load()
+	if len(live) <= 1 {
+		return true
+	}
+	a := fnv64(c.affinity(key))
+	best, bestH := "", uint64(0)
+	for _, m := range live {
+		if s := mix64(fnv64(m) ^ a); best == "" || s > bestH {
+			best, bestH = m, s
+		}
+	}
+	return best == rep.self
+}
+
+func fnv64(s string) uint64 {
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(s))
+	return h.Sum64()
+}
+
+// mix64 is splitmix64's finalizer: every bit of x moves about half the
+// bits of the result, so that the rendezvous scores of two members are
+// independent for keys that differ in one character (FNV alone keeps
+// their order for such keys: one member owned every resource group).
+func mix64(x uint64) uint64 {
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	x ^= x >> 31
+	return x
+}
+
+// affinity is what decides a key's owner: the key itself, but for an
+// on-demand run and its cluster, which go with their resource group. Its
+// reconciler admits the group's queued runs and queues those it admitted,
+// which are then its own, as are the queued runs that ask it to look.
+func (c *Engine) affinity(key string) string {
+	kind, id, _ := strings.Cut(key, "/")
+	switch kind {
+	case kindCluster:
+		run, ok := strings.CutPrefix(id, odPrefix)
+		if !ok {
+			return key
+		}
+		id = run
+		fallthrough
+	case kindRun:
+		if d, ok := c.cache.get(kindRun, id); ok {
+			if rg, ok := strings.CutPrefix(d.Labels[labelTarget], targetResourceGroup); ok {
+				return kindResourceGroup + "/" + rg
+			}
+		}
+		return kindRun + "/" + id
+	}
+	return key
+}

@@ -1,0 +1,424 @@
+package dlc_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/aidlc/dlc"
+	"github.com/aidlc/dlc/backend"
+	"github.com/aidlc/dlc/backend/memory"
+	"github.com/aidlc/dlc/cluster"
+	"github.com/aidlc/dlc/job"
+	"github.com/aidlc/dlc/quota"
+)
+
+// replicaSet is several clients with workers over one memory backend
+// (through a counting store), as the replicas of a service over one API
+// server are, each with a metrics registry of its own.
+type replicaSet struct {
+	t    testing.TB
+	cs   *countingStore
+	cs0  *memory.Backend
+	cls  []*dlc.Client
+	regs []*prometheus.Registry
+	ctx  context.Context
+	grp  string
+}
+
+// fast are the simulated Ray's delays of the sharing tests: a step takes
+// a millisecond, so what is measured is the platform's work.
+var fast = memory.Delays{Create: time.Millisecond, Start: time.Millisecond, Hibernate: time.Millisecond,
+	Delete: time.Millisecond, Submit: time.Millisecond, Run: time.Millisecond}
+
+func newReplicaSet(t testing.TB, n int, latency time.Duration, opts ...dlc.Option) *replicaSet {
+	t.Helper()
+	d := fast
+	mb := memory.New(memory.Options{Delays: &d})
+	rs := &replicaSet{t: t, cs0: mb, cs: newCountingStore(mb, latency), ctx: dlc.WithUser(context.Background(), "alice")}
+	for range n {
+		rs.add(opts...)
+	}
+	g, err := rs.cls[0].Groups().Create(rs.ctx, "replicas")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs.grp = g.ID
+	return rs
+}
+
+// add starts one more replica.
+func (rs *replicaSet) add(opts ...dlc.Option) *dlc.Client {
+	reg := prometheus.NewRegistry()
+	c, err := dlc.New(append([]dlc.Option{dlc.WithBackend(rs.cs), dlc.WithWorkers(8), dlc.WithMetrics(reg)}, opts...)...)
+	if err != nil {
+		rs.t.Fatal(err)
+	}
+	rs.t.Cleanup(func() { _ = c.Close() })
+	rs.cls, rs.regs = append(rs.cls, c), append(rs.regs, reg)
+	return c
+}
+
+// calls returns how many calls of operation op (e.g. "ray_apply_cluster")
+// replica i made.
+func (rs *replicaSet) calls(i int, op string) uint64 {
+	mfs, err := rs.regs[i].Gather()
+	if err != nil {
+		rs.t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "dlc_backend_call_duration_seconds" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "operation" && l.GetValue() == op {
+					return m.GetHistogram().GetSampleCount()
+				}
+			}
+		}
+	}
+	return 0
+}
+
+// group registers resource group id, large enough for anything.
+func (rs *replicaSet) group(id string) {
+	if _, err := rs.cls[0].ResourceGroups().Register(rs.ctx, quota.Group{ID: id, Package: "pkg-1",
+		Capacity: quota.Resources{MilliCPU: 1 << 40, Memory: 1 << 50}}); err != nil {
+		rs.t.Fatal(err)
+	}
+}
+
+// createStart creates a cluster in resource group rg through c, waits
+// until it is created and starts it.
+func (rs *replicaSet) createStart(c *dlc.Client, name, rg string) (*cluster.Cluster, error) {
+	spec, err := dlc.NewCluster(name).Groups(rs.grp).Resources("pkg-1", rg).Image("ray-2.46.0-py310-cpu").
+		Head("head", "cu.4c8g").WorkerGroup("cpu", "cu.4c8g", 1, 1).Build()
+	if err != nil {
+		return nil, err
+	}
+	cl, err := c.Clusters().Create(rs.ctx, spec)
+	if err != nil {
+		return nil, err
+	}
+	if err := rs.until(c, cl.ID, cluster.Created, time.Minute); err != nil {
+		return nil, err
+	}
+	_, err = c.Clusters().Start(rs.ctx, cl.ID)
+	return cl, err
+}
+
+// until waits until cluster id is in state want, as c reads it.
+func (rs *replicaSet) until(c *dlc.Client, id string, want cluster.State, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	for {
+		got, err := c.Clusters().Get(rs.ctx, id)
+		if err == nil && got.State == want {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("cluster %s: %v %v after %s, want %s", id, got, err, limit, want)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// Replicas share the background work: with three clients over one store,
+// clusters created and started through all of them are all brought up,
+// every replica does part of the Ray side, and the background steps
+// cost no conflict per extra replica (before, each of the 2 extra
+// replicas raced every step: 2×(N−1) conflicts per create and start).
+func TestReplicasShareTheWork(t *testing.T) {
+	const clusters = 24
+	for _, tc := range []struct {
+		name   string
+		shared bool
+	}{{"shared", true}, {"every replica does everything", false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			var opts []dlc.Option
+			if !tc.shared {
+				opts = append(opts, dlc.WithWorkSharing(0))
+			}
+			rs := newReplicaSet(t, 3, 0, opts...)
+			for i := range clusters {
+				rs.group(fmt.Sprintf("rg-%d", i))
+			}
+			// Each replica must have seen the others before the work starts.
+			awaitCond(t, "the replicas to see each other", func() bool {
+				return !tc.shared || rs.allSee(3)
+			})
+			before := rs.cs.conflicts.Load()
+			var wg sync.WaitGroup
+			ids := make([]string, clusters)
+			for i := range clusters {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					cl, err := rs.createStart(rs.cls[i%3], fmt.Sprintf("c%d", i), fmt.Sprintf("rg-%d", i))
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					ids[i] = cl.ID
+				}()
+			}
+			wg.Wait()
+			for i, id := range ids {
+				if id != "" {
+					if err := rs.until(rs.cls[(i+1)%3], id, cluster.Running, time.Minute); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			conflicts := rs.cs.conflicts.Load() - before
+			var applies []uint64
+			for i := range rs.cls {
+				applies = append(applies, rs.calls(i, "ray_apply_cluster"))
+			}
+			t.Logf("%d clusters created and started through 3 replicas: %d conflicts (%.2f per operation); Ray applies by replica %v",
+				clusters, conflicts, float64(conflicts)/(2*clusters), applies)
+			if !tc.shared {
+				return
+			}
+			for i, n := range applies {
+				if n == 0 {
+					t.Errorf("replica %d applied nothing to Ray: the work is not shared (%v)", i, applies)
+				}
+			}
+			if per := float64(conflicts) / (2 * clusters); per > 1 {
+				t.Errorf("%.2f conflicts per operation with 3 replicas sharing the work, want at most 1", per)
+			}
+			for _, c := range rs.cls {
+				if err := c.CheckQuota(rs.ctx); err != nil {
+					t.Error(err)
+				}
+			}
+		})
+	}
+}
+
+// allSee reports whether every replica's membership lists n live members:
+// it reads the store's membership documents, which each replica writes.
+func (rs *replicaSet) allSee(n int) bool {
+	docs, err := rs.cs0.List(rs.ctx, "replica", nil)
+	return err == nil && len(docs) == n
+}
+
+func awaitCond(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("after a minute, still waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// A replica that crashed (its membership document stays, never renewed)
+// keeps its share only until the TTL: the others take it over, delete its
+// document, and every cluster comes up. One that closes hands its share
+// over at once, whatever the TTL.
+func TestReplicaShareTakenOver(t *testing.T) {
+	t.Run("crashed", func(t *testing.T) {
+		d := fast
+		mb := memory.New(memory.Options{Delays: &d})
+		// The crashed replica: its document, never renewed.
+		if _, err := mb.Create(context.Background(), backend.Doc{Kind: "replica", ID: "replica-crashed",
+			Data: []byte(`{"id":"replica-crashed","beat":1,"ttl":"300ms"}`)}); err != nil {
+			t.Fatal(err)
+		}
+		rs := &replicaSet{t: t, cs0: mb, cs: newCountingStore(mb, 0), ctx: dlc.WithUser(context.Background(), "alice")}
+		rs.add(dlc.WithWorkSharing(300 * time.Millisecond))
+		rs.add(dlc.WithWorkSharing(300 * time.Millisecond))
+		g, err := rs.cls[0].Groups().Create(rs.ctx, "g")
+		if err != nil {
+			t.Fatal(err)
+		}
+		rs.grp = g.ID
+		rs.group("rg-1")
+		for i := range 12 {
+			cl, err := rs.createStart(rs.cls[i%2], fmt.Sprintf("c%d", i), "rg-1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := rs.until(rs.cls[0], cl.ID, cluster.Running, time.Minute); err != nil {
+				t.Fatal(err)
+			}
+		}
+		awaitCond(t, "the crashed replica's document to be deleted", func() bool {
+			_, err := mb.Get(context.Background(), "replica", "replica-crashed")
+			return err != nil
+		})
+	})
+	t.Run("closed", func(t *testing.T) {
+		rs := newReplicaSet(t, 2, 0, dlc.WithWorkSharing(time.Hour))
+		rs.group("rg-1")
+		awaitCond(t, "the replicas to see each other", func() bool { return rs.allSee(2) })
+		if err := rs.cls[1].Close(); err != nil {
+			t.Fatal(err)
+		}
+		// With an hour's TTL, only the hand-over at Close lets the other
+		// replica take the clusters the closed one would own.
+		for i := range 12 {
+			cl, err := rs.createStart(rs.cls[0], fmt.Sprintf("c%d", i), "rg-1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := rs.until(rs.cls[0], cl.ID, cluster.Running, 30*time.Second); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+}
+
+// On-demand runs go with their resource group: the replica that admits a
+// group's runs follows them, so admissions cost no conflict per extra
+// replica, and runs in several groups are spread over the replicas.
+func TestReplicasShareOnDemandRuns(t *testing.T) {
+	const groups, perGroup = 8, 3
+	rs := newReplicaSet(t, 2, 0)
+	awaitCond(t, "the replicas to see each other", func() bool { return rs.allSee(2) })
+	var recs []*job.Record
+	for i := range groups {
+		rg := fmt.Sprintf("rg-%d", i)
+		rs.group(rg)
+		cfg, err := dlc.NewJob(fmt.Sprintf("j%d", i)).OnDemand("pkg-1", rg).Image("ray-2.46.0-py310-cpu").Head("head", "cu.4c8g").
+			WorkerGroup("cpu", "cu.4c8g", 1, 1).COSPackage("cos://jobs-1250000000/a.zip").Entrypoint("python a.py").Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec, err := rs.cls[0].Jobs().Save(rs.ctx, cfg, dlc.SaveOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		recs = append(recs, rec)
+	}
+	before := rs.cs.conflicts.Load()
+	var runs []string
+	for i := range groups * perGroup {
+		r, err := rs.cls[i%2].Runs().Create(rs.ctx, recs[i%groups].ID, dlc.RunOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		runs = append(runs, r.ID)
+	}
+	var done atomic.Int32
+	awaitCond(t, "every run to succeed", func() bool {
+		n := int32(0)
+		for _, id := range runs {
+			if r, err := rs.cls[0].Runs().Get(rs.ctx, id); err == nil && r.State == job.Succeeded {
+				n++
+			}
+		}
+		done.Store(n)
+		return int(n) == len(runs)
+	})
+	conflicts := rs.cs.conflicts.Load() - before
+	t.Logf("%d on-demand runs in %d resource groups through 2 replicas: %d conflicts (%.2f per run); submits by replica %d, %d",
+		len(runs), groups, conflicts, float64(conflicts)/float64(len(runs)), rs.calls(0, "ray_submit_run"), rs.calls(1, "ray_submit_run"))
+	if per := float64(conflicts) / float64(len(runs)); per > 1 {
+		t.Errorf("%.2f conflicts per on-demand run with 2 replicas, want at most 1", per)
+	}
+}
+
+// BenchmarkReplicas: 16 goroutines per replica create and start clusters
+// (each goroutine in a resource group of its own), or run on-demand jobs
+// (a resource group per goroutine), through 1, 2 or 4 replicas over one
+// store that adds 5 ms to every call, with the work shared (the default) or not. Reported:
+// operations (a create and a start count one each; an on-demand run one,
+// once it has succeeded) per second, and the store's conflicts per
+// operation.
+func BenchmarkReplicas(b *testing.B) {
+	for _, mode := range []string{"create+start", "on-demand"} {
+		for _, tc := range []struct {
+			replicas int
+			shared   bool
+		}{{1, true}, {2, true}, {4, true}, {2, false}, {4, false}} {
+			name := fmt.Sprintf("%s/replicas=%d/shared=%v", mode, tc.replicas, tc.shared)
+			b.Run(name, func(b *testing.B) {
+				var opts []dlc.Option
+				if !tc.shared {
+					opts = append(opts, dlc.WithWorkSharing(0))
+				}
+				rs := newReplicaSet(b, tc.replicas, 5*time.Millisecond, opts...)
+				// Each replica serves 16 callers, as replicas are added to
+				// serve more of them.
+				goroutines := 16 * tc.replicas
+				var recs []*job.Record
+				for i := range goroutines {
+					rg := fmt.Sprintf("rg-%d", i)
+					rs.group(rg)
+					if mode == "on-demand" {
+						cfg, err := dlc.NewJob(fmt.Sprintf("j%d", i)).OnDemand("pkg-1", rg).Image("ray-2.46.0-py310-cpu").Head("head", "cu.4c8g").
+							WorkerGroup("cpu", "cu.4c8g", 1, 1).COSPackage("cos://jobs-1250000000/a.zip").Entrypoint("python a.py").Build()
+						if err != nil {
+							b.Fatal(err)
+						}
+						rec, err := rs.cls[0].Jobs().Save(rs.ctx, cfg, dlc.SaveOptions{})
+						if err != nil {
+							b.Fatal(err)
+						}
+						recs = append(recs, rec)
+					}
+				}
+				if tc.shared {
+					awaitCond(b, "the replicas to see each other", func() bool { return rs.allSee(tc.replicas) })
+				}
+				var seq atomic.Int64
+				per := (b.N + goroutines - 1) / goroutines
+				before := rs.cs.conflicts.Load()
+				b.ReportAllocs()
+				b.ResetTimer()
+				start := time.Now()
+				var ops atomic.Int64
+				var wg sync.WaitGroup
+				for w := range goroutines {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						for range per {
+							n := seq.Add(1)
+							c := rs.cls[int(n)%len(rs.cls)]
+							switch mode {
+							case "create+start":
+								if _, err := rs.createStart(c, fmt.Sprintf("b%d", n), fmt.Sprintf("rg-%d", w)); err != nil {
+									b.Error(err)
+									return
+								}
+								ops.Add(2)
+							default:
+								r, err := c.Runs().Create(rs.ctx, recs[w].ID, dlc.RunOptions{})
+								if err != nil {
+									b.Error(err)
+									return
+								}
+								for {
+									got, err := c.Runs().Get(rs.ctx, r.ID)
+									if err == nil && !got.State.Live() {
+										if got.State != job.Succeeded {
+											b.Errorf("run %s: %s %s", r.ID, got.State, got.Message)
+										}
+										break
+									}
+									time.Sleep(time.Millisecond)
+								}
+								ops.Add(1)
+							}
+						}
+					}()
+				}
+				wg.Wait()
+				el := time.Since(start)
+				b.StopTimer()
+				b.ReportMetric(float64(ops.Load())/el.Seconds(), "ops/s")
+				b.ReportMetric(float64(rs.cs.conflicts.Load()-before)/float64(max(ops.Load(), 1)), "conflicts/op")
+			})
+		}
+	}
+}
