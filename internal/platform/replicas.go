@@ -190,14 +190,12 @@ func (c *Engine) stopReplicas() {
 	if rep.stop != nil {
 		rep.stop()
 	}
-	version := rep.version
 	rep.mu.Unlock()
-	if version == "" {
-		return
-	}
+	// Whatever version it is at: a renewal whose reply was lost may have
+	// written it.
 	ctx, cancel := context.WithTimeout(context.Background(), rep.ttl/3)
 	defer cancel()
-	_ = c.store.Delete(ctx, kindReplica, rep.self, version)
+	_ = c.store.Delete(ctx, kindReplica, rep.self, "")
 }
 
 // owns reports whether this client reconciles key: always when it shares
