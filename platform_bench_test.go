@@ -93,3 +93,51 @@ func lifecycleBench(b *testing.B, m *dlctest.Memory) {
 		b.StartTimer()
 	}
 }
+
+// BenchmarkRunPending: why one run waits, with 10,000 runs queued in its
+// full resource group, against the resource group's whole list
+// (ResourceGroups().Pending) in the same run: the one run's place comes
+// from the queue's order statistics, not from listing the queue.
+func BenchmarkRunPending(b *testing.B) {
+	const queued = 10000
+	m := dlctest.NewMemory(dlctest.MemoryOptions{})
+	defer m.Close()
+	ctx := context.Background()
+	c := m.Client
+	if _, err := c.ResourceGroups().Register(ctx, quota.Group{ID: "rg", Package: "p", Capacity: quota.Resources{MilliCPU: 8000, Memory: 32 * quota.GiB}}); err != nil {
+		b.Fatal(err)
+	}
+	cfg, err := dlc.NewJob("j").OnDemand("p", "rg").Image("ray-2.46.0-py310-cpu").Head("head", "cu.4c8g").
+		WorkerGroup("w", "cu.4c8g", 1, 1).COSPackage("cos://jobs-1250000000/j.zip").Entrypoint("python a.py").Build()
+	if err != nil {
+		b.Fatal(err)
+	}
+	rec, err := c.Jobs().Save(ctx, cfg, dlc.SaveOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var last *job.Run
+	for range queued + 1 { // the first takes the whole group
+		if last, err = c.Runs().Create(ctx, rec.ID, dlc.RunOptions{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	m.Reconcile()
+	b.Run("one run", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			p, err := c.Runs().Pending(ctx, last.ID)
+			if err != nil || p.Position != queued {
+				b.Fatalf("%+v %v", p, err)
+			}
+		}
+	})
+	b.Run("the group's list", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if all, err := c.ResourceGroups().Pending(ctx, "rg"); err != nil || len(all) != queued {
+				b.Fatalf("%d %v", len(all), err)
+			}
+		}
+	})
+}

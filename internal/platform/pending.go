@@ -41,13 +41,19 @@ func (s *RunService) Pending(ctx context.Context, id string) (*job.Pending, erro
 			p.Clusters = append(p.Clusters, job.ClusterWait{ID: cl.ID, Name: cl.Spec.Name, State: string(cl.State)})
 		}
 	case job.OnDemandMode:
-		all, err := s.c.ResourceGroups().Pending(ctx, r.Config.OnDemand.ResourceGroup)
+		// Its place from the queue's order statistics: O(log n), not a
+		// list of the whole queue.
+		rg := r.Config.OnDemand.ResourceGroup
+		a, _, err := get[quota.Account](ctx, c, kindResourceGroup, "resource group", rg)
 		if err != nil {
 			return nil, err
 		}
-		for i := range all {
-			if all[i].RunID == id {
-				return &all[i], nil
+		if _, held := a.Holders[odClusterID(id)]; !held {
+			if pos, ok := c.queues.position(rg, id, c.queueItem); ok {
+				if it, ok := c.queueItem(id); ok {
+					e := pendingEntry(r, rg, pos, it.Demand, a.Allocatable())
+					return &e, nil
+				}
 			}
 		}
 		// Admitted: its reservation is made and its cluster on the way.
@@ -81,16 +87,22 @@ func (s *ResourceGroupService) Pending(ctx context.Context, rg string) ([]job.Pe
 		if err != nil {
 			continue
 		}
-		p := job.Pending{RunID: r.ID, State: r.State, Reason: r.WaitReason, Message: r.Message, ResourceGroup: rg,
-			Position: len(out) + 1, Ahead: len(out), Needs: it.Demand, Allocatable: free}
-		if it.Demand.Fits(free) {
-			p.Lacks = fmt.Sprintf("fits: needs %s; allocatable %s", it.Demand, free)
-		} else {
-			p.Lacks = fmt.Sprintf("needs %s; allocatable %s", it.Demand, free)
-		}
-		out = append(out, p)
+		out = append(out, pendingEntry(r, rg, len(out), it.Demand, free))
 	}
 	return out, nil
+}
+
+// pendingEntry is waiting run r's entry in resource group rg's queue, with
+// ahead runs before it, needing demand where free can be allocated.
+func pendingEntry(r *job.Run, rg string, ahead int, demand, free quota.Resources) job.Pending {
+	p := job.Pending{RunID: r.ID, State: r.State, Reason: r.WaitReason, Message: r.Message, ResourceGroup: rg,
+		Position: ahead + 1, Ahead: ahead, Needs: demand, Allocatable: free}
+	if demand.Fits(free) {
+		p.Lacks = fmt.Sprintf("fits: needs %s; allocatable %s", demand, free)
+	} else {
+		p.Lacks = fmt.Sprintf("needs %s; allocatable %s", demand, free)
+	}
+	return p
 }
 
 // queueItem is a pending on-demand run's entry in its resource group's

@@ -112,15 +112,30 @@ func (q *queues) pushAll(rg string, ids map[string]bool, item func(string) (queu
 // pushed first (as take does, leaving the runs stored queued for the
 // quota reconciler).
 func (q *queues) order(rg string, item func(string) (queue.Item, bool)) []queue.Item {
+	q.pushAdds(rg, item)
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.byRG[rg].Items()
+}
+
+// pushAdds pushes rg's newly pending runs into its queue.
+func (q *queues) pushAdds(rg string, item func(string) (queue.Item, bool)) {
 	q.mu.Lock()
 	adds := q.adds[rg]
 	delete(q.adds, rg)
 	q.queue(rg)
 	q.mu.Unlock()
 	q.pushAll(rg, adds, item)
+}
+
+// position returns runID's 0-based place in rg's admission order, its
+// newly pending runs pushed first (as order does), in O(log n); false
+// when it is not queued there.
+func (q *queues) position(rg, runID string, item func(string) (queue.Item, bool)) (int, bool) {
+	q.pushAdds(rg, item)
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return q.byRG[rg].Items()
+	return q.byRG[rg].Position(runID)
 }
 
 // push puts a run (back) in rg's queue if it is still pending there.
