@@ -2,6 +2,7 @@ package dlc_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -140,4 +141,64 @@ func BenchmarkRunPending(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkStartWithHolders: a cluster's start (its reservation, a
+// compare-and-swap on the resource group's account, and its write) with
+// 100 and 10,000 other holders on the account, and the account's stored
+// size: today's baseline for "reservations that scale" (issue 21), where
+// the start's cost must not grow with the holders.
+func BenchmarkStartWithHolders(b *testing.B) {
+	for _, holders := range []int{100, 10000} {
+		b.Run(fmt.Sprintf("holders=%d", holders), func(b *testing.B) {
+			m := dlctest.NewMemory(dlctest.MemoryOptions{})
+			defer m.Close()
+			ctx := context.Background()
+			c := m.Client
+			if _, err := c.ResourceGroups().Register(ctx, quota.Group{ID: "rg", Package: "p", Capacity: quota.Resources{MilliCPU: 1 << 40, Memory: 1 << 50}}); err != nil {
+				b.Fatal(err)
+			}
+			g, err := c.Groups().Create(ctx, "g")
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := dlctest.EditStored(ctx, m.Backend, "resourcegroup", "rg", func(data map[string]any, _ map[string]string) {
+				hs := dlctest.Object(data, "holders")
+				for i := range holders {
+					hs[fmt.Sprintf("cls-filler%05d", i)] = map[string]any{"resources": map[string]any{"milliCPU": 1000, "memory": quota.GiB, "gpu": 0},
+						"since": dlctest.Epoch.Format(time.RFC3339Nano), "generation": 2}
+				}
+			}); err != nil {
+				b.Fatal(err)
+			}
+			m.Reconcile()
+			d, err := m.Backend.Get(ctx, "resourcegroup", "rg")
+			if err != nil {
+				b.Fatal(err)
+			}
+			ids := make([]string, b.N)
+			for i := range b.N {
+				spec, err := dlc.NewCluster(fmt.Sprintf("c%d", i)).Groups(g.ID).Resources("p", "rg").Image("ray-2.46.0-py310-cpu").
+					Head("head", "cu.4c8g").WorkerGroup("w", "cu.4c8g", 1, 1).Build()
+				if err != nil {
+					b.Fatal(err)
+				}
+				cl, err := c.Clusters().Create(ctx, spec)
+				if err != nil {
+					b.Fatal(err)
+				}
+				ids[i] = cl.ID
+			}
+			m.Settle(10*time.Millisecond, 1000)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := range b.N {
+				if _, err := c.Clusters().Start(ctx, ids[i]); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(len(d.Data)), "account-bytes")
+		})
+	}
 }
