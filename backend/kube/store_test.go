@@ -125,6 +125,7 @@ func storeCases() []storeCase {
 	rec2 := *rec
 	rec2.Config.Entrypoint = "python train.py --epochs 3"
 	rec2.Revision = 2
+	rec2.Deleting = job.Deletion{At: t0.Add(time.Minute), By: "bob"} // a delete in progress (J17)
 
 	run := &job.Run{ID: "run-1", JobID: "job-1", Revision: 1, Config: testConfig(), State: job.Waiting,
 		WaitReason: job.InsufficientQuota, Message: "needs 8 CPUs", Creator: "alice", SubmittedAt: t0,
