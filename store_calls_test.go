@@ -146,7 +146,9 @@ func TestStoreCallsPerOperation(t *testing.T) {
 		max  int
 		do   func()
 	}{
-		{"create cluster", 3, func() { cl, err = c.Clusters().Create(ctx, spec); must(err) }},
+		// A create reads each of the cluster's groups from the store once
+		// the cluster is stored: the fence against a delete of the group (G6).
+		{"create cluster", 4, func() { cl, err = c.Clusters().Create(ctx, spec); must(err) }},
 		{"start", 3, func() { _, err = c.Clusters().Start(ctx, cl.ID); must(err) }},
 		// A run: its create, a read of its job config from the store once
 		// the run is stored (the fence against a delete of the config, J17),

@@ -116,6 +116,7 @@ func storeCases() []storeCase {
 	g2 := *g
 	g2.Name = "组 B"
 	g2.UpdatedAt = t0.Add(time.Hour)
+	g2.Deleting = group.Deletion{Target: "grp-2", At: t0.Add(time.Hour), By: "bob"} // a delete in progress (G6)
 
 	tp := &cluster.Template{Name: "模板 GPU", Description: "A10 workers", Environment: testEnv()}
 	tp2 := *tp

@@ -27,7 +27,11 @@ import "time"
 // after that it is ignored, and whoever meets it takes it off by
 // compare-and-swap (so that a delete that was only slow conflicts, and
 // looks again). Time decides only when a mark stops blocking creates,
-// never whether a dependent is missed.
+// never whether a dependent is missed, with one exception: a group delete
+// whose target is deleted meanwhile puts the members it moved back into
+// the group, and if it has by then run for longer than markLife and
+// another delete of the group has taken the mark over, that delete may
+// miss them.
 
 // markLife is how long a delete's mark holds.
 const markLife = 2 * time.Minute
