@@ -213,6 +213,10 @@ type Provisioner = backend.Provisioner
 // backend.LatestReader.
 type LatestReader = backend.LatestReader
 
+// LatestLister is what a Store whose lists are served from a cache adds:
+// see backend.LatestLister.
+type LatestLister = backend.LatestLister
+
 // Backend is a Store and a Provisioner, such as *memory.Backend: see
 // backend.Backend.
 type Backend = backend.Backend

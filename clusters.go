@@ -16,7 +16,11 @@ type ClusterService struct{ s *platform.ClusterService }
 // Create validates spec, checks that its cluster groups (C2) and resource
 // group (C4) exist, claims its name, and stores the cluster. It starts in
 // state creating and becomes created once Ray has it (suspended); call
-// Start to run it.
+// Start to run it. A group whose delete is in progress is refused (C2);
+// if one of its groups is deleted, or its delete begins, while the
+// cluster is being created (through any client), the create is undone
+// (the cluster is deleted again, saying why) and fails C2 (see
+// group.Deletion).
 func (s *ClusterService) Create(ctx context.Context, spec *cluster.Spec) (*cluster.Cluster, error) {
 	return s.s.Create(ctx, spec)
 }
@@ -70,7 +74,10 @@ func (s *ClusterService) Clone(ctx context.Context, id, newName string) (*cluste
 // the version read: a stale edit is a conflict. On a running or abnormal
 // cluster, worker instance ranges and metadata apply at once (the
 // reservation follows, or ErrQuota changes nothing); the rest is listed
-// in NeedsRestart and applies at the next start.
+// in NeedsRestart and applies at the next start. A group the edit puts the
+// cluster into that is deleted, or whose delete begins, meanwhile is
+// taken out again: the edit then fails C2 naming it, the rest of the edit
+// saved (see group.Deletion).
 func (s *ClusterService) Edit(ctx context.Context, in *cluster.Cluster) (*EditResult, error) {
 	return s.s.Edit(ctx, in)
 }

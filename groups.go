@@ -43,7 +43,12 @@ func (s *GroupService) Members(ctx context.Context, groupID string) ([]*cluster.
 // AddMembers puts clusters into a group; a cluster may be in many groups,
 // from any resource group (G1, G2). Every cluster is checked before any is
 // changed; a cluster that changed meanwhile is read again, and if one
-// cannot be changed the ones already changed are put back.
+// cannot be changed the ones already changed are put back. A group whose
+// delete is in progress takes no members (*StateError). When a delete of
+// the group, through any client, begins while the clusters are being put
+// into it and does not see them, they are put back as they were and
+// AddMembers returns ErrNotFound (deleted) or a *StateError (its delete
+// still in progress); see group.Deletion.
 func (s *GroupService) AddMembers(ctx context.Context, groupID string, clusterIDs ...string) error {
 	return s.s.AddMembers(ctx, groupID, clusterIDs...)
 }
@@ -58,6 +63,14 @@ func (s *GroupService) RemoveMembers(ctx context.Context, groupID string, cluste
 // group (G6). The clusters are otherwise unaffected; job configs that
 // name the deleted group are left as they are, and their next run fails
 // saying the group does not exist (J19). Runs waiting for it fail so.
+//
+// Clusters put into the group meanwhile through any client (AddMembers,
+// Clusters().Create, Clone or Edit) are either moved with the others or
+// taken out again, their call failing; no cluster is left in a deleted
+// group. A target deleted meanwhile makes the delete fail (ErrInvalid:
+// name another), its members put back. A group whose delete is in
+// progress is not deleted again, nor named as a target (see
+// group.Deletion).
 func (s *GroupService) Delete(ctx context.Context, id, targetID string) error {
 	return s.s.Delete(ctx, id, targetID)
 }

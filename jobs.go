@@ -44,7 +44,8 @@ func (s *JobService) Events(ctx context.Context, id string) ([]cluster.Event, er
 // be the version read (a stale edit is a conflict). Only the package,
 // entrypoint, storage mounts and runtime environment may change; anything
 // else is an error naming the field. Runs already started keep the
-// revision they started from.
+// revision they started from. A config whose delete is in progress is
+// not edited (*StateError, see job.Deletion).
 func (s *JobService) Edit(ctx context.Context, rec *job.Record) (*job.Record, error) {
 	return s.s.Edit(ctx, rec)
 }
@@ -56,7 +57,12 @@ func (s *JobService) Copy(ctx context.Context, id, name string) (*job.Record, er
 }
 
 // Delete deletes a job config; it is refused while a run of it has not
-// ended (J17).
+// ended (J17), as the store has its runs. It is fenced against a run of
+// the config created meanwhile through any client: either the delete is
+// refused, or the run fails at once and Runs().Create returns ErrNotFound
+// (the config was deleted) or a *StateError (its delete is in progress);
+// when the run was stored just before the delete began, both fail. A
+// second delete while one is in progress follows it (see job.Deletion).
 func (s *JobService) Delete(ctx context.Context, id string) error {
 	return s.s.Delete(ctx, id)
 }

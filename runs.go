@@ -31,6 +31,13 @@ func (s *RunService) Pending(ctx context.Context, id string) (*job.Pending, erro
 // submitted, runs, and ends succeeded, failed or stopped. A run of a
 // config whose cluster or cluster group is gone fails at once, saying so
 // (J19).
+//
+// A config whose delete is in progress runs nothing (*StateError). When a
+// delete of the config, through any client, begins while the run is being
+// created and does not see the run, the run fails at once, saying so, and
+// Create returns ErrNotFound for the config (deleted) or a *StateError
+// (its delete still in progress); the failed run stays in the run list,
+// and a retry with the same request id returns it (see job.Deletion).
 func (s *RunService) Create(ctx context.Context, jobID string, opts RunOptions) (*job.Run, error) {
 	return s.s.Create(ctx, jobID, opts)
 }

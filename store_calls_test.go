@@ -146,12 +146,15 @@ func TestStoreCallsPerOperation(t *testing.T) {
 		max  int
 		do   func()
 	}{
-		{"create cluster", 3, func() { cl, err = c.Clusters().Create(ctx, spec); must(err) }},
+		// A create reads each of the cluster's groups from the store once
+		// the cluster is stored: the fence against a delete of the group (G6).
+		{"create cluster", 4, func() { cl, err = c.Clusters().Create(ctx, spec); must(err) }},
 		{"start", 3, func() { _, err = c.Clusters().Start(ctx, cl.ID); must(err) }},
-		// A run: its create, its placement, the record that Ray accepted
-		// its job (so that a job Ray forgets is never submitted again), its
-		// running and its end.
-		{"run on the cluster", 5, func() {
+		// A run: its create, a read of its job config from the store once
+		// the run is stored (the fence against a delete of the config, J17),
+		// its placement, the record that Ray accepted its job (so that a job
+		// Ray forgets is never submitted again), its running and its end.
+		{"run on the cluster", 6, func() {
 			cfg, _ := dlc.NewJob("j1").OnCluster(cl.ID).COSPackage("cos://jobs-1250000000/a.zip").Entrypoint("python a.py").Build()
 			rec, err := c.Jobs().Save(ctx, cfg, dlc.SaveOptions{})
 			must(err)
@@ -159,7 +162,7 @@ func TestStoreCallsPerOperation(t *testing.T) {
 			_, err = c.Runs().Create(ctx, rec.ID, dlc.RunOptions{})
 			must(err)
 		}},
-		{"run on the group", 5, func() {
+		{"run on the group", 6, func() {
 			cfg, _ := dlc.NewJob("j2").OnGroup(g.ID).COSPackage("cos://jobs-1250000000/a.zip").Entrypoint("python a.py").Build()
 			rec, err := c.Jobs().Save(ctx, cfg, dlc.SaveOptions{})
 			must(err)
@@ -167,7 +170,7 @@ func TestStoreCallsPerOperation(t *testing.T) {
 			_, err = c.Runs().Create(ctx, rec.ID, dlc.RunOptions{})
 			must(err)
 		}},
-		{"run on demand", 12, func() {
+		{"run on demand", 13, func() {
 			cfg, _ := dlc.NewJob("j3").OnDemand("pkg-1", "rg-1").Image("ray-2.46.0-py310-cpu").Head("head", "cu.4c8g").
 				WorkerGroup("cpu", "cu.4c8g", 1, 1).COSPackage("cos://jobs-1250000000/a.zip").Entrypoint("python a.py").Build()
 			rec, err := c.Jobs().Save(ctx, cfg, dlc.SaveOptions{})

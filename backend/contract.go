@@ -62,6 +62,22 @@ type LatestReader interface {
 	GetLatest(ctx context.Context, kind, id string) (Doc, error)
 }
 
+// LatestLister is what a Store whose lists are served from a cache adds:
+// a list of the documents of a kind that selector selects (every one of
+// the kind when it is empty), by id, as the store has them at the moment
+// of the call, past its cache: every write that completed before the call
+// is in it. The client lists through it where a decision rests on
+// knowing every such document, such as a delete that is refused while a
+// dependent exists (a job config's live runs, J17; a cluster group's
+// members, G6). A Store without it is listed with List, which must then
+// be as fresh.
+//
+// It is an interface of its own, not a method added to LatestReader, so
+// that a Store that implements only GetLatest keeps being read through it.
+type LatestLister interface {
+	ListLatest(ctx context.Context, kind string, selector map[string]string) ([]Doc, error)
+}
+
 // Backend is a Store and a Provisioner, such as *memory.Backend.
 type Backend interface {
 	Store

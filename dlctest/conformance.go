@@ -77,6 +77,7 @@ func RunConformance(t *testing.T, h Harness) {
 		{"Faults", testFaults},
 		{"StepsThatKeepFailing", testPersistentFaults},
 		{"GroupsG1toG6", testGroups},
+		{"DeletesFencedAcrossClientsJ17G6", testFencedDeletes},
 		{"TemplatesAndJobEditsC6J15J16", testTemplatesAndJobEdits},
 		{"EditAutoscaleDetailsC11C13C14", testEditAutoscaleDetails},
 		{"AllMembersAbnormalJ18", testAllMembersAbnormal},
@@ -965,6 +966,85 @@ func testGroups(t *testing.T, s *suite) {
 	}
 	if _, err := c.Groups().Create(ctx, "renamed"); err != nil { // a deleted group's name is free
 		t.Fatalf("the name of a deleted group: %v", err)
+	}
+}
+
+// J17, G6 across clients: a job config deleted through one client while
+// another runs it, and a group deleted through one client while another
+// puts a cluster into it, at the same moment, round after round. A delete
+// and a create never both take effect: no run of a deleted config is left
+// running, and no cluster is left in a deleted group.
+func testFencedDeletes(t *testing.T, s *suite) {
+	a, b := s.client(nil), s.client(nil)
+	ctx := s.ctx()
+	grp := s.world(a, "rg-fenced", 32)
+	cl, err := a.Clusters().Create(ctx, s.spec("fenced", grp, "rg-fenced"))
+	s.must(err)
+	const rounds = 6
+	for i := range rounds {
+		// A run of a config on the group waits (no member runs): it is
+		// live until something ends it.
+		rec := s.jobOn(a, fmt.Sprintf("fenced-%d", i), "", grp)
+		var (
+			wg             sync.WaitGroup
+			r              *job.Run
+			runErr, delErr error
+		)
+		start := make(chan struct{})
+		wg.Go(func() { <-start; r, runErr = b.Runs().Create(ctx, rec.ID, dlc.RunOptions{}) })
+		wg.Go(func() { <-start; delErr = a.Jobs().Delete(ctx, rec.ID) })
+		close(start)
+		wg.Wait()
+		t.Logf("round %d: run: %v; job delete: %v", i, runErr, delErr)
+		if runErr == nil && delErr == nil {
+			t.Fatalf("round %d: run %s created and its job config deleted (J17)", i, r.ID)
+		}
+		for _, err := range []error{runErr, delErr} {
+			if err != nil && !errors.Is(err, dlc.ErrState) && !errors.Is(err, dlc.ErrNotFound) {
+				t.Fatalf("round %d: %v", i, err)
+			}
+		}
+		if delErr == nil {
+			s.eventually("the runs of a deleted config ended", func() (bool, string) {
+				runs, err := a.Runs().List(ctx, dlc.RunListOptions{JobID: rec.ID})
+				if err != nil {
+					return false, err.Error()
+				}
+				for _, r := range runs {
+					if !r.State.Terminal() {
+						return false, r.ID + " " + string(r.State)
+					}
+				}
+				return true, ""
+			})
+		}
+
+		g, err := a.Groups().Create(ctx, fmt.Sprintf("fenced-%d", i))
+		s.must(err)
+		var addErr error
+		start = make(chan struct{})
+		wg.Go(func() { <-start; addErr = b.Groups().AddMembers(ctx, g.ID, cl.ID) })
+		wg.Go(func() { <-start; delErr = a.Groups().Delete(ctx, g.ID, grp) })
+		close(start)
+		wg.Wait()
+		t.Logf("round %d: add members: %v; group delete: %v", i, addErr, delErr)
+		for _, err := range []error{addErr, delErr} {
+			if err != nil && !errors.Is(err, dlc.ErrState) && !errors.Is(err, dlc.ErrNotFound) {
+				t.Fatalf("round %d: %v", i, err)
+			}
+		}
+		s.eventually("the cluster in no deleted group", func() (bool, string) {
+			got, err := a.Clusters().Get(ctx, cl.ID)
+			if err != nil {
+				return false, err.Error()
+			}
+			for _, id := range got.Spec.Groups {
+				if _, err := a.Groups().Get(ctx, id); err != nil {
+					return false, fmt.Sprintf("in %v: %s: %v", got.Spec.Groups, id, err)
+				}
+			}
+			return true, ""
+		})
 	}
 }
 

@@ -36,7 +36,32 @@ type Group struct {
 	UpdatedAt time.Time `json:"updatedAt"`
 	// Events is the group's operation log, newest last.
 	Events []cluster.Event `json:"events,omitempty"`
+	// Deleting marks a group whose delete is in progress (G6).
+	Deleting Deletion `json:"deleting,omitzero"`
 }
+
+// Deletion marks a cluster group whose delete is in progress (G6): the
+// delete writes it on the group by compare-and-swap, with the target its
+// members move into, before it lists the members in the store, and
+// deletes the group on the version it marked. A cluster put into the
+// group meanwhile (AddMembers, a cluster's create or edit), through any
+// client, reads the group again once it is written and, finding it marked
+// or gone, is taken out of it again (put back as it was), so that no
+// cluster is left in a deleted group. The zero value is no mark. While a
+// mark is held (it is less than two minutes old) putting clusters into
+// the group is refused; a mark left by a delete that died is then
+// ignored, and taken off by the next cluster put into the group.
+type Deletion struct {
+	// Target is the group the members move into.
+	Target string `json:"target,omitempty"`
+	// At is when the delete began, on the deleting client's clock.
+	At time.Time `json:"at,omitzero"`
+	// By is who asked for it.
+	By string `json:"by,omitempty"`
+}
+
+// IsZero reports whether d is no mark.
+func (d Deletion) IsZero() bool { return d.At.IsZero() }
 
 // ValidateName checks a group name (G5): required, at most 64 characters,
 // no control, zero-width or bidirectional formatting characters, and at

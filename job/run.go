@@ -24,6 +24,8 @@ type Record struct {
 	UpdatedAt time.Time `json:"updatedAt"`
 	// Events is the config's operation log, newest last.
 	Events []cluster.Event `json:"events,omitempty"`
+	// Deleting marks a config whose delete is in progress (J17).
+	Deleting Deletion `json:"deleting,omitzero"`
 }
 
 // DeepCopy returns a copy of r that shares nothing with it.

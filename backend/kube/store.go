@@ -144,6 +144,7 @@ type Store struct {
 	opts      StoreOptions
 	stop      context.CancelFunc
 	events    *eventRecorder // nil when StoreOptions.NoEvents
+	listPage  int64          // objects per page of a ListLatest
 
 	mu       sync.RWMutex
 	docs     map[string]map[string]entry // kind → id → entry
@@ -298,7 +299,7 @@ func NewStore(ctx context.Context, cfg *rest.Config, namespace string, opts Stor
 	}
 	s := &Store{
 		c: c, cache: cache, namespace: namespace, opts: opts,
-		docs: map[string]map[string]entry{}, lastRV: map[string]string{},
+		docs: map[string]map[string]entry{}, lastRV: map[string]string{}, listPage: defaultListPage,
 		tick: make(chan struct{}),
 	}
 	var regs []toolscache.ResourceEventHandlerRegistration
@@ -530,6 +531,83 @@ func (s *Store) List(ctx context.Context, kind string, selector map[string]strin
 	for _, e := range s.docs[kind] {
 		if backend.Matches(e.doc.Labels, selector) {
 			out = append(out, backend.CopyDoc(e.doc))
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out, nil
+}
+
+// defaultListPage is how many objects one page of a ListLatest holds.
+const defaultListPage = 500
+
+// ListLatest returns the documents of a kind whose labels include every
+// pair of selector (all of the kind when selector is empty), by id, as the
+// API server has them now, past the cache (a dlc.LatestLister): a LIST of
+// the kind in the namespace, a quorum read, in pages of at most 500
+// objects that the API server serves from one snapshot (an expired page
+// token is ErrUnavailable: list again). The store's labels of most kinds
+// are in their status (status.storeLabels), where the API server cannot
+// select by them, so the store selects on each page as it reads it and
+// keeps only what is selected: the LIST transfers every object of the
+// kind in the namespace. The kinds kept in ConfigMaps (name claims, the
+// clients' membership documents) are selected by their kind label
+// (StoreKeyKind) on the API server, as the cache selects them. An object
+// that is not the store's is left out, as the cache leaves it out.
+func (s *Store) ListLatest(ctx context.Context, kind string, selector map[string]string) ([]backend.Doc, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	k, err := kindOf(kind)
+	if err != nil {
+		return nil, err
+	}
+	op := "store list " + kind
+	gvk, err := apiutil.GVKForObject(k.newObj(), s.c.Scheme())
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	lo, err := s.c.Scheme().New(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	list, ok := lo.(client.ObjectList)
+	if !ok {
+		return nil, fmt.Errorf("%s: %T is not a list", op, lo)
+	}
+	opts := []client.ListOption{client.InNamespace(s.namespace), client.Limit(s.listPage)}
+	if k.inConfigMap() {
+		opts = append(opts, client.MatchingLabels{StoreKeyKind: k.kind})
+	}
+	var out []backend.Doc
+	for next := ""; ; {
+		if err := s.c.List(ctx, list, append(opts, client.Continue(next))...); err != nil {
+			switch {
+			case apierrors.IsResourceExpired(err) || apierrors.IsGone(err):
+				return nil, errs.Unavailable(op, err) // the snapshot's pages expired: list again
+			case apierrors.IsNotFound(err) || meta.IsNoMatchError(err):
+				return nil, fmt.Errorf("%s: %w", op, err) // no such resource: not a missing document
+			}
+			return nil, apiError(op, kind, "", err)
+		}
+		items, err := meta.ExtractList(list)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", op, err)
+		}
+		for _, item := range items {
+			obj, ok := item.(client.Object)
+			if !ok {
+				continue
+			}
+			e, err := fromObject(k, obj)
+			if err != nil {
+				continue // not one of ours
+			}
+			if backend.Matches(e.doc.Labels, selector) {
+				out = append(out, e.doc)
+			}
+		}
+		if next = list.GetContinue(); next == "" {
+			break
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })

@@ -116,6 +116,7 @@ func storeCases() []storeCase {
 	g2 := *g
 	g2.Name = "组 B"
 	g2.UpdatedAt = t0.Add(time.Hour)
+	g2.Deleting = group.Deletion{Target: "grp-2", At: t0.Add(time.Hour), By: "bob"} // a delete in progress (G6)
 
 	tp := &cluster.Template{Name: "模板 GPU", Description: "A10 workers", Environment: testEnv()}
 	tp2 := *tp
@@ -125,6 +126,7 @@ func storeCases() []storeCase {
 	rec2 := *rec
 	rec2.Config.Entrypoint = "python train.py --epochs 3"
 	rec2.Revision = 2
+	rec2.Deleting = job.Deletion{At: t0.Add(time.Minute), By: "bob"} // a delete in progress (J17)
 
 	run := &job.Run{ID: "run-1", JobID: "job-1", Revision: 1, Config: testConfig(), State: job.Waiting,
 		WaitReason: job.InsufficientQuota, Message: "needs 8 CPUs", Creator: "alice", SubmittedAt: t0,

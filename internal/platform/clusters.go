@@ -6,12 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"time"
 
 	"github.com/aidlc/dlc/cluster"
 	"github.com/aidlc/dlc/errs"
+	"github.com/aidlc/dlc/group"
 	"github.com/aidlc/dlc/job"
 	"github.com/aidlc/dlc/quota"
 )
@@ -59,7 +61,7 @@ func (c *Engine) createCluster(ctx context.Context, spec *cluster.Spec, action, 
 	if spec.Priority == nil {
 		spec.Priority = new(cluster.DefaultPriority)
 	}
-	if err := c.checkClusterSpec(ctx, spec); err != nil {
+	if err := c.checkClusterSpec(ctx, spec, nil); err != nil {
 		return nil, err
 	}
 	now := c.clock.Now()
@@ -74,6 +76,9 @@ func (c *Engine) createCluster(ctx context.Context, spec *cluster.Spec, action, 
 	v, err := c.create(ctx, kindCluster, cl.ID, clusterLabels(cl), cl)
 	if err != nil {
 		if got, gerr := c.getFresh(ctx, cl.ID); gerr == nil {
+			if err := c.fenceNewCluster(ctx, got); err != nil {
+				return nil, err
+			}
 			return got, nil // created, though the reply was lost
 		} else if errs.IsNotFound(gerr) {
 			c.releaseName(ctx, kindCluster, spec.Name, cl.ID)
@@ -81,7 +86,54 @@ func (c *Engine) createCluster(ctx context.Context, spec *cluster.Spec, action, 
 		return nil, err
 	}
 	cl.Version = v
+	if err := c.fenceNewCluster(ctx, cl); err != nil {
+		return nil, err
+	}
 	return cl, nil
+}
+
+// fenceNewCluster is the create side of a group's fenced delete
+// (fences.go) for a cluster just stored: each of its groups is read again
+// from the store (groupLive), and if one was deleted, or began to be,
+// meanwhile, the create is undone (the cluster is deleted, as a forced
+// delete does, saying why) and fails as a create into a missing group
+// does (C2). A read that fails undoes it too: the caller gets an error.
+func (c *Engine) fenceNewCluster(ctx context.Context, cl *cluster.Cluster) error {
+	var l errs.List
+	for i, g := range cl.Spec.Groups {
+		if _, err := c.groupLive(ctx, g, "create a cluster in"); errs.IsNotFound(err) || errors.Is(err, errs.ErrState) {
+			l = append(l, errs.Invalid(errs.NewPath("groups").Index(i), "C2", g, "this cluster group was deleted, or began to be, while the cluster was being created"))
+		} else if err != nil {
+			c.undoCreate(ctx, cl.ID, "could not check that its groups were not being deleted: "+err.Error())
+			return err
+		}
+	}
+	if len(l) == 0 {
+		return nil
+	}
+	c.undoCreate(ctx, cl.ID, "a group it was created in was deleted meanwhile")
+	return l.ToError()
+}
+
+// undoCreate deletes a cluster whose create failed after it was stored,
+// as a forced delete does (the cluster reconciler releases its name and
+// whatever Ray has of it), saying why in its log.
+func (c *Engine) undoCreate(ctx context.Context, id, why string) {
+	_, err := retryStale(context.WithoutCancel(ctx), c, id, func(ctx context.Context, cl *cluster.Cluster) (struct{}, error) {
+		if cl.State == cluster.Deleting {
+			return struct{}{}, nil
+		}
+		next := cl.DeepCopy()
+		if _, _, err := advanceCluster(next, cluster.ForceDelete); err != nil {
+			return struct{}{}, err
+		}
+		next.Generation++
+		next.Events = cluster.AppendEvent(next.Events, c.event(ctx, "system", "delete", why))
+		return struct{}{}, c.putCluster(ctx, next, cl.Version)
+	})
+	if err != nil {
+		c.o.log.Error(err, "a cluster whose create failed could not be deleted", "cluster", id)
+	}
 }
 
 // getFresh reads a cluster from the store itself.
@@ -94,17 +146,22 @@ func (c *Engine) getFresh(ctx context.Context, id string) (*cluster.Cluster, err
 	return cl, nil
 }
 
-// checkClusterSpec validates a spec and what it refers to.
-func (c *Engine) checkClusterSpec(ctx context.Context, spec *cluster.Spec) error {
+// checkClusterSpec validates a spec and what it refers to. A group the
+// cluster joins (one not in was) must not be being deleted.
+func (c *Engine) checkClusterSpec(ctx context.Context, spec *cluster.Spec, was []string) error {
 	l := spec.Problems(c.cat)
 	for i, g := range spec.Groups {
 		if g == "" {
 			continue
 		}
-		if ok, err := c.exists(ctx, kindGroup, g); err != nil {
-			return err
-		} else if !ok {
+		grp, _, err := cached[group.Group](ctx, c, kindGroup, g)
+		switch {
+		case errs.IsNotFound(err):
 			l = append(l, errs.Invalid(errs.NewPath("groups").Index(i), "C2", g, "no cluster group with this id; create it first"))
+		case err != nil:
+			return err
+		case !slices.Contains(was, g) && c.markHeld(grp.Deleting.At):
+			l = append(l, errs.Invalid(errs.NewPath("groups").Index(i), "C2", g, "this cluster group is being deleted; name another"))
 		}
 	}
 	if spec.ResourceGroup != "" {
@@ -545,7 +602,7 @@ func (s *ClusterService) Edit(ctx context.Context, in *cluster.Cluster) (*cluste
 	if spec.Priority == nil {
 		spec.Priority = new(cluster.DefaultPriority)
 	}
-	if err := c.checkClusterSpec(ctx, spec); err != nil {
+	if err := c.checkClusterSpec(ctx, spec, cur.Spec.Groups); err != nil {
 		return nil, err
 	}
 	live, restart := specChanges(&cur.Spec, spec)
@@ -606,7 +663,35 @@ func (s *ClusterService) Edit(ctx context.Context, in *cluster.Cluster) (*cluste
 	if renamed {
 		c.releaseName(ctx, kindCluster, cur.Spec.Name, cur.ID)
 	}
+	if err := c.fenceJoins(ctx, cur.ID, cur.Spec.Groups, spec.Groups); err != nil {
+		return nil, err
+	}
 	return &cluster.EditResult{Cluster: next, Applied: live, NeedsRestart: restart}, nil
+}
+
+// fenceJoins is the create side of a group's fenced delete (fences.go)
+// for an edit that changed a cluster's groups from before to written:
+// each group it joined is read again from the store (groupLive), and one
+// deleted, or being deleted, meanwhile is taken out again (takeOut). The
+// error names those groups; the rest of the edit stays saved.
+func (c *Engine) fenceJoins(ctx context.Context, id string, before, written []string) error {
+	var l errs.List
+	for i, g := range written {
+		if slices.Contains(before, g) {
+			continue
+		}
+		target, err := c.groupLive(ctx, g, "add members")
+		if err == nil {
+			continue
+		}
+		c.takeOut(ctx, g, target, []groupsChange{{id, before, written}}, "group "+g+" was deleted meanwhile: put back")
+		if !errs.IsNotFound(err) && !errors.Is(err, errs.ErrState) {
+			return err
+		}
+		l = append(l, errs.Invalid(errs.NewPath("groups").Index(i), "C2", g,
+			"this cluster group was deleted, or began to be, while the edit was saved: the cluster's groups are as they were; the rest of the edit is saved"))
+	}
+	return l.ToError()
 }
 
 // specChanges names what differs between two specs: what applies to a

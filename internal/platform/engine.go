@@ -552,5 +552,36 @@ func list[T any](c *Engine, kind string, sel map[string]string, versioned func(*
 	return out, nil
 }
 
+// listLatest returns the documents of kind (a cluster or a run: a kind
+// whose labels the platform derives) that sel selects, by id, as the
+// store has them now: past its cache where the store can (LatestLister),
+// else its List. For a decision that must know every such document: a
+// delete refused while a dependent exists, which the cache may not show
+// yet. Each document's labels are derived from its content, as the
+// cache's are, and selected on again.
+func (c *Engine) listLatest(ctx context.Context, kind string, sel map[string]string) ([]backend.Doc, error) {
+	var docs []backend.Doc
+	var err error
+	if ll, ok := c.o.backend.(backend.LatestLister); ok {
+		t := time.Now()
+		docs, err = ll.ListLatest(ctx, kind, sel)
+		if in, ok := c.store.(instrumented); ok {
+			in.done("store_list_latest", t, err)
+		}
+	} else {
+		docs, err = c.store.List(ctx, kind, sel)
+	}
+	if err != nil {
+		return nil, err
+	}
+	out := docs[:0]
+	for _, d := range docs {
+		if d, _ = derived(d); backend.Matches(d.Labels, sel) {
+			out = append(out, d)
+		}
+	}
+	return out, nil
+}
+
 // conflictRetries bounds compare-and-swap loops on one object.
 const conflictRetries = 16

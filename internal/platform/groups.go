@@ -3,9 +3,11 @@ package platform
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/aidlc/dlc/cluster"
 	"github.com/aidlc/dlc/errs"
@@ -125,9 +127,15 @@ func (s *GroupService) Members(ctx context.Context, groupID string) ([]*cluster.
 // AddMembers puts clusters into a group; a cluster may be in many groups,
 // from any resource group (G1, G2). Every cluster is checked before any is
 // changed; a cluster that changed meanwhile is read again, and if one
-// cannot be changed the ones already changed are put back.
+// cannot be changed the ones already changed are put back. A group whose
+// delete is in progress takes no members (*errs.StateError). A delete of
+// the group that begins while the clusters are being put into it, through
+// any client, either finds them (and moves them into its target) or
+// deletes the group without them: then the clusters are put back as they
+// were, and AddMembers returns ErrNotFound, or the *errs.StateError when
+// the delete is still in progress (see group.Deletion).
 func (s *GroupService) AddMembers(ctx context.Context, groupID string, clusterIDs ...string) error {
-	return s.c.changeMembers(ctx, groupID, clusterIDs, func(gs []string) ([]string, error) {
+	return s.c.changeMembers(ctx, groupID, clusterIDs, true, func(gs []string) ([]string, error) {
 		if slices.Contains(gs, groupID) {
 			return gs, nil
 		}
@@ -138,7 +146,7 @@ func (s *GroupService) AddMembers(ctx context.Context, groupID string, clusterID
 // RemoveMembers takes clusters out of a group. A cluster keeps at least
 // one group (C2): removing its last is refused.
 func (s *GroupService) RemoveMembers(ctx context.Context, groupID string, clusterIDs ...string) error {
-	return s.c.changeMembers(ctx, groupID, clusterIDs, func(gs []string) ([]string, error) {
+	return s.c.changeMembers(ctx, groupID, clusterIDs, false, func(gs []string) ([]string, error) {
 		out := make([]string, 0, len(gs))
 		for _, g := range gs {
 			if g != groupID {
@@ -152,13 +160,19 @@ func (s *GroupService) RemoveMembers(ctx context.Context, groupID string, cluste
 	})
 }
 
-// changeMembers edits the groups of every named cluster, all or none.
-func (c *Engine) changeMembers(ctx context.Context, groupID string, ids []string, edit func([]string) ([]string, error)) error {
+// changeMembers edits the groups of every named cluster, all or none;
+// adds says that edit puts clusters into the group, which is then fenced
+// against the group's delete (fences.go).
+func (c *Engine) changeMembers(ctx context.Context, groupID string, ids []string, adds bool, edit func([]string) ([]string, error)) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if _, err := c.getGroup(ctx, groupID); err != nil {
+	g, err := c.getGroup(ctx, groupID)
+	if err != nil {
 		return err
+	}
+	if adds && c.markHeld(g.Deleting.At) {
+		return groupDeleting(g, "add members")
 	}
 	check := func(cl *cluster.Cluster) error {
 		if cl.Temporary {
@@ -176,13 +190,9 @@ func (c *Engine) changeMembers(ctx context.Context, groupID string, ids []string
 			return err
 		}
 	}
-	type done struct {
-		id     string
-		before []string
-	}
-	var changed []done
+	var changed []groupsChange
 	for _, id := range ids {
-		var before []string
+		var before, written []string
 		err := c.editCluster(ctx, id, func(cl *cluster.Cluster) (bool, error) {
 			if err := check(cl); err != nil {
 				return false, err
@@ -191,7 +201,7 @@ func (c *Engine) changeMembers(ctx context.Context, groupID string, ids []string
 			if slices.Equal(gs, cl.Spec.Groups) {
 				return false, nil
 			}
-			before = cl.Spec.Groups
+			before, written = cl.Spec.Groups, gs
 			cl.Spec.Groups = gs
 			cl.Events = cluster.AppendEvent(cl.Events, c.event(ctx, "user", "groups", "now in "+joinSorted(gs)))
 			return true, nil
@@ -208,16 +218,158 @@ func (c *Engine) changeMembers(ctx context.Context, groupID string, ids []string
 			return err
 		}
 		if before != nil {
-			changed = append(changed, done{id, before})
+			changed = append(changed, groupsChange{id, before, written})
+		}
+	}
+	if adds && len(changed) > 0 {
+		if target, err := c.groupLive(ctx, groupID, "add members"); err != nil {
+			c.takeOut(ctx, groupID, target, changed, "group "+groupID+" was deleted meanwhile: put back")
+			return err
 		}
 	}
 	return nil
+}
+
+// groupsChange is one cluster's groups as a change found them (before)
+// and as it wrote them.
+type groupsChange struct {
+	id              string
+	before, written []string
+}
+
+// groupDeleting is the refusal of op on a group whose delete is in
+// progress.
+func groupDeleting(g *group.Group, op string) error {
+	return &errs.StateError{Kind: "group", ID: g.ID, Op: op, State: "deleting",
+		Reason: fmt.Sprintf("%s is deleting the group (since %s), moving its clusters into %s",
+			g.Deleting.By, g.Deleting.At.Format(time.RFC3339), g.Deleting.Target)}
+}
+
+// freshGroup reads a cluster group from the store itself.
+func (c *Engine) freshGroup(ctx context.Context, id string) (*group.Group, error) {
+	g, v, err := fresh[group.Group](ctx, c, kindGroup, id)
+	if err != nil {
+		return nil, notFoundAs(err, "group", id)
+	}
+	g.Version = v
+	return g, nil
+}
+
+// groupLive is the create side of a group's fenced delete (fences.go):
+// clusters were just written into group id (op names how), and it checks
+// on the store itself that the group is there and not being deleted. It
+// returns ErrNotFound when the group is gone, and, when its delete is in
+// progress, a *errs.StateError and the target that delete moves members
+// into; the caller then takes the clusters out again (takeOut). A mark
+// no longer held is taken off by compare-and-swap, so that its delete, if
+// it was only slow, conflicts and lists the members again.
+//
+// Linearisable with GroupService.Delete (mark, list the members in the
+// store, move them, delete on the marked version): a cluster written into
+// the group before the delete's list is moved by it; one written after was
+// written after the mark, and this read, later still, finds the mark or
+// finds the group gone.
+func (c *Engine) groupLive(ctx context.Context, id, op string) (target string, err error) {
+	ctx = context.WithoutCancel(ctx) // written: see it through
+	for attempt := 0; ; attempt++ {
+		g, err := c.freshGroup(ctx, id)
+		switch {
+		case err != nil:
+			return "", err
+		case g.Deleting.IsZero():
+			return "", nil
+		case c.markHeld(g.Deleting.At):
+			return g.Deleting.Target, groupDeleting(g, op)
+		}
+		next := g.DeepCopy()
+		next.Deleting = group.Deletion{}
+		_, err = c.update(ctx, kindGroup, id, g.Version, nil, next)
+		if err == nil {
+			return "", nil
+		}
+		if !errors.Is(err, errs.ErrConflict) || attempt >= conflictRetries {
+			return "", notFoundAs(err, "group", id)
+		}
+	}
+}
+
+// takeOut undoes what changes wrote into the groups of their clusters,
+// for a group (into) that was deleted, or whose delete (into target, when
+// known) is in progress, while they were put into it: each cluster's
+// groups lose into, and the target too where into's delete has moved the
+// cluster there already, and get back what the change took out (see
+// putBackGroups). Failures are logged: what stays is a cluster in a group
+// that is gone, as before the fence.
+func (c *Engine) takeOut(ctx context.Context, into, target string, changes []groupsChange, why string) {
+	ctx = context.WithoutCancel(ctx)
+	for _, ch := range changes {
+		err := c.editFreshCluster(ctx, ch.id, func(cl *cluster.Cluster) (bool, error) {
+			next := putBackGroups(cl.Spec.Groups, ch.before, ch.written, into, target)
+			if slices.Equal(next, cl.Spec.Groups) {
+				return false, nil
+			}
+			cl.Spec.Groups = next
+			cl.Events = cluster.AppendEvent(cl.Events, c.event(ctx, "system", "groups", why+": now in "+joinSorted(next)))
+			return true, nil
+		})
+		if err != nil {
+			c.o.log.Error(err, "a cluster put into a deleted group could not be taken out", "cluster", ch.id, "group", into)
+		}
+	}
+}
+
+// putBackGroups returns a cluster's groups, now cur, with a change from
+// before to written undone as far as it concerns group into, which was
+// deleted (or is being deleted, into target when known) meanwhile: into
+// goes (unless the cluster was in it before); if into's delete has moved
+// the cluster on already (into replaced by one group the change did not
+// write, the target when known), that group goes too; what the change
+// took out comes back. Other changes made meanwhile stay. A cluster keeps
+// at least one group (C2): if nothing would be left, cur is returned.
+func putBackGroups(cur, before, written []string, into, target string) []string {
+	next := slices.Clone(cur)
+	if !slices.Contains(before, into) {
+		next = slices.DeleteFunc(next, func(g string) bool { return g == into })
+	}
+	if !slices.Contains(cur, into) {
+		var extra []string
+		for _, g := range cur {
+			if !slices.Contains(written, g) {
+				extra = append(extra, g)
+			}
+		}
+		if len(extra) == 1 && (target == "" || extra[0] == target) && !slices.Contains(before, extra[0]) {
+			next = slices.DeleteFunc(next, func(g string) bool { return g == extra[0] })
+		}
+	}
+	for _, g := range before {
+		if !slices.Contains(written, g) && !slices.Contains(next, g) {
+			next = append(next, g)
+		}
+	}
+	if len(next) == 0 {
+		return cur
+	}
+	return next
 }
 
 // editCluster applies f to a cluster by compare-and-swap, reading it again
 // on a conflict.
 func (c *Engine) editCluster(ctx context.Context, id string, f func(*cluster.Cluster) (bool, error)) error {
 	cl, err := c.getCluster(ctx, id)
+	return c.editClusterFrom(ctx, id, cl, err, f)
+}
+
+// editFreshCluster is editCluster from the store's newest version of the
+// cluster, not the cache's: for a change where f finding nothing to do
+// must not rest on a cache that lags (a fenced delete's move of the
+// members it listed in the store, putting a cluster back).
+func (c *Engine) editFreshCluster(ctx context.Context, id string, f func(*cluster.Cluster) (bool, error)) error {
+	cl, err := c.getFresh(ctx, id)
+	return c.editClusterFrom(ctx, id, cl, err, f)
+}
+
+func (c *Engine) editClusterFrom(ctx context.Context, id string, cl *cluster.Cluster, err error, f func(*cluster.Cluster) (bool, error)) error {
 	for attempt := 0; ; attempt++ {
 		if err != nil {
 			return notFoundAs(err, "cluster", id)
@@ -243,44 +395,142 @@ func (c *Engine) editCluster(ctx context.Context, id string, f func(*cluster.Clu
 // group (G6). The clusters are otherwise unaffected; job configs that
 // name the deleted group are left as they are, and their next run fails
 // saying the group does not exist (J19). Runs waiting for it fail so.
+//
+// It is fenced against clusters put into the group meanwhile, through any
+// client (AddMembers, a cluster's create or edit): it marks the group
+// (group.Deletion, with the target), lists the members in the store
+// itself, moves them, and deletes the group on the version it marked,
+// while a cluster put into the group reads it again once written and is
+// taken out again if it finds the mark or finds the group gone (see
+// fences.go). Moving the members into the target is fenced the same way
+// against a delete of the target: if the target is deleted, or its delete
+// is in progress, meanwhile, the members are put back, the mark taken off,
+// and Delete fails (ErrInvalid: name another target). A group whose delete
+// is in progress is not deleted again (*errs.StateError); a mark its
+// delete left when it died is taken over after two minutes.
 func (s *GroupService) Delete(ctx context.Context, id, targetID string) error {
 	c := s.c
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	g, err := c.getGroup(ctx, id)
-	if err != nil {
+	if _, err := c.getGroup(ctx, id); err != nil {
 		return err
 	}
 	if targetID == id || targetID == "" {
 		return errs.List{errs.Invalid("target", "G6", targetID, "name another existing group to move the members into")}.ToError()
 	}
-	if ok, err := c.exists(ctx, kindGroup, targetID); err != nil {
-		return err
-	} else if !ok {
-		return errs.List{errs.Invalid("target", "G6", targetID, "no cluster group with this id")}.ToError()
+	var mark group.Deletion // this delete's, once written
+	for attempt := 0; ; attempt++ {
+		g, err := c.freshGroup(ctx, id)
+		if err != nil {
+			return err
+		}
+		own := !mark.IsZero() && g.Deleting.At.Equal(mark.At) && g.Deleting.By == mark.By && g.Deleting.Target == mark.Target
+		if c.markHeld(g.Deleting.At) && !own {
+			return groupDeleting(g, "delete")
+		}
+		if err := c.checkTarget(ctx, targetID); err != nil {
+			return err
+		}
+		fence := g.Version // carries this delete's mark (written before, then a rename) or gets it now
+		if !own {
+			marked := g.DeepCopy()
+			marked.Deleting = group.Deletion{Target: targetID, At: c.clock.Now(), By: UserFrom(ctx)}
+			fence, err = c.update(ctx, kindGroup, id, g.Version, nil, marked)
+			if errors.Is(err, errs.ErrConflict) && attempt < conflictRetries {
+				continue
+			}
+			if err != nil {
+				return notFoundAs(err, "group", id)
+			}
+			mark = marked.Deleting
+		}
+		if err := c.moveMembers(ctx, id, targetID); err != nil {
+			c.unmarkGroup(ctx, g, fence)
+			return err
+		}
+		err = c.store.Delete(ctx, kindGroup, id, fence)
+		if errors.Is(err, errs.ErrConflict) && attempt < conflictRetries {
+			continue // written meanwhile (a rename, a mark taken off): mark and look again
+		}
+		if err != nil {
+			return notFoundAs(err, "group", id)
+		}
+		c.releaseName(ctx, kindGroup, g.Name, id)
+		return nil
 	}
-	members, err := c.listClusters(map[string]string{labelMemberOf + id: "1"})
+}
+
+// checkTarget checks on the store itself that a delete's target group is
+// there and not being deleted.
+func (c *Engine) checkTarget(ctx context.Context, targetID string) error {
+	t, err := c.freshGroup(ctx, targetID)
+	switch {
+	case errs.IsNotFound(err):
+		return errs.List{errs.Invalid("target", "G6", targetID, "no cluster group with this id")}.ToError()
+	case err != nil:
+		return err
+	case c.markHeld(t.Deleting.At):
+		return errs.List{errs.Invalid("target", "G6", targetID, "this group is being deleted; name another")}.ToError()
+	}
+	return nil
+}
+
+// moveMembers moves the members of group id, as the store has them now,
+// into target (G6), and checks that the target is still there and not
+// being deleted (groupLive); if it is not, the members are put back and
+// the error says to name another target.
+func (c *Engine) moveMembers(ctx context.Context, id, target string) error {
+	docs, err := c.listLatest(ctx, kindCluster, map[string]string{labelMemberOf + id: "1"})
 	if err != nil {
 		return err
 	}
-	for _, m := range members {
-		if err := c.editCluster(ctx, m.ID, func(cl *cluster.Cluster) (bool, error) {
+	var moved []groupsChange
+	for _, d := range docs {
+		var before, written []string
+		if err := c.editFreshCluster(ctx, d.ID, func(cl *cluster.Cluster) (bool, error) {
 			if !slices.Contains(cl.Spec.Groups, id) {
 				return false, nil
 			}
-			cl.Spec.Groups = group.MoveMembers(cl.Spec.Groups, id, targetID)
+			before = cl.Spec.Groups
+			cl.Spec.Groups = group.MoveMembers(cl.Spec.Groups, id, target)
+			written = cl.Spec.Groups
 			cl.Events = cluster.AppendEvent(cl.Events, c.event(ctx, "user", "groups", "group "+id+" deleted: now in "+joinSorted(cl.Spec.Groups)))
 			return true, nil
-		}); err != nil {
+		}); errs.IsNotFound(err) {
+			continue // deleted meanwhile
+		} else if err != nil {
 			return err
 		}
+		if before != nil {
+			moved = append(moved, groupsChange{d.ID, before, written})
+		}
 	}
-	if err := c.store.Delete(ctx, kindGroup, id, g.Version); err != nil {
-		return notFoundAs(err, "group", id)
+	if len(moved) == 0 {
+		return nil
 	}
-	c.releaseName(ctx, kindGroup, g.Name, id)
-	return nil
+	then, err := c.groupLive(ctx, target, "receive the members of a deleted group")
+	if err == nil {
+		return nil
+	}
+	c.takeOut(ctx, target, then, moved, "group "+target+" was deleted meanwhile: put back")
+	if errs.IsNotFound(err) || errors.Is(err, errs.ErrState) {
+		return errs.List{errs.Invalid("target", "G6", target, "this group was deleted, or began to be, while the members moved into it; name another")}.ToError()
+	}
+	return err
+}
+
+// unmarkGroup takes the mark of a failed delete off: it writes g (the
+// group as it was read before the mark) over fence (the version the mark
+// made). A conflict means someone else wrote the group since: the mark,
+// if any, is theirs. Any other failure leaves the mark until it is no
+// longer held.
+func (c *Engine) unmarkGroup(ctx context.Context, g *group.Group, fence string) {
+	next := g.DeepCopy()
+	next.Deleting = group.Deletion{}
+	if _, err := c.update(context.WithoutCancel(ctx), kindGroup, g.ID, fence, nil, next); err != nil {
+		c.o.log.V(1).Info("a failed delete's mark stays until it expires", "group", g.ID, "error", err.Error())
+	}
 }
 
 func joinSorted(list []string) string {

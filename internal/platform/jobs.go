@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"time"
 
 	"github.com/aidlc/dlc/cluster"
 	"github.com/aidlc/dlc/errs"
@@ -191,6 +192,9 @@ func (s *JobService) Edit(ctx context.Context, rec *job.Record) (*job.Record, er
 	if rec.Version != cur.Version {
 		return nil, errs.Conflict("job", rec.ID, "stale version: read it again")
 	}
+	if c.markHeld(cur.Deleting.At) {
+		return nil, jobDeleting(cur, "edit")
+	}
 	next := rec.Config.DeepCopy()
 	if next.OnDemand != nil && next.OnDemand.Priority == nil {
 		next.OnDemand.Priority = new(job.DefaultPriority)
@@ -203,6 +207,7 @@ func (s *JobService) Edit(ctx context.Context, rec *job.Record) (*job.Record, er
 	}
 	out := cur.DeepCopy()
 	out.Config = *next
+	out.Deleting = job.Deletion{} // a mark no longer held goes with the next write
 	out.Revision++
 	out.UpdatedAt = c.clock.Now()
 	out.Events = cluster.AppendEvent(out.Events, c.event(ctx, "user", "edit", fmt.Sprintf("revision %d", out.Revision)))
@@ -246,19 +251,154 @@ func (s *JobService) Copy(ctx context.Context, id, name string) (*job.Record, er
 }
 
 // Delete deletes a job config; it is refused while a run of it has not
-// ended (J17).
+// ended (J17), as the store has its runs (a refusal the cache suggests is
+// checked on the store, and one it does not suggest is found there). A
+// run created meanwhile through any client does not outlive the config:
+// the delete marks the config (job.Deletion), lists its runs in the store,
+// and deletes the config on the version it marked, while a run's create
+// reads the config again once it has stored the run, and ends the run at
+// once if it finds the mark or finds the config gone (see fences.go). So
+// either the delete sees the run and is refused, or the run fails; when
+// the run was stored before the mark and reads it, both do. A refused
+// delete takes its mark off. Deleting a config whose delete is in
+// progress elsewhere follows that delete: it lists the runs, then deletes
+// on that delete's marked version; of two deletes that both succeed in
+// deleting, the second is ErrNotFound.
 func (s *JobService) Delete(ctx context.Context, id string) error {
 	c := s.c
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	rec, err := c.getJob(ctx, id)
-	if err != nil {
+	if _, err := c.getJob(ctx, id); err != nil {
 		return err
 	}
-	if n := c.liveRuns(id); n > 0 {
-		return &errs.StateError{Kind: "job", ID: id, Op: "delete", State: fmt.Sprintf("%d runs not finished", n),
-			Allowed: []string{"no active run"}, Reason: "stop its runs or wait for them to finish"}
+	if c.liveRuns(id) > 0 {
+		// The cache says so; asked of the store before it is the answer,
+		// and before anything is written, so that the usual refusal writes
+		// nothing.
+		if n, err := c.freshLiveRuns(ctx, id); err != nil {
+			return err
+		} else if n > 0 {
+			return runsNotFinished(id, n)
+		}
 	}
-	return notFoundAs(c.store.Delete(ctx, kindJob, id, rec.Version), "job", id)
+	for attempt := 0; ; attempt++ {
+		rec, err := c.freshJob(ctx, id)
+		if err != nil {
+			return err
+		}
+		fence, mine := rec.Version, false
+		if !c.markHeld(rec.Deleting.At) {
+			marked := rec.DeepCopy()
+			marked.Deleting = job.Deletion{At: c.clock.Now(), By: UserFrom(ctx)}
+			fence, err = c.update(ctx, kindJob, id, rec.Version, nil, marked)
+			if errors.Is(err, errs.ErrConflict) && attempt < conflictRetries {
+				continue
+			}
+			if err != nil {
+				return notFoundAs(err, "job", id)
+			}
+			mine = true
+		}
+		n, err := c.freshLiveRuns(ctx, id)
+		if err == nil && n > 0 {
+			err = runsNotFinished(id, n)
+		}
+		if err != nil {
+			if mine {
+				c.unmarkJob(ctx, rec, fence)
+			}
+			return err
+		}
+		err = c.store.Delete(ctx, kindJob, id, fence)
+		if errors.Is(err, errs.ErrConflict) && attempt < conflictRetries {
+			continue // written meanwhile (an edit, a mark taken off): mark and look again
+		}
+		return notFoundAs(err, "job", id)
+	}
+}
+
+func runsNotFinished(id string, n int) error {
+	return &errs.StateError{Kind: "job", ID: id, Op: "delete", State: fmt.Sprintf("%d runs not finished", n),
+		Allowed: []string{"no active run"}, Reason: "stop its runs or wait for them to finish"}
+}
+
+// jobDeleting is the refusal of op on a job config whose delete is in
+// progress.
+func jobDeleting(rec *job.Record, op string) error {
+	return &errs.StateError{Kind: "job", ID: rec.ID, Op: op, State: "deleting",
+		Reason: fmt.Sprintf("%s is deleting the job config (since %s)", rec.Deleting.By, rec.Deleting.At.Format(time.RFC3339))}
+}
+
+// freshJob reads a job config from the store itself.
+func (c *Engine) freshJob(ctx context.Context, id string) (*job.Record, error) {
+	rec, v, err := fresh[job.Record](ctx, c, kindJob, id)
+	if err != nil {
+		return nil, notFoundAs(err, "job", id)
+	}
+	rec.Version = v
+	return rec, nil
+}
+
+// freshLiveRuns counts a job's runs that have not ended, as the store has
+// them (not the cache, which may not show a run another replica has just
+// created).
+func (c *Engine) freshLiveRuns(ctx context.Context, jobID string) (int, error) {
+	docs, err := c.listLatest(ctx, kindRun, map[string]string{labelJob: jobID})
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, d := range docs {
+		if p := d.Labels[labelPhase]; p == phasePending || p == phaseActive {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// unmarkJob takes the mark of a refused delete off: it writes rec (the
+// config as it was read before the mark) over fence (the version the mark
+// made). A conflict means someone else wrote the config since (a delete
+// that took over a mark no longer held, an edit): the mark is theirs to
+// keep or take off. Any other failure leaves the mark until it is no
+// longer held.
+func (c *Engine) unmarkJob(ctx context.Context, rec *job.Record, fence string) {
+	next := rec.DeepCopy()
+	next.Deleting = job.Deletion{}
+	if _, err := c.update(context.WithoutCancel(ctx), kindJob, rec.ID, fence, nil, next); err != nil {
+		c.o.log.V(1).Info("a refused delete's mark stays until it expires", "job", rec.ID, "error", err.Error())
+	}
+}
+
+// jobLive checks on the store itself that job config id is there and not
+// being deleted, for a run of it just stored (see fenceRun). It returns
+// why the run must end and the error its create returns: ErrNotFound
+// when the config is gone, a *errs.StateError when its delete is in
+// progress. A mark no longer held is taken off by compare-and-swap, so
+// that its delete, if it was only slow, conflicts and looks again.
+func (c *Engine) jobLive(ctx context.Context, id string) (string, error) {
+	for attempt := 0; ; attempt++ {
+		rec, err := c.freshJob(ctx, id)
+		switch {
+		case errs.IsNotFound(err):
+			return "its job config was deleted while the run was being created", err
+		case err != nil:
+			return "its job config could not be read to check that it is not being deleted: " + err.Error(), err
+		case rec.Deleting.IsZero():
+			return "", nil
+		case c.markHeld(rec.Deleting.At):
+			return "its job config is being deleted", jobDeleting(rec, "run")
+		}
+		next := rec.DeepCopy()
+		next.Deleting = job.Deletion{}
+		_, err = c.update(ctx, kindJob, id, rec.Version, nil, next)
+		if err == nil {
+			return "", nil
+		}
+		if errors.Is(err, errs.ErrConflict) && attempt < conflictRetries {
+			continue // a newer version to judge
+		}
+		return "its job config could not be written to take off a delete's expired mark: " + err.Error(), err
+	}
 }

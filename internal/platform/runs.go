@@ -72,6 +72,15 @@ func runLabels(r *job.Run) map[string]string {
 // submitted, runs, and ends succeeded, failed or stopped. A run of a
 // config whose cluster or cluster group is gone fails at once, saying so
 // (J19).
+//
+// A config whose delete is in progress (job.Deletion) runs nothing: the
+// create is refused with a *errs.StateError. A delete that begins while
+// the run is being created either sees the run (and is refused, J17) or
+// deletes the config; in the second case the run, once stored, finds the
+// config marked or gone and fails at once (its message says so), and
+// Create returns the *errs.StateError, or ErrNotFound for the config.
+// The failed run stays in the run list; a retry with the same request id
+// returns it.
 func (s *RunService) Create(ctx context.Context, jobID string, opts job.RunOptions) (*job.Run, error) {
 	c := s.c
 	if err := ctx.Err(); err != nil {
@@ -81,12 +90,15 @@ func (s *RunService) Create(ctx context.Context, jobID string, opts job.RunOptio
 	if opts.RequestID != "" {
 		id = idFor("run", jobID, opts.RequestID)
 		if r, err := c.getRun(ctx, id); err == nil {
-			return r, nil
+			return c.fenceRun(ctx, r) // the first attempt may have stopped short of it
 		}
 	}
 	rec, err := c.getJob(ctx, jobID)
 	if err != nil {
 		return nil, err
+	}
+	if c.markHeld(rec.Deleting.At) {
+		return nil, jobDeleting(rec, "run")
 	}
 	now := c.clock.Now()
 	r := &job.Run{ID: id, JobID: jobID, Revision: rec.Revision, Config: *rec.Config.DeepCopy(),
@@ -114,18 +126,52 @@ func (s *RunService) Create(ctx context.Context, jobID string, opts job.RunOptio
 	}
 	v, err := c.create(ctx, kindRun, r.ID, runLabels(r), r)
 	if errors.Is(err, errs.ErrConflict) && opts.RequestID != "" {
-		got, _, ferr := fresh[job.Run](ctx, c, kindRun, id)
+		got, gv, ferr := fresh[job.Run](ctx, c, kindRun, id)
 		if ferr != nil {
 			return nil, ferr
 		}
-		return got, nil
+		got.Version = gv
+		return c.fenceRun(ctx, got)
 	}
 	if err != nil {
 		return nil, err
 	}
 	r.Version = v
 	c.logRunChange("", r)
-	return r, nil
+	return c.fenceRun(ctx, r)
+}
+
+// fenceRun is the run side of a job config's fenced delete (fences.go):
+// once run r is stored, it reads the config from the store itself and,
+// when the config is gone or its delete is in progress, ends the run at
+// once (failed, through the path of every ended run, so that Ray and the
+// quota are released as for any other) and returns the error its create
+// returns. A run that has ended is returned as it is.
+//
+// Linearisable with JobService.Delete (mark, list the runs in the store,
+// delete on the marked version): if r was stored before the delete's
+// list, the list sees it and the delete is refused; if after, it was
+// stored after the mark, and this read, later still, finds the mark or
+// finds the config gone. So the run reconciler need not check the config
+// before it places a run: a run that passes here was stored before any
+// delete's list, and one that fails here ends through the usual path even
+// if another replica placed it meanwhile. (A process that dies between
+// storing a run and this read leaves the run unchecked; a retry with the
+// same request id checks it.) A read that fails ends the run too: the
+// caller gets an error, so no run of theirs is left running unchecked.
+func (c *Engine) fenceRun(ctx context.Context, r *job.Run) (*job.Run, error) {
+	if r.State.Terminal() {
+		return r, nil
+	}
+	ctx = context.WithoutCancel(ctx) // stored: see it through
+	why, err := c.jobLive(ctx, r.JobID)
+	if err == nil {
+		return r, nil
+	}
+	if _, eerr := c.endRun(ctx, r, job.Fail, why); eerr != nil && !errors.Is(eerr, errs.ErrState) {
+		return nil, fmt.Errorf("%w (and run %s could not be ended: %w)", err, r.ID, eerr)
+	}
+	return nil, err
 }
 
 // nextSeq returns now in nanoseconds, or one more than the last value it

@@ -24,6 +24,10 @@ type ClusterGroupSpec struct {
 type ClusterGroupStatus struct {
 	// Record is the last change and the operation log.
 	Record `json:",inline"`
+	// Deleting marks a delete in progress, with the target its members
+	// move into (G6).
+	// +optional
+	Deleting *Deletion `json:"deleting,omitempty"`
 }
 
 // ClusterGroup is a cluster group: a named set of compute clusters that

@@ -71,3 +71,20 @@ type Record struct {
 	// +optional
 	StoreLabels map[string]string `json:"storeLabels,omitempty"`
 }
+
+// Deletion marks an object whose delete is in progress, as job.Deletion
+// and group.Deletion: what a create of something that depends on the
+// object (a run of a job config, a cluster in a group) checks after it is
+// stored.
+type Deletion struct {
+	// At is when the delete began, on the deleting client's clock.
+	// +kubebuilder:validation:Format=date-time
+	// +optional
+	At string `json:"at,omitempty"`
+	// By is who asked for it.
+	// +optional
+	By string `json:"by,omitempty"`
+	// Target is the group a cluster group's members move into (G6).
+	// +optional
+	Target string `json:"target,omitempty"`
+}

@@ -76,6 +76,9 @@ type JobConfigSpec struct {
 type JobConfigStatus struct {
 	// Record is the last change and the operation log.
 	Record `json:",inline"`
+	// Deleting marks a delete in progress (J17).
+	// +optional
+	Deleting *Deletion `json:"deleting,omitempty"`
 }
 
 // JobConfig is a saved job configuration; each of its runs is a Run.

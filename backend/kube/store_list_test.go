@@ -1,0 +1,173 @@
+package kube_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	dlc "github.com/aidlc/dlc"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/aidlc/dlc/backend"
+	"github.com/aidlc/dlc/backend/kube"
+	"github.com/aidlc/dlc/backend/kube/api/v1alpha1"
+	"github.com/aidlc/dlc/dlctest"
+	"github.com/aidlc/dlc/errs"
+	"github.com/aidlc/dlc/job"
+	"github.com/aidlc/dlc/quota"
+)
+
+var (
+	_ dlc.LatestLister = (*kube.Store)(nil)
+	_ dlc.LatestLister = (*kube.Backend)(nil)
+)
+
+func ids(docs []backend.Doc) []string {
+	out := make([]string, 0, len(docs))
+	for _, d := range docs {
+		out = append(out, d.ID)
+	}
+	return out
+}
+
+// TestStoreListLatest: ListLatest lists what the API server has, past the
+// cache: a run another replica created after this store's cache stopped
+// (closed here, so that its cache is behind for certain) is listed by
+// ListLatest and not by List. It selects on the store's labels, which
+// most kinds keep in their status (and a created object in its
+// initial-status annotation), reads in pages, and leaves out what is not
+// the store's (or another kind's, among the ConfigMaps).
+func TestStoreListLatest(t *testing.T) {
+	cp := dlctest.StartControlPlane(t)
+	ns := cp.NewNamespace(t)
+	var stores [2]*kube.Store
+	for i := range stores {
+		s, err := kube.NewStore(t.Context(), cp.Config(), ns, kube.StoreOptions{NoEvents: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		stores[i] = s
+	}
+	a, b := stores[0], stores[1]
+	defer b.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+
+	cfg := testConfig()
+	run := func(id, jobID string, state job.RunState) (backend.Doc, *job.Run) {
+		r := &job.Run{ID: id, JobID: jobID, Revision: 1, Config: cfg, State: state, Creator: "alice", SubmittedAt: t0, Priority: 7}
+		phase := map[job.RunState]string{job.Queued: "pending", job.Running: "active", job.Succeeded: "done"}[state]
+		return backend.Doc{Kind: "run", ID: id, Labels: map[string]string{"job": jobID, "phase": phase, "state": string(state)}, Data: mustJSON(t, r)}, r
+	}
+	create := func(s *kube.Store, d backend.Doc) string {
+		t.Helper()
+		v, err := s.Create(ctx, d)
+		if err != nil {
+			t.Fatalf("Create %s/%s: %v", d.Kind, d.ID, err)
+		}
+		return v
+	}
+	// Runs of job-1 queued, running (its status written: its labels are
+	// in the status subresource, not the initial-status annotation), and
+	// done; one of job-2.
+	create(b, must2(run("run-1", "job-1", job.Queued)))
+	d2, r2 := run("run-2", "job-1", job.Queued)
+	d2.Version = create(b, d2)
+	r2.State = job.Running
+	d2.Labels = map[string]string{"job": "job-1", "phase": "active", "state": "running"}
+	d2.Data = mustJSON(t, r2)
+	if _, err := b.Update(ctx, d2); err != nil {
+		t.Fatal(err)
+	}
+	create(b, must2(run("run-3", "job-1", job.Succeeded)))
+	create(b, must2(run("run-4", "job-2", job.Queued)))
+	// What is not the store's: a Run made by hand, without the id
+	// annotation; a ConfigMap without the claims' kind label.
+	hand := &v1alpha1.Run{ObjectMeta: metav1.ObjectMeta{Name: "by-hand", Namespace: ns},
+		Spec: v1alpha1.RunSpec{JobID: "job-1", Config: v1alpha1.JobConfigBody{Name: "by hand"}, SubmittedAt: t0.Format(time.RFC3339Nano)}}
+	if err := cp.Client().Create(ctx, hand); err != nil {
+		t.Fatal(err)
+	}
+	if err := cp.Client().Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "not-a-claim", Namespace: ns}}); err != nil {
+		t.Fatal(err)
+	}
+	create(b, backend.Doc{Kind: "name", ID: "cluster:c1", Data: []byte(`{"owner":"cls-1"}`)})
+	create(b, backend.Doc{Kind: "replica", ID: "client-1", Data: []byte(`{"id":"client-1"}`)}) // a ConfigMap of another kind
+	acc := &quota.Account{Group: quota.Group{ID: "rg-1", Package: "pkg-1", Capacity: quota.Cores(8)}}
+	create(b, backend.Doc{Kind: "resourcegroup", ID: acc.ID, Labels: map[string]string{"package": "pkg-1"}, Data: mustJSON(t, acc)})
+
+	// Store a's cache stops here; b makes one more run of job-1.
+	waitCached(t, a, "run", "run-4")
+	a.Close()
+	create(b, must2(run("run-5", "job-1", job.Queued)))
+	if got, _ := a.List(ctx, "run", map[string]string{"job": "job-1"}); slices.Contains(ids(got), "run-5") {
+		t.Fatal("the closed store's cache has run-5: the test cannot tell ListLatest from List")
+	}
+
+	kube.SetListPage(a, 2) // 5 runs and one by hand: 3 pages
+	for _, c := range []struct {
+		kind string
+		sel  map[string]string
+		want []string
+	}{
+		{"run", map[string]string{"job": "job-1"}, []string{"run-1", "run-2", "run-3", "run-5"}},
+		{"run", map[string]string{"job": "job-1", "phase": "active"}, []string{"run-2"}},
+		{"run", map[string]string{"job": "job-1", "phase": "pending"}, []string{"run-1", "run-5"}},
+		{"run", nil, []string{"run-1", "run-2", "run-3", "run-4", "run-5"}},
+		{"run", map[string]string{"job": "job-3"}, []string{}},
+		{"name", nil, []string{"cluster:c1"}},
+		{"replica", nil, []string{"client-1"}},
+		{"resourcegroup", map[string]string{"package": "pkg-1"}, []string{"rg-1"}},
+		{"resourcegroup", map[string]string{"package": "pkg-2"}, []string{}},
+	} {
+		t.Run(fmt.Sprintf("%s%v", c.kind, c.sel), func(t *testing.T) {
+			got, err := a.ListLatest(ctx, c.kind, c.sel)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(ids(got), c.want) {
+				t.Fatalf("ListLatest(%s, %v) = %v, want %v", c.kind, c.sel, ids(got), c.want)
+			}
+			for _, d := range got {
+				if d.Kind != c.kind || d.Version == "" || !backend.Matches(d.Labels, c.sel) {
+					t.Errorf("%s/%s@%s labels %v", d.Kind, d.ID, d.Version, d.Labels)
+				}
+			}
+		})
+	}
+	got, err := a.ListLatest(ctx, "run", map[string]string{"job": "job-1", "phase": "active"})
+	if err != nil || len(got) != 1 {
+		t.Fatalf("ListLatest: %v, %v", got, err)
+	}
+	if want, err := b.Get(ctx, "run", "run-2"); err != nil || string(got[0].Data) != string(want.Data) || got[0].Version != want.Version {
+		t.Errorf("ListLatest's run-2 is %s@%s; Get says %s@%s (%v)", got[0].Data, got[0].Version, want.Data, want.Version, err)
+	}
+	if _, err := a.ListLatest(ctx, "planet", nil); !errors.Is(err, errs.ErrInvalid) {
+		t.Errorf("ListLatest of an unknown kind: %v, want ErrInvalid", err)
+	}
+}
+
+func must2[T any](d backend.Doc, _ T) backend.Doc { return d }
+
+// waitCached waits until s's cache has kind/id.
+func waitCached(t *testing.T, s *kube.Store, kind, id string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		docs, err := s.List(t.Context(), kind, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if slices.Contains(ids(docs), id) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the cache never had %s/%s", kind, id)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
