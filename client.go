@@ -213,6 +213,11 @@ type Provisioner = backend.Provisioner
 // backend.LatestReader.
 type LatestReader = backend.LatestReader
 
+// RunForgetter is what a Provisioner that keeps a finished run's Ray
+// record adds, so that a run deleted by its retention leaves nothing
+// there: see backend.RunForgetter.
+type RunForgetter = backend.RunForgetter
+
 // Backend is a Store and a Provisioner, such as *memory.Backend: see
 // backend.Backend.
 type Backend = backend.Backend
