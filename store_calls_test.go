@@ -98,7 +98,7 @@ func (s *countingStore) Delete(ctx context.Context, kind, id, version string) er
 
 // countingClient is a client on the fake clock over a counting store, and
 // a settle that runs its steps until nothing is due within 100 s.
-func countingClient(t *testing.T) (*dlc.Client, *countingStore, func()) {
+func countingClient(t *testing.T) (*dlc.Client, *countingStore, func(), *backend.FakeClock) {
 	clk := backend.NewFakeClock(dlctest.Epoch)
 	cs := newCountingStore(memory.New(memory.Options{Clock: clk}), 0)
 	c, err := dlc.New(dlc.WithBackend(cs), dlc.WithClock(clk), dlc.WithWorkers(0), dlc.WithResync(0))
@@ -117,14 +117,14 @@ func countingClient(t *testing.T) (*dlc.Client, *countingStore, func()) {
 		}
 		t.Fatal("did not settle")
 	}
-	return c, cs, settle
+	return c, cs, settle, clk
 }
 
 // TestStoreCallsPerOperation counts the store calls each operation makes,
 // the background steps that finish it included, on the fake clock. The
 // bounds are the minimum each needs (see the README's table).
 func TestStoreCallsPerOperation(t *testing.T) {
-	c, cs, settle := countingClient(t)
+	c, cs, settle, clk := countingClient(t)
 	ctx := dlc.WithUser(t.Context(), "alice")
 	var err error
 	must := func(err error) {
@@ -179,6 +179,9 @@ func TestStoreCallsPerOperation(t *testing.T) {
 		}},
 		{"hibernate", 3, func() { _, err = c.Clusters().Hibernate(ctx, cl.ID, dlc.DeleteOptions{}); must(err) }},
 		{"delete", 5, func() { must(c.Clusters().Delete(ctx, cl.ID, dlc.DeleteOptions{})) }},
+		// The three runs above, finished, are deleted at the end of their
+		// retention: one delete each.
+		{"3 runs' retention ends", 3, func() { clk.Advance(dlc.DefaultRunRetention) }},
 	}
 	for _, s := range steps {
 		s.do()
@@ -197,7 +200,7 @@ func TestStoreCallsPerOperation(t *testing.T) {
 // by Ray, running) and a fourth when each ends, and nothing else per run.
 func TestPlacingWaitingRuns(t *testing.T) {
 	const waiting = 1000
-	c, cs, settle := countingClient(t)
+	c, cs, settle, _ := countingClient(t)
 	ctx := t.Context()
 	if _, err := c.ResourceGroups().Register(ctx, quota.Group{ID: "rg-1", Package: "pkg-1", Capacity: quota.Resources{MilliCPU: 64000, Memory: 256 * quota.GiB}}); err != nil {
 		t.Fatal(err)

@@ -182,6 +182,27 @@ func (c *cache) selectDocs(kind string, sel map[string]string) []backend.Doc {
 	return out
 }
 
+// count returns how many documents of kind have the label k=v: the size
+// of one set of the index.
+func (c *cache) count(kind, k, v string) int {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return len(c.idx[kind][pair(k, v)])
+}
+
+// labelled calls f with the id of each document of kind that has the
+// label k=v and its decoded form (nil when the cache has not decoded its
+// version), in no order. f runs under the cache's read lock: it must not
+// call the cache, and must not change what it is given.
+func (c *cache) labelled(kind, k, v string, f func(id string, obj any)) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	objs := c.objs[kind]
+	for id := range c.idx[kind][pair(k, v)] {
+		f(id, objs[id])
+	}
+}
+
 // derived returns d with the labels the platform derives from its
 // content, as it computes them when it writes (clusterLabels, runLabels),
 // and d decoded (and normalised, as decode does). The labels read back from the store are never trusted:

@@ -49,6 +49,7 @@ type options struct {
 	registerer    prometheus.Registerer
 	resync        time.Duration
 	headroom      int
+	retention     retention
 }
 
 // WithBackend sets the backend; the default is a new memory backend.
@@ -211,6 +212,7 @@ type Engine struct {
 	steps      map[string]stepSeen            // transitional cluster → its step as last seen, and since when
 	claimsSeen map[string]claimSeen           // name claim without its owner → when first seen so
 	rep        *replicas                      // the clients sharing the work; nil: this one does it all
+	retainSeen bool                           // a resync has queued every finished run (retention.go)
 	stopResync func() bool
 }
 
@@ -220,9 +222,13 @@ type Engine struct {
 // client, or this process before a restart, left half-done is finished.
 func New(opts ...Option) (*Engine, error) {
 	o := options{workers: 8, retries: 8, baseDelay: 10 * time.Millisecond, maxDelay: 30 * time.Second,
-		grace: 30 * time.Second, headroom: 1, stepTime: 10 * time.Minute, reconcileTime: 2 * time.Minute, log: logr.Discard(), resync: 5 * time.Minute, shareTTL: -1}
+		grace: 30 * time.Second, headroom: 1, stepTime: 10 * time.Minute, reconcileTime: 2 * time.Minute, log: logr.Discard(), resync: 5 * time.Minute, shareTTL: -1,
+		retention: retention{maxAge: DefaultRunRetention, perJob: DefaultRunsPerJob}}
 	for _, f := range opts {
 		f(&o)
+	}
+	if err := o.retention.validate(); err != nil {
+		return nil, fmt.Errorf("dlc: %w", err)
 	}
 	if o.shareTTL < 0 {
 		o.shareTTL = 0

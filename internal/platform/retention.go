@@ -1,0 +1,241 @@
+package platform
+
+import (
+	"container/heap"
+	"context"
+	"errors"
+	"sort"
+	"time"
+
+	"github.com/aidlc/dlc/backend"
+	"github.com/aidlc/dlc/errs"
+	"github.com/aidlc/dlc/job"
+)
+
+// Retention of finished runs (bounded history). A run that has ended and
+// whose Ray part is done (RayDone: its job stopped, its on-demand cluster
+// on its way out, its quota released) is deleted once it finished longer
+// ago than the retention's age, or sooner when its job config has more
+// finished runs than the retention's count and it is among the oldest of
+// them. The run reconciler decides it on every look at such a run, from
+// the stored run alone (its FinishedAt, on the client's clock), and asks
+// to look again when the age is up; the delete is a compare-and-swap on
+// the version read. So it is level-triggered: a replica that loses the
+// race finds the run gone (or changed, and looked at again) and does
+// nothing; a client that starts looks at every finished run once and
+// picks up every pending deletion.
+
+// The defaults of WithRunRetention.
+const (
+	// DefaultRunRetention is how long a finished run is kept.
+	DefaultRunRetention = 7 * 24 * time.Hour
+	// DefaultRunsPerJob is how many finished runs of one job config are
+	// kept at most.
+	DefaultRunsPerJob = 1000
+)
+
+// retention is WithRunRetention's: zero in a field is no bound of that
+// kind; both zero keep every finished run.
+type retention struct {
+	maxAge time.Duration
+	perJob int
+}
+
+func (r retention) on() bool { return r.maxAge > 0 || r.perJob > 0 }
+
+// WithRunRetention sets how long finished runs are kept (default
+// DefaultRunRetention, 7 days, and DefaultRunsPerJob, 1,000). A run that
+// has ended, and of which Ray holds nothing any more, is deleted once it
+// finished more than maxAge ago; and a job config keeps at most perJob
+// finished runs: when one more finishes, the oldest beyond perJob go at
+// once. 0 is no bound of that kind: WithRunRetention(0, 0) keeps every
+// run for ever. A negative value is an error from New (ErrInvalid). Runs
+// that have not finished are never deleted. The run's record goes, with
+// its event log and the reference to its logs; a request id that made it
+// no longer finds it.
+func WithRunRetention(maxAge time.Duration, perJob int) Option {
+	return func(o *options) { o.retention = retention{maxAge: maxAge, perJob: perJob} }
+}
+
+// validate refuses negative bounds.
+func (r retention) validate() error {
+	var l errs.List
+	p := errs.NewPath("WithRunRetention")
+	if r.maxAge < 0 {
+		l = append(l, errs.Invalid(p.Child("maxAge"), "", r.maxAge, "must not be negative (0 keeps finished runs whatever their age)"))
+	}
+	if r.perJob < 0 {
+		l = append(l, errs.Invalid(p.Child("perJob"), "", r.perJob, "must not be negative (0 keeps every finished run of a job config)"))
+	}
+	return l.ToError()
+}
+
+// retain is the run reconciler's step for a finished run whose Ray part is
+// done: it keeps its job config within the count (deleting the oldest
+// finished runs beyond it, this one perhaps), then deletes the run if its
+// age is up, or returns when it will be.
+func (c *Engine) retain(ctx context.Context, r *job.Run) (time.Duration, error) {
+	ret := c.o.retention
+	if ret.perJob > 0 {
+		if gone, err := c.trimJob(ctx, r.JobID, r.ID); err != nil || gone {
+			return 0, err
+		}
+	}
+	if ret.maxAge == 0 {
+		return 0, nil
+	}
+	if left := r.FinishedAt.Add(ret.maxAge).Sub(c.clock.Now()); left > 0 {
+		return left, nil
+	}
+	return 0, c.deleteRun(ctx, r.ID, r.Version, "age")
+}
+
+// trimJob deletes the oldest finished runs of job config jobID beyond the
+// retention's count, oldest by FinishedAt (then submission order, then
+// id: every replica picks the same). It reads the cache's index of the
+// job's finished runs only: one look at its size when the job is within
+// the count; when it is not, one pass over its runs, keeping the few
+// beyond the count in a heap. Never another job's runs. gone says whether
+// run self was among those deleted.
+func (c *Engine) trimJob(ctx context.Context, jobID, self string) (gone bool, err error) {
+	keep := c.o.retention.perJob
+	n := c.cache.count(kindRun, labelFinished, jobID)
+	if n <= keep {
+		return false, nil
+	}
+	excess := n - keep
+	oldest := make(newestFirst, 0, excess) // the oldest excess seen so far, the newest of them on top
+	var undecoded []string
+	seen := 0
+	// The label is derived from the very run the cache decoded (runLabels):
+	// a run that has it has finished and Ray holds nothing of it.
+	add := func(id string, r *job.Run) {
+		seen++
+		e := finishedRun{id: id, at: r.FinishedAt, seq: r.Seq}
+		switch {
+		case len(oldest) < excess:
+			heap.Push(&oldest, e)
+		case e.before(oldest[0]):
+			oldest[0] = e
+			heap.Fix(&oldest, 0)
+		}
+	}
+	c.cache.labelled(kindRun, labelFinished, jobID, func(id string, obj any) {
+		if r, ok := obj.(*job.Run); ok {
+			add(id, r)
+		} else {
+			undecoded = append(undecoded, id)
+		}
+	})
+	for _, id := range undecoded { // rare: a version the cache has not decoded yet
+		if r, _, err := fromCache[job.Run](c, kindRun, id); err == nil {
+			add(id, r)
+		}
+	}
+	if seen <= keep {
+		return false, nil
+	}
+	for range len(oldest) - (seen - keep) {
+		heap.Pop(&oldest) // fewer than counted had finished after all: keep the newest of these
+	}
+	sort.Slice(oldest, func(i, j int) bool { return oldest[i].before(oldest[j]) })
+	for _, r := range oldest {
+		// The version to delete: the run as the cache has it now, if it is
+		// still one of the job's finished runs.
+		d, ok := c.cache.get(kindRun, r.id)
+		if !ok || d.Labels[labelFinished] != jobID {
+			continue
+		}
+		if err := c.deleteRun(ctx, r.id, d.Version, "count"); err != nil {
+			return false, err
+		}
+		gone = gone || r.id == self
+	}
+	return gone, nil
+}
+
+// finishedRun is what the count per job orders a finished run by.
+type finishedRun struct {
+	id  string
+	at  time.Time
+	seq uint64
+}
+
+// before says whether r finished before o: by FinishedAt, then submission
+// order, then id.
+func (r finishedRun) before(o finishedRun) bool {
+	if !r.at.Equal(o.at) {
+		return r.at.Before(o.at)
+	}
+	if r.seq != o.seq {
+		return r.seq < o.seq
+	}
+	return r.id < o.id
+}
+
+// newestFirst is a heap of finished runs with the newest on top.
+type newestFirst []finishedRun
+
+func (h newestFirst) Len() int           { return len(h) }
+func (h newestFirst) Less(i, j int) bool { return h[j].before(h[i]) }
+func (h newestFirst) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *newestFirst) Push(x any)        { *h = append(*h, x.(finishedRun)) }
+func (h *newestFirst) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}
+
+// deleteRun deletes a finished run at version: what Ray keeps of it first
+// (backend.RunForgetter), the run itself last, by compare-and-swap, so
+// that a step cut short between the two leaves the run to try again. A
+// run gone already (another replica deleted it) or changed since (its
+// newer version queues it again) is left as it is.
+func (c *Engine) deleteRun(ctx context.Context, id, version, why string) error {
+	if f, ok := c.o.backend.(backend.RunForgetter); ok {
+		t := time.Now()
+		err := f.ForgetRun(ctx, id)
+		if in, ok := c.ray.(instrumented); ok {
+			in.done("ray_forget_run", t, err)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	err := c.store.Delete(ctx, kindRun, id, version)
+	if errs.IsNotFound(err) || errors.Is(err, errs.ErrConflict) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	c.metrics.runDeleted(why)
+	c.o.log.V(1).Info("run deleted", "run", id, "reason", "retention "+why)
+	return nil
+}
+
+// enqueueRetained queues the finished runs for the retention to look at:
+// at a client's start every one of them (when each is due is kept in the
+// runs alone), later those with no look pending (a notice lost). Runs kept
+// by count only have none pending, and are looked at as their jobs' runs
+// finish.
+func (c *Engine) enqueueRetained() {
+	ret := c.o.retention
+	c.mu.Lock()
+	first := !c.retainSeen
+	c.retainSeen = true
+	c.mu.Unlock()
+	if !ret.on() || (!first && ret.maxAge == 0) {
+		return
+	}
+	for _, d := range c.cache.selectDocs(kindRun, map[string]string{labelPhase: phaseDone}) {
+		key := kindRun + "/" + d.ID
+		c.mu.Lock()
+		_, pending := c.timers[key]
+		c.mu.Unlock()
+		if first || !pending {
+			c.enqueue(key)
+		}
+	}
+}
