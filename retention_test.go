@@ -3,6 +3,7 @@ package dlc_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -188,8 +189,9 @@ func TestRunRetention(t *testing.T) {
 	}
 }
 
-// Two replicas both look at a finished run when its age is up (or when a
-// newer run of its job finishes beyond the count); the one whose cache
+// Two replicas that do not share the work (the memory fixture's default)
+// both look at a finished run when its age is up (or when a newer run of
+// its job finishes beyond the count); the one whose cache
 // has not seen the other's delete yet tries it too, finds the run gone
 // and does nothing: no failed step on either, and each run deleted once.
 func TestRunRetentionReplicas(t *testing.T) {
@@ -386,5 +388,81 @@ func TestRunRetentionInvalid(t *testing.T) {
 			t.Fatalf("WithRunRetention(%d, %d): %v", ok[0], ok[1], err)
 		}
 		_ = c.Close()
+	}
+}
+
+// With the work shared, each finished run is looked at by the replica
+// that owns it only: every run is deleted once, with no delete that finds
+// it gone. When a replica closes, the other takes its share over, and the
+// finished runs in it are deleted at the end of their age all the same.
+func TestRunRetentionWorkSharing(t *testing.T) {
+	for _, closeOne := range []bool{false, true} {
+		t.Run(fmt.Sprintf("one closed %v", closeOne), func(t *testing.T) {
+			var mu sync.Mutex
+			deletes, lost := 0, 0
+			f := newFixture(t, dlctest.MemoryOptions{
+				Options: []dlc.Option{dlc.WithRunRetention(2*time.Hour, 0), dlc.WithWorkSharing(24 * time.Hour)},
+				Store: memory.StoreHooks{Write: func(ctx context.Context, w memory.Write, next func(context.Context) (string, error)) (string, error) {
+					v, err := next(ctx)
+					if w.Op == memory.OpDelete && w.Doc.Kind == "run" {
+						mu.Lock()
+						deletes++
+						if errs.IsNotFound(err) {
+							lost++
+						}
+						mu.Unlock()
+					}
+					return v, err
+				}}})
+			regA, regB := prometheus.NewRegistry(), prometheus.NewRegistry()
+			f.m.CloseClient(f.c)
+			f.c = f.m.NewClient(dlc.WithMetrics(regA))
+			b := f.m.NewClient(dlc.WithMetrics(regB))
+			cl := f.runningCluster("c")
+			rec := f.job(dlc.NewJob("a").OnCluster(cl.ID))
+			const runs = 16
+			ids := make([]string, 0, runs)
+			for range runs {
+				r := f.start(rec.ID)
+				f.settle()
+				if r = f.run(r.ID); r.State != job.Succeeded || !r.RayDone {
+					t.Fatalf("run %s: %s", r.ID, r.State)
+				}
+				ids = append(ids, r.ID)
+			}
+			if closeOne {
+				f.m.CloseClient(b) // a hands its share over; a takes it on a resync of its own goroutine
+			}
+			f.m.Clock.Advance(3 * time.Hour)
+			remaining := func() int {
+				n := 0
+				for _, id := range ids {
+					if _, err := f.c.Runs().Get(f.ctx, id); err == nil {
+						n++
+					}
+				}
+				return n
+			}
+			for i := 0; i < 2000 && remaining() > 0; i++ {
+				f.m.Reconcile()
+				if remaining() > 0 {
+					time.Sleep(time.Millisecond)
+				}
+			}
+			if n := remaining(); n > 0 {
+				t.Fatalf("%d of %d runs left after their age", n, runs)
+			}
+			dA, dB := counterValue(t, regA, "dlc_runs_deleted_total"), counterValue(t, regB, "dlc_runs_deleted_total")
+			t.Logf("deleted by a: %v, by b: %v", dA, dB)
+			mu.Lock()
+			defer mu.Unlock()
+			if dA+dB != runs || deletes != runs || lost != 0 {
+				t.Errorf("%v + %v runs deleted by the replicas, %d deletes in the store of which %d found the run gone; want %d, each once",
+					dA, dB, deletes, lost, runs)
+			}
+			if closeOne && dB != 0 {
+				t.Errorf("the closed replica deleted %v runs", dB)
+			}
+		})
 	}
 }

@@ -17,13 +17,15 @@ import (
 // on its way out, its quota released) is deleted once it finished longer
 // ago than the retention's age, or sooner when its job config has more
 // finished runs than the retention's count and it is among the oldest of
-// them. The run reconciler decides it on every look at such a run, from
-// the stored run alone (its FinishedAt, on the client's clock), and asks
-// to look again when the age is up; the delete is a compare-and-swap on
-// the version read. So it is level-triggered: a replica that loses the
-// race finds the run gone (or changed, and looked at again) and does
-// nothing; a client that starts looks at every finished run once and
-// picks up every pending deletion.
+// them. The run reconciler (of the replica that owns the run, when the
+// work is shared) decides it on every look at such a run, from the stored
+// run alone (its FinishedAt, on the client's clock), and asks to look
+// again when the age is up; the delete is a compare-and-swap on the
+// version read. So it is level-triggered: a replica that loses the race
+// finds the run gone (or changed, and looked at again) and does nothing;
+// a client that starts looks at every finished run it owns once, and one
+// that takes a share over looks at the finished runs in it, so every
+// pending deletion is picked up.
 
 // The defaults of WithRunRetention.
 const (
@@ -215,11 +217,12 @@ func (c *Engine) deleteRun(ctx context.Context, id, version, why string) error {
 	return nil
 }
 
-// enqueueRetained queues the finished runs for the retention to look at:
-// at a client's start every one of them (when each is due is kept in the
-// runs alone), later those with no look pending (a notice lost). Runs kept
-// by count only have none pending, and are looked at as their jobs' runs
-// finish.
+// enqueueRetained queues the finished runs for the retention to look at
+// (enqueue keeps those this client owns): at its start every one of them
+// (when each is due is kept in the runs alone), later those with no look
+// pending here (a share taken over from another replica, a notice lost).
+// Runs kept by count only have none pending, and are looked at as their
+// jobs' runs finish.
 func (c *Engine) enqueueRetained() {
 	ret := c.o.retention
 	c.mu.Lock()
