@@ -182,27 +182,6 @@ func (c *cache) selectDocs(kind string, sel map[string]string) []backend.Doc {
 	return out
 }
 
-// count returns how many documents of kind have the label k=v: the size
-// of one set of the index.
-func (c *cache) count(kind, k, v string) int {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	return len(c.idx[kind][pair(k, v)])
-}
-
-// labelled calls f with the id of each document of kind that has the
-// label k=v and its decoded form (nil when the cache has not decoded its
-// version), in no order. f runs under the cache's read lock: it must not
-// call the cache, and must not change what it is given.
-func (c *cache) labelled(kind, k, v string, f func(id string, obj any)) {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	objs := c.objs[kind]
-	for id := range c.idx[kind][pair(k, v)] {
-		f(id, objs[id])
-	}
-}
-
 // derived returns d with the labels the platform derives from its
 // content, as it computes them when it writes (clusterLabels, runLabels),
 // and d decoded (and normalised, as decode does). The labels read back from the store are never trusted:
@@ -234,10 +213,10 @@ func derived(d backend.Doc) (backend.Doc, any) {
 }
 
 // observed takes a document the store reported (its snapshot or its
-// watch) into the cache and the queues, with its labels derived, and
-// returns it so, with its decoded form as the cache keeps it (nil for a
-// deleted document or a kind not decoded here), which the caller must not
-// change.
+// watch) into the cache, the queues and the index of finished runs, with
+// its labels derived, and returns it so, with its decoded form as the
+// cache keeps it (nil for a deleted document or a kind not decoded here),
+// which the caller must not change.
 func (c *Engine) observed(d backend.Doc, deleted bool) (backend.Doc, any) {
 	var obj any
 	if deleted {
@@ -248,6 +227,7 @@ func (c *Engine) observed(d backend.Doc, deleted bool) (backend.Doc, any) {
 		c.cache.put(d, obj)
 	}
 	c.queues.observe(d, deleted)
+	c.finished.observe(d, obj)
 	return d, obj
 }
 

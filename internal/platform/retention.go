@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/aidlc/dlc/backend"
@@ -94,61 +95,19 @@ func (c *Engine) retain(ctx context.Context, r *job.Run) (time.Duration, error) 
 
 // trimJob deletes the oldest finished runs of job config jobID beyond the
 // retention's count, oldest by FinishedAt (then submission order, then
-// id: every replica picks the same). It reads the cache's index of the
-// job's finished runs only: one look at its size when the job is within
-// the count; when it is not, one pass over its runs, keeping the few
-// beyond the count in a heap. Never another job's runs. gone says whether
-// run self was among those deleted.
+// id: every replica picks the same), each at the version the watch last
+// reported. It reads the index of that job's finished runs only: its
+// size while the job is within the count, one pass over its runs when it
+// is not; never another job's. gone says whether run self was among those
+// deleted.
 func (c *Engine) trimJob(ctx context.Context, jobID, self string) (gone bool, err error) {
 	keep := c.o.retention.perJob
-	n := c.cache.count(kindRun, labelFinished, jobID)
+	n := c.finished.count(jobID)
 	if n <= keep {
 		return false, nil
 	}
-	excess := n - keep
-	oldest := make(newestFirst, 0, excess) // the oldest excess seen so far, the newest of them on top
-	var undecoded []string
-	seen := 0
-	// The label is derived from the very run the cache decoded (runLabels):
-	// a run that has it has finished and Ray holds nothing of it.
-	add := func(id string, r *job.Run) {
-		seen++
-		e := finishedRun{id: id, at: r.FinishedAt, seq: r.Seq}
-		switch {
-		case len(oldest) < excess:
-			heap.Push(&oldest, e)
-		case e.before(oldest[0]):
-			oldest[0] = e
-			heap.Fix(&oldest, 0)
-		}
-	}
-	c.cache.labelled(kindRun, labelFinished, jobID, func(id string, obj any) {
-		if r, ok := obj.(*job.Run); ok {
-			add(id, r)
-		} else {
-			undecoded = append(undecoded, id)
-		}
-	})
-	for _, id := range undecoded { // rare: a version the cache has not decoded yet
-		if r, _, err := fromCache[job.Run](c, kindRun, id); err == nil {
-			add(id, r)
-		}
-	}
-	if seen <= keep {
-		return false, nil
-	}
-	for range len(oldest) - (seen - keep) {
-		heap.Pop(&oldest) // fewer than counted had finished after all: keep the newest of these
-	}
-	sort.Slice(oldest, func(i, j int) bool { return oldest[i].before(oldest[j]) })
-	for _, r := range oldest {
-		// The version to delete: the run as the cache has it now, if it is
-		// still one of the job's finished runs.
-		d, ok := c.cache.get(kindRun, r.id)
-		if !ok || d.Labels[labelFinished] != jobID {
-			continue
-		}
-		if err := c.deleteRun(ctx, r.id, d.Version, "count"); err != nil {
+	for _, r := range c.finished.oldest(jobID, n-keep) {
+		if err := c.deleteRun(ctx, r.id, r.version, "count"); err != nil {
 			return false, err
 		}
 		gone = gone || r.id == self
@@ -156,11 +115,88 @@ func (c *Engine) trimJob(ctx context.Context, jobID, self string) (gone bool, er
 	return gone, nil
 }
 
-// finishedRun is what the count per job orders a finished run by.
+// finishedRuns indexes the finished runs (phase done: ended, Ray done) by
+// job config, with what the count orders them by and the version to
+// delete them at. It is derived from the stored runs as the store's watch
+// reports them, as the queues are: an index in memory that a restart
+// rebuilds, never the truth (a delete is a compare-and-swap on the store).
+// It is compact, so that a job's runs are gone through without touching
+// the cache's maps of every run.
+type finishedRuns struct {
+	mu    sync.Mutex
+	byJob map[string]map[string]finishedRun // job config → run → the run as the count orders it
+	jobOf map[string]string                 // run → its job config, while the run is indexed
+}
+
+func newFinishedRuns() *finishedRuns {
+	return &finishedRuns{byJob: map[string]map[string]finishedRun{}, jobOf: map[string]string{}}
+}
+
+// observe follows a stored run: d with its derived labels and obj its
+// decoded form (nil when deleted or when it does not decode). It only
+// touches memory, so it can run inside the store's watch.
+func (f *finishedRuns) observe(d backend.Doc, obj any) {
+	if d.Kind != kindRun {
+		return
+	}
+	r, _ := obj.(*job.Run)
+	done := r != nil && d.Labels[labelPhase] == phaseDone
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if was, ok := f.jobOf[d.ID]; ok && (!done || was != r.JobID) {
+		delete(f.byJob[was], d.ID)
+		if len(f.byJob[was]) == 0 {
+			delete(f.byJob, was)
+		}
+		delete(f.jobOf, d.ID)
+	}
+	if !done {
+		return
+	}
+	runs := f.byJob[r.JobID]
+	if runs == nil {
+		runs = map[string]finishedRun{}
+		f.byJob[r.JobID] = runs
+	}
+	runs[d.ID] = finishedRun{id: d.ID, version: d.Version, at: r.FinishedAt, seq: r.Seq}
+	f.jobOf[d.ID] = r.JobID
+}
+
+// count returns how many finished runs job config jobID has.
+func (f *finishedRuns) count(jobID string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.byJob[jobID])
+}
+
+// oldest returns the n oldest finished runs of job config jobID, oldest
+// first: one pass over them, the n kept in a heap.
+func (f *finishedRuns) oldest(jobID string, n int) []finishedRun {
+	if n <= 0 {
+		return nil
+	}
+	f.mu.Lock()
+	h := make(newestFirst, 0, n) // the oldest n so far, the newest of them on top
+	for _, r := range f.byJob[jobID] {
+		switch {
+		case len(h) < n:
+			heap.Push(&h, r)
+		case r.before(h[0]):
+			h[0] = r
+			heap.Fix(&h, 0)
+		}
+	}
+	f.mu.Unlock()
+	sort.Slice(h, func(i, j int) bool { return h[i].before(h[j]) })
+	return h
+}
+
+// finishedRun is what the count per job orders a finished run by, and
+// the version to delete it at.
 type finishedRun struct {
-	id  string
-	at  time.Time
-	seq uint64
+	id, version string
+	at          time.Time
+	seq         uint64
 }
 
 // before says whether r finished before o: by FinishedAt, then submission

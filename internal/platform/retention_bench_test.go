@@ -17,7 +17,7 @@ import (
 // Ray told to forget it, the store's compare-and-swap delete) or within
 // it, beside others finished runs of other job configs. The work must
 // not grow with the others: the count looks at the job's own finished
-// runs only, through the cache's index.
+// runs only, through the index of finished runs by job.
 func BenchmarkRetainFinishing(b *testing.B) {
 	for _, atCount := range []bool{true, false} {
 		for _, others := range []int{0, 10_000, 100_000} {
@@ -77,7 +77,7 @@ func benchRetain(b *testing.B, atCount bool, others int) {
 		}
 	}
 	b.StopTimer()
-	if n := c.cache.count(kindRun, labelFinished, "job-x"); n > perJob {
+	if n := c.finished.count("job-x"); n > perJob {
 		b.Fatalf("job-x keeps %d finished runs, more than %d", n, perJob)
 	}
 }

@@ -35,7 +35,6 @@ const (
 	labelOn             = "on" // the cluster it was placed on
 	labelJob            = "job"
 	labelPriority       = "priority" // an on-demand run's
-	labelFinished       = "finished" // a run's job config, once the run is done: the retention's count per job
 )
 
 func runLabels(r *job.Run) map[string]string {
@@ -50,7 +49,6 @@ func runLabels(r *job.Run) map[string]string {
 		l[labelPhase] = phaseActive
 	case r.RayDone:
 		l[labelPhase] = phaseDone
-		l[labelFinished] = r.JobID
 	default:
 		l[labelPhase] = phaseCleanup
 	}
