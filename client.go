@@ -183,6 +183,29 @@ func WithReconcileTimeout(d time.Duration) Option { return platform.WithReconcil
 // only at start, as dlctest.NewMemory does on its fake clock).
 func WithResync(d time.Duration) Option { return platform.WithResync(d) }
 
+// WithRunRetention sets how long finished runs are kept (default
+// DefaultRunRetention, 7 days, and DefaultRunsPerJob, 1,000). A run that
+// has ended, and of which Ray holds nothing any more, is deleted once it
+// finished more than maxAge ago; and a job config keeps at most perJob
+// finished runs: when one more finishes, the oldest beyond perJob go at
+// once. 0 is no bound of that kind: WithRunRetention(0, 0) keeps every
+// run for ever. A negative value makes New fail with ErrInvalid. Runs
+// that have not finished are never deleted. The run's record goes, with
+// its event log and the reference to its logs (Run.Logs); a request id
+// that made it no longer finds it, so a retry after that makes a new run.
+func WithRunRetention(maxAge time.Duration, perJob int) Option {
+	return platform.WithRunRetention(maxAge, perJob)
+}
+
+// The defaults of WithRunRetention.
+const (
+	// DefaultRunRetention is how long a finished run is kept: 7 days.
+	DefaultRunRetention = platform.DefaultRunRetention
+	// DefaultRunsPerJob is how many finished runs of one job config are
+	// kept at most: 1,000.
+	DefaultRunsPerJob = platform.DefaultRunsPerJob
+)
+
 // WithCOS sets the COS client that job packages in COS are inspected with
 // when a job config is saved (J5); without it only local packages are.
 func WithCOS(c *storage.COSClient) Option { return platform.WithCOS(c) }
@@ -191,8 +214,8 @@ func WithCOS(c *storage.COSClient) Option { return platform.WithCOS(c) }
 // to (default: discard). It logs one line per state change (V(0)) and per
 // failed step (an error, with the retry it schedules), with the keys
 // cluster, run, job, resourceGroup, state and reason; errors are values.
-// V(1) adds each admission and each backend call that failed. It never
-// logs a spec, a credential or a URL.
+// V(1) adds each admission, each run the retention deleted, and each
+// backend call that failed. It never logs a spec, a credential or a URL.
 func WithLogger(l logr.Logger) Option { return platform.WithLogger(l) }
 
 // WithMetrics registers the client's Prometheus metrics with r (for
@@ -216,6 +239,11 @@ type LatestReader = backend.LatestReader
 // LatestLister is what a Store whose lists are served from a cache adds:
 // see backend.LatestLister.
 type LatestLister = backend.LatestLister
+
+// RunForgetter is what a Provisioner that keeps a finished run's Ray
+// record adds, so that a run deleted by its retention leaves nothing
+// there: see backend.RunForgetter.
+type RunForgetter = backend.RunForgetter
 
 // Backend is a Store and a Provisioner, such as *memory.Backend: see
 // backend.Backend.

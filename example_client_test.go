@@ -2,6 +2,7 @@ package dlc_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -103,4 +104,41 @@ func ExampleRunService_Pending() {
 	// Output:
 	// 1 0 insufficient unused quota | needs cpu=8 memory=16Gi gpu=0; allocatable cpu=4 memory=32Gi gpu=0
 	// 2 1 insufficient unused quota | needs cpu=8 memory=16Gi gpu=0; allocatable cpu=4 memory=32Gi gpu=0
+}
+
+// Finished runs are deleted when their retention ends: here a day after
+// they finished, and beyond the newest 2 of a job config at once.
+func ExampleWithRunRetention() {
+	m := dlctest.NewMemory(dlctest.MemoryOptions{Options: []dlc.Option{dlc.WithRunRetention(24*time.Hour, 2)}})
+	defer m.Close()
+	c := m.Client
+	ctx := context.Background()
+	_, _ = c.ResourceGroups().Register(ctx, quota.Group{ID: "rg-1", Package: "pkg-1",
+		Capacity: quota.Resources{MilliCPU: 16000, Memory: 64 * quota.GiB}})
+	cfg, _ := dlc.NewJob("nightly").OnDemand("pkg-1", "rg-1").
+		Image("ray-2.46.0-py310-cpu").Head("head", "cu.4c8g").WorkerGroup("w", "cu.4c8g", 1, 1).
+		COSPackage("cos://jobs-1250000000/etl.zip").Entrypoint("python etl.py").Build()
+	rec, _ := c.Jobs().Save(ctx, cfg, dlc.SaveOptions{})
+	var ids []string
+	for range 3 {
+		r, _ := c.Runs().Create(ctx, rec.ID, dlc.RunOptions{})
+		m.Settle(100*time.Millisecond, 1000) // it runs and finishes
+		ids = append(ids, r.ID)
+	}
+	for i, id := range ids {
+		if r, err := c.Runs().Get(ctx, id); err != nil {
+			fmt.Println("run", i+1, "deleted:", errors.Is(err, dlc.ErrNotFound))
+		} else {
+			fmt.Println("run", i+1, r.State)
+		}
+	}
+	m.Clock.Advance(24 * time.Hour)
+	m.Reconcile()
+	runs, _ := c.Runs().List(ctx, dlc.RunListOptions{JobID: rec.ID})
+	fmt.Println(len(runs), "runs a day later")
+	// Output:
+	// run 1 deleted: true
+	// run 2 succeeded
+	// run 3 succeeded
+	// 0 runs a day later
 }

@@ -97,8 +97,8 @@ func (s *countingStore) Delete(ctx context.Context, kind, id, version string) er
 }
 
 // countingClient is a client on the fake clock over a counting store, and
-// a settle that runs its steps until nothing is pending.
-func countingClient(t *testing.T) (*dlc.Client, *countingStore, func()) {
+// a settle that runs its steps until nothing is due within 100 s.
+func countingClient(t *testing.T) (*dlc.Client, *countingStore, func(), *backend.FakeClock) {
 	clk := backend.NewFakeClock(dlctest.Epoch)
 	cs := newCountingStore(memory.New(memory.Options{Clock: clk}), 0)
 	c, err := dlc.New(dlc.WithBackend(cs), dlc.WithClock(clk), dlc.WithWorkers(0), dlc.WithResync(0))
@@ -107,23 +107,24 @@ func countingClient(t *testing.T) (*dlc.Client, *countingStore, func()) {
 	}
 	t.Cleanup(func() { _ = c.Close() })
 	settle := func() {
+		until := clk.Now().Add(100 * time.Second) // 10,000 steps
 		for range 10000 {
 			c.Reconcile()
-			if clk.Pending() == 0 {
-				return
+			if next, ok := clk.Next(); !ok || next.After(until) {
+				return // nothing left to happen, but what is days away (a finished run's deletion)
 			}
 			clk.Advance(10 * time.Millisecond)
 		}
 		t.Fatal("did not settle")
 	}
-	return c, cs, settle
+	return c, cs, settle, clk
 }
 
 // TestStoreCallsPerOperation counts the store calls each operation makes,
 // the background steps that finish it included, on the fake clock. The
 // bounds are the minimum each needs (see the README's table).
 func TestStoreCallsPerOperation(t *testing.T) {
-	c, cs, settle := countingClient(t)
+	c, cs, settle, clk := countingClient(t)
 	ctx := dlc.WithUser(t.Context(), "alice")
 	var err error
 	must := func(err error) {
@@ -181,6 +182,9 @@ func TestStoreCallsPerOperation(t *testing.T) {
 		}},
 		{"hibernate", 3, func() { _, err = c.Clusters().Hibernate(ctx, cl.ID, dlc.DeleteOptions{}); must(err) }},
 		{"delete", 5, func() { must(c.Clusters().Delete(ctx, cl.ID, dlc.DeleteOptions{})) }},
+		// The three runs above, finished, are deleted at the end of their
+		// retention: one delete each.
+		{"3 runs' retention ends", 3, func() { clk.Advance(dlc.DefaultRunRetention) }},
 	}
 	for _, s := range steps {
 		s.do()
@@ -199,7 +203,7 @@ func TestStoreCallsPerOperation(t *testing.T) {
 // by Ray, running) and a fourth when each ends, and nothing else per run.
 func TestPlacingWaitingRuns(t *testing.T) {
 	const waiting = 1000
-	c, cs, settle := countingClient(t)
+	c, cs, settle, _ := countingClient(t)
 	ctx := t.Context()
 	if _, err := c.ResourceGroups().Register(ctx, quota.Group{ID: "rg-1", Package: "pkg-1", Capacity: quota.Resources{MilliCPU: 64000, Memory: 256 * quota.GiB}}); err != nil {
 		t.Fatal(err)

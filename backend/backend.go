@@ -140,3 +140,18 @@ func (c *FakeClock) Pending() int {
 	defer c.mu.Unlock()
 	return len(c.timers)
 }
+
+// Next returns when the earliest function waiting to run is due, and
+// false when none waits.
+func (c *FakeClock) Next() (time.Time, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var at time.Time
+	found := false
+	for _, t := range c.timers {
+		if !found || t.at.Before(at) {
+			at, found = t.at, true
+		}
+	}
+	return at, found
+}

@@ -78,6 +78,17 @@ type LatestLister interface {
 	ListLatest(ctx context.Context, kind string, selector map[string]string) ([]Doc, error)
 }
 
+// RunForgetter is what a Provisioner that keeps what Ray knew of a
+// finished run (its job record, its logs) for as long as it is asked
+// adds: a way to let that go. The client calls it, where the backend has
+// it, just before it deletes a finished run whose Ray part is done (the
+// run's retention, dlc.WithRunRetention), and again should that delete
+// not happen; so it is idempotent, and forgetting a run Ray does not know
+// is not an error. A Provisioner without it keeps what it keeps.
+type RunForgetter interface {
+	ForgetRun(ctx context.Context, runID string) error
+}
+
 // Backend is a Store and a Provisioner, such as *memory.Backend.
 type Backend interface {
 	Store

@@ -123,6 +123,16 @@ func (f *Faulty) StopRun(ctx context.Context, id string) error {
 	return f.do(Call{"StopRun", "ray", id}, func() error { return f.Backend.StopRun(ctx, id) })
 }
 
+// ForgetRun passes the Ray call through the fault injector, when the
+// wrapped backend is a backend.RunForgetter; else it does nothing.
+func (f *Faulty) ForgetRun(ctx context.Context, id string) error {
+	fr, ok := f.Backend.(backend.RunForgetter)
+	if !ok {
+		return nil
+	}
+	return f.do(Call{"ForgetRun", "ray", id}, func() error { return fr.ForgetRun(ctx, id) })
+}
+
 // RunStatus passes the Ray call through the fault injector.
 func (f *Faulty) RunStatus(ctx context.Context, id string) (o job.Observation, err error) {
 	err = f.do(Call{"RunStatus", "ray", id}, func() error { o, err = f.Backend.RunStatus(ctx, id); return err })

@@ -127,12 +127,16 @@ func (m *Memory) Reconcile() int {
 func (m *Memory) RunPending() int { return m.Reconcile() }
 
 // Settle runs the clients' steps and advances the fake clock in steps of
-// d until nothing is left to happen, or max steps have passed; it returns
-// the steps taken.
+// d until nothing is left to happen within max steps (nothing is due
+// before max×d from the call), or max steps have passed; it returns the
+// steps taken. What is due later than that, such as a finished run's
+// deletion at the end of its retention (days away), does not keep it
+// going: Advance the clock to reach it.
 func (m *Memory) Settle(d time.Duration, max int) int {
+	until := m.Clock.Now().Add(time.Duration(max) * d)
 	for i := 0; i < max; i++ {
 		m.Reconcile()
-		if m.Clock.Pending() == 0 {
+		if next, ok := m.Clock.Next(); !ok || next.After(until) {
 			return i
 		}
 		m.Clock.Advance(d)

@@ -317,6 +317,26 @@ func TestRaySimulation(t *testing.T) {
 	if _, err := ray.ClusterStatus(ctx, "c1"); !errors.Is(err, errs.ErrNotFound) || rec.last() != "cluster/c1" {
 		t.Fatalf("delete observed %v: %v", rec.seen, err)
 	}
+	// Ray keeps a finished run's record and logs until it is told to
+	// forget them (a run deleted by its retention), once or more.
+	if logs, _ := ray.Logs(ctx, "r1"); len(logs) != 2 {
+		t.Fatalf("logs after the cluster went: %q", logs)
+	}
+	var _ backend.RunForgetter = (*memory.Backend)(nil)
+	for range 2 {
+		if err := ray.ForgetRun(ctx, "r1"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := ray.RunStatus(ctx, "r1"); !errors.Is(err, errs.ErrNotFound) {
+		t.Fatalf("status of a forgotten run: %v", err)
+	}
+	if logs, err := ray.Logs(ctx, "r1"); logs != nil || err != nil {
+		t.Fatalf("logs of a forgotten run: %q %v", logs, err)
+	}
+	if err := ray.ForgetRun(ctx, "never-submitted"); err != nil {
+		t.Fatalf("forgetting an unknown run: %v", err)
+	}
 }
 
 // Call is called before every Ray call; its error fails the call, which
@@ -348,6 +368,7 @@ func TestRayCallHook(t *testing.T) {
 		{memory.CallPods, func() error { _, err := ray.Pods(ctx, "c1"); return err }},
 		{memory.CallLogs, func() error { _, err := ray.Logs(ctx, "r1"); return err }},
 		{memory.CallDashboard, func() error { _, err := ray.Dashboard(ctx, "c1"); return err }},
+		{memory.CallForgetRun, func() error { return ray.ForgetRun(ctx, "r1") }},
 	}
 	for _, tc := range cases {
 		fail[tc.call] = true

@@ -50,6 +50,7 @@ const (
 	CallPods          = "Pods"
 	CallLogs          = "Logs"
 	CallDashboard     = "Dashboard"
+	CallForgetRun     = "ForgetRun"
 )
 
 // RayHooks let a test decide what the simulated Ray does. Nil hooks mean
@@ -393,6 +394,23 @@ func (r *Ray) StopRun(ctx context.Context, runID string) error {
 	defer r.mu.Unlock()
 	if sr := r.runs[runID]; sr != nil {
 		r.endRunLocked(sr, job.Stopped, "stopped")
+	}
+	return nil
+}
+
+// ForgetRun lets go of all the simulated Ray knows of a run, its logs
+// included, stopping it first should it still run (backend.RunForgetter):
+// the client calls it as it deletes a finished run. Forgetting an unknown
+// run is not an error.
+func (r *Ray) ForgetRun(ctx context.Context, runID string) error {
+	if err := r.call(ctx, CallForgetRun, runID); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if sr := r.runs[runID]; sr != nil {
+		r.endRunLocked(sr, job.Stopped, "forgotten")
+		delete(r.runs, runID)
 	}
 	return nil
 }

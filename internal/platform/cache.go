@@ -213,10 +213,10 @@ func derived(d backend.Doc) (backend.Doc, any) {
 }
 
 // observed takes a document the store reported (its snapshot or its
-// watch) into the cache and the queues, with its labels derived, and
-// returns it so, with its decoded form as the cache keeps it (nil for a
-// deleted document or a kind not decoded here), which the caller must not
-// change.
+// watch) into the cache, the queues and the index of finished runs, with
+// its labels derived, and returns it so, with its decoded form as the
+// cache keeps it (nil for a deleted document or a kind not decoded here),
+// which the caller must not change.
 func (c *Engine) observed(d backend.Doc, deleted bool) (backend.Doc, any) {
 	var obj any
 	if deleted {
@@ -227,6 +227,7 @@ func (c *Engine) observed(d backend.Doc, deleted bool) (backend.Doc, any) {
 		c.cache.put(d, obj)
 	}
 	c.queues.observe(d, deleted)
+	c.finished.observe(d, obj)
 	return d, obj
 }
 

@@ -49,6 +49,7 @@ type options struct {
 	registerer    prometheus.Registerer
 	resync        time.Duration
 	headroom      int
+	retention     retention
 }
 
 // WithBackend sets the backend; the default is a new memory backend.
@@ -192,6 +193,8 @@ type Engine struct {
 	queues  *queues
 	metrics *metrics // nil: none registered
 
+	finished *finishedRuns // the finished runs by job config (retention.go)
+
 	queue   workqueue.TypedInterface[string]
 	limiter workqueue.TypedRateLimiter[string]
 	ctx     context.Context
@@ -211,6 +214,7 @@ type Engine struct {
 	steps      map[string]stepSeen            // transitional cluster → its step as last seen, and since when
 	claimsSeen map[string]claimSeen           // name claim without its owner → when first seen so
 	rep        *replicas                      // the clients sharing the work; nil: this one does it all
+	retainSeen bool                           // a resync has queued every finished run (retention.go)
 	stopResync func() bool
 }
 
@@ -220,9 +224,13 @@ type Engine struct {
 // client, or this process before a restart, left half-done is finished.
 func New(opts ...Option) (*Engine, error) {
 	o := options{workers: 8, retries: 8, baseDelay: 10 * time.Millisecond, maxDelay: 30 * time.Second,
-		grace: 30 * time.Second, headroom: 1, stepTime: 10 * time.Minute, reconcileTime: 2 * time.Minute, log: logr.Discard(), resync: 5 * time.Minute, shareTTL: -1}
+		grace: 30 * time.Second, headroom: 1, stepTime: 10 * time.Minute, reconcileTime: 2 * time.Minute, log: logr.Discard(), resync: 5 * time.Minute, shareTTL: -1,
+		retention: retention{maxAge: DefaultRunRetention, perJob: DefaultRunsPerJob}}
 	for _, f := range opts {
 		f(&o)
+	}
+	if err := o.retention.validate(); err != nil {
+		return nil, fmt.Errorf("dlc: %w", err)
 	}
 	if o.shareTTL < 0 {
 		o.shareTTL = 0
@@ -256,7 +264,7 @@ func New(opts ...Option) (*Engine, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &Engine{o: o, store: o.backend, ray: o.backend, clock: o.clock, cat: o.catalogs, policy: o.policy,
-		cache: newCache(), queues: newQueues(queue.QueueOptions{MaxWait: o.maxWait}), ctx: ctx, cancel: cancel, failures: map[string]int{}, timers: map[string]timer{}, repaired: map[string]time.Time{}, seen: map[string]map[string]seenHold{}, dependents: map[string]string{}, steps: map[string]stepSeen{}, claimsSeen: map[string]claimSeen{},
+		cache: newCache(), queues: newQueues(queue.QueueOptions{MaxWait: o.maxWait}), finished: newFinishedRuns(), ctx: ctx, cancel: cancel, failures: map[string]int{}, timers: map[string]timer{}, repaired: map[string]time.Time{}, seen: map[string]map[string]seenHold{}, dependents: map[string]string{}, steps: map[string]stepSeen{}, claimsSeen: map[string]claimSeen{},
 		queue:   workqueue.NewTyped[string](),
 		limiter: workqueue.NewTypedItemExponentialFailureRateLimiter[string](o.baseDelay, o.maxDelay)}
 	c.reconcilers = c.newReconcilers()

@@ -19,8 +19,8 @@ import (
 // to (default: discard). It logs one line per state change (V(0)) and per
 // failed step (an error, with the retry it schedules), with the keys
 // cluster, run, job, resourceGroup, state and reason; errors are values.
-// V(1) adds each admission and each backend call that failed. It never
-// logs a spec, a credential or a URL.
+// V(1) adds each admission, each run the retention deleted, and each
+// backend call that failed. It never logs a spec, a credential or a URL.
 func WithLogger(l logr.Logger) Option { return func(o *options) { o.log = l } }
 
 // WithMetrics registers the client's Prometheus metrics with r (for
@@ -42,6 +42,7 @@ type metrics struct {
 	backendLatency *prometheus.HistogramVec
 	backendErrs    *prometheus.CounterVec
 	quotaReports   *prometheus.CounterVec
+	runsDeleted    *prometheus.CounterVec
 }
 
 func newMetrics(r prometheus.Registerer, c *Engine) (*metrics, error) {
@@ -72,9 +73,12 @@ func newMetrics(r prometheus.Registerer, c *Engine) (*metrics, error) {
 		quotaReports: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "dlc_quota_discrepancies_total",
 			Help: "Quota discrepancies recorded on a cluster, by resource group and what was done: quota-restored (healed) or quota-restore-failed (cannot be)."},
 			[]string{"resource_group", "action"}),
+		runsDeleted: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "dlc_runs_deleted_total",
+			Help: "Finished runs deleted by the retention, by why: age (finished longer ago than it) or count (beyond a job config's)."},
+			[]string{"reason"}),
 	}
 	for _, col := range []prometheus.Collector{m.admissionWait, m.clusterStart, m.runDuration, m.runsFinished,
-		m.reconcileErrs, m.retries, m.backendLatency, m.backendErrs, m.quotaReports, stateCollector{c}} {
+		m.reconcileErrs, m.retries, m.backendLatency, m.backendErrs, m.quotaReports, m.runsDeleted, stateCollector{c}} {
 		if err := r.Register(col); err != nil {
 			return nil, err
 		}
@@ -114,6 +118,13 @@ func (m *metrics) quotaReported(rg, action string) {
 		return
 	}
 	m.quotaReports.WithLabelValues(rg, action).Inc()
+}
+
+// runDeleted counts a finished run the retention deleted, and why.
+func (m *metrics) runDeleted(why string) {
+	if m != nil {
+		m.runsDeleted.WithLabelValues(why).Inc()
+	}
 }
 
 func (m *metrics) failed(kind string) {

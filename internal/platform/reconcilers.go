@@ -75,6 +75,7 @@ func (c *Engine) resync() {
 	c.enqueueRuns(map[string]string{labelPhase: phasePending})
 	c.enqueueRuns(map[string]string{labelPhase: phaseActive})
 	c.enqueueRuns(map[string]string{labelPhase: phaseCleanup})
+	c.enqueueRetained()
 }
 
 func (c *Engine) worker() {

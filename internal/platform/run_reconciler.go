@@ -38,6 +38,8 @@ func (c *Engine) reconcileRun(ctx context.Context, id string) (time.Duration, er
 		return 0, err
 	}
 	switch {
+	case r.RayDone && !r.State.Live():
+		return c.retain(ctx, r) // deleted once its retention is up (retention.go)
 	case !r.State.Live():
 		return 0, c.cleanupRun(ctx, r)
 	case r.State == job.Queued || r.State == job.Waiting:

@@ -1,0 +1,280 @@
+package platform
+
+import (
+	"container/heap"
+	"context"
+	"errors"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/aidlc/dlc/backend"
+	"github.com/aidlc/dlc/errs"
+	"github.com/aidlc/dlc/job"
+)
+
+// Retention of finished runs (bounded history). A run that has ended and
+// whose Ray part is done (RayDone: its job stopped, its on-demand cluster
+// on its way out, its quota released) is deleted once it finished longer
+// ago than the retention's age, or sooner when its job config has more
+// finished runs than the retention's count and it is among the oldest of
+// them. The run reconciler (of the replica that owns the run, when the
+// work is shared) decides it on every look at such a run, from the stored
+// run alone (its FinishedAt, on the client's clock), and asks to look
+// again when the age is up; the delete is a compare-and-swap on the
+// version read. So it is level-triggered: a replica that loses the race
+// finds the run gone (or changed, and looked at again) and does nothing;
+// a client that starts looks at every finished run it owns once, and one
+// that takes a share over looks at the finished runs in it, so every
+// pending deletion is picked up.
+
+// The defaults of WithRunRetention.
+const (
+	// DefaultRunRetention is how long a finished run is kept.
+	DefaultRunRetention = 7 * 24 * time.Hour
+	// DefaultRunsPerJob is how many finished runs of one job config are
+	// kept at most.
+	DefaultRunsPerJob = 1000
+)
+
+// retention is WithRunRetention's: zero in a field is no bound of that
+// kind; both zero keep every finished run.
+type retention struct {
+	maxAge time.Duration
+	perJob int
+}
+
+func (r retention) on() bool { return r.maxAge > 0 || r.perJob > 0 }
+
+// WithRunRetention sets how long finished runs are kept (default
+// DefaultRunRetention, 7 days, and DefaultRunsPerJob, 1,000). A run that
+// has ended, and of which Ray holds nothing any more, is deleted once it
+// finished more than maxAge ago; and a job config keeps at most perJob
+// finished runs: when one more finishes, the oldest beyond perJob go at
+// once. 0 is no bound of that kind: WithRunRetention(0, 0) keeps every
+// run for ever. A negative value is an error from New (ErrInvalid). Runs
+// that have not finished are never deleted. The run's record goes, with
+// its event log and the reference to its logs; a request id that made it
+// no longer finds it.
+func WithRunRetention(maxAge time.Duration, perJob int) Option {
+	return func(o *options) { o.retention = retention{maxAge: maxAge, perJob: perJob} }
+}
+
+// validate refuses negative bounds.
+func (r retention) validate() error {
+	var l errs.List
+	p := errs.NewPath("WithRunRetention")
+	if r.maxAge < 0 {
+		l = append(l, errs.Invalid(p.Child("maxAge"), "", r.maxAge, "must not be negative (0 keeps finished runs whatever their age)"))
+	}
+	if r.perJob < 0 {
+		l = append(l, errs.Invalid(p.Child("perJob"), "", r.perJob, "must not be negative (0 keeps every finished run of a job config)"))
+	}
+	return l.ToError()
+}
+
+// retain is the run reconciler's step for a finished run whose Ray part is
+// done: it keeps its job config within the count (deleting the oldest
+// finished runs beyond it, this one perhaps), then deletes the run if its
+// age is up, or returns when it will be.
+func (c *Engine) retain(ctx context.Context, r *job.Run) (time.Duration, error) {
+	ret := c.o.retention
+	if ret.perJob > 0 {
+		if gone, err := c.trimJob(ctx, r.JobID, r.ID); err != nil || gone {
+			return 0, err
+		}
+	}
+	if ret.maxAge == 0 {
+		return 0, nil
+	}
+	if left := r.FinishedAt.Add(ret.maxAge).Sub(c.clock.Now()); left > 0 {
+		return left, nil
+	}
+	return 0, c.deleteRun(ctx, r.ID, r.Version, "age")
+}
+
+// trimJob deletes the oldest finished runs of job config jobID beyond the
+// retention's count, oldest by FinishedAt (then submission order, then
+// id: every replica picks the same), each at the version the watch last
+// reported. It reads the index of that job's finished runs only: its
+// size while the job is within the count, one pass over its runs when it
+// is not; never another job's. gone says whether run self was among those
+// deleted.
+func (c *Engine) trimJob(ctx context.Context, jobID, self string) (gone bool, err error) {
+	keep := c.o.retention.perJob
+	n := c.finished.count(jobID)
+	if n <= keep {
+		return false, nil
+	}
+	for _, r := range c.finished.oldest(jobID, n-keep) {
+		if err := c.deleteRun(ctx, r.id, r.version, "count"); err != nil {
+			return false, err
+		}
+		gone = gone || r.id == self
+	}
+	return gone, nil
+}
+
+// finishedRuns indexes the finished runs (phase done: ended, Ray done) by
+// job config, with what the count orders them by and the version to
+// delete them at. It is derived from the stored runs as the store's watch
+// reports them, as the queues are: an index in memory that a restart
+// rebuilds, never the truth (a delete is a compare-and-swap on the store).
+// It is compact, so that a job's runs are gone through without touching
+// the cache's maps of every run.
+type finishedRuns struct {
+	mu    sync.Mutex
+	byJob map[string]map[string]finishedRun // job config → run → the run as the count orders it
+	jobOf map[string]string                 // run → its job config, while the run is indexed
+}
+
+func newFinishedRuns() *finishedRuns {
+	return &finishedRuns{byJob: map[string]map[string]finishedRun{}, jobOf: map[string]string{}}
+}
+
+// observe follows a stored run: d with its derived labels and obj its
+// decoded form (nil when deleted or when it does not decode). It only
+// touches memory, so it can run inside the store's watch.
+func (f *finishedRuns) observe(d backend.Doc, obj any) {
+	if d.Kind != kindRun {
+		return
+	}
+	r, _ := obj.(*job.Run)
+	done := r != nil && d.Labels[labelPhase] == phaseDone
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if was, ok := f.jobOf[d.ID]; ok && (!done || was != r.JobID) {
+		delete(f.byJob[was], d.ID)
+		if len(f.byJob[was]) == 0 {
+			delete(f.byJob, was)
+		}
+		delete(f.jobOf, d.ID)
+	}
+	if !done {
+		return
+	}
+	runs := f.byJob[r.JobID]
+	if runs == nil {
+		runs = map[string]finishedRun{}
+		f.byJob[r.JobID] = runs
+	}
+	runs[d.ID] = finishedRun{id: d.ID, version: d.Version, at: r.FinishedAt, seq: r.Seq}
+	f.jobOf[d.ID] = r.JobID
+}
+
+// count returns how many finished runs job config jobID has.
+func (f *finishedRuns) count(jobID string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.byJob[jobID])
+}
+
+// oldest returns the n oldest finished runs of job config jobID, oldest
+// first: one pass over them, the n kept in a heap.
+func (f *finishedRuns) oldest(jobID string, n int) []finishedRun {
+	if n <= 0 {
+		return nil
+	}
+	f.mu.Lock()
+	h := make(newestFirst, 0, n) // the oldest n so far, the newest of them on top
+	for _, r := range f.byJob[jobID] {
+		switch {
+		case len(h) < n:
+			heap.Push(&h, r)
+		case r.before(h[0]):
+			h[0] = r
+			heap.Fix(&h, 0)
+		}
+	}
+	f.mu.Unlock()
+	sort.Slice(h, func(i, j int) bool { return h[i].before(h[j]) })
+	return h
+}
+
+// finishedRun is what the count per job orders a finished run by, and
+// the version to delete it at.
+type finishedRun struct {
+	id, version string
+	at          time.Time
+	seq         uint64
+}
+
+// before says whether r finished before o: by FinishedAt, then submission
+// order, then id.
+func (r finishedRun) before(o finishedRun) bool {
+	if !r.at.Equal(o.at) {
+		return r.at.Before(o.at)
+	}
+	if r.seq != o.seq {
+		return r.seq < o.seq
+	}
+	return r.id < o.id
+}
+
+// newestFirst is a heap of finished runs with the newest on top.
+type newestFirst []finishedRun
+
+func (h newestFirst) Len() int           { return len(h) }
+func (h newestFirst) Less(i, j int) bool { return h[j].before(h[i]) }
+func (h newestFirst) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *newestFirst) Push(x any)        { *h = append(*h, x.(finishedRun)) }
+func (h *newestFirst) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}
+
+// deleteRun deletes a finished run at version: what Ray keeps of it first
+// (backend.RunForgetter), the run itself last, by compare-and-swap, so
+// that a step cut short between the two leaves the run to try again. A
+// run gone already (another replica deleted it) or changed since (its
+// newer version queues it again) is left as it is.
+func (c *Engine) deleteRun(ctx context.Context, id, version, why string) error {
+	if f, ok := c.o.backend.(backend.RunForgetter); ok {
+		t := time.Now()
+		err := f.ForgetRun(ctx, id)
+		if in, ok := c.ray.(instrumented); ok {
+			in.done("ray_forget_run", t, err)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	err := c.store.Delete(ctx, kindRun, id, version)
+	if errs.IsNotFound(err) || errors.Is(err, errs.ErrConflict) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	c.metrics.runDeleted(why)
+	c.o.log.V(1).Info("run deleted", "run", id, "reason", "retention "+why)
+	return nil
+}
+
+// enqueueRetained queues the finished runs for the retention to look at
+// (enqueue keeps those this client owns): at its start every one of them
+// (when each is due is kept in the runs alone), later those with no look
+// pending here (a share taken over from another replica, a notice lost).
+// Runs kept by count only have none pending, and are looked at as their
+// jobs' runs finish.
+func (c *Engine) enqueueRetained() {
+	ret := c.o.retention
+	c.mu.Lock()
+	first := !c.retainSeen
+	c.retainSeen = true
+	c.mu.Unlock()
+	if !ret.on() || (!first && ret.maxAge == 0) {
+		return
+	}
+	for _, d := range c.cache.selectDocs(kindRun, map[string]string{labelPhase: phaseDone}) {
+		key := kindRun + "/" + d.ID
+		c.mu.Lock()
+		_, pending := c.timers[key]
+		c.mu.Unlock()
+		if first || !pending {
+			c.enqueue(key)
+		}
+	}
+}
