@@ -17,22 +17,8 @@ import (
 // platform's cost of one submission (store writes, and the reconcile
 // steps that find it must wait).
 func BenchmarkRunQueued(b *testing.B) {
-	m := dlctest.NewMemory(dlctest.MemoryOptions{})
-	defer m.Close()
-	ctx := context.Background()
-	c := m.Client
-	if _, err := c.ResourceGroups().Register(ctx, quota.Group{ID: "rg", Package: "p", Capacity: quota.Resources{MilliCPU: 8000, Memory: 32 * quota.GiB}}); err != nil {
-		b.Fatal(err)
-	}
-	cfg, err := dlc.NewJob("j").OnDemand("p", "rg").Image("ray-2.46.0-py310-cpu").Head("head", "cu.4c8g").
-		WorkerGroup("w", "cu.4c8g", 1, 1).COSPackage("cos://jobs-1250000000/j.zip").Entrypoint("python a.py").Build()
-	if err != nil {
-		b.Fatal(err)
-	}
-	rec, err := c.Jobs().Save(ctx, cfg, dlc.SaveOptions{})
-	if err != nil {
-		b.Fatal(err)
-	}
+	m, rec := onDemandJob(b)
+	ctx, c := context.Background(), m.Client
 	if _, err := c.Runs().Create(ctx, rec.ID, dlc.RunOptions{}); err != nil { // takes the whole group
 		b.Fatal(err)
 	}
@@ -101,23 +87,10 @@ func lifecycleBench(b *testing.B, m *dlctest.Memory) {
 // from the queue's order statistics, not from listing the queue.
 func BenchmarkRunPending(b *testing.B) {
 	const queued = 10000
-	m := dlctest.NewMemory(dlctest.MemoryOptions{})
-	defer m.Close()
-	ctx := context.Background()
-	c := m.Client
-	if _, err := c.ResourceGroups().Register(ctx, quota.Group{ID: "rg", Package: "p", Capacity: quota.Resources{MilliCPU: 8000, Memory: 32 * quota.GiB}}); err != nil {
-		b.Fatal(err)
-	}
-	cfg, err := dlc.NewJob("j").OnDemand("p", "rg").Image("ray-2.46.0-py310-cpu").Head("head", "cu.4c8g").
-		WorkerGroup("w", "cu.4c8g", 1, 1).COSPackage("cos://jobs-1250000000/j.zip").Entrypoint("python a.py").Build()
-	if err != nil {
-		b.Fatal(err)
-	}
-	rec, err := c.Jobs().Save(ctx, cfg, dlc.SaveOptions{})
-	if err != nil {
-		b.Fatal(err)
-	}
+	m, rec := onDemandJob(b)
+	ctx, c := context.Background(), m.Client
 	var last *job.Run
+	var err error
 	for range queued + 1 { // the first takes the whole group
 		if last, err = c.Runs().Create(ctx, rec.ID, dlc.RunOptions{}); err != nil {
 			b.Fatal(err)
@@ -201,4 +174,27 @@ func BenchmarkStartWithHolders(b *testing.B) {
 			b.ReportMetric(float64(len(d.Data)), "account-bytes")
 		})
 	}
+}
+
+// onDemandJob is a memory fixture with resource group "rg" of 8 cores and
+// an on-demand job config whose run takes all of it; the fixture closes
+// with b.
+func onDemandJob(b *testing.B) (*dlctest.Memory, *job.Record) {
+	b.Helper()
+	m := dlctest.NewMemory(dlctest.MemoryOptions{})
+	b.Cleanup(m.Close)
+	ctx := context.Background()
+	if _, err := m.Client.ResourceGroups().Register(ctx, quota.Group{ID: "rg", Package: "p", Capacity: quota.Resources{MilliCPU: 8000, Memory: 32 * quota.GiB}}); err != nil {
+		b.Fatal(err)
+	}
+	cfg, err := dlc.NewJob("j").OnDemand("p", "rg").Image("ray-2.46.0-py310-cpu").Head("head", "cu.4c8g").
+		WorkerGroup("w", "cu.4c8g", 1, 1).COSPackage("cos://jobs-1250000000/j.zip").Entrypoint("python a.py").Build()
+	if err != nil {
+		b.Fatal(err)
+	}
+	rec, err := m.Client.Jobs().Save(ctx, cfg, dlc.SaveOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return m, rec
 }
