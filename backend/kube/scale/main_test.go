@@ -1,0 +1,16 @@
+package scale_test
+
+import (
+	"os"
+	"testing"
+
+	"github.com/go-logr/logr"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/aidlc/dlc/dlctest"
+)
+
+func TestMain(m *testing.M) {
+	ctrllog.SetLogger(logr.Discard()) // KubeRay's reconcilers log through controller-runtime's global logger
+	os.Exit(dlctest.RunMain(m))
+}
