@@ -86,10 +86,10 @@ type report struct {
 }
 
 type heapFigure struct {
-	what    string
-	bytes   int64
-	objects int // what it is divided by
-	per     string
+	what   string
+	bytes  int64
+	detail string
+	per    string
 }
 
 func (r *report) phase(name string) *phase {
@@ -167,7 +167,7 @@ func (r *report) String() string {
 			ratio(ph.api.sum(isAPIConflict), ph.ops), ratio(ph.api.sum(isAPIEvent), ph.ops),
 			ratio(ph.rec.sum(func(k string) bool { return strings.HasPrefix(k, "retries ") }), ph.ops)})
 	}
-	b.WriteString(table([]string{"phase", "ok", "failed", "calls returned", "condition held", "rate ÷ bare rate", "store writes/op",
+	b.WriteString(table([]string{"phase", "ok", "failed or not made", "calls returned", "condition held", "rate ÷ bare rate", "store writes/op",
 		"store conflicts/op", "store reads/op", "API writes/op", "API 409/op", "Events/op", "reconcile retries/op"}, rows))
 
 	b.WriteString("\n### Store and API calls per op, by kind (every replica)\n\n")
@@ -208,9 +208,9 @@ func (r *report) String() string {
 		b.WriteString("\n### Heap (runtime.ReadMemStats after GC)\n\n")
 		rows = rows[:0]
 		for _, h := range r.heap {
-			rows = append(rows, []string{h.what, mib(h.bytes), h.per})
+			rows = append(rows, []string{h.what, mib(h.bytes), orNone(h.detail), h.per})
 		}
-		b.WriteString(table([]string{"", "heap", "per object"}, rows))
+		b.WriteString(table([]string{"", "heap", "how", "per object"}, rows))
 	}
 	if len(r.sizes) > 0 {
 		b.WriteString("\n### Stored documents (JSON bytes, as the watch delivers them)\n\n")

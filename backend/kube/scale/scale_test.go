@@ -3,14 +3,17 @@ package scale_test
 import (
 	"archive/zip"
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"regexp"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,8 +22,10 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
 	"github.com/ray-project/kuberay/ray-operator/controllers/ray/utils"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -38,7 +43,7 @@ const (
 	envRuns        = "DLC_SCALE_RUNS"            // runs (default N)
 	envReplicas    = "DLC_SCALE_REPLICAS"        // clients, each on its own kube.Backend (default 2)
 	envConcurrency = "DLC_SCALE_CONCURRENCY"     // concurrent user calls (default 32)
-	envRGs         = "DLC_SCALE_RESOURCE_GROUPS" // resource groups the clusters are spread over (default ⌈N/1000⌉)
+	envRGs         = "DLC_SCALE_RESOURCE_GROUPS" // resource groups the clusters are spread over (default ⌈N/100⌉)
 	envMode        = "DLC_SCALE_RUN_MODE"        // cluster, group or ondemand (default cluster)
 	envBare        = "DLC_SCALE_BARE"            // objects of each bare write (default N)
 	envDeadline    = "DLC_SCALE_DEADLINE"        // the whole test's deadline (default 20m)
@@ -82,7 +87,7 @@ func readParams() (params, error) {
 	p.runs = num(envRuns, p.clusters, 0)
 	p.replicas = num(envReplicas, 2, 1)
 	p.concurrency = num(envConcurrency, 32, 1)
-	p.rgs = num(envRGs, max(1, (p.clusters+999)/1000), 1)
+	p.rgs = num(envRGs, max(1, (p.clusters+99)/100), 1)
 	p.bare = num(envBare, p.clusters, 0)
 	p.workers = num(envWorkers, p.workers, 1)
 	if q := os.Getenv(envQPS); q != "" {
@@ -171,6 +176,9 @@ func TestScale(t *testing.T) {
 
 	h.bareWrites()
 	h.heapOfProcess("the process, before the clusters")
+	// Twice: the first replica started also fills what the process keeps
+	// for good (client-go's transport cache, …).
+	h.heapOfNewReplica("one more replica started over an empty namespace (the first)", 0, "")
 	h.heapOfNewReplica("one more replica started over an empty namespace (the base of the figures per cluster below)", 0, "")
 	ids := h.clusters()
 	h.heapOfNewReplica(fmt.Sprintf("one more replica started over %d running clusters", len(ids)), len(ids), "cluster, less the base")
@@ -353,6 +361,12 @@ func (h *harness) runs(clusters []string) {
 	if h.p.runs == 0 {
 		return
 	}
+	if h.ctx.Err() != nil {
+		for _, name := range []string{"job configs: save", "runs"} {
+			h.r.phases = append(h.r.phases, &phase{name: name, skipped: "the deadline passed"})
+		}
+		return
+	}
 	grp := h.groupID()
 	var builders []*job.Builder
 	switch h.p.mode {
@@ -425,7 +439,7 @@ func (h *harness) phase(name, op string, n int, call func(ctx context.Context, i
 	ph.errs = n - ph.ops // failed, or not made before the deadline
 	ph.reached, ph.took = true, ph.calls
 	if cond != nil {
-		_, ph.reached = h.tr.wait(h.ctx, h.t.Logf, until, func() (bool, string) { return cond(ph.ops) })
+		_, ph.reached = h.tr.wait(h.ctx, h.t.Logf, until, func() (bool, string) { return cond(ph.ops) }, h.rayLag)
 		ph.took = time.Since(began)
 	}
 	ph.state = state()
@@ -435,34 +449,94 @@ func (h *harness) phase(name, op string, n int, call func(ctx context.Context, i
 	return ph
 }
 
+// rayLag says where KubeRay stands on the namespace's RayClusters (a list
+// of them, made only when a wait logs its progress): how many it has not
+// caught up with (status.observedGeneration behind metadata.generation),
+// how many run unsuspended without a ready head, and how many pods there
+// are and are ready.
+func (h *harness) rayLag() string {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second) // also once the deadline has passed
+	defer cancel()
+	var l rayv1.RayClusterList
+	if err := h.cp.Client().List(ctx, &l, client.InNamespace(h.ns)); err != nil {
+		return "RayClusters: " + err.Error()
+	}
+	behind, noHead := 0, 0
+	for _, rc := range l.Items {
+		if rc.Status.ObservedGeneration < rc.Generation {
+			behind++
+		}
+		if (rc.Spec.Suspend == nil || !*rc.Spec.Suspend) && !meta.IsStatusConditionTrue(rc.Status.Conditions, string(rayv1.HeadPodReady)) {
+			noHead++
+		}
+	}
+	var pods corev1.PodList
+	if err := h.cp.Client().List(ctx, &pods, client.InNamespace(h.ns)); err != nil {
+		return "pods: " + err.Error()
+	}
+	ready := 0
+	for _, p := range pods.Items {
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+				ready++
+			}
+		}
+	}
+	return fmt.Sprintf("%d RayClusters, KubeRay behind on %d, %d unsuspended without a ready head; %d pods, %d ready",
+		len(l.Items), behind, noHead, len(pods.Items), ready)
+}
+
 // noteErr keeps the first few distinct errors of each operation for the
 // report.
 func (h *harness) noteErr(op string, err error) {
 	h.errMu.Lock()
 	defer h.errMu.Unlock()
-	key := op + ": " + digits.ReplaceAllString(err.Error(), "#")
+	key := op + ": " + anonymise(err.Error())
 	h.errSeen[key]++
 	if h.errSeen[key] == 1 && len(h.errSeen) <= 20 {
 		h.t.Logf("%s failed: %v", op, err)
 	}
 }
 
-// digits are the numbers in an error, told apart no further in the report.
-var digits = regexp.MustCompile(`[0-9]+`)
+// anonymous are the parts of an error that name one object or one
+// connection, left out so that the report counts errors of one kind
+// together.
+var anonymous = []struct {
+	re *regexp.Regexp
+	as string
+}{
+	{regexp.MustCompile(`https?://[^/ "]+`), "https://…"},
+	{regexp.MustCompile(`\b(cls|run|job|grp|od)-[a-z0-9]+`), "$1-…"},
+	{regexp.MustCompile(`\b(scale_job_|scale_|rg-|dlctest-)[a-z0-9]+`), "${1}…"},
+}
+
+// anonymise leaves out of an error's text what names one object or one
+// connection.
+func anonymise(s string) string {
+	for _, x := range anonymous {
+		s = x.re.ReplaceAllString(s, x.as)
+	}
+	return s
+}
 
 // heapOfProcess records the process's heap.
 func (h *harness) heapOfProcess(what string) {
-	h.r.heap = append(h.r.heap, heapFigure{what: what, bytes: int64(heapNow()), per: "—"})
+	h.r.heap = append(h.r.heap, heapFigure{what: what, bytes: int64(heapNow()), detail: "—", per: "—"})
 }
 
 // heapOfNewReplica starts one more replica (a kube.Backend and a client
-// over it, its caches synced), records what it added to the heap and
-// closes it. Less what one adds over an empty namespace (the first call's
-// figure, h.replicaBase), divided by per: what a replica of a service holds
-// per stored cluster.
+// over it, its caches synced), once the store has been quiet for a while,
+// and records what it added to the heap; less what a replica adds over an
+// empty namespace (h.replicaBase), divided by per, it is what a replica of
+// a service holds per stored cluster. What closing it freed is shown
+// beside, as a check: it is the less sure figure, since a closed
+// replica's goroutines may still hold its caches for a moment.
 func (h *harness) heapOfNewReplica(what string, per int, unit string) {
 	if h.ctx.Err() != nil {
 		return
+	}
+	if !h.tr.quiet(h.ctx, 2*time.Second, 30*time.Second) {
+		h.r.notes = append(h.r.notes, "the store did not stay quiet for 2 s before: "+what)
 	}
 	before := heapNow()
 	be, closeBackend := h.backend(nil)
@@ -473,15 +547,18 @@ func (h *harness) heapOfNewReplica(what string, per int, unit string) {
 	after := heapNow()
 	_ = c.Close()
 	closeBackend()
-	d := int64(after) - int64(before)
-	f := heapFigure{what: what, bytes: d, objects: per, per: "—"}
+	closed := heapNow()
+	added, freed := int64(after)-int64(before), int64(after)-int64(closed)
+	d := added
+	f := heapFigure{what: what, bytes: d, per: "—",
+		detail: fmt.Sprintf("added %s, freed %s at its close", mib(added), mib(freed))}
 	if per == 0 {
 		h.replicaBase = d
 	} else {
 		f.per = fmt.Sprintf("%.1f KiB per %s", float64(d-h.replicaBase)/float64(per)/1024, unit)
 	}
 	h.r.heap = append(h.r.heap, f)
-	h.t.Logf("heap: %s: %s (%s)", what, mib(d), f.per)
+	h.t.Logf("heap: %s: %s (%s; %s)", what, mib(d), f.detail, f.per)
 }
 
 func heapNow() uint64 {
@@ -503,8 +580,14 @@ func (h *harness) finish() {
 	r.failures = why
 	r.sizes = h.tr.sizes()
 	h.errMu.Lock()
-	for k, v := range h.errSeen {
-		r.notes = append(r.notes, fmt.Sprintf("%d× %s", v, k))
+	kinds := slices.Collect(maps.Keys(h.errSeen))
+	slices.SortFunc(kinds, func(a, b string) int { return cmp.Or(h.errSeen[b]-h.errSeen[a], strings.Compare(a, b)) })
+	for i, k := range kinds {
+		if i == 10 {
+			r.notes = append(r.notes, fmt.Sprintf("… and %d more kinds of failed calls", len(kinds)-i))
+			break
+		}
+		r.notes = append(r.notes, fmt.Sprintf("%d× %s", h.errSeen[k], k))
 	}
 	h.errMu.Unlock()
 	r.notes = append(r.notes, fmt.Sprintf("head stand-ins started: %d; the watch saw %d changes", h.loopHeads(), h.tr.changes))

@@ -31,6 +31,7 @@ type tracker struct {
 	abnormal map[string]string            // cluster id → its reason when first seen abnormal
 	ended    map[string]string            // run id → "state: message" of a run that did not succeed
 	changes  int
+	last     time.Time     // of the last change
 	changed  chan struct{} // closed at the next change
 }
 
@@ -46,6 +47,7 @@ func (tr *tracker) on(ch backend.Change) {
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
 	tr.changes++
+	tr.last = time.Now()
 	close(tr.changed)
 	tr.changed = make(chan struct{})
 
@@ -192,8 +194,8 @@ func (tr *tracker) sizes() [][]string {
 
 // wait waits until cond holds, checking it at every change of the store,
 // until ctx ends. Every progressEvery it logs what cond reports. It
-// returns how long it waited and whether cond held.
-func (tr *tracker) wait(ctx context.Context, logf func(string, ...any), what string, cond func() (bool, string)) (time.Duration, bool) {
+// returns how long it waited and whether cond held. more adds to the log.
+func (tr *tracker) wait(ctx context.Context, logf func(string, ...any), what string, cond func() (bool, string), more func() string) (time.Duration, bool) {
 	began := time.Now()
 	tick := time.NewTicker(progressEvery)
 	defer tick.Stop()
@@ -208,11 +210,36 @@ func (tr *tracker) wait(ctx context.Context, logf func(string, ...any), what str
 		select {
 		case <-changed:
 		case <-tick.C:
-			logf("waiting %v for %s: %s", time.Since(began).Round(time.Second), what, state)
+			logf("waiting %v for %s: %s; %s", time.Since(began).Round(time.Second), what, state, more())
 		case <-ctx.Done():
-			logf("gave up after %v waiting for %s: %s", time.Since(began).Round(time.Second), what, state)
+			logf("gave up after %v waiting for %s: %s; %s", time.Since(began).Round(time.Second), what, state, more())
 			return time.Since(began), false
 		}
+	}
+}
+
+// quiet waits until the store has not changed for d, for at most limit;
+// it reports whether it was quiet.
+func (tr *tracker) quiet(ctx context.Context, d, limit time.Duration) bool {
+	ctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	for {
+		tr.mu.Lock()
+		last, changed := tr.last, tr.changed
+		tr.mu.Unlock()
+		left := d - time.Since(last)
+		if left <= 0 {
+			return true
+		}
+		timer := time.NewTimer(left)
+		select {
+		case <-changed:
+		case <-timer.C:
+		case <-ctx.Done():
+			timer.Stop()
+			return false
+		}
+		timer.Stop()
 	}
 }
 
