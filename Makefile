@@ -1,10 +1,20 @@
 # The README's two set-up commands are `go run ./examples/quickstart` and `make test`.
-.PHONY: test quickstart envtest generate lint
+.PHONY: test quickstart envtest generate lint scale
 
 # Builds (or reuses) the envtest control-plane binaries, then runs every
 # test, the integration tests against a real kube-apiserver and etcd included.
 test:
 	KUBEBUILDER_ASSETS="$$(bash hack/envtest-assets.sh)" go test -race -count=1 -timeout 30m ./...
+
+# The scale test (not in CI; the README's "A scale test"): DLC_SCALE clusters
+# and as many runs through DLC_SCALE_REPLICAS clients on envtest with Ray in
+# the loop, printing its figures as tables. Without -race: it measures. The
+# other DLC_SCALE_* variables pass through the environment; the test bounds
+# itself by DLC_SCALE_DEADLINE (20m), SCALE_TIMEOUT is go test's backstop.
+DLC_SCALE ?= 200
+SCALE_TIMEOUT ?= 3h
+scale:
+	DLC_SCALE=$(DLC_SCALE) KUBEBUILDER_ASSETS="$$(bash hack/envtest-assets.sh)" go test -run '^TestScale$$' -v -count=1 -timeout $(SCALE_TIMEOUT) ./backend/kube/scale
 
 quickstart:
 	go run ./examples/quickstart
