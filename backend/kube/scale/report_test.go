@@ -116,10 +116,10 @@ func (r *report) String() string {
 	var b strings.Builder
 	p := r.p
 	fmt.Fprintf(&b, "\n## dlc scale test: %d clusters, %d runs (%s), %d replicas\n\n", p.clusters, p.runs, p.mode, p.replicas)
-	fmt.Fprintf(&b, "%d concurrent callers, %d resource group(s), client-side limit %s per replica, %d reconcile workers per client; "+
+	fmt.Fprintf(&b, "%d concurrent callers, %d resource group(s), client-side limit %s per replica, %d reconcile workers per client, work sharing %s; "+
 		"envtest (kube-apiserver + etcd) with KubeRay's reconcilers, the kubelet stand-in and a Ray head stand-in per cluster; "+
 		"%s, GOMAXPROCS %d, %d CPUs; started %s, set-up %v, deadline %v.\n",
-		p.concurrency, p.rgs, p.qpsString(), p.workers, runtime.Version(), runtime.GOMAXPROCS(0), runtime.NumCPU(),
+		p.concurrency, p.rgs, p.qpsString(), p.workers, p.sharingString(), runtime.Version(), runtime.GOMAXPROCS(0), runtime.NumCPU(),
 		r.began.UTC().Format(time.RFC3339), r.setup.Round(time.Millisecond), p.deadline)
 
 	if len(r.bare) > 0 {

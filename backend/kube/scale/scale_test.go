@@ -49,6 +49,7 @@ const (
 	envDeadline    = "DLC_SCALE_DEADLINE"        // the whole test's deadline (default 20m)
 	envQPS         = "DLC_SCALE_QPS"             // each replica's client-side limit (default kube.DefaultQPS; < 0: none)
 	envWorkers     = "DLC_SCALE_CLIENT_WORKERS"  // reconcile workers per client (default: the client's, 8)
+	envSharing     = "DLC_SCALE_WORK_SHARING"    // dlc.WithWorkSharing's TTL; 0: every replica reconciles everything (default: the client's)
 	envReport      = "DLC_SCALE_REPORT"          // a file to write the report to, besides stdout
 )
 
@@ -57,6 +58,7 @@ type params struct {
 	clusters, runs, replicas, concurrency, rgs, bare, workers int
 	mode                                                      string
 	deadline                                                  time.Duration
+	sharing                                                   time.Duration // -1: the client's default
 	qps                                                       float32
 	burst                                                     int
 }
@@ -68,8 +70,18 @@ func (p params) qpsString() string {
 	return fmt.Sprintf("%g QPS (burst %d)", p.qps, p.burst)
 }
 
+func (p params) sharingString() string {
+	switch {
+	case p.sharing < 0:
+		return "the client's default"
+	case p.sharing == 0:
+		return "off (every replica reconciles everything)"
+	}
+	return "TTL " + p.sharing.String()
+}
+
 func readParams() (params, error) {
-	p := params{mode: "cluster", deadline: 20 * time.Minute, qps: kube.DefaultQPS, burst: kube.DefaultBurst, workers: 8}
+	p := params{mode: "cluster", deadline: 20 * time.Minute, qps: kube.DefaultQPS, burst: kube.DefaultBurst, workers: 8, sharing: -1}
 	var errs []error
 	num := func(name string, def, least int) int {
 		s := os.Getenv(name)
@@ -104,6 +116,14 @@ func readParams() (params, error) {
 			p.mode = m
 		default:
 			errs = append(errs, fmt.Errorf("%s=%q: want cluster, group or ondemand", envMode, m))
+		}
+	}
+	if d := os.Getenv(envSharing); d != "" {
+		v, err := time.ParseDuration(d)
+		if err != nil || v < 0 {
+			errs = append(errs, fmt.Errorf("%s=%q: want a duration such as 15s, or 0 for none", envSharing, d))
+		} else {
+			p.sharing = v
 		}
 	}
 	if d := os.Getenv(envDeadline); d != "" {
@@ -199,7 +219,11 @@ func (h *harness) setUp() {
 	for range h.p.replicas {
 		be, _ := h.backend(h.api)
 		reg := prometheus.NewRegistry()
-		c, err := dlc.New(dlc.WithBackend(countingBackend{Backend: be, c: h.store}), dlc.WithMetrics(reg), dlc.WithWorkers(h.p.workers))
+		opts := []dlc.Option{dlc.WithBackend(countingBackend{Backend: be, c: h.store}), dlc.WithMetrics(reg), dlc.WithWorkers(h.p.workers)}
+		if h.p.sharing >= 0 {
+			opts = append(opts, dlc.WithWorkSharing(h.p.sharing))
+		}
+		c, err := dlc.New(opts...)
 		if err != nil {
 			t.Fatalf("dlc.New: %v", err)
 		}
@@ -525,7 +549,9 @@ func (h *harness) heapOfProcess(what string) {
 }
 
 // heapOfNewReplica starts one more replica (a kube.Backend and a client
-// over it, its caches synced), once the store has been quiet for a while,
+// over it, its caches synced; without reconcile workers, so that it takes
+// no share of the work from the others and writes nothing), once the store
+// has been quiet for a while,
 // and records what it added to the heap; less what a replica adds over an
 // empty namespace (h.replicaBase), divided by per, it is what a replica of
 // a service holds per stored cluster. What closing it freed is shown
@@ -540,7 +566,7 @@ func (h *harness) heapOfNewReplica(what string, per int, unit string) {
 	}
 	before := heapNow()
 	be, closeBackend := h.backend(nil)
-	c, err := dlc.New(dlc.WithBackend(be), dlc.WithWorkers(h.p.workers))
+	c, err := dlc.New(dlc.WithBackend(be), dlc.WithWorkers(0))
 	if err != nil {
 		h.t.Fatalf("dlc.New: %v", err)
 	}
