@@ -153,7 +153,7 @@ func (r *report) String() string {
 		fmt.Fprintf(&b, "- %s\n", why)
 	}
 
-	b.WriteString("\n### Phases (per op: divided by the phase's successful calls; every replica's calls, background steps included)\n\n")
+	b.WriteString("\n### Phases (per op: divided by the phase's successful calls; every replica's calls, background steps included, until the store was quiet for 2 s after the condition)\n\n")
 	rows = rows[:0]
 	for _, ph := range r.phases {
 		if ph.skipped != "" {

@@ -30,15 +30,16 @@ type tracker struct {
 	maxSize  map[string]int               // kind → the largest version seen
 	abnormal map[string]string            // cluster id → its reason when first seen abnormal
 	ended    map[string]string            // run id → "state: message" of a run that did not succeed
+	onDemand map[string]bool              // on-demand runs' clusters stored now
 	changes  int
-	last     time.Time     // of the last change
+	last     time.Time     // of the last change, membership renewals aside
 	changed  chan struct{} // closed at the next change
 }
 
 func newTracker() *tracker {
 	return &tracker{state: map[string]map[string]string{}, byState: map[string]map[string]int{},
 		size: map[string]map[string]int{}, maxSize: map[string]int{}, abnormal: map[string]string{},
-		ended: map[string]string{}, changed: make(chan struct{})}
+		ended: map[string]string{}, onDemand: map[string]bool{}, changed: make(chan struct{})}
 }
 
 // on takes one change of the store.
@@ -47,7 +48,9 @@ func (tr *tracker) on(ch backend.Change) {
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
 	tr.changes++
-	tr.last = time.Now()
+	if d.Kind != "replica" {
+		tr.last = time.Now() // a membership renewal is no work being done
+	}
 	close(tr.changed)
 	tr.changed = make(chan struct{})
 
@@ -65,7 +68,13 @@ func (tr *tracker) on(ch backend.Change) {
 		return
 	}
 	if d.Kind == "cluster" && d.Labels["temporary"] != "" {
-		return // an on-demand run's cluster: counted with its run
+		// An on-demand run's cluster: counted apart.
+		if ch.Deleted {
+			delete(tr.onDemand, d.ID)
+		} else {
+			tr.onDemand[d.ID] = true
+		}
+		return
 	}
 	st := d.Labels["state"]
 	if ch.Deleted {
@@ -115,6 +124,13 @@ func (tr *tracker) terminalRuns() int {
 		}
 	}
 	return n
+}
+
+// onDemandClusters returns how many on-demand runs' clusters are stored.
+func (tr *tracker) onDemandClusters() int {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	return len(tr.onDemand)
 }
 
 // states says how many of kind are in each state: "running 190, starting 10".
@@ -218,8 +234,8 @@ func (tr *tracker) wait(ctx context.Context, logf func(string, ...any), what str
 	}
 }
 
-// quiet waits until the store has not changed for d, for at most limit;
-// it reports whether it was quiet.
+// quiet waits until the store has not changed for d (membership renewals
+// aside), for at most limit; it reports whether it was quiet.
 func (tr *tracker) quiet(ctx context.Context, d, limit time.Duration) bool {
 	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
