@@ -223,7 +223,7 @@ func (h *harness) setUp() {
 	h.ns = h.cp.NewNamespace(t)
 	h.loop = h.cp.StartRayLoop(t, dlctest.LoopOptions{Namespaces: []string{h.ns}, Fetch: fetch})
 	for range h.p.replicas {
-		be, _ := h.backend(h.api)
+		be := h.backend(h.api)
 		reg := prometheus.NewRegistry()
 		opts := []dlc.Option{dlc.WithBackend(countingBackend{Backend: be, c: h.store}), dlc.WithMetrics(reg), dlc.WithWorkers(h.p.workers)}
 		if h.p.sharing >= 0 {
@@ -259,9 +259,15 @@ func rgID(g int) string { return fmt.Sprintf("rg-%d", g) }
 
 // backend starts a kube.Backend on the namespace as a replica runs it: the
 // client-side limit of the parameters, its requests counted by api (nil:
-// not counted), and a function that closes it (also called when the test
-// ends).
-func (h *harness) backend(api *counter) (*kube.Backend, func()) {
+// not counted). The test's end closes it.
+func (h *harness) backend(api *counter) *kube.Backend {
+	be := h.newBackend(api)
+	h.t.Cleanup(be.Close)
+	return be
+}
+
+// newBackend starts a kube.Backend as backend does, for the caller to close.
+func (h *harness) newBackend(api *counter) *kube.Backend {
 	cfg := h.cp.Config()
 	if api != nil {
 		cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return &apiCounter{next: rt, c: api} })
@@ -270,9 +276,7 @@ func (h *harness) backend(api *counter) (*kube.Backend, func()) {
 	if err != nil {
 		h.t.Fatalf("kube.New: %v", err)
 	}
-	closeIt := sync.OnceFunc(be.Close)
-	h.t.Cleanup(closeIt)
-	return be, closeIt
+	return be
 }
 
 // bareWrites measures the API server's own write rate in the same run: M
@@ -584,14 +588,15 @@ func (h *harness) heapOfNewReplica(what string, per int, unit string) {
 		h.r.notes = append(h.r.notes, "the store did not stay quiet for 2 s before: "+what)
 	}
 	before := heapNow()
-	be, closeBackend := h.backend(nil)
+	be := h.newBackend(nil) // not held by a cleanup, so that closing it frees it
 	c, err := dlc.New(dlc.WithBackend(be), dlc.WithWorkers(0))
 	if err != nil {
+		be.Close()
 		h.t.Fatalf("dlc.New: %v", err)
 	}
 	after := heapNow()
 	_ = c.Close()
-	closeBackend()
+	be.Close()
 	closed := heapNow()
 	added, freed := int64(after)-int64(before), int64(after)-int64(closed)
 	d := added
