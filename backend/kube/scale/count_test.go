@@ -114,7 +114,8 @@ func isRayWrite(k string) bool {
 // countingBackend is a replica's kube.Backend with every store and Ray
 // call the client makes counted by operation, kind and outcome. It embeds
 // the *kube.Backend, so what the client finds by type assertion
-// (dlc.LatestReader: GetLatest) stays there, and counted.
+// (backend.LatestReader's GetLatest, backend.LatestLister's ListLatest)
+// stays there, and counted.
 type countingBackend struct {
 	*kube.Backend
 	c *counter
@@ -147,6 +148,12 @@ func (b countingBackend) GetLatest(ctx context.Context, kind, id string) (backen
 func (b countingBackend) List(ctx context.Context, kind string, sel map[string]string) ([]backend.Doc, error) {
 	d, err := b.Backend.List(ctx, kind, sel)
 	b.done("store", "list", kind, err)
+	return d, err
+}
+
+func (b countingBackend) ListLatest(ctx context.Context, kind string, sel map[string]string) ([]backend.Doc, error) {
+	d, err := b.Backend.ListLatest(ctx, kind, sel)
+	b.done("store", "list-latest", kind, err)
 	return d, err
 }
 
