@@ -122,6 +122,11 @@ func (r *report) String() string {
 		p.concurrency, p.rgs, p.qpsString(), p.workers, p.sharingString(), runtime.Version(), runtime.GOMAXPROCS(0), runtime.NumCPU(),
 		r.began.UTC().Format(time.RFC3339), r.setup.Round(time.Millisecond), p.deadline)
 
+	if r.setup == 0 {
+		b.WriteString("\nThe set-up did not finish: no figures.\n")
+		return b.String()
+	}
+
 	if len(r.bare) > 0 {
 		b.WriteString("\n### The API server's bare write rate (a plain controller-runtime client, no client-side limit, same concurrency)\n\n")
 		rows := [][]string{}
@@ -178,11 +183,12 @@ func (r *report) String() string {
 		}
 		rows = append(rows, []string{ph.name,
 			ph.store.per(ph.ops, func(k string) bool { return isStoreWrite(k) || isConflict(k) || isCallError(k) }),
+			ph.store.per(ph.ops, func(k string) bool { return isStoreRead(k) && !isConflict(k) && !isCallError(k) }),
 			ph.store.per(ph.ops, isRayWrite),
 			ph.api.per(ph.ops, func(k string) bool { return isAPIWrite(k) || isAPIFailure(k) }),
 			ph.rec.per(ph.ops, func(string) bool { return true })})
 	}
-	b.WriteString(table([]string{"phase", "store writes (conflict, error: failed so)", "Ray writes", "API writes (status if refused)", "reconcile"}, rows))
+	b.WriteString(table([]string{"phase", "store writes (conflict, error: failed so)", "store reads (-latest: past the cache)", "Ray writes", "API writes (status if refused)", "reconcile"}, rows))
 
 	b.WriteString("\n### Latency of the user's calls\n\n")
 	rows = rows[:0]
