@@ -18,6 +18,7 @@ import (
 	"github.com/aidlc/dlc"
 	"github.com/aidlc/dlc/backend/memory"
 	"github.com/aidlc/dlc/cluster"
+	"github.com/aidlc/dlc/dlctest"
 	"github.com/aidlc/dlc/job"
 )
 
@@ -602,4 +603,26 @@ func TestGroupDeleteRenamedMeanwhile(t *testing.T) {
 		t.Fatalf("the group after its delete: %v", err)
 	}
 	f.groupsOf(x.ID, f.grp, target)
+}
+
+// A run stored by a create that died before it read its job config again
+// (fenceRun), while the config was deleted, does not wait for ever with no
+// config: its reconciler fails it, saying why (J17).
+func TestRunOfADeletedConfigFromACrashedCreateFails(t *testing.T) {
+	f := newFixture(t, dlctest.MemoryOptions{})
+	rec := f.job(dlc.NewJob("j").OnGroup(f.grp)) // no member runs: the run waits
+	r := f.start(rec.ID)
+	if r.State != job.Waiting {
+		t.Fatalf("run %s, want waiting", r.State)
+	}
+	// The config deleted past the fence, as a delete whose list came
+	// before the crashed create stored its run would.
+	d, err := f.m.Backend.Get(f.ctx, "job", rec.ID)
+	f.must(err)
+	f.must(f.m.Backend.Delete(f.ctx, "job", rec.ID, d.Version))
+	f.c.Reconcile()
+	f.settle()
+	if got := f.run(r.ID); got.State != job.Failed || !strings.Contains(got.Message, "job config was deleted") {
+		t.Fatalf("a waiting run of a deleted config: %s %q, want failed", got.State, got.Message)
+	}
 }

@@ -45,6 +45,11 @@ func (c *Engine) onChange(ch backend.Change) {
 			c.enqueueDependents(cl) // reads it only
 		}
 	}
+	if d.Kind == kindJob && ch.Deleted {
+		// A run still waiting for a deleted config (its create died before
+		// its fence) fails, saying so (J17).
+		c.enqueueRuns(map[string]string{labelJob: d.ID, labelPhase: phasePending})
+	}
 	if d.Kind == kindGroup && ch.Deleted {
 		// J19: runs waiting for the group fail, saying it is gone.
 		c.enqueueRuns(map[string]string{labelTarget: targetGroup + d.ID, labelPhase: phasePending})

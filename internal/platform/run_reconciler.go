@@ -51,6 +51,15 @@ func (c *Engine) reconcileRun(ctx context.Context, id string) (time.Duration, er
 // placeRun puts a waiting run on a cluster, or records why it waits
 // (J18), or fails it when its target is gone (J19).
 func (c *Engine) placeRun(ctx context.Context, r *job.Run) error {
+	// A waiting run whose job config is gone was stored by a create that
+	// did not live to check the config (fenceRun) while it was deleted:
+	// it ends as that check would have ended it (J17).
+	if ok, err := c.exists(ctx, kindJob, r.JobID); err != nil {
+		return err
+	} else if !ok {
+		_, err := c.endRun(ctx, r, job.Fail, "its job config was deleted while the run was being created")
+		return err
+	}
 	cfg := &r.Config
 	switch cfg.Mode() {
 	case job.ClusterMode:
