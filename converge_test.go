@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -174,27 +173,15 @@ func TestStepTimeoutBacklog(t *testing.T) {
 // cluster with no reason and no deadline).
 func TestRunPlacedOnHibernatingClusterWaitsAgain(t *testing.T) {
 	var outcomes atomic.Int32
-	var mu sync.Mutex
-	var hook func(ctx context.Context, w memory.Write, next func(context.Context) (string, error)) (string, error)
-	f := newFixture(t, dlctest.MemoryOptions{
-		Ray: memory.RayHooks{RunOutcome: func(*job.Run) memory.Outcome { outcomes.Add(1); return memory.Outcome{} }},
-		Store: memory.StoreHooks{Write: func(ctx context.Context, w memory.Write, next func(context.Context) (string, error)) (string, error) {
-			mu.Lock()
-			h := hook
-			mu.Unlock()
-			if h != nil {
-				return h(ctx, w, next)
-			}
-			return next(ctx)
-		}}})
+	f, h := hookedWith(t, dlctest.MemoryOptions{
+		Ray: memory.RayHooks{RunOutcome: func(*job.Run) memory.Outcome { outcomes.Add(1); return memory.Outcome{} }}})
 	other := f.m.NewClient()
 	cl := f.runningCluster("休眠")
 	rec := f.job(dlc.NewJob("j").OnCluster(cl.ID))
 	r, err := f.c.Runs().Create(f.ctx, rec.ID, dlc.RunOptions{})
 	f.must(err)
 	placed := false
-	mu.Lock()
-	hook = func(ctx context.Context, w memory.Write, next func(context.Context) (string, error)) (string, error) {
+	*h = func(ctx context.Context, w memory.Write, next func(context.Context) (string, error)) (string, error) {
 		if !placed && w.Doc.Kind == "run" && w.Doc.ID == r.ID && strings.Contains(string(w.Doc.Data), `"state":"provisioning"`) {
 			placed = true
 			// The other replica hibernates the cluster while this one
@@ -205,7 +192,6 @@ func TestRunPlacedOnHibernatingClusterWaitsAgain(t *testing.T) {
 		}
 		return next(ctx)
 	}
-	mu.Unlock()
 	f.settle()
 	if !placed {
 		t.Fatal("the run was never placed")

@@ -30,9 +30,14 @@ func marked(ctx context.Context) bool { v, _ := ctx.Value(markKey{}).(bool); ret
 
 // hooked returns a fixture whose store Write hook calls *h (when set).
 func hooked(t *testing.T) (*fixture, *func(ctx context.Context, w memory.Write, next func(context.Context) (string, error)) (string, error)) {
+	return hookedWith(t, dlctest.MemoryOptions{})
+}
+
+// hookedWith is hooked with the fixture's other options o.
+func hookedWith(t *testing.T, o dlctest.MemoryOptions) (*fixture, *func(ctx context.Context, w memory.Write, next func(context.Context) (string, error)) (string, error)) {
 	var mu sync.Mutex
 	var h func(ctx context.Context, w memory.Write, next func(context.Context) (string, error)) (string, error)
-	f := newFixture(t, dlctest.MemoryOptions{Store: memory.StoreHooks{
+	o.Store = memory.StoreHooks{
 		Write: func(ctx context.Context, w memory.Write, next func(context.Context) (string, error)) (string, error) {
 			mu.Lock()
 			hh := h
@@ -41,7 +46,8 @@ func hooked(t *testing.T) (*fixture, *func(ctx context.Context, w memory.Write, 
 				return hh(ctx, w, next)
 			}
 			return next(ctx)
-		}}})
+		}}
+	f := newFixture(t, o)
 	return f, &h
 }
 

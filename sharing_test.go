@@ -149,8 +149,8 @@ func TestReplicasShareTheWork(t *testing.T) {
 				rs.group(fmt.Sprintf("rg-%d", i))
 			}
 			// Each replica must have seen the others before the work starts.
-			awaitCond(t, "the replicas to see each other", func() bool {
-				return !tc.shared || rs.allSee(3)
+			settleWithin(t, time.Minute, "the replicas to see each other", func() (bool, string) {
+				return !tc.shared || rs.allSee(3), ""
 			})
 			before := rs.cs.conflicts.Load()
 			var wg sync.WaitGroup
@@ -209,17 +209,6 @@ func (rs *replicaSet) allSee(n int) bool {
 	return err == nil && len(docs) == n
 }
 
-func awaitCond(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("after a minute, still waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
 // A replica that crashed (its membership document stays, never renewed)
 // keeps its share only until the TTL: the others take it over, delete its
 // document, and every cluster comes up. One that closes hands its share
@@ -251,15 +240,15 @@ func TestReplicaShareTakenOver(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		awaitCond(t, "the crashed replica's document to be deleted", func() bool {
+		settleWithin(t, time.Minute, "the crashed replica's document to be deleted", func() (bool, string) {
 			_, err := mb.Get(context.Background(), "replica", "replica-crashed")
-			return err != nil
+			return err != nil, fmt.Sprint(err)
 		})
 	})
 	t.Run("closed", func(t *testing.T) {
 		rs := newReplicaSet(t, 2, 0, dlc.WithWorkSharing(time.Hour))
 		rs.group("rg-1")
-		awaitCond(t, "the replicas to see each other", func() bool { return rs.allSee(2) })
+		settleWithin(t, time.Minute, "the replicas to see each other", func() (bool, string) { return rs.allSee(2), "" })
 		if err := rs.cls[1].Close(); err != nil {
 			t.Fatal(err)
 		}
@@ -283,7 +272,7 @@ func TestReplicaShareTakenOver(t *testing.T) {
 func TestReplicasShareOnDemandRuns(t *testing.T) {
 	const groups, perGroup = 8, 3
 	rs := newReplicaSet(t, 2, 0)
-	awaitCond(t, "the replicas to see each other", func() bool { return rs.allSee(2) })
+	settleWithin(t, time.Minute, "the replicas to see each other", func() (bool, string) { return rs.allSee(2), "" })
 	var recs []*job.Record
 	for i := range groups {
 		rg := fmt.Sprintf("rg-%d", i)
@@ -308,16 +297,14 @@ func TestReplicasShareOnDemandRuns(t *testing.T) {
 		}
 		runs = append(runs, r.ID)
 	}
-	var done atomic.Int32
-	awaitCond(t, "every run to succeed", func() bool {
+	settleWithin(t, time.Minute, "every run to succeed", func() (bool, string) {
 		n := int32(0)
 		for _, id := range runs {
 			if r, err := rs.cls[0].Runs().Get(rs.ctx, id); err == nil && r.State == job.Succeeded {
 				n++
 			}
 		}
-		done.Store(n)
-		return int(n) == len(runs)
+		return int(n) == len(runs), fmt.Sprintf("%d of %d succeeded", n, len(runs))
 	})
 	conflicts := rs.cs.conflicts.Load() - before
 	t.Logf("%d on-demand runs in %d resource groups through 2 replicas: %d conflicts (%.2f per run); submits by replica %d, %d",
@@ -368,7 +355,7 @@ func BenchmarkReplicas(b *testing.B) {
 					}
 				}
 				if tc.shared {
-					awaitCond(b, "the replicas to see each other", func() bool { return rs.allSee(tc.replicas) })
+					settleWithin(b, time.Minute, "the replicas to see each other", func() (bool, string) { return rs.allSee(tc.replicas), "" })
 				}
 				var seq atomic.Int64
 				per := (b.N + goroutines - 1) / goroutines

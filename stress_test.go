@@ -336,7 +336,7 @@ func (l *lockedRand) intN(n int) int {
 
 // settleWithin polls cond until it holds, failing the test after timeout with
 // what cond saw last.
-func settleWithin(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
+func settleWithin(t testing.TB, timeout time.Duration, what string, cond func() (bool, string)) {
 	t.Helper()
 	end := time.Now().Add(timeout)
 	seen := ""
