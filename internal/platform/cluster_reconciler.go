@@ -44,11 +44,7 @@ func (c *Engine) reconcileCluster(ctx context.Context, id string) (time.Duration
 		} else if !errs.IsNotFound(err) {
 			return 0, err
 		}
-		c.mu.Lock()
-		delete(c.dependents, id)
-		delete(c.steps, id)
-		c.mu.Unlock()
-		return 0, nil
+		return 0, nil // what this client kept of it goes with the watch's delete (onChange)
 	}
 	if err != nil {
 		return 0, err

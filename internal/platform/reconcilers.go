@@ -40,6 +40,7 @@ func (c *Engine) onChange(ch backend.Change) {
 		if ch.Deleted {
 			c.mu.Lock()
 			delete(c.dependents, d.ID)
+			delete(c.steps, d.ID) // also on a client that no longer owns it
 			c.mu.Unlock()
 		} else if cl, ok := obj.(*cluster.Cluster); ok {
 			c.enqueueDependents(cl) // reads it only
