@@ -301,8 +301,10 @@ func TestRaceStaleReleaseTakesNewStartsHold(t *testing.T) {
 		if armed && w.Op == memory.OpUpdate && w.Doc.Kind == "resourcegroup" {
 			armed = false
 			// Between the releaser's decision and its write: the user starts
-			// the cluster and another replica applies the start to Ray.
-			if _, err := f.c.Clusters().Start(f.ctx, cl.ID); err != nil {
+			// the cluster (through another replica: on this one, the start
+			// would wait for the release's write, as a client writes one
+			// account at a time) and another replica applies it to Ray.
+			if _, err := f.m.NewClient().Clusters().Start(f.ctx, cl.ID); err != nil {
 				t.Errorf("start: %v", err)
 			}
 			c := f.m.NewClient()

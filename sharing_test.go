@@ -315,14 +315,15 @@ func TestReplicasShareOnDemandRuns(t *testing.T) {
 }
 
 // BenchmarkReplicas: 16 goroutines per replica create and start clusters
-// (each goroutine in a resource group of its own), or run on-demand jobs
+// (each goroutine in a resource group of its own, or all of them in one:
+// "one-rg", where every start changes the same account), or run on-demand jobs
 // (a resource group per goroutine), through 1, 2 or 4 replicas over one
 // store that adds 5 ms to every call, with the work shared (the default) or not. Reported:
 // operations (a create and a start count one each; an on-demand run one,
 // once it has succeeded) per second, and the store's conflicts per
 // operation.
 func BenchmarkReplicas(b *testing.B) {
-	for _, mode := range []string{"create+start", "on-demand"} {
+	for _, mode := range []string{"create+start", "create+start/one-rg", "on-demand"} {
 		for _, tc := range []struct {
 			replicas int
 			shared   bool
@@ -373,8 +374,12 @@ func BenchmarkReplicas(b *testing.B) {
 							n := seq.Add(1)
 							c := rs.cls[int(n)%len(rs.cls)]
 							switch mode {
-							case "create+start":
-								if _, err := rs.createStart(c, fmt.Sprintf("b%d", n), fmt.Sprintf("rg-%d", w)); err != nil {
+							case "create+start", "create+start/one-rg":
+								rg := fmt.Sprintf("rg-%d", w)
+								if mode == "create+start/one-rg" {
+									rg = "rg-0"
+								}
+								if _, err := rs.createStart(c, fmt.Sprintf("b%d", n), rg); err != nil {
 									b.Error(err)
 									return
 								}

@@ -46,6 +46,12 @@ type Write struct {
 // instead of calling next, call next and fail anyway (a reply lost after
 // the write took effect), or pass next's result on. Read is called
 // before every Get and List; a non-nil error fails the read.
+//
+// A hook may call another client over the same store (a replica acting
+// between a decision and its write), but not, from inside a write of a
+// resource group, the client whose write it is for a change of the same
+// group's reservations: a client writes one change of an account at a
+// time, and such a call would wait for the write it is inside of.
 type StoreHooks struct {
 	Write func(ctx context.Context, w Write, next func(context.Context) (string, error)) (string, error)
 	Read  func(ctx context.Context, kind, id string) error

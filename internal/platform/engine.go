@@ -216,6 +216,9 @@ type Engine struct {
 	rep        *replicas                      // the clients sharing the work; nil: this one does it all
 	retainSeen bool                           // a resync has queued every finished run (retention.go)
 	stopResync func() bool
+
+	linesMu sync.Mutex
+	lines   map[string]*accountLine // resource group → the changes of its account waiting for the write in flight (accounts.go)
 }
 
 // New returns a client; with no options it runs on a new memory backend
@@ -264,7 +267,7 @@ func New(opts ...Option) (*Engine, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &Engine{o: o, store: o.backend, ray: o.backend, clock: o.clock, cat: o.catalogs, policy: o.policy,
-		cache: newCache(), queues: newQueues(queue.QueueOptions{MaxWait: o.maxWait}), finished: newFinishedRuns(), ctx: ctx, cancel: cancel, failures: map[string]int{}, timers: map[string]timer{}, repaired: map[string]time.Time{}, seen: map[string]map[string]seenHold{}, dependents: map[string]string{}, steps: map[string]stepSeen{}, claimsSeen: map[string]claimSeen{},
+		cache: newCache(), queues: newQueues(queue.QueueOptions{MaxWait: o.maxWait}), finished: newFinishedRuns(), ctx: ctx, cancel: cancel, failures: map[string]int{}, timers: map[string]timer{}, repaired: map[string]time.Time{}, seen: map[string]map[string]seenHold{}, dependents: map[string]string{}, steps: map[string]stepSeen{}, claimsSeen: map[string]claimSeen{}, lines: map[string]*accountLine{},
 		queue:   workqueue.NewTyped[string](),
 		limiter: workqueue.NewTypedItemExponentialFailureRateLimiter[string](o.baseDelay, o.maxDelay)}
 	c.reconcilers = c.newReconcilers()

@@ -86,55 +86,6 @@ func (s *ResourceGroupService) List(ctx context.Context) ([]quota.Usage, error) 
 	return out, nil
 }
 
-// changeAccount applies f to resource group rg by compare-and-swap: f
-// changes the account it is given (its Version is the one the change is
-// written over) and reports whether it did; on a conflict the account is
-// read again from the store and f applied anew.
-func (c *Engine) changeAccount(ctx context.Context, rg string, f func(*quota.Account) (bool, error)) (*quota.Account, error) {
-	a, v, err := cached[quota.Account](ctx, c, kindResourceGroup, rg)
-	fromStore := false
-	if errs.IsNotFound(err) {
-		a, v, err = fresh[quota.Account](ctx, c, kindResourceGroup, rg) // the cache may not have it yet
-		fromStore = true
-	}
-	if err != nil {
-		return nil, notFoundAs(err, "resource group", rg)
-	}
-	for attempt := 0; ; attempt++ {
-		a.Version = v // f may fence on the version it is given
-		changed, err := f(a)
-		if errors.Is(err, errs.ErrQuota) && !fromStore {
-			// Refused on the cache, which may lag a release another
-			// replica made: the store's account decides.
-			fa, fv, ferr := fresh[quota.Account](ctx, c, kindResourceGroup, rg)
-			if ferr != nil {
-				return nil, notFoundAs(ferr, "resource group", rg)
-			}
-			fromStore = true
-			if fv != v {
-				a, v = fa, fv
-				continue
-			}
-		}
-		if err != nil || !changed {
-			a.Version = v
-			return a, err
-		}
-		nv, err := c.update(ctx, kindResourceGroup, rg, v, nil, a)
-		if err == nil {
-			a.Version = nv
-			return a, nil
-		}
-		if !errors.Is(err, errs.ErrConflict) || attempt >= conflictRetries {
-			return nil, notFoundAs(err, "resource group", rg)
-		}
-		if a, v, err = fresh[quota.Account](ctx, c, kindResourceGroup, rg); err != nil {
-			return nil, notFoundAs(err, "resource group", rg)
-		}
-		fromStore = true
-	}
-}
-
 // datedAhead is how far ahead of this client's clock a hold may be dated
 // before CheckQuota reports it: further than any replica's clock is off,
 // so the date was written from outside the platform. No decision reads a

@@ -1,0 +1,205 @@
+package platform
+
+import (
+	"context"
+	"errors"
+
+	"sync/atomic"
+
+	"github.com/aidlc/dlc/errs"
+	"github.com/aidlc/dlc/quota"
+)
+
+// A resource group's account is the one object every reservation in the
+// group changes, by compare-and-swap. When a client's callers change one
+// account at once (32 starts in one group), each compare-and-swap but one
+// conflicts, is read again and tried again: conflicts grow with the
+// callers, and each caller waits for the others' retries. So a client
+// writes the changes of one account in batches (group commit): the
+// changes that arrive while a write of the account is in flight wait for
+// it, then are applied in turn, in the order they came, to one account
+// and written in one compare-and-swap. A batch is what the changes would
+// be one after the other: each sees the account as the ones before it
+// in the batch left it. Across clients nothing changes: the
+// compare-and-swap decides.
+
+// accountOp is one change of a resource group's account (changeAccount)
+// waiting for its batch.
+type accountOp struct {
+	ctx  context.Context
+	f    func(*quota.Account) (bool, error)
+	done chan struct{} // closed when the result is in, or when the op is to write the next batch
+	lead bool          // woken to write the next batch
+
+	a       *quota.Account
+	changed bool
+	err     error
+}
+
+// accountLine is the changes of one account waiting for the write in
+// flight; busy while a caller writes a batch.
+type accountLine struct {
+	busy bool
+	ops  []*accountOp
+}
+
+// changeAccount applies f to resource group rg by compare-and-swap: f
+// changes the account it is given (its Version is the one the change is
+// written over) and reports whether it did; on a conflict the account is
+// read again from the store and f applied anew. f may run with other
+// changes of the same account made on this client at the same time, in
+// one write; it sees the account as those before it left it.
+//
+// The account returned is as f left it. Its Version is the stored version
+// the change was written in, while no later change of the same batch was
+// written with it; after one was, "" (no stored version is the account as
+// this change alone left it). Unchanged, it is the version f was given.
+func (c *Engine) changeAccount(ctx context.Context, rg string, f func(*quota.Account) (bool, error)) (*quota.Account, error) {
+	op := &accountOp{ctx: ctx, f: f, done: make(chan struct{})}
+	c.linesMu.Lock()
+	l := c.lines[rg]
+	if l == nil {
+		l = &accountLine{}
+		c.lines[rg] = l
+	}
+	l.ops = append(l.ops, op)
+	lead := !l.busy
+	l.busy = true
+	c.linesMu.Unlock()
+	if !lead {
+		<-op.done
+		if !op.lead {
+			return op.a, op.err
+		}
+	}
+	// This caller writes the batch of the changes waiting, its own among
+	// them, then hands the line to the first that came since, if any.
+	c.linesMu.Lock()
+	batch := l.ops
+	l.ops = nil
+	c.linesMu.Unlock()
+	c.writeAccount(rg, batch)
+	c.linesMu.Lock()
+	if len(l.ops) > 0 {
+		next := l.ops[0]
+		next.lead = true
+		close(next.done)
+	} else {
+		l.busy = false
+		delete(c.lines, rg)
+	}
+	c.linesMu.Unlock()
+	for _, o := range batch {
+		if o != op {
+			close(o.done)
+		}
+	}
+	return op.a, op.err
+}
+
+// writeAccount applies a batch of changes to resource group rg, in order,
+// and writes them in one compare-and-swap, each change's result in its
+// op. A change whose caller has gone is not applied. A change that fails
+// is left out of the write; a write that fails fails every change.
+func (c *Engine) writeAccount(rg string, batch []*accountOp) {
+	ops := make([]*accountOp, 0, len(batch))
+	for _, op := range batch {
+		if op.err = op.ctx.Err(); op.err == nil {
+			ops = append(ops, op)
+		}
+	}
+	if len(ops) == 0 {
+		return
+	}
+	ctx, cancel := batchContext(ops)
+	defer cancel()
+	fail := func(err error) {
+		for _, op := range ops {
+			op.err = notFoundAs(err, "resource group", rg)
+		}
+	}
+	a, v, err := cached[quota.Account](ctx, c, kindResourceGroup, rg)
+	fromStore := false
+	if errs.IsNotFound(err) {
+		a, v, err = fresh[quota.Account](ctx, c, kindResourceGroup, rg) // the cache may not have it yet
+		fromStore = true
+	}
+	if err != nil {
+		fail(err)
+		return
+	}
+	for attempt := 0; ; attempt++ {
+		work := a
+		var last *accountOp
+		refused := false
+		for _, op := range ops {
+			next := work.DeepCopy()
+			next.Version = v // f may fence on the version it is given
+			op.changed, op.err = op.f(next)
+			op.a = next
+			refused = refused || errors.Is(op.err, errs.ErrQuota)
+			if op.err == nil && op.changed {
+				work, last = next, op
+			}
+		}
+		if refused && !fromStore {
+			// Refused on the cache, which may lag a release another
+			// replica made: the store's account decides.
+			fa, fv, err := fresh[quota.Account](ctx, c, kindResourceGroup, rg)
+			if err != nil {
+				fail(err)
+				return
+			}
+			fromStore = true
+			if fv != v {
+				a, v = fa, fv
+				continue
+			}
+		}
+		if last == nil {
+			return // nothing to write: each op has the account as it was given
+		}
+		nv, err := c.update(ctx, kindResourceGroup, rg, v, nil, work)
+		if err == nil {
+			for _, op := range ops {
+				if op.err == nil && op.changed {
+					op.a.Version = "" // a later change of the batch was written with it
+				}
+			}
+			last.a.Version = nv
+			return
+		}
+		if !errors.Is(err, errs.ErrConflict) || attempt >= conflictRetries {
+			fail(err)
+			return
+		}
+		if a, v, err = fresh[quota.Account](ctx, c, kindResourceGroup, rg); err != nil {
+			fail(err)
+			return
+		}
+		fromStore = true
+	}
+}
+
+// batchContext is the context of a batch's store calls: done once every
+// change's caller's context is, so that one caller going away does not
+// fail the others' changes.
+func batchContext(ops []*accountOp) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(context.WithoutCancel(ops[0].ctx))
+	var left atomic.Int64
+	left.Store(int64(len(ops)))
+	stops := make([]func() bool, 0, len(ops))
+	for _, op := range ops {
+		stops = append(stops, context.AfterFunc(op.ctx, func() {
+			if left.Add(-1) == 0 {
+				cancel()
+			}
+		}))
+	}
+	return ctx, func() {
+		for _, stop := range stops {
+			stop()
+		}
+		cancel()
+	}
+}

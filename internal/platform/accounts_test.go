@@ -1,0 +1,152 @@
+package platform
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aidlc/dlc/backend/memory"
+	"github.com/aidlc/dlc/errs"
+	"github.com/aidlc/dlc/quota"
+)
+
+// gatedEngine is a client without workers over a memory store whose
+// updates of resource groups wait at the gate while it is closed, and are
+// counted.
+type gatedEngine struct {
+	c       *Engine
+	mu      sync.Mutex
+	gate    chan struct{} // nil: open
+	updates int
+	waiting chan struct{} // an update reached the closed gate
+}
+
+func newGatedEngine(t *testing.T) *gatedEngine {
+	t.Helper()
+	g := &gatedEngine{waiting: make(chan struct{}, 16)}
+	b := memory.New(memory.Options{Store: memory.StoreHooks{Write: func(ctx context.Context, w memory.Write, next func(context.Context) (string, error)) (string, error) {
+		if w.Op != memory.OpUpdate || w.Doc.Kind != kindResourceGroup {
+			return next(ctx)
+		}
+		g.mu.Lock()
+		g.updates++
+		gate := g.gate
+		g.mu.Unlock()
+		if gate != nil {
+			g.waiting <- struct{}{}
+			<-gate
+		}
+		return next(ctx)
+	}}})
+	c, err := New(WithBackend(b), WithWorkers(0), WithResync(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	g.c = c
+	if _, err := c.ResourceGroups().Register(context.Background(), quota.Group{ID: "rg", Package: "pkg",
+		Capacity: quota.Resources{MilliCPU: 10_000}}); err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+// waitQueued waits until n changes of rg wait behind the write in flight.
+func (g *gatedEngine) waitQueued(t *testing.T, rg string, n int) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		g.c.linesMu.Lock()
+		got := 0
+		if l := g.c.lines[rg]; l != nil {
+			got = len(l.ops)
+		}
+		g.c.linesMu.Unlock()
+		if got >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d changes waiting, want %d", got, n)
+		}
+		time.Sleep(time.Millisecond) // polls a condition; no timing is assumed
+	}
+}
+
+type accountResult struct {
+	a   *quota.Account
+	err error
+}
+
+func (g *gatedEngine) set(ctx context.Context, holder string, milli int64) <-chan accountResult {
+	out := make(chan accountResult, 1)
+	go func() {
+		a, err := g.c.changeAccount(ctx, "rg", func(a *quota.Account) (bool, error) {
+			return a.Set(holder, quota.Resources{MilliCPU: milli}, time.Unix(1, 0))
+		})
+		out <- accountResult{a, err}
+	}()
+	return out
+}
+
+// Changes of one account that arrive while a write of it is in flight
+// are written together, in one compare-and-swap and in the order they
+// came, and none conflicts with another: each sees what those before it
+// left (here, the last does not fit once the others are in). The account
+// a change returns carries the version it was written in only when no
+// later change was written with it. A change whose caller went away
+// while it waited is not applied, and the others are.
+func TestAccountChangesBatched(t *testing.T) {
+	g := newGatedEngine(t)
+	gate := make(chan struct{})
+	g.mu.Lock()
+	g.gate = gate
+	g.mu.Unlock()
+	first := g.set(context.Background(), "a", 1000)
+	<-g.waiting // a's write is in flight
+	g.mu.Lock()
+	g.gate = nil // the next write goes through
+	g.mu.Unlock()
+	gone, cancel := context.WithCancel(context.Background())
+	b := g.set(context.Background(), "b", 4000)
+	g.waitQueued(t, "rg", 1)
+	x := g.set(gone, "x", 1000)
+	g.waitQueued(t, "rg", 2)
+	cancel()
+	c := g.set(context.Background(), "c", 5000) // 1000 + 4000 + 5000 fit 10000 exactly
+	g.waitQueued(t, "rg", 3)
+	d := g.set(context.Background(), "d", 1)
+	g.waitQueued(t, "rg", 4)
+	close(gate)
+
+	ra, rb, rx, rc, rd := <-first, <-b, <-x, <-c, <-d
+	if ra.err != nil || rb.err != nil || rc.err != nil {
+		t.Fatalf("errors: %v, %v, %v", ra.err, rb.err, rc.err)
+	}
+	if !errors.Is(rx.err, context.Canceled) {
+		t.Errorf("the change whose caller went: %v, want context.Canceled", rx.err)
+	}
+	if !errors.Is(rd.err, errs.ErrQuota) {
+		t.Errorf("the change that does not fit after the others: %v, want ErrQuota", rd.err)
+	}
+	stored, v, err := fresh[quota.Account](context.Background(), g.c, kindResourceGroup, "rg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(stored.Usage().Holders); got != "map[a:cpu=1 memory=0Gi gpu=0 b:cpu=4 memory=0Gi gpu=0 c:cpu=5 memory=0Gi gpu=0]" {
+		t.Errorf("holders %s", got)
+	}
+	if ra.a.Version == "" || rb.a.Version != "" || rc.a.Version != v {
+		t.Errorf("versions returned: a %q, b %q, c %q; stored %q", ra.a.Version, rb.a.Version, rc.a.Version, v)
+	}
+	if _, held := rb.a.Holders["c"]; held {
+		t.Error("b's account shows c's change, which came after it")
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.updates != 2 {
+		t.Errorf("%d writes of the account, want 2 (a's, then b's and c's together)", g.updates)
+	}
+}
