@@ -269,3 +269,26 @@ type RunOptions = job.RunOptions
 // RunListOptions select the runs Runs().List returns: see
 // job.RunListOptions.
 type RunListOptions = job.RunListOptions
+
+// EventType says what became of an object in a watch event: Added,
+// Modified or Deleted.
+type EventType = platform.EventType
+
+// Watch event types.
+const (
+	Added    = platform.Added
+	Modified = platform.Modified
+	Deleted  = platform.Deleted
+)
+
+// ClusterEvent is a change of a cluster, as Clusters().Watch tells it.
+type ClusterEvent = platform.ClusterEvent
+
+// ClusterWatchOptions select the clusters Clusters().Watch tells of.
+type ClusterWatchOptions = platform.ClusterWatchOptions
+
+// RunEvent is a change of a run, as Runs().Watch tells it.
+type RunEvent = platform.RunEvent
+
+// RunWatchOptions select the runs Runs().Watch tells of.
+type RunWatchOptions = platform.RunWatchOptions

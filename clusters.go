@@ -30,6 +30,28 @@ func (s *ClusterService) Get(ctx context.Context, id string) (*cluster.Cluster, 
 	return s.s.Get(ctx, id)
 }
 
+// Wait waits until cond holds for the cluster and returns it as cond last
+// saw it: cond is called with the cluster as it is now, then at each
+// change this client sees (changes it did not see in time are merged: it
+// sees the latest), until it reports done or fails. Wait fails when ctx
+// is done (wrapping ctx's error and saying the state it last saw), when
+// the cluster is deleted (ErrNotFound), or when the client closes
+// (ErrUnavailable). cluster.InState makes the usual condition:
+//
+//	cl, err := c.Clusters().Wait(ctx, id, cluster.InState(cluster.Created))
+func (s *ClusterService) Wait(ctx context.Context, id string, cond func(*cluster.Cluster) (bool, error)) (*cluster.Cluster, error) {
+	return s.s.Wait(ctx, id, cond)
+}
+
+// Watch tells of every change of the selected clusters, as this client's
+// cache sees them (the store's watch), on the channel it returns, until
+// ctx is done or the client closes, and then closes the channel. A slow
+// reader misses nothing: the changes it has not read are merged per
+// cluster, and it reads each cluster as it last is.
+func (s *ClusterService) Watch(ctx context.Context, opts ClusterWatchOptions) (<-chan ClusterEvent, error) {
+	return s.s.Watch(ctx, opts)
+}
+
 // List returns every cluster, on-demand ones included (Temporary), by id.
 func (s *ClusterService) List(ctx context.Context) ([]*cluster.Cluster, error) {
 	return s.s.List(ctx)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/aidlc/dlc"
+	"github.com/aidlc/dlc/cluster"
 	"github.com/aidlc/dlc/dlctest"
 	"github.com/aidlc/dlc/job"
 	"github.com/aidlc/dlc/quota"
@@ -141,4 +142,44 @@ func ExampleWithRunRetention() {
 	// run 2 succeeded
 	// run 3 succeeded
 	// 0 runs a day later
+}
+
+// Waiting for a cluster and a run with no poll loop, on a client with its
+// reconcilers running (the memory backend's Ray takes a few hundred
+// milliseconds of real time). The condition sees each state as the
+// client's cache does, so it can also report progress.
+func ExampleClusterService_Wait() {
+	c, _ := dlc.New()
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(dlc.WithUser(context.Background(), "alice"), time.Minute)
+	defer cancel()
+	_, _ = c.ResourceGroups().Register(ctx, quota.Group{ID: "rg-1", Package: "pkg-1",
+		Capacity: quota.Resources{MilliCPU: 32000, Memory: 128 * quota.GiB}})
+	grp, _ := c.Groups().Create(ctx, "训练组")
+	spec, _ := dlc.NewCluster("集群_1").Groups(grp.ID).Resources("pkg-1", "rg-1").
+		Image("ray-2.46.0-py310-cpu").Head("head", "cu.4c16g").WorkerGroup("cpu", "cu.4c8g", 1, 4).Build()
+	cl, _ := c.Clusters().Create(ctx, spec)
+	cl, err := c.Clusters().Wait(ctx, cl.ID, cluster.InState(cluster.Created))
+	fmt.Println(cl.State, err)
+	_, _ = c.Clusters().Start(ctx, cl.ID)
+	cl, err = c.Clusters().Wait(ctx, cl.ID, cluster.InState(cluster.Running))
+	fmt.Println(cl.State, err)
+
+	cfg, _ := dlc.NewJob("wordcount").OnGroup(grp.ID).
+		COSPackage("cos://jobs-1250000000/wc.zip").Entrypoint("python main.py").Build()
+	_, run, _ := job.Submit(ctx, c, cfg, "")
+	run, err = c.Runs().Wait(ctx, run.ID, job.Ended)
+	fmt.Println(run.State, err)
+
+	// A wait that cannot be met ends with the caller's context, saying
+	// what it last saw.
+	short, stop := context.WithTimeout(ctx, 10*time.Millisecond)
+	defer stop()
+	_, err = c.Clusters().Wait(short, cl.ID, cluster.InState(cluster.Hibernated))
+	fmt.Println(errors.Is(err, context.DeadlineExceeded))
+	// Output:
+	// created <nil>
+	// running <nil>
+	// succeeded <nil>
+	// true
 }

@@ -47,6 +47,21 @@ func (s *RunService) Get(ctx context.Context, id string) (*job.Run, error) {
 	return s.s.Get(ctx, id)
 }
 
+// Wait waits until cond holds for the run and returns it as cond last saw
+// it, as Clusters().Wait does for a cluster. job.Ended and job.InState
+// make the usual conditions:
+//
+//	r, err := c.Runs().Wait(ctx, id, job.Ended)
+func (s *RunService) Wait(ctx context.Context, id string, cond func(*job.Run) (bool, error)) (*job.Run, error) {
+	return s.s.Wait(ctx, id, cond)
+}
+
+// Watch tells of every change of the selected runs (e.g. every run of a
+// job config), as Clusters().Watch does of clusters.
+func (s *RunService) Watch(ctx context.Context, opts RunWatchOptions) (<-chan RunEvent, error) {
+	return s.s.Watch(ctx, opts)
+}
+
 // List returns runs in submission order.
 func (s *RunService) List(ctx context.Context, opts RunListOptions) ([]*job.Run, error) {
 	return s.s.List(ctx, opts)

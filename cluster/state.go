@@ -418,3 +418,17 @@ func (e *Environment) resources(nodes quota.Catalog, count func(WorkerGroup) int
 	}
 	return total, nil
 }
+
+// InState is a condition for Clusters().Wait: done once the cluster is in
+// one of states. It never fails; to stop waiting at a state that will not
+// lead to the one wanted, write a condition that returns an error there.
+func InState(states ...State) func(*Cluster) (bool, error) {
+	return func(cl *Cluster) (bool, error) {
+		for _, s := range states {
+			if cl.State == s {
+				return true, nil
+			}
+		}
+		return false, nil
+	}
+}

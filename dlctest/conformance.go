@@ -150,54 +150,49 @@ func (s *suite) eventually(what string, cond func() (bool, string)) {
 	s.t.Fatalf("%s: not within %s; last seen: %s", what, s.h.Timeout, seen)
 }
 
+// waitCtx is the context of a wait: the suite's, bounded by the harness's
+// timeout.
+func (s *suite) waitCtx() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(s.ctx(), s.h.Timeout)
+}
+
 func (s *suite) clusterState(c *dlc.Client, id string, want cluster.State) {
 	s.t.Helper()
-	s.eventually("cluster "+id+" "+string(want), func() (bool, string) {
-		cl, err := c.Clusters().Get(s.ctx(), id)
-		if err != nil {
-			return false, err.Error()
-		}
-		return cl.State == want, string(cl.State) + " " + cl.Reason
-	})
+	ctx, cancel := s.waitCtx()
+	defer cancel()
+	if _, err := c.Clusters().Wait(ctx, id, cluster.InState(want)); err != nil {
+		s.t.Fatalf("cluster %s %s: %v", id, want, err)
+	}
 }
 
 func (s *suite) gone(c *dlc.Client, id string) {
 	s.t.Helper()
-	s.eventually("cluster "+id+" gone", func() (bool, string) {
-		cl, err := c.Clusters().Get(s.ctx(), id)
-		if errors.Is(err, dlc.ErrNotFound) {
-			return true, ""
-		}
-		if err != nil {
-			return false, err.Error()
-		}
-		return false, string(cl.State)
-	})
+	ctx, cancel := s.waitCtx()
+	defer cancel()
+	if _, err := c.Clusters().Wait(ctx, id, func(*cluster.Cluster) (bool, error) { return false, nil }); !errors.Is(err, dlc.ErrNotFound) {
+		s.t.Fatalf("cluster %s gone: %v", id, err)
+	}
 }
 
 func (s *suite) runEnds(c *dlc.Client, id string) *job.Run {
 	s.t.Helper()
-	var r *job.Run
-	s.eventually("run "+id+" ends", func() (bool, string) {
-		var err error
-		if r, err = c.Runs().Get(s.ctx(), id); err != nil {
-			return false, err.Error()
-		}
-		return r.State.Terminal(), string(r.State) + " " + r.Message
-	})
+	ctx, cancel := s.waitCtx()
+	defer cancel()
+	r, err := c.Runs().Wait(ctx, id, job.Ended)
+	if err != nil {
+		s.t.Fatalf("run %s ends: %v", id, err)
+	}
 	return r
 }
 
 func (s *suite) runState(c *dlc.Client, id string, want job.RunState) *job.Run {
 	s.t.Helper()
-	var r *job.Run
-	s.eventually("run "+id+" "+string(want), func() (bool, string) {
-		var err error
-		if r, err = c.Runs().Get(s.ctx(), id); err != nil {
-			return false, err.Error()
-		}
-		return r.State == want, string(r.State) + " " + string(r.WaitReason) + " " + r.Message
-	})
+	ctx, cancel := s.waitCtx()
+	defer cancel()
+	r, err := c.Runs().Wait(ctx, id, job.InState(want))
+	if err != nil {
+		s.t.Fatalf("run %s %s: %v", id, want, err)
+	}
 	return r
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -354,4 +355,33 @@ func Submit(ctx context.Context, s Submitter, cfg *Config, requestID string) (*R
 		return rec, nil, err
 	}
 	return rec, run, nil
+}
+
+// Ended is a condition for Runs().Wait: done once the run has ended
+// (succeeded, failed or stopped).
+func Ended(r *Run) (bool, error) { return r.State.Terminal(), nil }
+
+// InState is a condition for Runs().Wait: done once the run is in one of
+// states, or has ended in another: waiting on for a state a run can no
+// longer reach is an error (ErrState).
+func InState(states ...RunState) func(*Run) (bool, error) {
+	return func(r *Run) (bool, error) {
+		for _, s := range states {
+			if r.State == s {
+				return true, nil
+			}
+		}
+		if r.State.Terminal() {
+			allowed := make([]string, len(states))
+			for i, s := range states {
+				allowed[i] = string(s)
+			}
+			why := "it has ended"
+			if r.Message != "" {
+				why += " (" + r.Message + ")"
+			}
+			return false, &errs.StateError{Kind: "run", ID: r.ID, Op: "reach " + strings.Join(allowed, " or "), State: string(r.State), Reason: why}
+		}
+		return false, nil
+	}
 }

@@ -216,34 +216,22 @@ type waiter struct {
 
 func (w *waiter) cluster(ctx context.Context, id string, want cluster.State) error {
 	last := cluster.State("")
-	for {
-		cl, err := w.c.Clusters().Get(ctx, id)
-		if err != nil {
-			return err
-		}
+	_, err := w.c.Clusters().Wait(ctx, id, func(cl *cluster.Cluster) (bool, error) {
 		if cl.State != last {
 			fmt.Fprintf(w.out, "  cluster %s: %s %s\n", cl.Spec.Name, cl.State, cl.Reason)
 			last = cl.State
 		}
-		if cl.State == want {
-			return nil
+		if cl.State == cluster.Abnormal && want != cluster.Abnormal {
+			return false, fmt.Errorf("cluster %s is abnormal: %s", id, cl.Reason)
 		}
-		if cl.State == cluster.Abnormal {
-			return fmt.Errorf("cluster %s is abnormal: %s", id, cl.Reason)
-		}
-		if err := sleep(ctx); err != nil {
-			return err
-		}
-	}
+		return cl.State == want, nil
+	})
+	return err
 }
 
 func (w *waiter) run(ctx context.Context, id string) (*job.Run, error) {
 	last := ""
-	for {
-		r, err := w.c.Runs().Get(ctx, id)
-		if err != nil {
-			return nil, err
-		}
+	r, err := w.c.Runs().Wait(ctx, id, func(r *job.Run) (bool, error) {
 		now := string(r.State)
 		if r.WaitReason != "" {
 			now += " (" + string(r.WaitReason) + ")"
@@ -252,39 +240,21 @@ func (w *waiter) run(ctx context.Context, id string) (*job.Run, error) {
 			fmt.Fprintf(w.out, "  run %s of %s: %s\n", r.ID, r.Config.Name, now)
 			last = now
 		}
-		if r.State.Terminal() {
-			if r.State != job.Succeeded {
-				return r, fmt.Errorf("run %s %s: %s", r.ID, r.State, strings.TrimSpace(r.Message))
-			}
-			return r, nil
-		}
-		if err := sleep(ctx); err != nil {
-			return nil, err
-		}
+		return job.Ended(r)
+	})
+	if err == nil && r.State != job.Succeeded {
+		err = fmt.Errorf("run %s %s: %s", r.ID, r.State, strings.TrimSpace(r.Message))
 	}
+	return r, err
 }
 
 // gone waits until cluster id no longer exists.
 func (w *waiter) gone(ctx context.Context, id string, within time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, within)
 	defer cancel()
-	for {
-		if _, err := w.c.Clusters().Get(ctx, id); errors.Is(err, dlc.ErrNotFound) {
-			return nil
-		} else if err != nil {
-			return err
-		}
-		if err := sleep(ctx); err != nil {
-			return fmt.Errorf("cluster %s still there: %w", id, err)
-		}
-	}
-}
-
-func sleep(ctx context.Context) error {
-	select {
-	case <-ctx.Done():
-		return context.Cause(ctx)
-	case <-time.After(200 * time.Millisecond):
+	_, err := w.c.Clusters().Wait(ctx, id, func(*cluster.Cluster) (bool, error) { return false, nil })
+	if errors.Is(err, dlc.ErrNotFound) {
 		return nil
 	}
+	return fmt.Errorf("cluster %s still there: %w", id, err)
 }

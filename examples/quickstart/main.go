@@ -9,6 +9,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -132,17 +133,14 @@ func run() error {
 		}
 	}
 
-	// The on-demand clusters are released after their runs end.
-	for {
-		cls, err := c.Clusters().List(ctx)
-		if err != nil {
+	// The on-demand clusters are released after their runs end: each is
+	// deleted, which ends a wait on it with ErrNotFound.
+	for _, r := range []*job.Run{first, second} {
+		if r, err = c.Runs().Get(ctx, r.ID); err != nil {
 			return err
 		}
-		if len(cls) == 1 {
-			break
-		}
-		if err := sleep(ctx); err != nil {
-			return err
+		if _, err := c.Clusters().Wait(ctx, r.ClusterID, func(*cluster.Cluster) (bool, error) { return false, nil }); !errors.Is(err, dlc.ErrNotFound) {
+			return fmt.Errorf("the on-demand cluster of run %s: %v", r.ID, err)
 		}
 	}
 
@@ -165,32 +163,20 @@ func run() error {
 // waitCluster prints the cluster's state as it changes until it is want.
 func waitCluster(ctx context.Context, c *dlc.Client, id string, want cluster.State) error {
 	last := cluster.State("")
-	for {
-		cl, err := c.Clusters().Get(ctx, id)
-		if err != nil {
-			return err
-		}
+	_, err := c.Clusters().Wait(ctx, id, func(cl *cluster.Cluster) (bool, error) {
 		if cl.State != last {
 			fmt.Printf("  cluster %s: %s\n", cl.Spec.Name, cl.State)
 			last = cl.State
 		}
-		if cl.State == want {
-			return nil
-		}
-		if err := sleep(ctx); err != nil {
-			return err
-		}
-	}
+		return cl.State == want, nil
+	})
+	return err
 }
 
 // waitRun prints the run's state, and why it waits, as it changes until it ends.
 func waitRun(ctx context.Context, c *dlc.Client, id string) (*job.Run, error) {
 	last := ""
-	for {
-		r, err := c.Runs().Get(ctx, id)
-		if err != nil {
-			return nil, err
-		}
+	return c.Runs().Wait(ctx, id, func(r *job.Run) (bool, error) {
 		now := string(r.State)
 		if r.WaitReason != "" {
 			now += " (" + string(r.WaitReason) + ")"
@@ -199,38 +185,14 @@ func waitRun(ctx context.Context, c *dlc.Client, id string) (*job.Run, error) {
 			fmt.Printf("  run %s of %s: %s\n", r.ID, r.Config.Name, now)
 			last = now
 		}
-		if r.State.Terminal() {
-			return r, nil
-		}
-		if err := sleep(ctx); err != nil {
-			return nil, err
-		}
-	}
+		return job.Ended(r)
+	})
 }
 
 // waitWaiting waits until the run waits for quota or is on its way.
 func waitWaiting(ctx context.Context, c *dlc.Client, id string) error {
-	for {
-		r, err := c.Runs().Get(ctx, id)
-		if err != nil {
-			return err
-		}
-		if r.State != job.Queued {
-			return nil
-		}
-		if err := sleep(ctx); err != nil {
-			return err
-		}
-	}
-}
-
-func sleep(ctx context.Context) error {
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-time.After(5 * time.Millisecond):
-		return nil
-	}
+	_, err := c.Runs().Wait(ctx, id, func(r *job.Run) (bool, error) { return r.State != job.Queued, nil })
+	return err
 }
 
 func indent(s string) string {

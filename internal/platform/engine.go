@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -219,6 +220,9 @@ type Engine struct {
 
 	linesMu sync.Mutex
 	lines   map[string]*accountLine // resource group → the changes of its account waiting for the write in flight (accounts.go)
+
+	watchMu  sync.Mutex                 // serialises changes of watchers
+	watchers atomic.Pointer[[]*watcher] // the watches on (watch.go); nil when none
 }
 
 // New returns a client; with no options it runs on a new memory backend

@@ -29,7 +29,13 @@ func (c *Engine) onChange(ch backend.Change) {
 		c.observeReplica(ch.Doc, ch.Deleted)
 		return
 	}
+	var before backend.Doc
+	had := false
+	if c.watching() {
+		before, had = c.cache.get(ch.Doc.Kind, ch.Doc.ID)
+	}
 	d, obj := c.observed(ch.Doc, ch.Deleted)
+	c.publish(d, before, ch.Deleted, had)
 	if _, ok := c.reconcilers[d.Kind]; ok {
 		c.enqueue(d.Kind + "/" + d.ID)
 	}

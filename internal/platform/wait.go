@@ -1,0 +1,209 @@
+package platform
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/aidlc/dlc/cluster"
+	"github.com/aidlc/dlc/errs"
+	"github.com/aidlc/dlc/job"
+)
+
+// ClusterEvent is a change of a cluster, as a watch tells it.
+type ClusterEvent struct {
+	Type EventType
+	ID   string
+	// Cluster is the cluster as the client's cache has it when the event
+	// is read (changes not read yet are merged: it is the latest); nil
+	// for Deleted.
+	Cluster *cluster.Cluster
+}
+
+// ClusterWatchOptions selects the clusters a watch tells of.
+type ClusterWatchOptions struct {
+	IDs     []string // only these clusters; none: every one
+	Initial bool     // first tell every selected cluster the cache has, as Added
+}
+
+// RunEvent is a change of a run, as a watch tells it.
+type RunEvent struct {
+	Type EventType
+	ID   string
+	// Run is the run as the client's cache has it when the event is read
+	// (the latest); nil for Deleted.
+	Run *job.Run
+}
+
+// RunWatchOptions selects the runs a watch tells of.
+type RunWatchOptions struct {
+	IDs     []string // only these runs; none: every one
+	JobID   string   // only the runs of this job config; "": of every one
+	Initial bool     // first tell every selected run the cache has, as Added
+}
+
+// Watch tells of every change of the selected clusters, from this
+// client's cache (the store's watch), on the channel it returns, until
+// ctx is done or the client closes; then it closes the channel. Changes
+// the caller has not read yet are merged per cluster, so a slow reader
+// misses none and gets each cluster as it last is.
+func (s *ClusterService) Watch(ctx context.Context, opts ClusterWatchOptions) (<-chan ClusterEvent, error) {
+	if err := s.c.watchable(ctx); err != nil {
+		return nil, err
+	}
+	out := make(chan ClusterEvent)
+	watchTyped(s.c, ctx, kindCluster, nil, opts.IDs, opts.Initial, out, func(id string, t EventType) (ClusterEvent, bool) {
+		ev := ClusterEvent{Type: t, ID: id}
+		if t == Deleted {
+			return ev, true
+		}
+		cl, v, err := fromCache[cluster.Cluster](s.c, kindCluster, id)
+		if err != nil {
+			return ev, false // deleted since (its event follows), or corrupt
+		}
+		cl.Version, ev.Cluster = v, cl
+		return ev, true
+	})
+	return out, nil
+}
+
+// Watch tells of every change of the selected runs, as ClusterService's
+// Watch does of clusters.
+func (s *RunService) Watch(ctx context.Context, opts RunWatchOptions) (<-chan RunEvent, error) {
+	if err := s.c.watchable(ctx); err != nil {
+		return nil, err
+	}
+	var sel map[string]string
+	if opts.JobID != "" {
+		sel = map[string]string{labelJob: opts.JobID}
+	}
+	out := make(chan RunEvent)
+	watchTyped(s.c, ctx, kindRun, sel, opts.IDs, opts.Initial, out, func(id string, t EventType) (RunEvent, bool) {
+		ev := RunEvent{Type: t, ID: id}
+		if t == Deleted {
+			return ev, true
+		}
+		r, v, err := fromCache[job.Run](s.c, kindRun, id)
+		if err != nil {
+			return ev, false
+		}
+		r.Version = v
+		s.c.rederive(r)
+		ev.Run = r
+		return ev, true
+	})
+	return out, nil
+}
+
+// watchTyped runs a watch whose events read, converts and sends on out,
+// which it closes when the watch ends.
+func watchTyped[E any](c *Engine, ctx context.Context, kind string, sel map[string]string, ids []string, initial bool, out chan<- E, read func(string, EventType) (E, bool)) {
+	c.watch(ctx, kind, sel, ids, initial, func(id string, t EventType) bool {
+		ev, ok := read(id, t)
+		if !ok {
+			return true
+		}
+		select {
+		case out <- ev:
+			return true
+		case <-ctx.Done():
+		case <-c.ctx.Done():
+		}
+		return false
+	}, func() { close(out) })
+}
+
+// Wait waits until cond holds for the cluster, and returns the cluster as
+// cond last saw it. cond is called with the cluster as it is now, then at
+// each change the client sees (changes it did not see in time are merged:
+// it sees the latest), until it reports done or an error, which Wait
+// returns. Wait ends with an error when ctx is done (wrapping ctx's error,
+// and saying the state it last saw), when the cluster is deleted
+// (ErrNotFound), or when the client closes (ErrUnavailable). Conditions
+// for the usual waits are in package cluster (e.g. cluster.InState).
+func (s *ClusterService) Wait(ctx context.Context, id string, cond func(*cluster.Cluster) (bool, error)) (*cluster.Cluster, error) {
+	c := s.c
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel() // ends the watch
+	events, err := s.Watch(wctx, ClusterWatchOptions{IDs: []string{id}})
+	if err != nil {
+		return nil, err
+	}
+	cl, err := c.getCluster(ctx, id)
+	for err == nil {
+		var done bool
+		if done, err = cond(cl); done || err != nil {
+			break
+		}
+		ev, ok := <-events
+		switch {
+		case !ok:
+			err = s.c.waitEnded(ctx, "cluster", id, fmt.Sprintf("%s %s", cl.State, cl.Reason))
+		case ev.Type == Deleted:
+			err = fmt.Errorf("cluster %s was deleted while waited for (last seen %s): %w", id, cl.State, errs.NotFound("cluster", id))
+		default:
+			cl = ev.Cluster
+		}
+	}
+	return cl, err
+}
+
+// Wait waits until cond holds for the run, as ClusterService's Wait does
+// for a cluster. Conditions for the usual waits are in package job (e.g.
+// job.Ended).
+func (s *RunService) Wait(ctx context.Context, id string, cond func(*job.Run) (bool, error)) (*job.Run, error) {
+	c := s.c
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel() // ends the watch
+	events, err := s.Watch(wctx, RunWatchOptions{IDs: []string{id}})
+	if err != nil {
+		return nil, err
+	}
+	r, err := c.getRun(ctx, id)
+	for err == nil {
+		var done bool
+		if done, err = cond(r); done || err != nil {
+			break
+		}
+		ev, ok := <-events
+		switch {
+		case !ok:
+			seen := string(r.State)
+			if r.WaitReason != "" {
+				seen += " (" + string(r.WaitReason) + ")"
+			}
+			if r.Message != "" {
+				seen += ": " + r.Message
+			}
+			err = s.c.waitEnded(ctx, "run", id, seen)
+		case ev.Type == Deleted:
+			err = fmt.Errorf("run %s was deleted while waited for (last seen %s): %w", id, r.State, errs.NotFound("run", id))
+		default:
+			r = ev.Run
+		}
+	}
+	return r, err
+}
+
+// watchable says why a watch cannot begin: ctx done, or the client
+// closed.
+func (c *Engine) watchable(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if c.ctx.Err() != nil {
+		return errs.Unavailable("watch", errClosed)
+	}
+	return nil
+}
+
+// waitEnded is the error of a wait whose watch ended before its
+// condition held: ctx done, or the client closed.
+func (c *Engine) waitEnded(ctx context.Context, kind, id, seen string) error {
+	if err := context.Cause(ctx); err != nil {
+		return fmt.Errorf("waiting for %s %s, last seen %s: %w", kind, id, seen, err)
+	}
+	return errs.Unavailable("wait for "+kind+" "+id, fmt.Errorf("the client closed; last seen %s: %w", seen, errClosed))
+}
+
+var errClosed = errors.New("client closed")
