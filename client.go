@@ -292,3 +292,13 @@ type RunEvent = platform.RunEvent
 
 // RunWatchOptions select the runs Runs().Watch tells of.
 type RunWatchOptions = platform.RunWatchOptions
+
+// RunPage is one page of runs: see job.RunPage.
+type RunPage = job.RunPage
+
+// ClusterListOptions select the clusters Clusters().ListPage returns: see
+// cluster.ListOptions.
+type ClusterListOptions = cluster.ListOptions
+
+// ClusterPage is one page of clusters: see cluster.Page.
+type ClusterPage = cluster.Page

@@ -52,6 +52,14 @@ func (s *ClusterService) Watch(ctx context.Context, opts ClusterWatchOptions) (<
 	return s.s.Watch(ctx, opts)
 }
 
+// ListPage returns one page of the clusters opts selects (by state,
+// creator, resource group, cluster group, standing or on-demand, created
+// after), by id: at most opts.Limit, and Continue, the token of the next
+// page. It reads the client's cache and copies only the page.
+func (s *ClusterService) ListPage(ctx context.Context, opts ClusterListOptions) (*ClusterPage, error) {
+	return s.s.ListPage(ctx, opts)
+}
+
 // List returns every cluster, on-demand ones included (Temporary), by id.
 func (s *ClusterService) List(ctx context.Context) ([]*cluster.Cluster, error) {
 	return s.s.List(ctx)

@@ -198,3 +198,33 @@ func onDemandJob(b *testing.B) (*dlctest.Memory, *job.Record) {
 	}
 	return m, rec
 }
+
+// BenchmarkRunList: 20,000 runs of one job config, listed whole (List)
+// and one page of 100 (ListPage), from the cache's decoded objects: the
+// page costs copies of its 100 runs only.
+func BenchmarkRunList(b *testing.B) {
+	const runs = 20000
+	m, rec := onDemandJob(b)
+	ctx, c := context.Background(), m.Client
+	for range runs {
+		if _, err := c.Runs().Create(ctx, rec.ID, dlc.RunOptions{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.Run("List", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if all, err := c.Runs().List(ctx, dlc.RunListOptions{JobID: rec.ID}); err != nil || len(all) != runs {
+				b.Fatalf("%d %v", len(all), err)
+			}
+		}
+	})
+	b.Run("ListPage-100", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if p, err := c.Runs().ListPage(ctx, dlc.RunListOptions{JobID: rec.ID, Limit: 100}); err != nil || len(p.Items) != 100 {
+				b.Fatalf("%+v %v", p, err)
+			}
+		}
+	})
+}

@@ -62,7 +62,15 @@ func (s *RunService) Watch(ctx context.Context, opts RunWatchOptions) (<-chan Ru
 	return s.s.Watch(ctx, opts)
 }
 
-// List returns runs in submission order.
+// ListPage returns one page of the runs opts selects, in submission
+// order: at most opts.Limit, and Continue, the token of the next page. It
+// reads the client's cache and copies only the page.
+func (s *RunService) ListPage(ctx context.Context, opts RunListOptions) (*RunPage, error) {
+	return s.s.ListPage(ctx, opts)
+}
+
+// List returns the runs opts selects (every filter but Limit and
+// Continue, which are ListPage's), in submission order.
 func (s *RunService) List(ctx context.Context, opts RunListOptions) ([]*job.Run, error) {
 	return s.s.List(ctx, opts)
 }

@@ -1,5 +1,7 @@
 package cluster
 
+import "time"
+
 // DeleteOptions modify a delete or a hibernate.
 type DeleteOptions struct {
 	// Force goes ahead while runs are active on the cluster, stopping them
@@ -25,4 +27,38 @@ type AutoscaleResult struct {
 	// allocate more; Reason then says what was missing.
 	QuotaRefused bool
 	Reason       string
+}
+
+// ListOptions select the clusters Clusters().List and ListPage return.
+// Every filter set must hold; the zero value selects every cluster,
+// on-demand ones included.
+type ListOptions struct {
+	States        []State // only clusters in one of these states
+	Creator       string  // only clusters this user created
+	ResourceGroup string  // only clusters whose spec names this resource group
+	Group         string  // only members of this cluster group
+	// Kind: "" every cluster, KindStanding only standing ones (made by
+	// Create or Clone), KindOnDemand only the temporary clusters of
+	// on-demand runs.
+	Kind         string
+	CreatedAfter time.Time // only clusters created after this instant
+	// Limit is the most clusters ListPage returns (0: every one); List
+	// ignores it and Continue.
+	Limit int
+	// Continue is the previous page's Page.Continue: the page after it.
+	Continue string
+}
+
+// The kinds of cluster ListOptions.Kind selects.
+const (
+	KindStanding = "standing"
+	KindOnDemand = "on-demand"
+)
+
+// Page is one page of clusters (Clusters().ListPage), by id.
+type Page struct {
+	Items []*Cluster
+	// Continue, when not "", is the token that returns the next page
+	// (ListOptions.Continue); "" after the last page.
+	Continue string
 }

@@ -1,5 +1,7 @@
 package job
 
+import "time"
+
 // SaveOptions modify Jobs().Save.
 type SaveOptions struct {
 	// RequestID makes the call idempotent: the config's id derives from
@@ -16,7 +18,25 @@ type RunOptions struct {
 	RequestID string
 }
 
-// RunListOptions select the runs List returns.
+// RunListOptions select the runs Runs().List and ListPage return. Every
+// filter set must hold; the zero value selects every run.
 type RunListOptions struct {
-	JobID string // only this job config's runs; "" for every run
+	JobID          string     // only this job config's runs
+	ClusterID      string     // only the runs placed on this cluster
+	States         []RunState // only runs in one of these states
+	Creator        string     // only runs this user created
+	SubmittedAfter time.Time  // only runs submitted after this instant
+	// Limit is the most runs ListPage returns (0: every one); List
+	// ignores it and Continue.
+	Limit int
+	// Continue is the previous page's RunPage.Continue: the page after it.
+	Continue string
+}
+
+// RunPage is one page of runs (Runs().ListPage), in submission order.
+type RunPage struct {
+	Items []*Run
+	// Continue, when not "", is the token that returns the next page
+	// (RunListOptions.Continue); "" after the last page.
+	Continue string
 }

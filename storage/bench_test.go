@@ -23,8 +23,8 @@ import (
 
 	cos "github.com/tencentyun/cos-go-sdk-v5"
 
+	"github.com/aidlc/dlc/dlctest/cosfake"
 	"github.com/aidlc/dlc/errs"
-	"github.com/aidlc/dlc/internal/cosfake"
 )
 
 // childEnv makes the test binary serve a cosfake server instead of running

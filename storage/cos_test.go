@@ -15,8 +15,8 @@ import (
 
 	cos "github.com/tencentyun/cos-go-sdk-v5"
 
+	"github.com/aidlc/dlc/dlctest/cosfake"
 	"github.com/aidlc/dlc/errs"
-	"github.com/aidlc/dlc/internal/cosfake"
 )
 
 const testBucket = cosfake.DefaultBucket

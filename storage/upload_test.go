@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aidlc/dlc/dlctest/cosfake"
 	"github.com/aidlc/dlc/errs"
-	"github.com/aidlc/dlc/internal/cosfake"
 )
 
 // small multipart settings keep the tests fast.

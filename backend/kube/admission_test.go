@@ -21,7 +21,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/aidlc/dlc/dlctest"
+	"github.com/aidlc/dlc/dlctest/kubetest"
 )
 
 // configDir is what kubectl apply -k installs: RBAC, the namespace's
@@ -234,7 +234,7 @@ func renderByName(t *testing.T, name, ns string) client.Object {
 // namespace without the label too. Pod Security refuses a privileged pod
 // and admits every pod KubeRay makes of what the SDK renders.
 func TestAdmissionPolicy(t *testing.T) {
-	cp := dlctest.StartControlPlane(t)
+	cp := kubetest.StartControlPlane(t)
 	ns := cp.NewNamespace(t)
 	cfg := cp.BindRBAC(t, ns, rbacDir)
 	cp.BindAdmission(t, ns, configDir)
@@ -275,7 +275,7 @@ func TestAdmissionPolicy(t *testing.T) {
 	})
 
 	t.Run("issue 18", func(t *testing.T) {
-		bad := dlctest.PrivilegedRayCluster(ns)
+		bad := kubetest.PrivilegedRayCluster(ns)
 		err := backend.Create(ctx, bad)
 		if err == nil || !strings.Contains(err.Error(), policyDenied) {
 			t.Fatalf("creating the privileged RayCluster as the backend: %v, want the policy's refusal", err)
@@ -294,16 +294,16 @@ func TestAdmissionPolicy(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := c.Create(ctx, dlctest.PrivilegedRayCluster(other), client.DryRunAll); err == nil || !strings.Contains(err.Error(), policyDenied) {
+		if err := c.Create(ctx, kubetest.PrivilegedRayCluster(other), client.DryRunAll); err == nil || !strings.Contains(err.Error(), policyDenied) {
 			t.Errorf("the backend's privileged RayCluster: %v, want the policy's refusal", err)
 		}
-		if err := cp.Client().Create(ctx, dlctest.PrivilegedRayCluster(other), client.DryRunAll); err != nil {
+		if err := cp.Client().Create(ctx, kubetest.PrivilegedRayCluster(other), client.DryRunAll); err != nil {
 			t.Errorf("the administrator's, where the policy is not enforced: %v", err)
 		}
 	})
 
 	t.Run("pod security", func(t *testing.T) {
-		bad := dlctest.PrivilegedRayCluster(ns)
+		bad := kubetest.PrivilegedRayCluster(ns)
 		pod := &corev1.Pod{Spec: bad.Spec.HeadGroupSpec.Template.Spec}
 		pod.Name, pod.Namespace = "privileged", ns
 		if err := cp.Client().Create(ctx, pod, client.DryRunAll); err == nil || !strings.Contains(err.Error(), "violates PodSecurity") {
@@ -331,7 +331,7 @@ func TestAdmissionPolicy(t *testing.T) {
 // rayClusterSpec to the RayCluster policy's rules word for word (the
 // envtest cases exercise every rule on RayClusters, some on RayJobs).
 func TestAdmissionPoliciesAgree(t *testing.T) {
-	policies, _ := dlctest.ReadAdmission(t, filepath.Join(configDir, "admission"))
+	policies, _ := kubetest.ReadAdmission(t, filepath.Join(configDir, "admission"))
 	byName := map[string]*admissionv1.ValidatingAdmissionPolicy{}
 	for _, p := range policies {
 		byName[p.Name] = p
@@ -362,7 +362,7 @@ func TestAdmissionPoliciesAgree(t *testing.T) {
 // scale its own RayCluster, and may not touch another's, suspend or resume
 // its own, or change a pod's image or Ray labels.
 func TestAdmissionHeads(t *testing.T) {
-	cp := dlctest.StartControlPlane(t)
+	cp := kubetest.StartControlPlane(t)
 	ns := cp.NewNamespace(t)
 	cp.BindAdmission(t, ns, configDir)
 	admin := cp.Client()

@@ -14,7 +14,7 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/yaml"
 
-	"github.com/aidlc/dlc/dlctest"
+	"github.com/aidlc/dlc/dlctest/kubetest"
 )
 
 // TestMain shares one control plane (a real kube-apiserver and etcd with
@@ -23,14 +23,14 @@ import (
 // complains when none is set.
 func TestMain(m *testing.M) {
 	ctrllog.SetLogger(logr.Discard())
-	os.Exit(dlctest.RunMain(m))
+	os.Exit(kubetest.RunMain(m))
 }
 
 // TestRenderAcceptedByAPIServer creates every rendered object on a real API
 // server, which checks it against KubeRay's CRD schemas, and reads it back
 // unchanged: nothing rendered is pruned or defaulted away.
 func TestRenderAcceptedByAPIServer(t *testing.T) {
-	cp := dlctest.StartControlPlane(t)
+	cp := kubetest.StartControlPlane(t)
 	ns := cp.NewNamespace(t)
 	for _, rc := range renderCases() {
 		t.Run(rc.name, func(t *testing.T) {

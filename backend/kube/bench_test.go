@@ -11,7 +11,7 @@ import (
 	"github.com/aidlc/dlc/backend"
 	"github.com/aidlc/dlc/backend/kube"
 	"github.com/aidlc/dlc/backend/memory"
-	"github.com/aidlc/dlc/dlctest"
+	"github.com/aidlc/dlc/dlctest/kubetest"
 	"github.com/aidlc/dlc/quota"
 )
 
@@ -25,7 +25,7 @@ import (
 // resource group) and not Ray.
 func BenchmarkOnDemandAdmissions(b *testing.B) {
 	const batch = 100
-	cp := dlctest.StartControlPlane(b)
+	cp := kubetest.StartControlPlane(b)
 	ns := cp.NewNamespace(b)
 	ctx := dlc.WithUser(b.Context(), "bench")
 	never := memory.Delays{Create: time.Hour, Start: time.Hour, Hibernate: time.Hour, Delete: time.Hour,

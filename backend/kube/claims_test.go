@@ -17,7 +17,7 @@ import (
 	"github.com/aidlc/dlc"
 	"github.com/aidlc/dlc/backend/kube"
 	"github.com/aidlc/dlc/backend/memory"
-	"github.com/aidlc/dlc/dlctest"
+	"github.com/aidlc/dlc/dlctest/kubetest"
 	"github.com/aidlc/dlc/errs"
 	"github.com/aidlc/dlc/quota"
 )
@@ -40,7 +40,7 @@ func (c countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 // conflict that names it, after a bounded number of API calls, not a loop
 // until the context ends.
 func TestForeignClaimConfigMap(t *testing.T) {
-	cp := dlctest.StartControlPlane(t)
+	cp := kubetest.StartControlPlane(t)
 	ns := cp.NewNamespace(t)
 	var calls atomic.Int64
 	cfg := cp.Config()

@@ -18,14 +18,14 @@ import (
 	"github.com/aidlc/dlc/backend/kube"
 	"github.com/aidlc/dlc/backend/kube/api/v1alpha1"
 	"github.com/aidlc/dlc/cluster"
-	"github.com/aidlc/dlc/dlctest"
+	"github.com/aidlc/dlc/dlctest/kubetest"
 )
 
 // TestStoreEvents: the system entries a write adds to a cluster's event
 // log appear as Kubernetes Events on its ComputeCluster, each once, the
 // user's entries not; with NoEvents, none.
 func TestStoreEvents(t *testing.T) {
-	cp := dlctest.StartControlPlane(t)
+	cp := kubetest.StartControlPlane(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
 	c := storeCases()[0]

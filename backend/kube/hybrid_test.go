@@ -8,6 +8,7 @@ import (
 	"github.com/aidlc/dlc/backend/kube"
 	"github.com/aidlc/dlc/backend/memory"
 	"github.com/aidlc/dlc/dlctest"
+	"github.com/aidlc/dlc/dlctest/kubetest"
 )
 
 // hybrid is the store on the API server with the simulated Ray.
@@ -19,7 +20,7 @@ type hybrid struct {
 // The conformance suite with the platform's state on a real API server
 // (our CRDs, kube.Store) and Ray simulated.
 func TestConformanceStoreOnAPIServer(t *testing.T) {
-	cp := dlctest.StartControlPlane(t)
+	cp := kubetest.StartControlPlane(t)
 	d := memory.Delays{Create: time.Millisecond, Start: 3 * time.Millisecond, Hibernate: 2 * time.Millisecond,
 		Delete: 2 * time.Millisecond, Submit: time.Millisecond, Run: 5 * time.Millisecond}
 	dlctest.RunConformance(t, dlctest.Harness{

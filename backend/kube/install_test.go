@@ -13,7 +13,7 @@ import (
 
 	"github.com/aidlc/dlc/backend/kube"
 	v1 "github.com/aidlc/dlc/backend/kube/api/v1alpha1"
-	"github.com/aidlc/dlc/dlctest"
+	"github.com/aidlc/dlc/dlctest/kubetest"
 )
 
 const stamp = "2026-12-02T10:11:12.123456789Z"
@@ -171,7 +171,7 @@ func kindCases(t *testing.T) []kindCase {
 // changes its status through the status subresource, and checks that a
 // write from a stale read is a conflict and that the schema is enforced.
 func TestKinds(t *testing.T) {
-	cp := dlctest.StartControlPlane(t)
+	cp := kubetest.StartControlPlane(t)
 	c := cp.Client()
 	ns := cp.NewNamespace(t)
 	for _, tc := range kindCases(t) {
@@ -262,7 +262,7 @@ func statusJSON(t *testing.T, obj client.Object) string {
 // has (an update), checks each is established and served, and that kubectl
 // get shows the columns the kind promises.
 func TestInstallCRDs(t *testing.T) {
-	cp := dlctest.StartControlPlane(t)
+	cp := kubetest.StartControlPlane(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	for range 2 {

@@ -15,7 +15,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/aidlc/dlc/backend/kube"
-	"github.com/aidlc/dlc/dlctest"
+	"github.com/aidlc/dlc/dlctest/kubetest"
 	"github.com/aidlc/dlc/errs"
 	"github.com/aidlc/dlc/job"
 	"github.com/aidlc/dlc/storage"
@@ -70,7 +70,7 @@ func waitJob(t *testing.T, c *kube.JobsClient, id string) job.Observation {
 // runs, its output comes back as logs, the exit code decides the state,
 // a retried submit is one job, and stop kills it.
 func TestJobsClient(t *testing.T) {
-	head := dlctest.NewRayHead(t, dlctest.RayHeadOptions{})
+	head := kubetest.NewRayHead(t, kubetest.RayHeadOptions{})
 	c := &kube.JobsClient{Base: head.URL}
 	ctx := context.Background()
 	pkg := writeZip(t, map[string]string{

@@ -14,7 +14,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/aidlc/dlc/dlctest"
+	"github.com/aidlc/dlc/dlctest/kubetest"
 )
 
 // Labels KubeRay puts on the pods and services of a RayCluster.
@@ -28,16 +28,16 @@ const (
 // stand-in working in it.
 type loop struct {
 	t       *testing.T
-	cp      *dlctest.ControlPlane
+	cp      *kubetest.ControlPlane
 	ns      string
-	kubelet *dlctest.Kubelet
+	kubelet *kubetest.Kubelet
 }
 
 func newLoop(t *testing.T) *loop {
 	t.Helper()
-	cp := dlctest.StartControlPlane(t)
+	cp := kubetest.StartControlPlane(t)
 	ns := cp.NewNamespace(t)
-	cp.StartKubeRay(t, dlctest.KubeRayOptions{Namespaces: []string{ns}})
+	cp.StartKubeRay(t, kubetest.KubeRayOptions{Namespaces: []string{ns}})
 	return &loop{t: t, cp: cp, ns: ns, kubelet: cp.StartKubelet(t, ns)}
 }
 
@@ -162,7 +162,7 @@ func (l *loop) events(name string) []string {
 // the cluster becomes ready, and suspending it removes its pods. KubeRay
 // writes no warning Event about any of them.
 func TestKubeRayInTheLoop(t *testing.T) {
-	dlctest.StartControlPlane(t) // started (or skipped) once, before the subtests
+	kubetest.StartControlPlane(t) // started (or skipped) once, before the subtests
 	for _, rc := range renderCases() {
 		if rc.cluster == nil {
 			continue
@@ -274,7 +274,7 @@ func (l *loop) noWarnings() {
 // (its restart policy cannot bring it back) and creates a new one, and the
 // cluster is ready again.
 func TestKubeRayReplacesFailedPod(t *testing.T) {
-	dlctest.StartControlPlane(t)
+	kubetest.StartControlPlane(t)
 	for _, tc := range []struct {
 		node      rayv1.RayNodeType
 		reason    string

@@ -21,7 +21,7 @@ import (
 	"github.com/aidlc/dlc/backend"
 	"github.com/aidlc/dlc/backend/kube"
 	"github.com/aidlc/dlc/cluster"
-	"github.com/aidlc/dlc/dlctest"
+	"github.com/aidlc/dlc/dlctest/kubetest"
 	"github.com/aidlc/dlc/job"
 )
 
@@ -62,7 +62,7 @@ func listenOn(t *testing.T, addr string) func(http.Handler) *httptest.Server {
 // port's endpoint is srv (on this machine's own address), and a RayCluster
 // whose head is ready behind that service, as KubeRay would show it; it
 // returns the cluster's id.
-func headBehindProxy(t *testing.T, cp *dlctest.ControlPlane, ns string, srv *httptest.Server) string {
+func headBehindProxy(t *testing.T, cp *kubetest.ControlPlane, ns string, srv *httptest.Server) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
@@ -125,7 +125,7 @@ func headBehindProxy(t *testing.T, cp *dlctest.ControlPlane, ns string, srv *htt
 // request, no credential, no submission. (The API server passes the
 // head's foreign Location on; before, the proxy's client followed it.)
 func TestServiceProxyFollowsNoRedirect(t *testing.T) {
-	cp := dlctest.StartControlPlane(t)
+	cp := kubetest.StartControlPlane(t)
 	addr := ownAddress(t)
 	ns := cp.NewNamespace(t)
 	cfg := cp.BindRBAC(t, ns, rbacDir)

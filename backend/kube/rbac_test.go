@@ -28,7 +28,7 @@ import (
 	"github.com/aidlc/dlc/backend"
 	"github.com/aidlc/dlc/backend/kube"
 	"github.com/aidlc/dlc/backend/kube/api/v1alpha1"
-	"github.com/aidlc/dlc/dlctest"
+	"github.com/aidlc/dlc/dlctest/kubetest"
 	"github.com/aidlc/dlc/errs"
 )
 
@@ -49,7 +49,7 @@ type rbacOp struct {
 // another; what the Role does not grant (secrets, writing pods, RBAC,
 // anything cluster-scoped) is forbidden in its namespace too.
 func TestLeastPrivilege(t *testing.T) {
-	cp := dlctest.StartControlPlane(t)
+	cp := kubetest.StartControlPlane(t)
 	ns, other := cp.NewNamespace(t), cp.NewNamespace(t)
 	cfg := cp.BindRBAC(t, ns, rbacDir)
 	c, err := client.NewWithWatch(cfg, client.Options{Scheme: cp.Scheme()})

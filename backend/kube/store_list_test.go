@@ -15,7 +15,7 @@ import (
 	"github.com/aidlc/dlc/backend"
 	"github.com/aidlc/dlc/backend/kube"
 	"github.com/aidlc/dlc/backend/kube/api/v1alpha1"
-	"github.com/aidlc/dlc/dlctest"
+	"github.com/aidlc/dlc/dlctest/kubetest"
 	"github.com/aidlc/dlc/errs"
 	"github.com/aidlc/dlc/job"
 	"github.com/aidlc/dlc/quota"
@@ -42,7 +42,7 @@ func ids(docs []backend.Doc) []string {
 // initial-status annotation), reads in pages, and leaves out what is not
 // the store's (or another kind's, among the ConfigMaps).
 func TestStoreListLatest(t *testing.T) {
-	cp := dlctest.StartControlPlane(t)
+	cp := kubetest.StartControlPlane(t)
 	ns := cp.NewNamespace(t)
 	var stores [2]*kube.Store
 	for i := range stores {

@@ -19,7 +19,7 @@ import (
 	"github.com/aidlc/dlc/backend/kube"
 	"github.com/aidlc/dlc/backend/kube/api/v1alpha1"
 	"github.com/aidlc/dlc/cluster"
-	"github.com/aidlc/dlc/dlctest"
+	"github.com/aidlc/dlc/dlctest/kubetest"
 	"github.com/aidlc/dlc/errs"
 	"github.com/aidlc/dlc/group"
 	"github.com/aidlc/dlc/job"
@@ -38,7 +38,7 @@ var t0 = time.Date(2026, 3, 14, 9, 26, 53, 589793238, time.UTC)
 
 func newStore(t *testing.T) *kube.Store {
 	t.Helper()
-	cp := dlctest.StartControlPlane(t)
+	cp := kubetest.StartControlPlane(t)
 	ns := cp.NewNamespace(t)
 	start := time.Now()
 	s, err := kube.NewStore(t.Context(), cp.Config(), ns, kube.StoreOptions{})
@@ -358,7 +358,7 @@ func TestStoreWatch(t *testing.T) {
 // the id and labels annotations, the labels for kubectl, and the domain
 // fields in spec and status.
 func TestStoreObjects(t *testing.T) {
-	cp := dlctest.StartControlPlane(t)
+	cp := kubetest.StartControlPlane(t)
 	ns := cp.NewNamespace(t)
 	s, err := kube.NewStore(t.Context(), cp.Config(), ns, kube.StoreOptions{})
 	if err != nil {
@@ -511,7 +511,7 @@ func TestStoreUpdateParts(t *testing.T) {
 // service, add reservations to one resource group concurrently, each
 // retrying on conflict: none is lost, and each store reads them all.
 func TestStoreReplicas(t *testing.T) {
-	cp := dlctest.StartControlPlane(t)
+	cp := kubetest.StartControlPlane(t)
 	ns := cp.NewNamespace(t)
 	var stores [2]*kube.Store
 	for i := range stores {

@@ -10,7 +10,7 @@
 // What it does not model: Kubernetes scheduling and images, Ray's own
 // task scheduling inside a cluster, and persistence across processes.
 // For tests against a real API server with the KubeRay CRDs, use
-// dlctest.StartControlPlane.
+// kubetest.StartControlPlane.
 package memory
 
 import (

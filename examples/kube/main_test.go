@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aidlc/dlc/dlctest"
+	"github.com/aidlc/dlc/dlctest/kubetest"
 )
 
 // The example's whole story on an envtest control plane with Ray in the
@@ -28,9 +28,9 @@ func TestExample(t *testing.T) {
 	if err := zw.Close(); err != nil {
 		t.Fatal(err)
 	}
-	cp := dlctest.StartControlPlane(t)
+	cp := kubetest.StartControlPlane(t)
 	ns := cp.NewNamespace(t)
-	loop := cp.StartRayLoop(t, dlctest.LoopOptions{Namespaces: []string{ns},
+	loop := cp.StartRayLoop(t, kubetest.LoopOptions{Namespaces: []string{ns},
 		Fetch: func(ctx context.Context, url string) (io.ReadCloser, error) {
 			return io.NopCloser(bytes.NewReader(pkg.Bytes())), nil
 		}})

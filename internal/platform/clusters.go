@@ -201,7 +201,11 @@ func (s *ClusterService) List(ctx context.Context) ([]*cluster.Cluster, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	return s.c.listClusters(nil)
+	p, err := s.ListPage(ctx, cluster.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	return p.Items, nil
 }
 
 func (c *Engine) listClusters(sel map[string]string) ([]*cluster.Cluster, error) {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
 	"strconv"
 	"time"
 
@@ -244,19 +243,12 @@ func (c *Engine) rederive(r *job.Run) {
 
 // List returns runs in submission order.
 func (s *RunService) List(ctx context.Context, opts job.RunListOptions) ([]*job.Run, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	var sel map[string]string
-	if opts.JobID != "" {
-		sel = map[string]string{labelJob: opts.JobID}
-	}
-	out, err := s.c.listRuns(sel)
+	opts.Limit, opts.Continue = 0, ""
+	p, err := s.ListPage(ctx, opts)
 	if err != nil {
 		return nil, err
 	}
-	sort.SliceStable(out, func(i, j int) bool { return out[i].SubmittedAt.Before(out[j].SubmittedAt) })
-	return out, nil
+	return p.Items, nil
 }
 
 func (c *Engine) listRuns(sel map[string]string) ([]*job.Run, error) {

@@ -18,7 +18,7 @@ import (
 	"github.com/aidlc/dlc/backend"
 	"github.com/aidlc/dlc/backend/kube"
 	"github.com/aidlc/dlc/cluster"
-	"github.com/aidlc/dlc/dlctest"
+	"github.com/aidlc/dlc/dlctest/kubetest"
 	"github.com/aidlc/dlc/job"
 	"github.com/aidlc/dlc/quota"
 )
@@ -152,7 +152,7 @@ type autoscaleScene struct {
 	ns      string
 	c       *dlc.Client
 	ctx     context.Context
-	as      *dlctest.Autoscaler
+	as      *kubetest.Autoscaler
 	workers *workerWatch
 	grp     string
 

@@ -16,7 +16,7 @@ import (
 	"github.com/aidlc/dlc"
 	"github.com/aidlc/dlc/backend/kube"
 	"github.com/aidlc/dlc/cluster"
-	"github.com/aidlc/dlc/dlctest"
+	"github.com/aidlc/dlc/dlctest/kubetest"
 	"github.com/aidlc/dlc/errs"
 	"github.com/aidlc/dlc/job"
 )
@@ -108,7 +108,7 @@ func TestHighAvailability(t *testing.T) {
 			return ready > 0 && ran > 0, fmt.Sprintf("new head ready after %v; run %s", ready, r.State)
 		})
 		toReady, toRun = append(toReady, ready), append(toRun, ran)
-		if r := s.ended(s.c, long.ID); r.State != job.Failed || !strings.Contains(r.Message, dlctest.LostDriver) {
+		if r := s.ended(s.c, long.ID); r.State != job.Failed || !strings.Contains(r.Message, kubetest.LostDriver) {
 			t.Errorf("the run whose driver was on the old head: %s: %q", r.State, r.Message)
 		}
 	}

@@ -1,6 +1,6 @@
 // Package e2e_test runs the Kubernetes backend end to end on an envtest
 // control plane with Ray in the loop: KubeRay's own reconcilers, a kubelet
-// stand-in and a Ray head stand-in per cluster (dlctest.RayLoop). The loop
+// stand-in and a Ray head stand-in per cluster (kubetest.RayLoop). The loop
 // watches every namespace, so it lives in a test binary of its own, with
 // its own control plane.
 package e2e_test
@@ -20,12 +20,12 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/aidlc/dlc/backend/kube"
-	"github.com/aidlc/dlc/dlctest"
+	"github.com/aidlc/dlc/dlctest/kubetest"
 )
 
 func TestMain(m *testing.M) {
 	ctrllog.SetLogger(logr.Discard())
-	os.Exit(dlctest.RunMain(runner{m}))
+	os.Exit(kubetest.RunMain(runner{m}))
 }
 
 // runner runs the tests, then stops what lives as long as the test binary,
@@ -37,7 +37,7 @@ func (r runner) Run() int {
 	return r.m.Run()
 }
 
-// pkgT is the dlctest.TestingT of what lives as long as the test binary:
+// pkgT is the kubetest.TestingT of what lives as long as the test binary:
 // the first test that asks for the world reports its failures, and
 // cleanups run when every test is done.
 type pkgT struct {
@@ -70,18 +70,18 @@ var (
 
 // world is the control plane with Ray in the loop in every namespace.
 type world struct {
-	cp   *dlctest.ControlPlane
-	loop *dlctest.RayLoop
+	cp   *kubetest.ControlPlane
+	loop *kubetest.RayLoop
 }
 
 // getWorld starts the world on first use (skipping t when the envtest
 // binaries are missing).
 func getWorld(t testing.TB) *world {
 	t.Helper()
-	cp := dlctest.StartControlPlane(t)
+	cp := kubetest.StartControlPlane(t)
 	worldOnce.Do(func() {
 		pkg.TB = t
-		theWorld = &world{cp: cp, loop: cp.StartRayLoop(&pkg, dlctest.LoopOptions{Fetch: fetch})}
+		theWorld = &world{cp: cp, loop: cp.StartRayLoop(&pkg, kubetest.LoopOptions{Fetch: fetch})}
 	})
 	if theWorld == nil {
 		t.Fatal("the world failed to start")
@@ -144,5 +144,5 @@ func fetch(ctx context.Context, url string) (io.ReadCloser, error) {
 	if strings.HasPrefix(url, "cos://") {
 		return io.NopCloser(bytes.NewReader(zipOnce())), nil
 	}
-	return dlctest.FetchHTTP(ctx, url)
+	return kubetest.FetchHTTP(ctx, url)
 }

@@ -32,7 +32,7 @@ import (
 	"github.com/aidlc/dlc"
 	"github.com/aidlc/dlc/backend/kube"
 	"github.com/aidlc/dlc/cluster"
-	"github.com/aidlc/dlc/dlctest"
+	"github.com/aidlc/dlc/dlctest/kubetest"
 	"github.com/aidlc/dlc/job"
 	"github.com/aidlc/dlc/quota"
 )
@@ -142,8 +142,8 @@ type harness struct {
 	t       *testing.T
 	p       params
 	r       *report
-	cp      *dlctest.ControlPlane
-	loop    *dlctest.RayLoop
+	cp      *kubetest.ControlPlane
+	loop    *kubetest.RayLoop
 	ns      string
 	ctx     context.Context // bounded by the deadline, the user set
 	clients []*dlc.Client
@@ -219,9 +219,9 @@ func TestScale(t *testing.T) {
 // the cluster group.
 func (h *harness) setUp() {
 	t := h.t
-	h.cp = dlctest.StartControlPlane(t)
+	h.cp = kubetest.StartControlPlane(t)
 	h.ns = h.cp.NewNamespace(t)
-	h.loop = h.cp.StartRayLoop(t, dlctest.LoopOptions{Namespaces: []string{h.ns}, Fetch: fetch})
+	h.loop = h.cp.StartRayLoop(t, kubetest.LoopOptions{Namespaces: []string{h.ns}, Fetch: fetch})
 	for range h.p.replicas {
 		be := h.backend(h.api)
 		reg := prometheus.NewRegistry()

@@ -15,6 +15,15 @@
 // What it does not model: authentication (signatures are not checked),
 // ACLs, versioning as COS does it, CRC headers of copied objects, and
 // COS's minimum part size (gofakes3 accepts small parts).
+//
+// A test of code that uploads job packages through the SDK points the
+// SDK's COS client at it:
+//
+//	srv := cosfake.New(t, cosfake.WithBuckets("jobs-1250000000"))
+//	cc, err := storage.NewCOSClient(storage.COSOptions{Anonymous: true,
+//		Region: cosfake.DefaultRegion, Endpoint: srv.URL})
+//	c, err := dlc.New(dlc.WithCOS(cc))
+//	// ... then read back what was uploaded: srv.Object("jobs-1250000000", key)
 package cosfake
 
 import (

@@ -1,4 +1,4 @@
-package dlctest_test
+package kubetest_test
 
 import (
 	"bytes"
@@ -15,21 +15,21 @@ import (
 
 	"github.com/aidlc/dlc"
 	"github.com/aidlc/dlc/backend/kube"
-	"github.com/aidlc/dlc/dlctest"
+	"github.com/aidlc/dlc/dlctest/kubetest"
 )
 
 // A test in another repository creates a RayCluster in a real API server and
 // reads it back. The package's TestMain shares one control plane across its
 // tests:
 //
-//	func TestMain(m *testing.M) { os.Exit(dlctest.RunMain(m)) }
+//	func TestMain(m *testing.M) { os.Exit(kubetest.RunMain(m)) }
 //
 // Run it after building the binaries once with bash hack/envtest-assets.sh;
 // without them the test is skipped (fails when CI=true).
 func ExampleStartControlPlane() {
 	var t *testing.T // the test's own *testing.T (or *testing.B)
 
-	cp := dlctest.StartControlPlane(t)
+	cp := kubetest.StartControlPlane(t)
 	ns := cp.NewNamespace(t)
 	ctx := context.Background()
 
@@ -60,9 +60,9 @@ func ExampleStartControlPlane() {
 func ExampleRunMain() {
 	var m *testing.M // TestMain's argument
 
-	os.Exit(dlctest.RunMain(m,
-		dlctest.WithCRDDirs("config/crd/bases"),
-		// dlctest.WithScheme(myapiv1.AddToScheme),
+	os.Exit(kubetest.RunMain(m,
+		kubetest.WithCRDDirs("config/crd/bases"),
+		// kubetest.WithScheme(myapiv1.AddToScheme),
 	))
 }
 
@@ -74,9 +74,9 @@ func ExampleRunMain() {
 func ExampleControlPlane_StartKubeRay() {
 	var t *testing.T // the test's own *testing.T
 
-	cp := dlctest.StartControlPlane(t)
+	cp := kubetest.StartControlPlane(t)
 	ns := cp.NewNamespace(t)
-	cp.StartKubeRay(t, dlctest.KubeRayOptions{Namespaces: []string{ns}})
+	cp.StartKubeRay(t, kubetest.KubeRayOptions{Namespaces: []string{ns}})
 	kubelet := cp.StartKubelet(t, ns)
 
 	// ... create a RayCluster in ns, wait for status.state ready ...
@@ -97,9 +97,9 @@ func ExampleControlPlane_StartRayLoop() {
 	var t *testing.T // the test's own *testing.T
 	var zipBytes []byte
 
-	cp := dlctest.StartControlPlane(t)
+	cp := kubetest.StartControlPlane(t)
 	ns := cp.NewNamespace(t)
-	loop := cp.StartRayLoop(t, dlctest.LoopOptions{
+	loop := cp.StartRayLoop(t, kubetest.LoopOptions{
 		Namespaces: []string{ns},
 		Fetch: func(ctx context.Context, url string) (io.ReadCloser, error) {
 			return io.NopCloser(bytes.NewReader(zipBytes)), nil
@@ -127,7 +127,7 @@ func ExampleControlPlane_StartRayLoop() {
 func ExampleControlPlane_BindRBAC() {
 	var t *testing.T // the test's own *testing.T
 
-	cp := dlctest.StartControlPlane(t)
+	cp := kubetest.StartControlPlane(t)
 	ns := cp.NewNamespace(t)
 	cfg := cp.BindRBAC(t, ns, "config/rbac") // relative to the test's package directory
 	be, err := kube.New(t.Context(), cfg, kube.Options{Namespace: ns})

@@ -1,4 +1,4 @@
-package dlctest
+package kubetest
 
 import (
 	"archive/zip"

@@ -1,4 +1,4 @@
-package dlctest_test
+package kubetest_test
 
 import (
 	"context"
@@ -22,7 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/aidlc/dlc/dlctest"
+	"github.com/aidlc/dlc/dlctest/kubetest"
 )
 
 // TestMain shares one control plane across this package's tests. envtest logs
@@ -30,7 +30,7 @@ import (
 // logger has been set after 30 s; these tests do not need its logs.
 func TestMain(m *testing.M) {
 	ctrllog.SetLogger(logr.Discard())
-	os.Exit(dlctest.RunMain(m))
+	os.Exit(kubetest.RunMain(m))
 }
 
 func ctx(t testing.TB) context.Context {
@@ -80,7 +80,7 @@ func workerGroup(name string, minReplicas, maxReplicas *int32) rayv1.WorkerGroup
 }
 
 func TestRayClusterRoundTrip(t *testing.T) {
-	cp := dlctest.StartControlPlane(t)
+	cp := kubetest.StartControlPlane(t)
 	ns := cp.NewNamespace(t)
 
 	tests := []struct {
@@ -164,7 +164,7 @@ func TestRayClusterRoundTrip(t *testing.T) {
 }
 
 func TestRayJobRoundTrip(t *testing.T) {
-	cp := dlctest.StartControlPlane(t)
+	cp := kubetest.StartControlPlane(t)
 	ns := cp.NewNamespace(t)
 
 	clusterSpec := rayv1.RayClusterSpec{
@@ -242,7 +242,7 @@ func TestRayJobRoundTrip(t *testing.T) {
 // against the CRDs' schemas: a malformed one is an Invalid error naming the
 // field, and nothing is stored.
 func TestSchemaRejectsMalformed(t *testing.T) {
-	cp := dlctest.StartControlPlane(t)
+	cp := kubetest.StartControlPlane(t)
 	ns := cp.NewNamespace(t)
 
 	validHead := map[string]any{
@@ -398,7 +398,7 @@ func hasCause(err error, field string) bool {
 
 // TestClientScheme checks the client knows the types other packages will use.
 func TestClientScheme(t *testing.T) {
-	cp := dlctest.StartControlPlane(t)
+	cp := kubetest.StartControlPlane(t)
 	for _, obj := range []runtime.Object{&rayv1.RayCluster{}, &rayv1.RayJob{}, &rayv1.RayService{}, &corev1.Pod{}, &corev1.Event{}} {
 		gvks, _, err := cp.Scheme().ObjectKinds(obj)
 		if err != nil || len(gvks) == 0 {
@@ -421,7 +421,7 @@ func TestClientScheme(t *testing.T) {
 
 // BenchmarkCreateRayCluster shows the fixture in a benchmark.
 func BenchmarkCreateRayCluster(b *testing.B) {
-	cp := dlctest.StartControlPlane(b)
+	cp := kubetest.StartControlPlane(b)
 	ns := cp.NewNamespace(b)
 	c := cp.Client()
 	b.ReportAllocs()

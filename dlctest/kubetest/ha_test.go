@@ -1,4 +1,4 @@
-package dlctest_test
+package kubetest_test
 
 import (
 	"bytes"
@@ -20,7 +20,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/aidlc/dlc/dlctest"
+	"github.com/aidlc/dlc/dlctest/kubetest"
 )
 
 // TestRayLoopHighAvailability runs a RayCluster with GCS fault tolerance
@@ -30,9 +30,9 @@ import (
 // job's driver lost; deleted, the cluster is gone once the Job stand-in
 // has completed KubeRay's cleanup Job, and the Job goes with it.
 func TestRayLoopHighAvailability(t *testing.T) {
-	cp := dlctest.StartControlPlane(t)
+	cp := kubetest.StartControlPlane(t)
 	ns := cp.NewNamespace(t)
-	loop := cp.StartRayLoop(t, dlctest.LoopOptions{Namespaces: []string{ns}})
+	loop := cp.StartRayLoop(t, kubetest.LoopOptions{Namespaces: []string{ns}})
 	c := cp.Client()
 	rc := &rayv1.RayCluster{
 		ObjectMeta: metav1.ObjectMeta{Name: "ha", Namespace: ns},
@@ -93,7 +93,7 @@ func TestRayLoopHighAvailability(t *testing.T) {
 		}
 		return isReady(p) && !head.Down(), string(p.Status.Phase)
 	})
-	if info, s := jobStatus(); info.JobStatus != rayv1.JobStatusFailed || info.Message != dlctest.LostDriver {
+	if info, s := jobStatus(); info.JobStatus != rayv1.JobStatusFailed || info.Message != kubetest.LostDriver {
 		t.Errorf("the job whose driver was on the old head: %s", s)
 	}
 	if n := head.LostDrivers(); n != 1 {
@@ -115,7 +115,7 @@ func TestRayLoopHighAvailability(t *testing.T) {
 	}
 }
 
-func headPod(t *testing.T, cp *dlctest.ControlPlane, ns, cluster string) *corev1.Pod {
+func headPod(t *testing.T, cp *kubetest.ControlPlane, ns, cluster string) *corev1.Pod {
 	t.Helper()
 	var pods corev1.PodList
 	if err := cp.Client().List(ctx(t), &pods, client.InNamespace(ns),

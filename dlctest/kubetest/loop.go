@@ -1,4 +1,4 @@
-package dlctest
+package kubetest
 
 import (
 	"context"
@@ -69,9 +69,9 @@ type headPodRun struct {
 // StartRayLoop starts KubeRay's reconcilers, the kubelet stand-in and the
 // head stand-ins on the control plane; they stop when t's test ends.
 //
-//	cp := dlctest.StartControlPlane(t)
+//	cp := kubetest.StartControlPlane(t)
 //	ns := cp.NewNamespace(t)
-//	loop := cp.StartRayLoop(t, dlctest.LoopOptions{Namespaces: []string{ns}})
+//	loop := cp.StartRayLoop(t, kubetest.LoopOptions{Namespaces: []string{ns}})
 //	be, err := kube.New(ctx, cp.Config(), kube.Options{Namespace: ns, Dashboard: loop.Dashboard})
 func (cp *ControlPlane) StartRayLoop(t TestingT, o LoopOptions) *RayLoop {
 	t.Helper()

@@ -1,4 +1,4 @@
-package dlctest_test
+package kubetest_test
 
 import (
 	"testing"
@@ -11,7 +11,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/aidlc/dlc/dlctest"
+	"github.com/aidlc/dlc/dlctest/kubetest"
 )
 
 // waitFor polls cond every 20 ms until it holds or d passes.
@@ -34,10 +34,10 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() (bool, stri
 // the kubelet stand-in: pods appear, run, and the cluster becomes ready; a
 // failed pod is reported by the stand-in as a kubelet would.
 func TestKubeRayAndKubelet(t *testing.T) {
-	cp := dlctest.StartControlPlane(t)
+	cp := kubetest.StartControlPlane(t)
 	ns := cp.NewNamespace(t)
 	began := time.Now()
-	cp.StartKubeRay(t, dlctest.KubeRayOptions{Namespaces: []string{ns}})
+	cp.StartKubeRay(t, kubetest.KubeRayOptions{Namespaces: []string{ns}})
 	kubelet := cp.StartKubelet(t, ns)
 	t.Logf("KubeRay and kubelet up in %v", time.Since(began).Round(time.Millisecond))
 	c := cp.Client()
@@ -90,10 +90,10 @@ func TestKubeRayAndKubelet(t *testing.T) {
 // and submits the entrypoint (HTTPMode) to the Ray head stand-in, which runs
 // it; the RayJob completes with the job's status.
 func TestKubeRayRunsRayJob(t *testing.T) {
-	cp := dlctest.StartControlPlane(t)
+	cp := kubetest.StartControlPlane(t)
 	ns := cp.NewNamespace(t)
-	head := dlctest.NewRayHead(t, dlctest.RayHeadOptions{})
-	cp.StartKubeRay(t, dlctest.KubeRayOptions{
+	head := kubetest.NewRayHead(t, kubetest.RayHeadOptions{})
+	cp.StartKubeRay(t, kubetest.KubeRayOptions{
 		Namespaces: []string{ns},
 		Dashboard:  func(*rayv1.RayCluster) string { return head.URL },
 	})

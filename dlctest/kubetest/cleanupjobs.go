@@ -1,4 +1,4 @@
-package dlctest
+package kubetest
 
 import (
 	"context"
@@ -57,7 +57,7 @@ var redisCleanupSelector = labels.SelectorFromSet(labels.Set{utils.RayNodeTypeLa
 // namespaces when none are given) and stops it when t's test ends.
 // [ControlPlane.StartRayLoop] starts one.
 //
-//	cp.StartKubeRay(t, dlctest.KubeRayOptions{Namespaces: []string{ns}})
+//	cp.StartKubeRay(t, kubetest.KubeRayOptions{Namespaces: []string{ns}})
 //	cp.StartKubelet(t, ns)
 //	cp.StartRedisCleanupJobs(t, ns)
 //	// a RayCluster with gcsFaultToleranceOptions, deleted, is gone

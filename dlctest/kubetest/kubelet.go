@@ -1,4 +1,4 @@
-package dlctest
+package kubetest
 
 import (
 	"context"
@@ -71,7 +71,7 @@ type podBreak struct {
 // t's test ends. Tests sharing a control plane should each pass their own
 // namespace, so that one test's stand-in does not touch another's pods.
 //
-//	cp := dlctest.StartControlPlane(t)
+//	cp := kubetest.StartControlPlane(t)
 //	ns := cp.NewNamespace(t)
 //	kubelet := cp.StartKubelet(t, ns)
 //	// ... pods created in ns become Running and Ready ...

@@ -1,4 +1,4 @@
-package dlctest
+package kubetest
 
 import (
 	"context"
@@ -18,6 +18,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/config"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 )
@@ -36,8 +37,12 @@ type KubeRayOptions struct {
 	// another's clusters.
 	Namespaces []string
 	// Logger receives the manager's own logs; the zero value discards
-	// them. (KubeRay's reconcilers log through controller-runtime's global
-	// logger, sigs.k8s.io/controller-runtime/pkg/log.SetLogger.)
+	// them. KubeRay's reconcilers log through controller-runtime's global
+	// logger (sigs.k8s.io/controller-runtime/pkg/log): the first
+	// StartKubeRay of a process sets it to Logger, or to discard, so that
+	// a test is not told after 30 seconds that it was never set (with a
+	// stack trace). A test binary that wants its own calls log.SetLogger
+	// after that.
 	Logger logr.Logger
 	// Dashboard, when set, also runs KubeRay's RayJob reconciler, whose
 	// dashboard client for a RayCluster talks to the URL Dashboard returns
@@ -103,9 +108,9 @@ var kubeRayGlobals sync.Once
 // already, $RAYCLUSTER_DEFAULT_REQUEUE_SECONDS_ENV to 1 (as KubeRay's own
 // tests do), for the rest of the process.
 //
-//	cp := dlctest.StartControlPlane(t)
+//	cp := kubetest.StartControlPlane(t)
 //	ns := cp.NewNamespace(t)
-//	cp.StartKubeRay(t, dlctest.KubeRayOptions{Namespaces: []string{ns}})
+//	cp.StartKubeRay(t, kubetest.KubeRayOptions{Namespaces: []string{ns}})
 //	cp.StartKubelet(t, ns)
 //	// create a RayCluster in ns: its pods appear, run, and it becomes ready
 func (cp *ControlPlane) StartKubeRay(t TestingT, o KubeRayOptions) *KubeRay {
@@ -125,6 +130,11 @@ func (cp *ControlPlane) StartKubeRay(t TestingT, o KubeRayOptions) *KubeRay {
 
 func startKubeRay(cp *ControlPlane, o KubeRayOptions) (*KubeRay, error) {
 	kubeRayGlobals.Do(func() {
+		global := o.Logger
+		if global.GetSink() == nil {
+			global = logr.Discard()
+		}
+		ctrllog.SetLogger(global)
 		ray.DefaultRequeueDuration = KubeRayRequeue
 		if os.Getenv(utils.RAYCLUSTER_DEFAULT_REQUEUE_SECONDS_ENV) == "" {
 			_ = os.Setenv(utils.RAYCLUSTER_DEFAULT_REQUEUE_SECONDS_ENV, "1")

@@ -1,4 +1,4 @@
-package dlctest
+package kubetest
 
 import (
 	"context"
@@ -253,7 +253,7 @@ func startPrivate(t TestingT, opts []Option) *ControlPlane {
 			t.Logf("dlctest: stopping the control plane: %v", err)
 		}
 	})
-	t.Logf("dlctest: control plane up in %v for this test alone (share one per package: os.Exit(dlctest.RunMain(m)) in TestMain)",
+	t.Logf("dlctest: control plane up in %v for this test alone (share one per package: os.Exit(kubetest.RunMain(m)) in TestMain)",
 		cp.started.Round(time.Millisecond))
 	return cp
 }
@@ -294,7 +294,7 @@ func startShared(t TestingT, opts []Option) *ControlPlane {
 // nothing) and stopped when the tests are done, or when the test binary is
 // interrupted (SIGINT, SIGTERM). It returns m.Run's exit code:
 //
-//	func TestMain(m *testing.M) { os.Exit(dlctest.RunMain(m)) }
+//	func TestMain(m *testing.M) { os.Exit(kubetest.RunMain(m)) }
 func RunMain(m interface{ Run() int }, opts ...Option) int {
 	shared.mu.Lock()
 	if shared.active {

@@ -1,0 +1,211 @@
+package platform
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"slices"
+	"time"
+
+	"github.com/aidlc/dlc/backend"
+	"github.com/aidlc/dlc/cluster"
+	"github.com/aidlc/dlc/errs"
+	"github.com/aidlc/dlc/job"
+)
+
+// Lists are served from the cache's decoded objects: filtered on what the
+// cache indexes first (a job's runs, a cluster's, a state), then on the
+// objects themselves, ordered, and only the page returned is copied. A
+// page ends at Limit objects and hands back a token naming the last one;
+// the next page is what sorts after it, so a page is never shifted by
+// objects created or deleted between the calls.
+
+// pageKey orders a list: by at (zero for lists by id alone), then id.
+type pageKey struct {
+	At time.Time `json:"a,omitzero"`
+	ID string    `json:"i"`
+}
+
+func (k pageKey) after(o pageKey) bool {
+	if !k.At.Equal(o.At) {
+		return k.At.After(o.At)
+	}
+	return k.ID > o.ID
+}
+
+func (k pageKey) token() string {
+	b, _ := json.Marshal(k)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// parseContinue reads a continue token; "" is the first page.
+func parseContinue(tok string) (*pageKey, error) {
+	if tok == "" {
+		return nil, nil
+	}
+	b, err := base64.RawURLEncoding.DecodeString(tok)
+	var k pageKey
+	if err == nil && len(b) <= 1024 {
+		err = json.Unmarshal(b, &k)
+	}
+	if err != nil || k.ID == "" || len(b) > 1024 {
+		return nil, errs.List{errs.Invalid("continue", "", tok, "not a continue token of this list")}.ToError()
+	}
+	return &k, nil
+}
+
+// cachedObjects returns the cache's decoded objects of kind under sel,
+// with their versions: shared with the cache, not to be changed.
+func cachedObjects[T any](c *Engine, kind string, sel map[string]string) ([]*T, []string, error) {
+	docs := c.cache.selectDocs(kind, sel)
+	objs := make([]*T, 0, len(docs))
+	versions := make([]string, 0, len(docs))
+	for _, d := range docs {
+		obj, ok, err := c.cache.object(kind, d.ID, d.Version, func(d backend.Doc) (any, error) { return decode[T](d) })
+		if err != nil {
+			return nil, nil, err
+		}
+		v, isT := obj.(*T)
+		if !ok || !isT {
+			continue // changed since it was selected: the newer version is listed next time
+		}
+		objs, versions = append(objs, v), append(versions, d.Version)
+	}
+	return objs, versions, nil
+}
+
+// page orders the selected objects by key, skips those up to the token,
+// and returns at most limit (0: all) of the rest, with the next page's
+// token when more remain.
+func page[T any](objs []*T, versions []string, key func(*T) pageKey, limit int, from *pageKey) (out []*T, outVersions []string, next string) {
+	idx := make([]int, 0, len(objs))
+	for i, o := range objs {
+		if from == nil || key(o).after(*from) {
+			idx = append(idx, i)
+		}
+	}
+	slices.SortFunc(idx, func(a, b int) int {
+		ka, kb := key(objs[a]), key(objs[b])
+		switch {
+		case kb.after(ka):
+			return -1
+		case ka.after(kb):
+			return 1
+		}
+		return 0
+	})
+	if limit > 0 && len(idx) > limit {
+		next = key(objs[idx[limit-1]]).token()
+		idx = idx[:limit]
+	}
+	for _, i := range idx {
+		out, outVersions = append(out, objs[i]), append(outVersions, versions[i])
+	}
+	return out, outVersions, next
+}
+
+func checkLimit(limit int) error {
+	if limit < 0 {
+		return errs.List{errs.Invalid("limit", "", limit, "a limit is not negative")}.ToError()
+	}
+	return nil
+}
+
+// ListPage returns one page of the runs opts selects, in submission order
+// (then by id), at most opts.Limit of them, and the token of the next
+// page. A bad token or limit is ErrInvalid.
+func (s *RunService) ListPage(ctx context.Context, opts job.RunListOptions) (*job.RunPage, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := checkLimit(opts.Limit); err != nil {
+		return nil, err
+	}
+	from, err := parseContinue(opts.Continue)
+	if err != nil {
+		return nil, err
+	}
+	sel := map[string]string{}
+	if opts.JobID != "" {
+		sel[labelJob] = opts.JobID
+	}
+	if opts.ClusterID != "" {
+		sel[labelOn] = opts.ClusterID
+	}
+	if len(opts.States) == 1 {
+		sel[labelState] = string(opts.States[0])
+	}
+	runs, versions, err := cachedObjects[job.Run](s.c, kindRun, sel)
+	if err != nil {
+		return nil, err
+	}
+	kept, keptVersions := runs[:0:0], versions[:0:0]
+	for i, r := range runs {
+		if (len(opts.States) == 0 || slices.Contains(opts.States, r.State)) &&
+			(opts.Creator == "" || r.Creator == opts.Creator) &&
+			(opts.SubmittedAfter.IsZero() || r.SubmittedAt.After(opts.SubmittedAfter)) {
+			kept, keptVersions = append(kept, r), append(keptVersions, versions[i])
+		}
+	}
+	items, itemVersions, next := page(kept, keptVersions, func(r *job.Run) pageKey { return pageKey{r.SubmittedAt, r.ID} }, opts.Limit, from)
+	out := &job.RunPage{Items: make([]*job.Run, len(items)), Continue: next}
+	for i, r := range items {
+		r = r.DeepCopy()
+		r.Version = itemVersions[i]
+		s.c.rederive(r)
+		out.Items[i] = r
+	}
+	return out, nil
+}
+
+// ListPage returns one page of the clusters opts selects, by id, at most
+// opts.Limit of them, and the token of the next page. A bad token, limit
+// or kind is ErrInvalid.
+func (s *ClusterService) ListPage(ctx context.Context, opts cluster.ListOptions) (*cluster.Page, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := checkLimit(opts.Limit); err != nil {
+		return nil, err
+	}
+	sel := map[string]string{}
+	switch opts.Kind {
+	case "", cluster.KindStanding:
+	case cluster.KindOnDemand:
+		sel[labelTemporary] = "1"
+	default:
+		return nil, errs.List{errs.NotSupported("kind", "", opts.Kind, []string{cluster.KindStanding, cluster.KindOnDemand})}.ToError()
+	}
+	from, err := parseContinue(opts.Continue)
+	if err != nil {
+		return nil, err
+	}
+	if opts.Group != "" {
+		sel[labelMemberOf+opts.Group] = "1"
+	}
+	if len(opts.States) == 1 {
+		sel[labelState] = string(opts.States[0])
+	}
+	cls, versions, err := cachedObjects[cluster.Cluster](s.c, kindCluster, sel)
+	if err != nil {
+		return nil, err
+	}
+	kept, keptVersions := cls[:0:0], versions[:0:0]
+	for i, cl := range cls {
+		if (len(opts.States) == 0 || slices.Contains(opts.States, cl.State)) &&
+			(opts.Creator == "" || cl.Creator == opts.Creator) &&
+			(opts.ResourceGroup == "" || cl.Spec.ResourceGroup == opts.ResourceGroup) &&
+			(opts.Kind != cluster.KindStanding || !cl.Temporary) &&
+			(opts.CreatedAfter.IsZero() || cl.CreatedAt.After(opts.CreatedAfter)) {
+			kept, keptVersions = append(kept, cl), append(keptVersions, versions[i])
+		}
+	}
+	items, itemVersions, next := page(kept, keptVersions, func(cl *cluster.Cluster) pageKey { return pageKey{ID: cl.ID} }, opts.Limit, from)
+	out := &cluster.Page{Items: make([]*cluster.Cluster, len(items)), Continue: next}
+	for i, cl := range items {
+		cl = cl.DeepCopy()
+		cl.Version = itemVersions[i]
+		out.Items[i] = cl
+	}
+	return out, nil
+}
