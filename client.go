@@ -252,6 +252,10 @@ type Backend = backend.Backend
 // DeleteOptions modify a delete or a hibernate: see cluster.DeleteOptions.
 type DeleteOptions = cluster.DeleteOptions
 
+// HibernateOptions modify Clusters().Hibernate: Force stops the active
+// runs. The same type as DeleteOptions.
+type HibernateOptions = cluster.DeleteOptions
+
 // EditResult says what an edit changed at once and what waits for the
 // cluster's next start: see cluster.EditResult.
 type EditResult = cluster.EditResult

@@ -81,7 +81,7 @@ func (s *ClusterService) Start(ctx context.Context, id string) (*cluster.Cluster
 // Hibernate releases a running or abnormal cluster's compute and keeps
 // its configuration and storage (C11). Active runs on it refuse the
 // hibernate unless opts.Force, which stops them.
-func (s *ClusterService) Hibernate(ctx context.Context, id string, opts DeleteOptions) (*cluster.Cluster, error) {
+func (s *ClusterService) Hibernate(ctx context.Context, id string, opts HibernateOptions) (*cluster.Cluster, error) {
 	return s.s.Hibernate(ctx, id, opts)
 }
 
@@ -100,7 +100,7 @@ func (s *ClusterService) Clone(ctx context.Context, id, newName string) (*cluste
 	return s.s.Clone(ctx, id, newName)
 }
 
-// Edit replaces the spec of in.ID with in.Spec (C11). in.Version must be
+// Update replaces the spec of in.ID with in.Spec (C11). in.Version must be
 // the version read: a stale edit is a conflict. On a running or abnormal
 // cluster, worker instance ranges and metadata apply at once (the
 // reservation follows, or ErrQuota changes nothing); the rest is listed
@@ -108,8 +108,15 @@ func (s *ClusterService) Clone(ctx context.Context, id, newName string) (*cluste
 // cluster into that is deleted, or whose delete begins, meanwhile is
 // taken out again: the edit then fails C2 naming it, the rest of the edit
 // saved (see group.Deletion).
-func (s *ClusterService) Edit(ctx context.Context, in *cluster.Cluster) (*EditResult, error) {
+func (s *ClusterService) Update(ctx context.Context, in *cluster.Cluster) (*EditResult, error) {
 	return s.s.Edit(ctx, in)
+}
+
+// Edit is Update, under its former name.
+//
+// Deprecated: use Update.
+func (s *ClusterService) Edit(ctx context.Context, in *cluster.Cluster) (*EditResult, error) {
+	return s.Update(ctx, in)
 }
 
 // Autoscale is what Ray's autoscaler asks for: replicas workers in the

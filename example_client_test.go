@@ -61,7 +61,7 @@ func ExampleRunService_Create_onDemand() {
 	cfg, _ := dlc.NewJob("train").OnDemand("pkg-1", "rg-1").Priority(7).
 		Image("ray-2.46.0-py310-cpu").Head("head", "cu.4c8g").WorkerGroup("w", "cu.8c16g", 1, 1).
 		COSPackage("cos://jobs-1250000000/train.zip").Entrypoint("python train.py").Build()
-	rec, _ := c.Jobs().Save(ctx, cfg, dlc.SaveOptions{})
+	rec, _ := c.Jobs().Create(ctx, cfg, dlc.SaveOptions{})
 	first, _ := c.Runs().Create(ctx, rec.ID, dlc.RunOptions{})
 	m.Reconcile() // the resource group admits the first run
 	second, _ := c.Runs().Create(ctx, rec.ID, dlc.RunOptions{})
@@ -90,7 +90,7 @@ func ExampleRunService_Pending() {
 		cfg, _ := dlc.NewJob(name).OnDemand("pkg-1", "rg-1").Priority(priority).
 			Image("ray-2.46.0-py310-cpu").Head("head", "cu.4c8g").WorkerGroup("w", "cu.4c8g", 1, 1).
 			COSPackage("cos://jobs-1250000000/train.zip").Entrypoint("python train.py").Build()
-		rec, _ := c.Jobs().Save(ctx, cfg, dlc.SaveOptions{})
+		rec, _ := c.Jobs().Create(ctx, cfg, dlc.SaveOptions{})
 		r, _ := c.Runs().Create(ctx, rec.ID, dlc.RunOptions{})
 		m.Reconcile()
 		return r.ID
@@ -119,7 +119,7 @@ func ExampleWithRunRetention() {
 	cfg, _ := dlc.NewJob("nightly").OnDemand("pkg-1", "rg-1").
 		Image("ray-2.46.0-py310-cpu").Head("head", "cu.4c8g").WorkerGroup("w", "cu.4c8g", 1, 1).
 		COSPackage("cos://jobs-1250000000/etl.zip").Entrypoint("python etl.py").Build()
-	rec, _ := c.Jobs().Save(ctx, cfg, dlc.SaveOptions{})
+	rec, _ := c.Jobs().Create(ctx, cfg, dlc.SaveOptions{})
 	var ids []string
 	for range 3 {
 		r, _ := c.Runs().Create(ctx, rec.ID, dlc.RunOptions{})

@@ -218,7 +218,7 @@ func TestJobDeleteMarkExpires(t *testing.T) {
 	if _, err := f.c.Runs().Create(f.ctx, rec.ID, dlc.RunOptions{}); !errors.Is(err, dlc.ErrState) {
 		t.Fatalf("a run while the mark is held: %v, want ErrState", err)
 	}
-	if _, err := f.c.Jobs().Edit(f.ctx, got); !errors.Is(err, dlc.ErrState) {
+	if _, err := f.c.Jobs().Update(f.ctx, got); !errors.Is(err, dlc.ErrState) {
 		t.Fatalf("an edit while the mark is held: %v, want ErrState", err)
 	}
 	f.m.Clock.Advance(3 * time.Minute)
@@ -287,7 +287,7 @@ func (f *fixture) groupsOf(id string, want ...string) {
 		f.t.Fatalf("cluster %s is in %v, want %v", id, got, want)
 	}
 	// Its edit is not refused for a missing group (C2).
-	_, err = f.c.Clusters().Edit(f.ctx, cl)
+	_, err = f.c.Clusters().Update(f.ctx, cl)
 	f.must(err)
 }
 
@@ -488,7 +488,7 @@ func TestRaceGroupDeleteInsideClusterEdit(t *testing.T) {
 	in, err := f.c.Clusters().Get(f.ctx, x.ID)
 	f.must(err)
 	in.Spec.Groups = []string{g} // out of the fixture's group, into g
-	_, err = f.c.Clusters().Edit(context.WithValue(f.ctx, markKey{}, true), in)
+	_, err = f.c.Clusters().Update(context.WithValue(f.ctx, markKey{}, true), in)
 	if !fired {
 		t.Fatal("the hook never ran")
 	}

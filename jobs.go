@@ -14,15 +14,22 @@ func (c *Client) Jobs() *JobService { return &JobService{c.e.Jobs()} }
 // JobService is the job configurations of a Client (J1–J17).
 type JobService struct{ s *platform.JobService }
 
-// Save validates a job config and saves it (J12): every rule a config can
+// Create validates a job config and saves it (J12): every rule a config can
 // break, its package (a local file is inspected: at most 100 MB and a
 // ZIP, J5; one in COS too when the client has WithCOS), and its
 // references — the existing cluster, the cluster group, the resource
 // group — must resolve. An on-demand config whose minimum cluster could
 // never fit its resource group's whole quota is refused; one that fits
 // only later is saved, and its runs wait.
-func (s *JobService) Save(ctx context.Context, cfg *job.Config, opts SaveOptions) (*job.Record, error) {
+func (s *JobService) Create(ctx context.Context, cfg *job.Config, opts SaveOptions) (*job.Record, error) {
 	return s.s.Save(ctx, cfg, opts)
+}
+
+// Save is Create, under its former name.
+//
+// Deprecated: use Create.
+func (s *JobService) Save(ctx context.Context, cfg *job.Config, opts SaveOptions) (*job.Record, error) {
+	return s.Create(ctx, cfg, opts)
 }
 
 // Get returns a saved job config.
@@ -40,20 +47,34 @@ func (s *JobService) Events(ctx context.Context, id string) ([]cluster.Event, er
 	return s.s.Events(ctx, id)
 }
 
-// Edit saves rec.Config as the job's new revision (J15). rec.Version must
+// Update saves rec.Config as the job's new revision (J15). rec.Version must
 // be the version read (a stale edit is a conflict). Only the package,
 // entrypoint, storage mounts and runtime environment may change; anything
 // else is an error naming the field. Runs already started keep the
 // revision they started from. A config whose delete is in progress is
 // not edited (*StateError, see job.Deletion).
-func (s *JobService) Edit(ctx context.Context, rec *job.Record) (*job.Record, error) {
+func (s *JobService) Update(ctx context.Context, rec *job.Record) (*job.Record, error) {
 	return s.s.Edit(ctx, rec)
 }
 
-// Copy saves a copy of a job config under a new name (J16); an empty name
+// Edit is Update, under its former name.
+//
+// Deprecated: use Update.
+func (s *JobService) Edit(ctx context.Context, rec *job.Record) (*job.Record, error) {
+	return s.Update(ctx, rec)
+}
+
+// Clone saves a copy of a job config under a new name (J16); an empty name
 // gives "<name> (copy)".
-func (s *JobService) Copy(ctx context.Context, id, name string) (*job.Record, error) {
+func (s *JobService) Clone(ctx context.Context, id, name string) (*job.Record, error) {
 	return s.s.Copy(ctx, id, name)
+}
+
+// Copy is Clone, under its former name.
+//
+// Deprecated: use Clone.
+func (s *JobService) Copy(ctx context.Context, id, name string) (*job.Record, error) {
+	return s.Clone(ctx, id, name)
 }
 
 // Delete deletes a job config; it is refused while a run of it has not

@@ -43,7 +43,7 @@ func TestRunListPages(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		rec, err := c.Jobs().Save(alice, cfg, dlc.SaveOptions{})
+		rec, err := c.Jobs().Create(alice, cfg, dlc.SaveOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}

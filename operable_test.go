@@ -94,7 +94,7 @@ func TestMetricsAndLogs(t *testing.T) {
 		}
 		cfg, err := b.Build()
 		must(err)
-		rec, err := c.Jobs().Save(ctx, cfg, dlc.SaveOptions{})
+		rec, err := c.Jobs().Create(ctx, cfg, dlc.SaveOptions{})
 		must(err)
 		return rec
 	}

@@ -62,7 +62,7 @@ func lifecycleBench(b *testing.B, m *dlctest.Memory) {
 	}
 	m.Settle(time.Second, 100)
 	cfg, _ := dlc.NewJob("j").OnGroup(g.ID).COSPackage("cos://jobs-1250000000/j.zip").Entrypoint("python a.py").Build()
-	rec, err := c.Jobs().Save(ctx, cfg, dlc.SaveOptions{})
+	rec, err := c.Jobs().Create(ctx, cfg, dlc.SaveOptions{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -192,7 +192,7 @@ func onDemandJob(b *testing.B) (*dlctest.Memory, *job.Record) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	rec, err := m.Client.Jobs().Save(ctx, cfg, dlc.SaveOptions{})
+	rec, err := m.Client.Jobs().Create(ctx, cfg, dlc.SaveOptions{})
 	if err != nil {
 		b.Fatal(err)
 	}

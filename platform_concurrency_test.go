@@ -42,7 +42,7 @@ func TestConcurrentOperations(t *testing.T) {
 		Head("head", "cu.4c8g").WorkerGroup("w", "cu.4c8g", 1, 2).
 		COSPackage("cos://jobs-1250000000/j.zip").Entrypoint("python a.py").Build()
 	f.must(err)
-	odJob, err := c.Jobs().Save(f.ctx, odCfg, dlc.SaveOptions{})
+	odJob, err := c.Jobs().Create(f.ctx, odCfg, dlc.SaveOptions{})
 	f.must(err)
 
 	const workers = 8
@@ -167,7 +167,7 @@ func TestConcurrentOperations(t *testing.T) {
 			defer edits.Done()
 			mine := read.DeepCopy()
 			mine.Spec.Tags = map[string]string{"writer": fmt.Sprint(i)}
-			_, err := c.Clusters().Edit(f.ctx, mine)
+			_, err := c.Clusters().Update(f.ctx, mine)
 			switch {
 			case err == nil:
 				wins.Add(1)
@@ -300,7 +300,7 @@ func TestTwoClientsShareOneStore(t *testing.T) {
 				return err
 			}
 			cur.Spec.Name = "theirs"
-			_, err = c1.Clusters().Edit(ctx, cur)
+			_, err = c1.Clusters().Update(ctx, cur)
 			return err
 		}},
 	}

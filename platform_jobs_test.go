@@ -24,7 +24,7 @@ func TestSaveJobJ12(t *testing.T) {
 	f.settle()
 	cl, _ = f.c.Clusters().Get(f.ctx, cl.ID)
 	cl.Spec.Mounts = []storage.Mount{{Type: storage.CFS, Instance: "cfs-1a2b3c4d", MountPath: "/data"}}
-	_, err = f.c.Clusters().Edit(f.ctx, cl)
+	_, err = f.c.Clusters().Update(f.ctx, cl)
 	f.must(err)
 	base := func() *job.Builder {
 		return dlc.NewJob("j").COSPackage("cos://jobs-1250000000/j.zip").Entrypoint("python main.py")
@@ -50,7 +50,7 @@ func TestSaveJobJ12(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg, _ := tc.b.Build()
-			rec, err := f.c.Jobs().Save(f.ctx, cfg, dlc.SaveOptions{})
+			rec, err := f.c.Jobs().Create(f.ctx, cfg, dlc.SaveOptions{})
 			if tc.path == "" {
 				if err != nil || rec.Revision != 1 || rec.Creator != "alice" {
 					t.Fatalf("save: %v %+v", err, rec)
@@ -133,7 +133,7 @@ func TestSaveJobLocalPackageJ5(t *testing.T) {
 			if err != nil {
 				t.Fatalf("build: %v", err)
 			}
-			rec, err := f.c.Jobs().Save(f.ctx, cfg, dlc.SaveOptions{})
+			rec, err := f.c.Jobs().Create(f.ctx, cfg, dlc.SaveOptions{})
 			if tc.saved {
 				if err != nil {
 					t.Fatalf("save: %v", err)
@@ -194,18 +194,18 @@ func TestJobLifecycleJ13toJ17(t *testing.T) {
 	cur, _ := f.c.Jobs().Get(f.ctx, rec.ID)
 	cur.Config.Name = "renamed"
 	cur.Config.Cluster = "cls-other"
-	if _, err := f.c.Jobs().Edit(f.ctx, cur); !errors.Is(err, dlc.ErrInvalid) || len(dlc.Fields(err)) != 2 || !strings.Contains(err.Error(), "J15") {
+	if _, err := f.c.Jobs().Update(f.ctx, cur); !errors.Is(err, dlc.ErrInvalid) || len(dlc.Fields(err)) != 2 || !strings.Contains(err.Error(), "J15") {
 		t.Fatalf("J15 forbidden edit: %v", err)
 	}
 	cur, _ = f.c.Jobs().Get(f.ctx, rec.ID)
 	cur.Config.Entrypoint = "python v2.py"
 	cur.Config.Runtime.Pip = []string{"numpy<2"}
-	edited, err := f.c.Jobs().Edit(f.ctx, cur)
+	edited, err := f.c.Jobs().Update(f.ctx, cur)
 	f.must(err)
 	if edited.Revision != 2 {
 		t.Fatalf("J15 revision %d", edited.Revision)
 	}
-	if _, err := f.c.Jobs().Edit(f.ctx, cur); !errors.Is(err, dlc.ErrConflict) {
+	if _, err := f.c.Jobs().Update(f.ctx, cur); !errors.Is(err, dlc.ErrConflict) {
 		t.Fatalf("stale edit: %v", err)
 	}
 	r2, err := f.c.Runs().Create(f.ctx, rec.ID, dlc.RunOptions{})
@@ -217,7 +217,7 @@ func TestJobLifecycleJ13toJ17(t *testing.T) {
 		t.Fatalf("J14 new run: rev %d %q", r2.Revision, r2.Config.Entrypoint)
 	}
 	// J16: copy everything under a new name.
-	cp, err := f.c.Jobs().Copy(f.ctx, rec.ID, "")
+	cp, err := f.c.Jobs().Clone(f.ctx, rec.ID, "")
 	f.must(err)
 	if cp.ID == rec.ID || cp.Config.Name != "训练任务 (copy)" || cp.Config.Entrypoint != "python v2.py" || cp.Config.Tags["team"] != "cv" {
 		t.Fatalf("J16 copy: %+v", cp.Config)
@@ -357,7 +357,7 @@ func TestTemplatesC6(t *testing.T) {
 	cfg, err := dlc.NewJob("od").OnDemand("pkg-1", "rg-1").FromTemplate(again).
 		COSPackage("cos://jobs-1250000000/j.zip").Entrypoint("python a.py").Build()
 	f.must(err)
-	if _, err := f.c.Jobs().Save(f.ctx, cfg, dlc.SaveOptions{}); err != nil {
+	if _, err := f.c.Jobs().Create(f.ctx, cfg, dlc.SaveOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	// Saving under the same name replaces the template.
@@ -383,7 +383,7 @@ func TestGroupRunMountClash(t *testing.T) {
 	f := newFixture(t, dlctest.MemoryOptions{})
 	cl := f.runningCluster("mounted")
 	cl.Spec.Mounts = []storage.Mount{{Type: storage.CFS, Instance: "cfs-1a2b3c4d", MountPath: "/data"}}
-	_, err := f.c.Clusters().Edit(f.ctx, cl)
+	_, err := f.c.Clusters().Update(f.ctx, cl)
 	f.must(err)
 	rec := f.job(dlc.NewJob("clash").OnGroup(f.grp).Mount(storage.Mount{Type: storage.COS, Instance: "d-1250000000", MountPath: "/data"}))
 	r := f.start(rec.ID)

@@ -50,7 +50,7 @@ func TestClusterLifecycleC11C12(t *testing.T) {
 			t.Fatalf("%s: state %s right after the call, want a transitional one", s.name, got.State)
 		}
 		// C12: nothing but clone during a transition.
-		if _, err := f.c.Clusters().Edit(f.ctx, got); !errors.Is(err, dlc.ErrState) {
+		if _, err := f.c.Clusters().Update(f.ctx, got); !errors.Is(err, dlc.ErrState) {
 			t.Fatalf("%s: edit during %s: %v", s.name, got.State, err)
 		}
 		f.settle()
@@ -203,7 +203,7 @@ func TestQuotaC7C14C15(t *testing.T) {
 	cur, _ := f.c.Clusters().Get(f.ctx, cl.ID)
 	cur.Spec.Workers[0].Instances = cluster.Range(3, 4)
 	cur.Spec.Image = "ray-2.46.0-py311-cpu"
-	er, err := f.c.Clusters().Edit(f.ctx, cur)
+	er, err := f.c.Clusters().Update(f.ctx, cur)
 	f.must(err)
 	if strings.Join(er.Applied, ",") != "workerGroups[0].instances" || strings.Join(er.NeedsRestart, ",") != "image" {
 		t.Fatalf("edit: applied %v, restart %v", er.Applied, er.NeedsRestart)

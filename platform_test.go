@@ -75,7 +75,7 @@ func (f *fixture) job(b *job.Builder) *job.Record {
 	f.t.Helper()
 	cfg, err := b.COSPackage("cos://jobs-1250000000/job.zip").Entrypoint("python main.py").Build()
 	f.must(err)
-	rec, err := f.c.Jobs().Save(f.ctx, cfg, dlc.SaveOptions{})
+	rec, err := f.c.Jobs().Create(f.ctx, cfg, dlc.SaveOptions{})
 	f.must(err)
 	return rec
 }

@@ -131,7 +131,7 @@ func TestRaceEditRenameFailedWriteReleasesName(t *testing.T) {
 	in, err := f.c.Clusters().Get(f.ctx, cl.ID)
 	f.must(err)
 	in.Spec.Name = "c1_renamed"
-	res, err := f.c.Clusters().Edit(context.WithValue(f.ctx, markKey{}, true), in)
+	res, err := f.c.Clusters().Update(context.WithValue(f.ctx, markKey{}, true), in)
 	t.Logf("Edit err=%v", err)
 	now, _ := f.c.Clusters().Get(f.ctx, cl.ID)
 	t.Logf("stored name %q; Edit returned name %q", now.Spec.Name, func() string {
@@ -165,7 +165,7 @@ func TestRaceEditRenameLostReplyReleasesNewName(t *testing.T) {
 	in, err := f.c.Clusters().Get(f.ctx, cl.ID)
 	f.must(err)
 	in.Spec.Name = "c2"
-	_, err = f.c.Clusters().Edit(context.WithValue(f.ctx, markKey{}, true), in)
+	_, err = f.c.Clusters().Update(context.WithValue(f.ctx, markKey{}, true), in)
 	t.Logf("Edit err=%v", err)
 	now, _ := f.c.Clusters().Get(f.ctx, cl.ID)
 	other, err := f.c.Clusters().Create(f.ctx, f.spec("c2", 1, 3))
@@ -525,7 +525,7 @@ func TestCacheMissAsksTheStore(t *testing.T) {
 	}
 	g, err := f.c.Groups().Create(f.ctx, "另一组")
 	f.must(err)
-	grec, err := b.Jobs().Save(f.ctx, mustBuild(t, dlc.NewJob("on-group").OnGroup(g.ID)), dlc.SaveOptions{})
+	grec, err := b.Jobs().Create(f.ctx, mustBuild(t, dlc.NewJob("on-group").OnGroup(g.ID)), dlc.SaveOptions{})
 	if err != nil {
 		t.Fatalf("Save on a group the lagging replica has not seen: %v", err)
 	}
@@ -823,7 +823,7 @@ func TestRaceConcurrentStartsShareAGeneration(t *testing.T) {
 					in, err := f.c.Clusters().Get(f.ctx, c1.ID)
 					f.must(err)
 					in.Spec.Tags = map[string]string{"team": "a"}
-					if _, err := f.c.Clusters().Edit(f.ctx, in); err != nil {
+					if _, err := f.c.Clusters().Update(f.ctx, in); err != nil {
 						t.Errorf("edit: %v", err)
 					}
 				case step == 1:
@@ -1133,7 +1133,7 @@ func TestRaceStaleStartLowersHold(t *testing.T) {
 						in, err := f.c.Clusters().Get(f.ctx, a.ID)
 						f.must(err)
 						in.Spec.Workers[0].Instances = cluster.Range(2, 3)
-						_, err = f.c.Clusters().Edit(f.ctx, in)
+						_, err = f.c.Clusters().Update(f.ctx, in)
 						f.must(err)
 						f.startNow(a.ID)
 					} else {

@@ -61,7 +61,7 @@ func newRetentionStory(t *testing.T, opts ...dlc.Option) *retentionStory {
 		Head("head", "cu.4c16g").WorkerGroup("w", "cu.4c8g", 1, 1).
 		COSPackage("cos://jobs-1250000000/j.zip").Entrypoint("python main.py").Build()
 	f.must(err)
-	b, err := f.c.Jobs().Save(f.ctx, cfg, dlc.SaveOptions{})
+	b, err := f.c.Jobs().Create(f.ctx, cfg, dlc.SaveOptions{})
 	f.must(err)
 	for range 2 {
 		r := f.start(b.ID)

@@ -282,7 +282,7 @@ func TestReplicasShareOnDemandRuns(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		rec, err := rs.cls[0].Jobs().Save(rs.ctx, cfg, dlc.SaveOptions{})
+		rec, err := rs.cls[0].Jobs().Create(rs.ctx, cfg, dlc.SaveOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -348,7 +348,7 @@ func BenchmarkReplicas(b *testing.B) {
 						if err != nil {
 							b.Fatal(err)
 						}
-						rec, err := rs.cls[0].Jobs().Save(rs.ctx, cfg, dlc.SaveOptions{})
+						rec, err := rs.cls[0].Jobs().Create(rs.ctx, cfg, dlc.SaveOptions{})
 						if err != nil {
 							b.Fatal(err)
 						}

@@ -157,7 +157,7 @@ func TestStoreCallsPerOperation(t *testing.T) {
 		// Ray forgets is never submitted again), its running and its end.
 		{"run on the cluster", 6, func() {
 			cfg, _ := dlc.NewJob("j1").OnCluster(cl.ID).COSPackage("cos://jobs-1250000000/a.zip").Entrypoint("python a.py").Build()
-			rec, err := c.Jobs().Save(ctx, cfg, dlc.SaveOptions{})
+			rec, err := c.Jobs().Create(ctx, cfg, dlc.SaveOptions{})
 			must(err)
 			cs.take() // the save is one create
 			_, err = c.Runs().Create(ctx, rec.ID, dlc.RunOptions{})
@@ -165,7 +165,7 @@ func TestStoreCallsPerOperation(t *testing.T) {
 		}},
 		{"run on the group", 6, func() {
 			cfg, _ := dlc.NewJob("j2").OnGroup(g.ID).COSPackage("cos://jobs-1250000000/a.zip").Entrypoint("python a.py").Build()
-			rec, err := c.Jobs().Save(ctx, cfg, dlc.SaveOptions{})
+			rec, err := c.Jobs().Create(ctx, cfg, dlc.SaveOptions{})
 			must(err)
 			cs.take()
 			_, err = c.Runs().Create(ctx, rec.ID, dlc.RunOptions{})
@@ -174,7 +174,7 @@ func TestStoreCallsPerOperation(t *testing.T) {
 		{"run on demand", 13, func() {
 			cfg, _ := dlc.NewJob("j3").OnDemand("pkg-1", "rg-1").Image("ray-2.46.0-py310-cpu").Head("head", "cu.4c8g").
 				WorkerGroup("cpu", "cu.4c8g", 1, 1).COSPackage("cos://jobs-1250000000/a.zip").Entrypoint("python a.py").Build()
-			rec, err := c.Jobs().Save(ctx, cfg, dlc.SaveOptions{})
+			rec, err := c.Jobs().Create(ctx, cfg, dlc.SaveOptions{})
 			must(err)
 			cs.take()
 			_, err = c.Runs().Create(ctx, rec.ID, dlc.RunOptions{})
@@ -216,7 +216,7 @@ func TestPlacingWaitingRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg, _ := dlc.NewJob("j").OnCluster(cl.ID).COSPackage("cos://jobs-1250000000/a.zip").Entrypoint("python a.py").Build()
-	rec, err := c.Jobs().Save(ctx, cfg, dlc.SaveOptions{})
+	rec, err := c.Jobs().Create(ctx, cfg, dlc.SaveOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -162,7 +162,7 @@ func TestStress(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				rec, err := setup.Jobs().Save(ctx, cfg, dlc.SaveOptions{})
+				rec, err := setup.Jobs().Create(ctx, cfg, dlc.SaveOptions{})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -174,7 +174,7 @@ func TestStress(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		rec, err := setup.Jobs().Save(ctx, cfg, dlc.SaveOptions{})
+		rec, err := setup.Jobs().Create(ctx, cfg, dlc.SaveOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -551,7 +551,7 @@ func (l *loader) step() {
 			if l.rnd.IntN(4) == 0 {
 				cur.Spec.Image = []string{"ray-2.46.0-py310-cpu", "ray-2.41.0-py310-cpu"}[l.rnd.IntN(2)]
 			}
-			_, err = c.Clusters().Edit(l.ctx, cur)
+			_, err = c.Clusters().Update(l.ctx, cur)
 			l.ops.add("edit", err)
 		}
 	case n < 65:

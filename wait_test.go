@@ -143,7 +143,7 @@ func (rs *replicaSet) onDemandJob(c *dlc.Client, name, rg string) *job.Record {
 	if err != nil {
 		rs.t.Fatal(err)
 	}
-	rec, err := c.Jobs().Save(rs.ctx, cfg, dlc.SaveOptions{})
+	rec, err := c.Jobs().Create(rs.ctx, cfg, dlc.SaveOptions{})
 	if err != nil {
 		rs.t.Fatal(err)
 	}

@@ -251,7 +251,7 @@ func (s *suite) onDemand(c *dlc.Client, name, rg string, p int) *job.Record {
 		Head("head", "cu.4c8g").WorkerGroup("cpu", "cu.4c8g", 1, 1).
 		COSPackage("cos://jobs-1250000000/train.zip").Entrypoint("python train.py").Build()
 	s.must(err)
-	rec, err := c.Jobs().Save(s.ctx(), cfg, dlc.SaveOptions{})
+	rec, err := c.Jobs().Create(s.ctx(), cfg, dlc.SaveOptions{})
 	s.must(err)
 	return rec
 }
@@ -272,7 +272,7 @@ func (s *suite) jobConfig(name, clusterID, groupID string) *job.Config {
 
 func (s *suite) jobOn(c *dlc.Client, name, clusterID, groupID string) *job.Record {
 	s.t.Helper()
-	rec, err := c.Jobs().Save(s.ctx(), s.jobConfig(name, clusterID, groupID), dlc.SaveOptions{})
+	rec, err := c.Jobs().Create(s.ctx(), s.jobConfig(name, clusterID, groupID), dlc.SaveOptions{})
 	s.must(err)
 	return rec
 }
@@ -310,7 +310,7 @@ func testClusterLifecycle(t *testing.T, s *suite) {
 	if got.State != cluster.Starting {
 		t.Fatalf("after start: %s", got.State)
 	}
-	if _, err := c.Clusters().Edit(ctx, got); !errors.Is(err, dlc.ErrState) {
+	if _, err := c.Clusters().Update(ctx, got); !errors.Is(err, dlc.ErrState) {
 		t.Fatalf("edit while starting: %v", err)
 	}
 	s.clusterState(c, cl.ID, cluster.Running)
@@ -850,7 +850,7 @@ func story(t *testing.T, s *suite, b dlc.Backend) {
 			Head("head", "cu.4c8g").WorkerGroup("cpu", "cu.4c8g", 1, 1).
 			COSPackage("cos://jobs-1250000000/train.zip").Entrypoint("python train.py").Build()
 		s.must(err)
-		od, err = c.Jobs().Save(ctx, cfg, dlc.SaveOptions{RequestID: "story-od"})
+		od, err = c.Jobs().Create(ctx, cfg, dlc.SaveOptions{RequestID: "story-od"})
 		return err
 	})
 	retry("run on demand", func() error {
@@ -876,7 +876,7 @@ func (s *suite) jobOnRetry(c *dlc.Client, retry func(string, func() error), name
 	var rec *job.Record
 	retry("save "+name, func() error {
 		var err error
-		rec, err = c.Jobs().Save(s.ctx(), cfg, dlc.SaveOptions{RequestID: name})
+		rec, err = c.Jobs().Create(s.ctx(), cfg, dlc.SaveOptions{RequestID: name})
 		return err
 	})
 	return rec
@@ -1067,20 +1067,20 @@ func testTemplatesAndJobEdits(t *testing.T, s *suite) {
 	rec := s.onDemand(c, "editable", "rg-tpl", 4)
 	edit := rec.DeepCopy()
 	edit.Config.Entrypoint = "python train.py --epochs 2"
-	next, err := c.Jobs().Edit(ctx, edit)
+	next, err := c.Jobs().Update(ctx, edit)
 	s.must(err)
 	if next.Revision != 2 || next.Config.Entrypoint != edit.Config.Entrypoint {
 		t.Fatalf("after the edit: revision %d, %q", next.Revision, next.Config.Entrypoint)
 	}
-	if _, err := c.Jobs().Edit(ctx, edit); !errors.Is(err, dlc.ErrConflict) { // a stale version
+	if _, err := c.Jobs().Update(ctx, edit); !errors.Is(err, dlc.ErrConflict) { // a stale version
 		t.Fatalf("an edit of a stale version: %v", err)
 	}
 	bad := next.DeepCopy()
 	bad.Config.Name = "another name"
-	if _, err := c.Jobs().Edit(ctx, bad); !errors.Is(err, dlc.ErrInvalid) {
+	if _, err := c.Jobs().Update(ctx, bad); !errors.Is(err, dlc.ErrInvalid) {
 		t.Fatalf("an edit of the name (J15): %v", err)
 	}
-	cp, err := c.Jobs().Copy(ctx, rec.ID, "")
+	cp, err := c.Jobs().Clone(ctx, rec.ID, "")
 	s.must(err)
 	if cp.ID == rec.ID || cp.Config.Name != "editable (copy)" || cp.Revision != 1 {
 		t.Fatalf("copy: %+v", cp)
@@ -1105,7 +1105,7 @@ func testEditAutoscaleDetails(t *testing.T, s *suite) {
 		s.must(err)
 		cur.Spec.Workers[0].Instances = cluster.Range(1, 4)
 		cur.Spec.Image = "ray-2.41.0-py310-cpu"
-		res, err = c.Clusters().Edit(ctx, cur)
+		res, err = c.Clusters().Update(ctx, cur)
 		if errors.Is(err, dlc.ErrConflict) && attempt < 5 {
 			continue // the platform moved it meanwhile (following Ray's autoscaler): edit again
 		}

@@ -228,7 +228,7 @@ func testForeignEdits(t *testing.T, s *suite) {
 
 	// A run waiting for the hibernated cluster, its labels edited to say
 	// it is done.
-	rec, err := c.Jobs().Save(ctx, s.jobConfig("fe_wait", b.ID, ""), dlc.SaveOptions{})
+	rec, err := c.Jobs().Create(ctx, s.jobConfig("fe_wait", b.ID, ""), dlc.SaveOptions{})
 	s.must(err)
 	waiting, err := c.Runs().Create(ctx, rec.ID, dlc.RunOptions{})
 	s.must(err)

@@ -57,7 +57,7 @@ func BenchmarkOnDemandAdmissions(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	rec, err := clients[0].Jobs().Save(ctx, od, dlc.SaveOptions{})
+	rec, err := clients[0].Jobs().Create(ctx, od, dlc.SaveOptions{})
 	if err != nil {
 		b.Fatal(err)
 	}

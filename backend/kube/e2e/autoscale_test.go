@@ -115,7 +115,7 @@ func TestAutoscalerWithinQuota(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		rec, err := a.c.Jobs().Save(a.ctx, cfg, dlc.SaveOptions{})
+		rec, err := a.c.Jobs().Create(a.ctx, cfg, dlc.SaveOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -73,7 +73,7 @@ func TestTwoClientsFiftyOnDemandRuns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec, err := a.Jobs().Save(ctx, cfg, dlc.SaveOptions{})
+	rec, err := a.Jobs().Create(ctx, cfg, dlc.SaveOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

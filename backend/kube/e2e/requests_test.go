@@ -244,7 +244,7 @@ func TestRequestsPerOperation(t *testing.T) {
 	// runOnce saves jc, starts counting and runs it once to success.
 	runOnce := func(jc *job.Config) {
 		t.Helper()
-		rec, err := c.Jobs().Save(ctx, jc, dlc.SaveOptions{})
+		rec, err := c.Jobs().Create(ctx, jc, dlc.SaveOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -426,7 +426,7 @@ func (h *harness) runs(clusters []string) {
 		if err != nil {
 			return err
 		}
-		rec, err := h.client(i).Jobs().Save(ctx, cfg, dlc.SaveOptions{})
+		rec, err := h.client(i).Jobs().Create(ctx, cfg, dlc.SaveOptions{})
 		if err == nil {
 			jobs[i] = rec.ID
 		}
