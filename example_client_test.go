@@ -183,3 +183,30 @@ func ExampleClusterService_Wait() {
 	// succeeded <nil>
 	// true
 }
+
+// The README's first program, line for line (TestReadmeSnippet checks
+// that the README's block is this function's body): a resource group, a
+// cluster group and a cluster, started, a job submitted to the group and
+// waited for, the cluster deleted.
+func Example_readme() {
+	ctx := context.Background()
+	// --- the README's block
+	c, err := dlc.New()
+	defer c.Close()
+	ctx = dlc.WithUser(ctx, "alice") // the creator of what she creates, the actor in operation logs
+	c.ResourceGroups().Register(ctx, quota.Group{ID: "rg-1", Package: "pkg-1",
+		Capacity: quota.Resources{MilliCPU: 64000, Memory: 256 * quota.GiB, GPU: 8}})
+	grp, _ := c.Groups().Create(ctx, "训练组") // G5; clusters need one (C2)
+	spec, _ := dlc.NewCluster("集群_1").Groups(grp.ID).Resources("pkg-1", "rg-1").Image("ray-2.46.0-py310-cpu").
+		Head("head", "cu.4c16g").WorkerGroup("cpu", "cu.4c8g", 1, 4).Build() // every problem at once, or a spec
+	cl, _ := c.Clusters().Create(ctx, spec)                                 // creating → created
+	cl, _ = c.Clusters().Wait(ctx, cl.ID, cluster.InState(cluster.Created)) // Start needs it created
+	c.Clusters().Start(ctx, cl.ID)                                          // reserves head (×2 with HA) + min workers, or ErrQuota
+	cfg, _ := dlc.NewJob("wordcount").OnGroup(grp.ID).COSPackage("cos://jobs-1250000000/wc.zip").Entrypoint("python main.py").Build()
+	rec, run, _ := job.Submit(ctx, c, cfg, "req-42")                // Jobs().Create (J12) + Runs().Create (J14), idempotent under "req-42"
+	run, _ = c.Runs().Wait(ctx, run.ID, job.Ended)                  // queued → waiting(reason) → provisioning → running → succeeded/failed/stopped
+	c.Clusters().Delete(ctx, cl.ID, dlc.DeleteOptions{Force: true}) // stops its runs, with the reason
+	// --- end of the README's block
+	fmt.Println(err, rec.Config.Name, run.State, run.ClusterID == cl.ID)
+	// Output: <nil> wordcount succeeded true
+}
