@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log"
 	"time"
 
 	"github.com/aidlc/dlc"
@@ -192,6 +193,9 @@ func Example_readme() {
 	ctx := context.Background()
 	// --- the README's block
 	c, err := dlc.New()
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer c.Close()
 	ctx = dlc.WithUser(ctx, "alice") // the creator of what she creates, the actor in operation logs
 	c.ResourceGroups().Register(ctx, quota.Group{ID: "rg-1", Package: "pkg-1",
