@@ -166,9 +166,15 @@ func WithStepTimeout(d time.Duration) Option { return platform.WithStepTimeout(d
 // third of ttl; one that stops renewing (it crashed) is taken for gone
 // after ttl and its share taken over; one that closes hands its share over
 // at once. Correctness never rests on it: every decision is a
-// compare-and-swap. 0 turns sharing off (every client reconciles every
-// object). Default: 15 s for a client with workers, off for one without
-// (WithWorkers(0)).
+// compare-and-swap. A member counted live that leaves its share undone (a
+// membership document forged in the store and kept changing, a replica
+// whose workers hang) is found at the periodic resyncs (WithResync): each
+// client also takes a step of every key it finds unchanged since the last
+// one, and leaves out, for a while, a member whose keys needed such a
+// step at two resyncs in a row, taking its share over (it logs it, and
+// counts it in dlc_replica_stalled_total). 0 turns sharing off (every
+// client reconciles every object). Default: 15 s for a client with
+// workers, off for one without (WithWorkers(0)).
 func WithWorkSharing(ttl time.Duration) Option { return platform.WithWorkSharing(ttl) }
 
 // WithReconcileTimeout bounds one reconcile step, every call it makes to
@@ -180,7 +186,9 @@ func WithReconcileTimeout(d time.Duration) Option { return platform.WithReconcil
 
 // WithResync sets how often the client queues every object again, so that
 // a change whose notice was lost is still acted on (default 5 min; 0:
-// only at start, as dlctest.NewMemory does on its fake clock).
+// only at start, as dlctest.NewMemory does on its fake clock). With the
+// work shared it is also when a client takes up the keys their owner left
+// undone (WithWorkSharing): with 0, nothing is.
 func WithResync(d time.Duration) Option { return platform.WithResync(d) }
 
 // WithRunRetention sets how long finished runs are kept (default

@@ -280,6 +280,8 @@ func (c *Engine) reconcileDelete(ctx context.Context, cl *cluster.Cluster) (time
 	}
 	if err := c.store.Delete(ctx, kindCluster, cl.ID, cl.Version); err != nil && !errs.IsNotFound(err) {
 		return 0, err
+	} else if err == nil {
+		noteWrite(ctx, kindCluster, cl.ID, "")
 	}
 	c.o.log.Info("cluster deleted", "cluster", cl.ID, "state", "gone", "from", string(cl.State))
 	return 0, nil

@@ -128,9 +128,16 @@ func WithStepTimeout(d time.Duration) Option { return func(o *options) { o.stepT
 // its share is taken over; one that closes hands its share over at once.
 // Correctness never rests on it: every decision is a compare-and-swap, so
 // two clients that both think they own a key (while the members change)
-// only conflict. 0 turns sharing off: every client reconciles every
-// object. Default: 15 s for a client with workers, off for one without
-// (WithWorkers(0), whose Reconcile runs the steps on a fake clock).
+// only conflict. A member counted live that leaves its share undone (a
+// membership document forged in the store and kept changing, a replica
+// whose workers hang) is found at the periodic resyncs (WithResync): each
+// client also takes a step of every key it finds unchanged since the last
+// one, and leaves out, for a while, a member whose keys needed such a
+// step at two resyncs in a row, taking its share over (it logs it, and
+// counts it in dlc_replica_stalled_total). 0 turns sharing off: every
+// client reconciles every object. Default: 15 s for a client with
+// workers, off for one without (WithWorkers(0), whose Reconcile runs the
+// steps on a fake clock).
 func WithWorkSharing(ttl time.Duration) Option {
 	return func(o *options) { o.shareTTL = max(ttl, 0) }
 }
@@ -153,7 +160,9 @@ func WithReconcileTimeout(d time.Duration) Option {
 
 // WithResync sets how often the client queues every object again, so that
 // a change whose notice was lost is still acted on (default 5 min; 0:
-// only at start, as dlctest.NewMemory does on its fake clock).
+// only at start, as dlctest.NewMemory does on its fake clock). With the
+// work shared it is also when a client takes up the keys their owner left
+// undone (WithWorkSharing): with 0, nothing is.
 func WithResync(d time.Duration) Option { return func(o *options) { o.resync = max(d, 0) } }
 
 // WithCOS sets the COS client that job packages in COS are inspected with
@@ -302,14 +311,14 @@ func New(opts ...Option) (*Engine, error) {
 		c.startReplicas(snap)
 	}
 	c.ray.Observe(ctx, func(kind, id string) { c.enqueue(kind + "/" + id) })
-	c.resync()
+	c.periodicResync() // the first round: what later ones find unchanged since
 	if o.resync > 0 {
 		var tick func()
 		tick = func() {
 			if ctx.Err() != nil {
 				return
 			}
-			c.resync()
+			c.periodicResync()
 			c.mu.Lock()
 			c.stopResync = c.clock.AfterFunc(o.resync, tick)
 			c.mu.Unlock()
@@ -510,7 +519,11 @@ func (c *Engine) create(ctx context.Context, kind, id string, labels map[string]
 	if err != nil {
 		return "", err
 	}
-	return c.store.Create(ctx, d)
+	version, err := c.store.Create(ctx, d)
+	if err == nil {
+		noteWrite(ctx, kind, id, version)
+	}
+	return version, err
 }
 
 // update stores v over version and returns the new version.
@@ -519,7 +532,11 @@ func (c *Engine) update(ctx context.Context, kind, id, version string, labels ma
 	if err != nil {
 		return "", err
 	}
-	return c.store.Update(ctx, d)
+	version, err = c.store.Update(ctx, d)
+	if err == nil {
+		noteWrite(ctx, kind, id, version)
+	}
+	return version, err
 }
 
 // event makes a log entry; user entries name the caller.

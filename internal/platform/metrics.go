@@ -43,6 +43,7 @@ type metrics struct {
 	backendErrs    *prometheus.CounterVec
 	quotaReports   *prometheus.CounterVec
 	runsDeleted    *prometheus.CounterVec
+	stalled        *prometheus.CounterVec
 }
 
 func newMetrics(r prometheus.Registerer, c *Engine) (*metrics, error) {
@@ -76,9 +77,12 @@ func newMetrics(r prometheus.Registerer, c *Engine) (*metrics, error) {
 		runsDeleted: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "dlc_runs_deleted_total",
 			Help: "Finished runs deleted by the retention, by why: age (finished longer ago than it) or count (beyond a job config's)."},
 			[]string{"reason"}),
+		stalled: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "dlc_replica_stalled_total",
+			Help: "Members of the work sharing that left keys of their share without a step at two periodic resyncs in a row, and that this client left out of the live members for it, by member id."},
+			[]string{"replica"}),
 	}
 	for _, col := range []prometheus.Collector{m.admissionWait, m.clusterStart, m.runDuration, m.runsFinished,
-		m.reconcileErrs, m.retries, m.backendLatency, m.backendErrs, m.quotaReports, m.runsDeleted, stateCollector{c}} {
+		m.reconcileErrs, m.retries, m.backendLatency, m.backendErrs, m.quotaReports, m.runsDeleted, m.stalled, stateCollector{c}} {
 		if err := r.Register(col); err != nil {
 			return nil, err
 		}
@@ -124,6 +128,16 @@ func (m *metrics) quotaReported(rg, action string) {
 func (m *metrics) runDeleted(why string) {
 	if m != nil {
 		m.runsDeleted.WithLabelValues(why).Inc()
+	}
+}
+
+// replicaStalled counts a member left out of the live ones for leaving
+// its share undone. A member id that is not a DNS label (a document
+// forged in the store) is counted as "invalid", so that no input makes a
+// label value long or of another alphabet.
+func (m *metrics) replicaStalled(id string) {
+	if m != nil {
+		m.stalled.WithLabelValues(rgLabel(id)).Inc()
 	}
 }
 

@@ -38,6 +38,9 @@ func (c *Engine) onChange(ch backend.Change) {
 	c.publish(d, before, ch.Deleted, had)
 	if _, ok := c.reconcilers[d.Kind]; ok {
 		c.enqueue(d.Kind + "/" + d.ID)
+		if ch.Deleted {
+			c.rep.forget(d.Kind + "/" + d.ID) // what the adoption keeps of it
+		}
 	}
 	if d.Kind == kindCluster {
 		// What the change means for the runs that depend on the cluster is
@@ -78,15 +81,31 @@ func (c *Engine) enqueueRuns(sel map[string]string) {
 
 // resync queues every object that may still need a step: what a closed
 // or crashed client left is taken up here.
-func (c *Engine) resync() {
-	for _, kind := range []string{kindResourceGroup, kindCluster} {
-		for _, d := range c.cache.selectDocs(kind, nil) {
-			c.enqueue(kind + "/" + d.ID)
+func (c *Engine) resync() { c.walk(nil) }
+
+// walk is the resync: it queues the resource groups, the clusters and the
+// pending, active and cleaning-up runs this client owns, and the finished
+// runs the retention looks at; see, when not nil, is told of each key of
+// the first kinds, with its version and whether it is owned.
+func (c *Engine) walk(see func(key, version string, owned bool)) {
+	visit := func(kind string, docs []backend.Doc) {
+		for _, d := range docs {
+			key := kind + "/" + d.ID
+			owned := c.owns(key)
+			if owned && c.ctx.Err() == nil {
+				c.queue.Add(key)
+			}
+			if see != nil {
+				see(key, d.Version, owned)
+			}
 		}
 	}
-	c.enqueueRuns(map[string]string{labelPhase: phasePending})
-	c.enqueueRuns(map[string]string{labelPhase: phaseActive})
-	c.enqueueRuns(map[string]string{labelPhase: phaseCleanup})
+	for _, kind := range []string{kindResourceGroup, kindCluster} {
+		visit(kind, c.cache.selectDocs(kind, nil))
+	}
+	for _, phase := range []string{phasePending, phaseActive, phaseCleanup} {
+		visit(kindRun, c.cache.selectDocs(kindRun, map[string]string{labelPhase: phase}))
+	}
 	c.enqueueRetained()
 }
 
@@ -125,10 +144,19 @@ func (c *Engine) process(key string) {
 	defer c.queue.Done(key)
 	ctx, cancel := c.stepContext()
 	defer cancel()
-	if !c.owns(key) {
-		// Queued before the members changed: another client's now.
-		c.limiter.Forget(key)
-		return
+	owner, owned := c.owner(key)
+	var adopted *stepWrites
+	if !owned {
+		if !c.rep.takeAdopted(key) {
+			// Queued before the members changed: another client's now.
+			c.limiter.Forget(key)
+			return
+		}
+		// Adopted at the periodic resync (adoption.go): one step, whose
+		// writes to the key tell whether its owner left it undone. What
+		// follows it (a later look, a retry) is its owner's.
+		adopted = &stepWrites{key: key}
+		ctx = context.WithValue(ctx, stepWritesKey{}, adopted)
 	}
 	kind, id, _ := strings.Cut(key, "/")
 	r, ok := c.reconcilers[kind]
@@ -137,6 +165,9 @@ func (c *Engine) process(key string) {
 		return
 	}
 	after, err := r.reconcile(ctx, id)
+	if adopted != nil {
+		c.adoptedStep(owner, adopted)
+	}
 	if c.ctx.Err() != nil {
 		return
 	}
@@ -148,15 +179,22 @@ func (c *Engine) process(key string) {
 		c.mu.Lock()
 		delete(c.failures, key)
 		c.mu.Unlock()
-		c.later(key, after)
+		if adopted == nil {
+			c.later(key, after)
+		}
 		return
 	}
 	// A conflict means the object moved on: read it again at once, with a
 	// short backoff, and do not count it as a failure. Nor is a call not
 	// made because its target was busy with another (a Ray head takes one
 	// call at a time): that call's own outcome counts.
+	conflict := errors.Is(err, errs.ErrConflict) || isBusy(err)
+	if adopted != nil && conflict {
+		c.limiter.Forget(key)
+		return // the owner, or another client, was at it
+	}
 	c.metrics.retried(kind)
-	if !errors.Is(err, errs.ErrConflict) && !isBusy(err) {
+	if !conflict {
 		c.metrics.failed(kind)
 		c.mu.Lock()
 		c.failures[key]++
@@ -177,6 +215,13 @@ func (c *Engine) process(key string) {
 				return
 			}
 		}
+	}
+	if adopted != nil {
+		// Counted all the same: an adopted key whose steps fail at every
+		// round, unchanged in between, is one whose owner does not give
+		// up on it either (periodicResync forgets the count otherwise).
+		c.limiter.Forget(key)
+		return
 	}
 	c.later(key, c.limiter.When(key))
 }

@@ -29,6 +29,20 @@ import (
 // from the watch on every client (a cluster's change queues the runs that
 // depend on it), so a key owned elsewhere is still told. User calls are
 // not shared: they act on the caller's client at once.
+//
+// Taking a member for live on the strength of its document alone trusts
+// whoever writes the store: a document forged by anyone with write rights
+// there, and kept changing, or a replica whose workers hang while its
+// document is renewed, is a member that owns about 1/(N+1) of the keys
+// and takes no step of them. So each periodic resync (WithResync) is also
+// a round of adoption (adoption.go): a client takes one step of each key
+// it does not own and finds unchanged since the round before; a step that
+// writes is a strike against the key's owner, and a member struck at two
+// rounds in a row is reported and left out: this client takes its share
+// over, for a bounded number of rounds or until its document goes, then
+// counts it again. A member left out wrongly (slow, not stalled) costs
+// conflicts, never correctness, every decision being a compare-and-swap.
+// Without a periodic resync (WithResync(0)) nothing is adopted.
 
 // kindReplica is the kind of the membership documents.
 const kindReplica = "replica"
@@ -51,14 +65,45 @@ type memberSeen struct {
 type replicas struct {
 	self string
 	ttl  time.Duration
-	live atomic.Pointer[[]string] // sorted ids of the live members, self included
+	view atomic.Pointer[view]
 
 	mu      sync.Mutex
 	seen    map[string]memberSeen
 	beat    uint64
 	version string // of this client's own document; "" when not stored
 	stop    func() bool
+
+	// The adoption of idle keys (periodicResync, adoptedStep).
+	round    uint64               // periodic resyncs so far, the one at start included
+	versions map[string]string    // key → its version at the last periodic resync, or as an adopted step here left it
+	adopted  map[string]struct{}  // keys owned elsewhere that the last periodic resync queued: process takes each once
+	strikes  map[string]int       // member → keys of its share that an adopted step here moved, this round
+	struck   map[string]int       // the same, the round before
+	excluded map[string]exclusion // members left out of the live ones for leaving their share undone
 }
+
+// view is who shares the work, as this client counts them.
+type view struct {
+	live []string // sorted ids of the live members, self included
+	out  []string // sorted ids of the members left out (adoption.go), whose share is this client's
+}
+
+// exclusion is a member left out of the live ones: until round until
+// (0: let back in, and watched); offenses counts its exclusions since its
+// document appeared.
+type exclusion struct {
+	until    uint64
+	offenses int
+}
+
+// Exclusions last stallRounds periodic resyncs, doubled for each
+// exclusion in a row up to stallRounds<<maxStallShift: a member that
+// never does its share stalls its keys for about two rounds out of a
+// growing number of them.
+const (
+	stallRounds   = 4
+	maxStallShift = 4
+)
 
 // startReplicas stores this client's membership document and starts
 // renewing it; snap is the store's snapshot, whose members count as live
@@ -79,23 +124,30 @@ func (c *Engine) startReplicas(snap []backend.Doc) {
 
 // newReplicas returns a view of the members with this client alone.
 func newReplicas(ttl time.Duration) *replicas {
-	rep := &replicas{self: newID("replica"), ttl: ttl, seen: map[string]memberSeen{}}
+	rep := &replicas{self: newID("replica"), ttl: ttl, seen: map[string]memberSeen{},
+		versions: map[string]string{}, strikes: map[string]int{}, struck: map[string]int{}, excluded: map[string]exclusion{}}
 	rep.publish()
 	return rep
 }
 
-// publish recomputes the live members from what was seen; the caller
-// holds mu, or is the only one with rep. It reports whether they changed.
+// publish recomputes the live members from what was seen, and those left
+// out; the caller holds mu, or is the only one with rep. It reports
+// whether they changed.
 func (rep *replicas) publish() bool {
-	live := []string{rep.self}
+	v := view{live: []string{rep.self}}
 	for id := range rep.seen {
-		live = append(live, id)
+		if rep.excluded[id].until > rep.round {
+			v.out = append(v.out, id)
+		} else {
+			v.live = append(v.live, id)
+		}
 	}
-	slices.Sort(live)
-	if old := rep.live.Load(); old != nil && slices.Equal(*old, live) {
+	slices.Sort(v.live)
+	slices.Sort(v.out)
+	if old := rep.view.Load(); old != nil && slices.Equal(old.live, v.live) && slices.Equal(old.out, v.out) {
 		return false
 	}
-	rep.live.Store(&live)
+	rep.view.Store(&v)
 	return true
 }
 
@@ -111,13 +163,14 @@ func (c *Engine) observeReplica(d backend.Doc, deleted bool) {
 	rep.mu.Lock()
 	if deleted {
 		delete(rep.seen, d.ID)
+		delete(rep.excluded, d.ID)
 	} else if s, ok := rep.seen[d.ID]; !ok || s.version != d.Version {
 		rep.seen[d.ID] = memberSeen{d.Version, c.clock.Now()}
 	}
 	changed := rep.publish()
 	rep.mu.Unlock()
 	if changed {
-		c.o.log.Info("the replicas sharing the work changed", "replica", rep.self, "live", *rep.live.Load())
+		c.membersChanged()
 		go c.resync() // not under the store's lock: it walks the cache
 	}
 }
@@ -163,6 +216,7 @@ func (c *Engine) renew() {
 		if now.Sub(s.at) >= rep.ttl {
 			gone, goneV = append(gone, id), append(goneV, s.version)
 			delete(rep.seen, id)
+			delete(rep.excluded, id)
 		}
 	}
 	changed := rep.publish()
@@ -201,22 +255,38 @@ func (c *Engine) stopReplicas() {
 // owns reports whether this client reconciles key: always when it shares
 // the work with no one.
 func (c *Engine) owns(key string) bool {
+	_, ok := c.owner(key)
+	return ok
+}
+
+// owner returns the member that reconciles key ("" when this client
+// shares the work with no one), and whether it is this client: the one
+// with the highest rendezvous hash among the live members and those left
+// out, and this client when that one is left out. A share left out is
+// not divided again among the rest: another client may not have left
+// that member out, and would drop what this one gave it (adoption.go).
+func (c *Engine) owner(key string) (string, bool) {
 	rep := c.rep
 	if rep == nil {
-		return true
+		return "", true
 	}
-	live := *rep.live.Load()
-	if len(live) <= 1 {
-		return true
+	v := rep.view.Load()
+	if len(v.live) <= 1 {
+		return rep.self, true
 	}
 	a := fnv64(c.affinity(key))
 	best, bestH := "", uint64(0)
-	for _, m := range live {
+	for _, m := range v.live {
 		if s := mix64(fnv64(m) ^ a); best == "" || s > bestH {
 			best, bestH = m, s
 		}
 	}
-	return best == rep.self
+	for _, m := range v.out {
+		if mix64(fnv64(m)^a) > bestH {
+			return rep.self, true
+		}
+	}
+	return best, best == rep.self
 }
 
 func fnv64(s string) uint64 {

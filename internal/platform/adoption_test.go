@@ -1,0 +1,103 @@
+package platform
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/aidlc/dlc/backend"
+	"github.com/aidlc/dlc/backend/memory"
+)
+
+// A member struck at two periodic resyncs in a row (not two apart) is
+// left out for stallRounds rounds, then counted again; left out a second
+// time, for twice as long; its document deleted, it is forgotten. The
+// adoption remembers the versions of the keys the resync walks only, and
+// forgets a deleted one at once.
+func TestAdoptionLeavesOutAndLetsBack(t *testing.T) {
+	clk := backend.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	mb := memory.New(memory.Options{Clock: clk})
+	reg := prometheus.NewRegistry()
+	c, err := New(WithBackend(mb), WithClock(clk), WithWorkers(0), WithWorkSharing(time.Hour), WithResync(time.Minute), WithMetrics(reg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = c.Close() }()
+	ctx := context.Background()
+	const x = "replica-x"
+	if _, err := mb.Create(ctx, backend.Doc{Kind: kindReplica, ID: x, Data: []byte(`{"id":"replica-x"}`)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mb.Create(ctx, backend.Doc{Kind: kindCluster, ID: "c1", Data: []byte(`{"id":"c1"}`)}); err != nil {
+		t.Fatal(err)
+	}
+	strike := func() { c.adoptedStep(x, &stepWrites{key: "cluster/c1", wrote: true}) }
+	round := func() { clk.Advance(time.Minute); c.Reconcile() }
+	out := func() bool { return slices.Contains(c.rep.view.Load().out, x) }
+	reported := func() float64 { return testutil.ToFloat64(c.metrics.stalled.WithLabelValues(x)) }
+
+	strike()
+	round()
+	round()
+	strike()
+	if out() {
+		t.Fatal("left out for strikes two rounds apart")
+	}
+	round()
+	strike()
+	if !out() || reported() != 1 {
+		t.Fatalf("struck at two rounds in a row: left out %v, reported %v times", out(), reported())
+	}
+	if _, mine := c.owner("cluster/c1"); !mine {
+		t.Fatal("a key of the member left out is not this client's")
+	}
+	for i := 1; i < stallRounds; i++ {
+		round()
+		if !out() {
+			t.Fatalf("counted again after %d rounds, want %d", i, stallRounds)
+		}
+	}
+	round()
+	if out() {
+		t.Fatalf("still left out after %d rounds", stallRounds)
+	}
+	strike()
+	round()
+	strike()
+	if !out() || reported() != 2 {
+		t.Fatalf("struck again: left out %v, reported %v times", out(), reported())
+	}
+	for i := 1; i < 2*stallRounds; i++ {
+		round()
+		if !out() {
+			t.Fatalf("left out a second time: counted again after %d rounds, want %d", i, 2*stallRounds)
+		}
+	}
+	if err := mb.Delete(ctx, kindReplica, x, ""); err != nil {
+		t.Fatal(err)
+	}
+	c.rep.mu.Lock()
+	_, kept := c.rep.excluded[x]
+	_, known := c.rep.versions["cluster/c1"]
+	n := len(c.rep.versions)
+	c.rep.mu.Unlock()
+	if out() || kept {
+		t.Fatalf("a deleted member still left out (%v) or remembered (%v)", out(), kept)
+	}
+	if !known || n != 1 {
+		t.Fatalf("the adoption remembers %d versions (cluster/c1: %v), want that one", n, known)
+	}
+	if err := mb.Delete(ctx, kindCluster, "c1", ""); err != nil {
+		t.Fatal(err)
+	}
+	c.rep.mu.Lock()
+	n = len(c.rep.versions)
+	c.rep.mu.Unlock()
+	if n != 0 {
+		t.Fatalf("a deleted key's version is still remembered (%d)", n)
+	}
+}
