@@ -14,6 +14,7 @@ import (
 	"github.com/aidlc/dlc/backend"
 	"github.com/aidlc/dlc/backend/memory"
 	"github.com/aidlc/dlc/cluster"
+	"github.com/aidlc/dlc/dlctest"
 	"github.com/aidlc/dlc/job"
 	"github.com/aidlc/dlc/quota"
 )
@@ -413,4 +414,203 @@ func BenchmarkReplicas(b *testing.B) {
 			})
 		}
 	}
+}
+
+// A membership document that anyone with write rights on the store can
+// forge and keep changing (or a replica that renews its document while
+// its workers hang) makes every client count a member that never does
+// its share: the keys it owns would wait for ever. The clients adopt, at
+// each periodic resync, the keys they saw unchanged since the one before
+// (whatever their owner); a member whose share needed steps at two
+// consecutive resyncs is reported and left out of the live members, so
+// that its whole share is taken over: clusters created then are created
+// within a resync. Clusters created and started, and on-demand runs
+// (their resource group's, whose admissions they are), all reach their
+// end state; the forged member is reported, and no real one. (Issue 21.)
+func TestForgedReplicaShareIsTakenOver(t *testing.T) {
+	const ttl, resync, step = 30 * time.Second, time.Minute, 5 * time.Second
+	const groups, clusters = 16, 16
+	regA, regB := prometheus.NewRegistry(), prometheus.NewRegistry()
+	m := dlctest.NewMemory(dlctest.MemoryOptions{Options: []dlc.Option{
+		dlc.WithWorkSharing(ttl), dlc.WithResync(resync), dlc.WithMetrics(regA)}})
+	t.Cleanup(m.Close)
+	a := m.Client
+	b := m.NewClient(dlc.WithMetrics(regB)) // its registry replaces regA
+	cls := []*dlc.Client{a, b}
+	ctx := dlc.WithUser(context.Background(), "alice")
+
+	// The forged member: a document of kind "replica" written straight
+	// into the store, changed at every tick, as a renewal would be.
+	const forged = "replica-forged"
+	beat := 0
+	doc := func(version string) backend.Doc {
+		beat++
+		return backend.Doc{Kind: "replica", ID: forged, Version: version,
+			Data: fmt.Appendf(nil, `{"id":%q,"beat":%d,"ttl":%q}`, forged, beat, ttl)}
+	}
+	version, err := m.Backend.Create(ctx, doc(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tick := func() {
+		t.Helper()
+		if version, err = m.Backend.Update(ctx, doc(version)); err != nil {
+			t.Fatalf("renewing the forged member: %v", err)
+		}
+		m.Reconcile()
+		m.Clock.Advance(step)
+	}
+	// until ticks until cond holds, for at most limit on the fake clock.
+	until := func(what string, limit time.Duration, cond func() (bool, string)) {
+		t.Helper()
+		end := m.Clock.Now().Add(limit)
+		for {
+			m.Reconcile()
+			ok, seen := cond()
+			if ok {
+				return
+			}
+			if m.Clock.Now().After(end) {
+				t.Fatalf("%s: not within %s (%d resyncs) of the fake clock; last seen: %s", what, limit, limit/resync, seen)
+			}
+			tick()
+		}
+	}
+	until("the store to hold the three members' documents", ttl, func() (bool, string) {
+		docs, err := m.Backend.List(ctx, "replica", nil)
+		return err == nil && len(docs) == 3, fmt.Sprint(len(docs), err)
+	})
+
+	g, err := a.Groups().Create(ctx, "forged")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var recs []*job.Record
+	for i := range groups {
+		rg := fmt.Sprintf("rg-%d", i)
+		if _, err := a.ResourceGroups().Register(ctx, quota.Group{ID: rg, Package: "pkg-1",
+			Capacity: quota.Resources{MilliCPU: 1 << 40, Memory: 1 << 50}}); err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := dlc.NewJob(fmt.Sprintf("j%d", i)).OnDemand("pkg-1", rg).Image("ray-2.46.0-py310-cpu").Head("head", "cu.4c8g").
+			WorkerGroup("cpu", "cu.4c8g", 1, 1).COSPackage("cos://jobs-1250000000/a.zip").Entrypoint("python a.py").Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec, err := a.Jobs().Create(ctx, cfg, dlc.SaveOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		recs = append(recs, rec)
+	}
+	var ids []string
+	create := func(n int) []string {
+		t.Helper()
+		var batch []string
+		for range n {
+			i := len(ids)
+			spec, err := dlc.NewCluster(fmt.Sprintf("c%d", i)).Groups(g.ID).Resources("pkg-1", fmt.Sprintf("rg-%d", i%groups)).
+				Image("ray-2.46.0-py310-cpu").Head("head", "cu.4c8g").WorkerGroup("cpu", "cu.4c8g", 1, 1).Build()
+			if err != nil {
+				t.Fatal(err)
+			}
+			cl, err := cls[i%2].Clusters().Create(ctx, spec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids, batch = append(ids, cl.ID), append(batch, cl.ID)
+		}
+		return batch
+	}
+	// notIn reports whether every cluster of batch, as read through b, is
+	// in state want, and those that are not.
+	notIn := func(batch []string, want cluster.State) (bool, string) {
+		var left []string
+		for _, id := range batch {
+			if cl, err := b.Clusters().Get(ctx, id); err != nil || cl.State != want {
+				left = append(left, fmt.Sprintf("%s: %v %v", id, cl.State, err))
+			}
+		}
+		return len(left) == 0, fmt.Sprintf("%d of %d not %s: %v", len(left), len(batch), want, left)
+	}
+	reports := func() (forgedN, realN float64) {
+		for _, reg := range []*prometheus.Registry{regA, regB} {
+			f, r := stalledReports(t, reg, forged)
+			forgedN, realN = forgedN+f, realN+r
+		}
+		return forgedN, realN
+	}
+
+	// The clusters and runs the forged member owns wait until the clients
+	// adopt them, and the forged member is reported.
+	create(clusters)
+	var runs []string
+	for i := range 2 * groups {
+		r, err := cls[i%2].Runs().Create(ctx, recs[i%groups].ID, dlc.RunOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		runs = append(runs, r.ID)
+	}
+	const limit = 12 * resync
+	until("every cluster to be created", limit, func() (bool, string) { return notIn(ids, cluster.Created) })
+	until("the forged member to be reported", limit, func() (bool, string) {
+		f, r := reports()
+		return f > 0, fmt.Sprintf("reported %v times; real members %v times", f, r)
+	})
+	// Left out, its share is taken over at once: clusters created now are
+	// created within a resync, before any could be adopted.
+	batch := create(clusters)
+	until("the clusters created after the report to be created", resync-step, func() (bool, string) { return notIn(batch, cluster.Created) })
+	for i, id := range ids {
+		if _, err := cls[i%2].Clusters().Start(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	until("every cluster to run", limit, func() (bool, string) { return notIn(ids, cluster.Running) })
+	until("every on-demand run to succeed", limit, func() (bool, string) {
+		var left []string
+		for _, id := range runs {
+			if r, err := b.Runs().Get(ctx, id); err != nil || r.State != job.Succeeded {
+				left = append(left, fmt.Sprintf("%s: %v %v", id, r.State, err))
+			}
+		}
+		return len(left) == 0, fmt.Sprintf("%d of %d not succeeded: %v", len(left), len(runs), left)
+	})
+	if _, realN := reports(); realN != 0 {
+		t.Errorf("real members reported stalled %v times", realN)
+	}
+	for _, c := range cls {
+		if err := c.CheckQuota(ctx); err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+// stalledReports returns dlc_replica_stalled_total in reg for member id,
+// and for every other member.
+func stalledReports(t *testing.T, reg *prometheus.Registry, id string) (forID, others float64) {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "dlc_replica_stalled_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() != "replica" {
+					continue
+				}
+				if l.GetValue() == id {
+					forID += m.GetCounter().GetValue()
+				} else {
+					others += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return forID, others
 }
