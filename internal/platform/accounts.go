@@ -113,6 +113,7 @@ func (c *Engine) writeAccount(rg string, batch []*accountOp) {
 	}
 	ctx, cancel := batchContext(ops)
 	defer cancel()
+	ctx = withoutStepWrites(ctx) // each op's step is told of the write apart
 	fail := func(err error) {
 		for _, op := range ops {
 			op.err = notFoundAs(err, "resource group", rg)
@@ -167,6 +168,11 @@ func (c *Engine) writeAccount(rg string, batch []*accountOp) {
 				}
 			}
 			last.a.Version = nv
+			for _, op := range ops {
+				if op.err == nil && op.changed {
+					noteWrite(op.ctx, kindResourceGroup, rg, nv)
+				}
+			}
 			return
 		}
 		if !errors.Is(err, errs.ErrConflict) || attempt >= conflictRetries {

@@ -230,10 +230,11 @@ type stepWritesKey struct{}
 
 // noteWrite tells the adopted step of ctx, if any, that it wrote kind/id
 // at version ("": deleted it). The reconcilers write through create and
-// update, and delete a cluster in reconcileDelete, which call it.
+// update, and delete a cluster in reconcileDelete, which call it; a batch
+// of account changes (writeAccount) tells each change's step apart.
 func noteWrite(ctx context.Context, kind, id, version string) {
-	w, ok := ctx.Value(stepWritesKey{}).(*stepWrites)
-	if !ok {
+	w, _ := ctx.Value(stepWritesKey{}).(*stepWrites)
+	if w == nil {
 		return
 	}
 	w.mu.Lock()
@@ -242,4 +243,14 @@ func noteWrite(ctx context.Context, kind, id, version string) {
 		w.own, w.version = true, version
 	}
 	w.mu.Unlock()
+}
+
+// withoutStepWrites returns ctx with no adopted step to tell of its
+// writes: for a write made for several callers (a batch of account
+// changes), each of whose steps is told apart.
+func withoutStepWrites(ctx context.Context) context.Context {
+	if ctx.Value(stepWritesKey{}) == nil {
+		return ctx
+	}
+	return context.WithValue(ctx, stepWritesKey{}, (*stepWrites)(nil))
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/aidlc/dlc/backend"
 	"github.com/aidlc/dlc/backend/memory"
+	"github.com/aidlc/dlc/quota"
 )
 
 // A member struck at two periodic resyncs in a row (not two apart) is
@@ -99,5 +100,43 @@ func TestAdoptionLeavesOutAndLetsBack(t *testing.T) {
 	c.rep.mu.Unlock()
 	if n != 0 {
 		t.Fatalf("a deleted key's version is still remembered (%d)", n)
+	}
+}
+
+// A batch of account changes written in one compare-and-swap tells each
+// adopted step whose change it wrote, and no other: the step of a change
+// that changed nothing, first in the batch (whose context the batch's
+// calls run in), is not told of the write.
+func TestAdoptionBatchedAccountWrites(t *testing.T) {
+	c, err := New(WithWorkers(0), WithResync(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = c.Close() }()
+	ctx := context.Background()
+	if _, err := c.ResourceGroups().Register(ctx, quota.Group{ID: "rg-1", Package: "pkg-1",
+		Capacity: quota.Resources{MilliCPU: 8000}}); err != nil {
+		t.Fatal(err)
+	}
+	idle, moved := &stepWrites{key: "cluster/a"}, &stepWrites{key: "cluster/b"}
+	op := func(w *stepWrites, change bool) *accountOp {
+		return &accountOp{ctx: context.WithValue(ctx, stepWritesKey{}, w), done: make(chan struct{}),
+			f: func(a *quota.Account) (bool, error) {
+				if !change {
+					return false, nil
+				}
+				_, err := a.Set("b", quota.Resources{MilliCPU: 1000}, time.Now())
+				return true, err
+			}}
+	}
+	batch := []*accountOp{op(idle, false), op(moved, true)}
+	c.writeAccount("rg-1", batch)
+	for _, o := range batch {
+		if o.err != nil {
+			t.Fatal(o.err)
+		}
+	}
+	if idle.wrote || !moved.wrote || moved.own {
+		t.Fatalf("the unchanged step told of a write: %v; the changed one: %v (own key: %v)", idle.wrote, moved.wrote, moved.own)
 	}
 }
