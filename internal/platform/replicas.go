@@ -65,7 +65,7 @@ type memberSeen struct {
 type replicas struct {
 	self string
 	ttl  time.Duration
-	view atomic.Pointer[view]
+	view atomic.Pointer[view] // the members as last published
 
 	mu      sync.Mutex
 	seen    map[string]memberSeen
