@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/aidlc/dlc/cluster"
 	"github.com/aidlc/dlc/errs"
@@ -122,52 +123,30 @@ func watchTyped[E any](c *Engine, ctx context.Context, kind string, sel map[stri
 // (ErrNotFound), or when the client closes (ErrUnavailable). Conditions
 // for the usual waits are in package cluster (e.g. cluster.InState).
 func (s *ClusterService) Wait(ctx context.Context, id string, cond func(*cluster.Cluster) (bool, error)) (*cluster.Cluster, error) {
-	c := s.c
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel() // ends the watch
 	events, err := s.Watch(wctx, ClusterWatchOptions{IDs: []string{id}})
 	if err != nil {
 		return nil, err
 	}
-	cl, err := c.getCluster(ctx, id)
-	for err == nil {
-		var done bool
-		if done, err = cond(cl); done || err != nil {
-			break
-		}
-		ev, ok := <-events
-		switch {
-		case !ok:
-			err = s.c.waitEnded(ctx, "cluster", id, fmt.Sprintf("%s %s", cl.State, cl.Reason))
-		case ev.Type == Deleted:
-			err = fmt.Errorf("cluster %s was deleted while waited for (last seen %s): %w", id, cl.State, errs.NotFound("cluster", id))
-		default:
-			cl = ev.Cluster
-		}
-	}
-	return cl, err
+	return waitFor(ctx, s.c, "cluster", id, s.c.getCluster, events,
+		func(ev ClusterEvent) (EventType, *cluster.Cluster) { return ev.Type, ev.Cluster },
+		func(cl *cluster.Cluster) string { return strings.TrimSpace(string(cl.State) + " " + cl.Reason) }, cond)
 }
 
 // Wait waits until cond holds for the run, as ClusterService's Wait does
 // for a cluster. Conditions for the usual waits are in package job (e.g.
 // job.Ended).
 func (s *RunService) Wait(ctx context.Context, id string, cond func(*job.Run) (bool, error)) (*job.Run, error) {
-	c := s.c
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel() // ends the watch
 	events, err := s.Watch(wctx, RunWatchOptions{IDs: []string{id}})
 	if err != nil {
 		return nil, err
 	}
-	r, err := c.getRun(ctx, id)
-	for err == nil {
-		var done bool
-		if done, err = cond(r); done || err != nil {
-			break
-		}
-		ev, ok := <-events
-		switch {
-		case !ok:
+	return waitFor(ctx, s.c, "run", id, s.c.getRun, events,
+		func(ev RunEvent) (EventType, *job.Run) { return ev.Type, ev.Run },
+		func(r *job.Run) string {
 			seen := string(r.State)
 			if r.WaitReason != "" {
 				seen += " (" + string(r.WaitReason) + ")"
@@ -175,14 +154,34 @@ func (s *RunService) Wait(ctx context.Context, id string, cond func(*job.Run) (b
 			if r.Message != "" {
 				seen += ": " + r.Message
 			}
-			err = s.c.waitEnded(ctx, "run", id, seen)
-		case ev.Type == Deleted:
-			err = fmt.Errorf("run %s was deleted while waited for (last seen %s): %w", id, r.State, errs.NotFound("run", id))
-		default:
-			r = ev.Run
+			return seen
+		}, cond)
+}
+
+// waitFor is a wait of kind/id: the object as get reads it now, then as
+// the watch's events bring it, until cond holds or fails; seen says what
+// it last was, for the error of a wait that ends first.
+func waitFor[T, E any](ctx context.Context, c *Engine, kind, id string, get func(context.Context, string) (*T, error),
+	events <-chan E, unpack func(E) (EventType, *T), seen func(*T) string, cond func(*T) (bool, error)) (*T, error) {
+	obj, err := get(ctx, id)
+	for err == nil {
+		var done bool
+		if done, err = cond(obj); done || err != nil {
+			break
 		}
+		ev, ok := <-events
+		if !ok {
+			err = c.waitEnded(ctx, kind, id, seen(obj))
+			break
+		}
+		t, next := unpack(ev)
+		if t == Deleted {
+			err = fmt.Errorf("%s %s was deleted while waited for (last seen %s): %w", kind, id, seen(obj), errs.NotFound(kind, id))
+			break
+		}
+		obj = next
 	}
-	return r, err
+	return obj, err
 }
 
 // watchable says why a watch cannot begin: ctx done, or the client
