@@ -81,9 +81,23 @@ func (s *RunService) Stop(ctx context.Context, id string) (*job.Run, error) {
 	return s.s.Stop(ctx, id)
 }
 
-// Logs returns what a run has logged so far.
+// Logs returns what a run has logged so far: from Ray while Ray has the
+// run; once the run has ended and Ray's record is gone with its cluster
+// (an on-demand run's, or a cluster hibernated or deleted since), the
+// tail kept when it ended (at most job.MaxLogTailLines lines and
+// job.MaxLogTailBytes bytes, after a line saying how many earlier lines
+// were not kept).
 func (s *RunService) Logs(ctx context.Context, id string) ([]string, error) {
 	return s.s.Logs(ctx, id)
+}
+
+// Follow sends a run's log lines on the channel it returns as they come:
+// what it has logged so far, new lines while it runs (read every half
+// second), the last ones once it has ended; then it closes the channel,
+// as it does when ctx is done or the client closes. Each line is sent
+// once.
+func (s *RunService) Follow(ctx context.Context, id string) (<-chan string, error) {
+	return s.s.Follow(ctx, id)
 }
 
 // Events returns a run's event log, oldest first.

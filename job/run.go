@@ -37,6 +37,34 @@ func (r *Record) DeepCopy() *Record {
 	return &out
 }
 
+// The bounds of a run's kept log tail (Run.LogTail): a run is stored,
+// and cached by every client, with it.
+const (
+	MaxLogTailLines = 200
+	MaxLogTailBytes = 16 << 10
+)
+
+// LogTailOf returns the end of lines within the bounds of Run.LogTail
+// (a line longer than the byte bound keeps its end), and how many lines
+// before it are left out.
+func LogTailOf(lines []string) (tail []string, dropped int) {
+	size := 0
+	start := len(lines)
+	for start > 0 && len(lines)-start < MaxLogTailLines {
+		l := len(lines[start-1]) + 1
+		if size+l > MaxLogTailBytes {
+			if start == len(lines) { // the last line alone is too long: its end
+				last := lines[start-1]
+				return []string{strings.ToValidUTF8(last[len(last)-(MaxLogTailBytes-1):], "")}, len(lines) - 1
+			}
+			break
+		}
+		size += l
+		start--
+	}
+	return slices.Clone(lines[start:]), start
+}
+
 // ListEntry is one row of the job list (J13).
 type ListEntry struct {
 	ID        string            `json:"id"`
@@ -115,8 +143,16 @@ type Run struct {
 	// RaySubmitted records that Ray accepted the run's job. From then on,
 	// Ray having no record of it means Ray lost it (a head that restarted),
 	// and the run fails saying so: a run is submitted at most once.
-	RaySubmitted bool   `json:"raySubmitted,omitempty"`
-	Version      string `json:"-"` // the store's version; a stale write is a conflict
+	RaySubmitted bool `json:"raySubmitted,omitempty"`
+	// LogTail is the end of the run's logs, kept when it ended (Ray's
+	// record of them goes with its cluster): at most MaxLogTailLines lines
+	// and MaxLogTailBytes bytes; LogsKept says they were kept (none were
+	// logged, when LogTail is empty), LogsDropped how many lines before
+	// the tail were not.
+	LogTail     []string `json:"logTail,omitempty"`
+	LogsKept    bool     `json:"logsKept,omitempty"`
+	LogsDropped int      `json:"logsDropped,omitempty"`
+	Version     string   `json:"-"` // the store's version; a stale write is a conflict
 	// Events is the run's event log, newest last (at most cluster.MaxEvents).
 	Events []cluster.Event `json:"events,omitempty"`
 }
@@ -126,6 +162,7 @@ func (r *Run) DeepCopy() *Run {
 	out := *r
 	out.Config = *r.Config.DeepCopy()
 	out.Events = slices.Clone(r.Events)
+	out.LogTail = slices.Clone(r.LogTail)
 	return &out
 }
 

@@ -86,11 +86,20 @@ func renderRayJob(r *job.Run, o RenderOptions, replicas map[string]int) (*rayv1.
 			SubmissionMode:           rayv1.HTTPMode,
 			BackoffLimit:             ptr.To[int32](0),
 			ShutdownAfterJobFinishes: true,
-			Suspend:                  o.SuspendRayJob,
-			RayClusterSpec:           spec,
+			// The cluster outlives its job by a minute: the platform reads
+			// the job's logs from its head to keep them, then deletes the
+			// on-demand cluster itself (which takes the RayJob along); the
+			// TTL is the fallback should the platform not come.
+			TTLSecondsAfterFinished: keepFinishedSeconds,
+			Suspend:                 o.SuspendRayJob,
+			RayClusterSpec:          spec,
 		},
 	}, nil
 }
+
+// keepFinishedSeconds is how long KubeRay keeps a finished RayJob's
+// cluster before it deletes it (RayJobSpec.TTLSecondsAfterFinished).
+const keepFinishedSeconds = 60
 
 // runtimeEnvYAML renders a run's Ray runtime environment (J5, J10) as
 // YAML with sorted keys; "" when there is nothing to set.

@@ -239,8 +239,17 @@ func (c *Engine) followRun(ctx context.Context, r *job.Run) error {
 		next.RaySubmitted = true
 		return c.putRun(ctx, next, r.Version) // a conflict reads the run again: the next look records it
 	}
+	var kept []string
+	keptOK := false
+	if obs.State.Terminal() && !r.LogsKept {
+		kept, keptOK = c.logsToKeep(ctx, r.ID)
+	}
 	next, ok, err := c.moveRun(ctx, r, t, obs.Message, func(n *job.Run) {
 		n.RaySubmitted = true
+		if n.State.Terminal() && keptOK && !n.LogsKept {
+			n.LogTail, n.LogsDropped = job.LogTailOf(kept)
+			n.LogsKept = true
+		}
 		if n.State == job.Running {
 			n.Message = "on cluster " + n.ClusterID
 		}
@@ -277,11 +286,34 @@ func (c *Engine) displace(ctx context.Context, r *job.Run, cl *cluster.Cluster) 
 	return err
 }
 
+// logsToKeep reads what a run logged, to keep when it ends; ok is false
+// when Ray cannot tell (its head gone or not answering): the tail is then
+// not kept, and a later look (the cleanup of an on-demand run, before its
+// cluster goes) tries again.
+func (c *Engine) logsToKeep(ctx context.Context, runID string) ([]string, bool) {
+	lines, err := c.ray.Logs(ctx, runID)
+	if err != nil {
+		c.o.log.V(1).Info("the logs of an ended run could not be read to keep", "run", runID, "err", err.Error())
+		return nil, false
+	}
+	return lines, true
+}
+
 // cleanupRun releases what an ended run still holds: its Ray job, and an
-// on-demand run's cluster (which in turn releases its quota).
+// on-demand run's cluster (which in turn releases its quota). An
+// on-demand run's logs are kept first, if they were not when it ended:
+// its cluster takes Ray's record of them along.
 func (c *Engine) cleanupRun(ctx context.Context, r *job.Run) error {
 	if r.RayDone {
 		return nil
+	}
+	if !r.LogsKept && r.ClusterID != "" {
+		if lines, ok := c.logsToKeep(ctx, r.ID); ok {
+			next := r.DeepCopy()
+			next.LogTail, next.LogsDropped = job.LogTailOf(lines)
+			next.LogsKept = true
+			return c.putRun(ctx, next, r.Version) // its watch brings the run back here
+		}
 	}
 	if r.ClusterID != "" {
 		if err := c.ray.StopRun(ctx, r.ID); err != nil && !errs.IsNotFound(err) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -271,12 +272,92 @@ func (s *RunService) Stop(ctx context.Context, id string) (*job.Run, error) {
 	return s.c.endRun(ctx, r, job.Stop, "stopped by "+UserFrom(ctx))
 }
 
-// Logs returns what a run has logged so far.
+// Logs returns what a run has logged so far: from Ray while it has the
+// run, else, once the run has ended and its cluster gone (an on-demand
+// run's, or one hibernated or deleted since), the tail kept when it ended
+// (Run.LogTail), after a line saying how many earlier lines were not kept.
 func (s *RunService) Logs(ctx context.Context, id string) ([]string, error) {
+	r, err := s.Get(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	lines, _, err := s.c.logs(ctx, r)
+	return lines, err
+}
+
+// logs returns r's log lines and the number of the first of them in the
+// whole log (not 0 for a kept tail).
+func (c *Engine) logs(ctx context.Context, r *job.Run) ([]string, int, error) {
+	lines, err := c.ray.Logs(ctx, r.ID)
+	if r.State.Live() || !r.LogsKept || (err == nil && len(lines) > 0) {
+		return lines, 0, err
+	}
+	if r.LogsDropped == 0 {
+		return slices.Clone(r.LogTail), 0, nil
+	}
+	return append([]string{fmt.Sprintf("[%d earlier lines not kept]", r.LogsDropped)}, r.LogTail...), r.LogsDropped - 1, nil
+}
+
+// followPoll is how often Follow reads a live run's logs.
+const followPoll = 500 * time.Millisecond
+
+// Follow sends a run's log lines on the channel it returns, as they come:
+// what it has logged so far, then new lines while it runs (read every
+// half second), then the last ones once it has ended; then it closes the
+// channel. It also closes it when ctx is done or the client closes; a
+// read that fails is retried at the next poll. Each line is sent once.
+func (s *RunService) Follow(ctx context.Context, id string) (<-chan string, error) {
+	c := s.c
+	if err := c.watchable(ctx); err != nil {
+		return nil, err
+	}
 	if _, err := s.Get(ctx, id); err != nil {
 		return nil, err
 	}
-	return s.c.ray.Logs(ctx, id)
+	out := make(chan string)
+	go func() {
+		defer close(out)
+		sent := 0 // lines of the whole log sent so far
+		t := time.NewTicker(followPoll)
+		defer t.Stop()
+		for {
+			r, err := c.getRun(ctx, id)
+			if err != nil && !errs.IsNotFound(err) {
+				c.o.log.V(1).Info("following a run's logs: reading the run failed", "run", id, "err", err.Error())
+			}
+			if err == nil {
+				lines, first, lerr := c.logs(ctx, r)
+				if lerr == nil {
+					for i, l := range lines {
+						if first+i < sent {
+							continue
+						}
+						select {
+						case out <- l:
+							sent = first + i + 1
+						case <-ctx.Done():
+							return
+						case <-c.ctx.Done():
+							return
+						}
+					}
+				}
+				if lerr == nil && !r.State.Live() {
+					return
+				}
+			} else if errs.IsNotFound(err) {
+				return // deleted
+			}
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				return
+			case <-c.ctx.Done():
+				return
+			}
+		}
+	}()
+	return out, nil
 }
 
 // Events returns a run's event log, oldest first.

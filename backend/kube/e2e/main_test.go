@@ -115,6 +115,8 @@ var scripts = map[string]string{
 	"main.py":  "print('main.py ran')\n",
 	"train.py": "print('train.py ran')\n",
 	"slow.py":  "import time\ntime.sleep(3)\nprint('slow.py ran')\n",
+	// ticks.py logs a line every 0.3 s for 3 s: logs followed while it runs.
+	"ticks.py": "import time\nfor i in range(10):\n    print('tick', i, flush=True)\n    time.sleep(0.3)\n",
 }
 
 var zipOnce = sync.OnceValue(func() []byte { return zipOf(scripts) })

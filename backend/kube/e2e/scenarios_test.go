@@ -307,7 +307,26 @@ func TestScenarios(t *testing.T) {
 		s := newScene(t, kube.Options{})
 		r := s.run(dlc.NewJob("od").OnDemand("pkg-1", "rg").Priority(5).Image("ray-2.46.0-py310-cpu").
 			Head("head", "cu.4c8g").WorkerGroup("cpu", "cu.4c8g", 1, 1).
-			COSPackage("cos://jobs-1250000000/slow.zip").Entrypoint("python slow.py"))
+			COSPackage("cos://jobs-1250000000/ticks.zip").Entrypoint("python ticks.py"))
+		// Its logs followed as it runs: the first tick comes while the run
+		// is live, every tick once.
+		follow, err := s.c.Runs().Follow(s.ctx, r.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		followed := make(chan []string, 1)
+		liveAtFirst := make(chan bool, 1)
+		go func() {
+			var got []string
+			for l := range follow {
+				if len(got) == 0 {
+					cur, err := s.c.Runs().Get(s.ctx, r.ID)
+					liveAtFirst <- err == nil && cur.State.Live()
+				}
+				got = append(got, l)
+			}
+			followed <- got
+		}()
 		var clusterID string
 		waitFor(t, "the run running on its RayJob's cluster", func() (bool, string) {
 			cur, err := s.c.Runs().Get(s.ctx, r.ID)
@@ -335,6 +354,19 @@ func TestScenarios(t *testing.T) {
 			return err != nil && lerr == nil && len(left.Items) == 0 && len(s.rayClusters(clusterID)) == 0 && s.reserved().IsZero(),
 				fmt.Sprint(err, len(left.Items), s.reserved())
 		})
+		var ticks []string
+		for i := range 10 {
+			ticks = append(ticks, fmt.Sprint("tick ", i))
+		}
+		got := <-followed
+		if !<-liveAtFirst || !containsInOrder(got, ticks) || len(slices.Compact(slices.Clone(got))) != len(got) {
+			t.Errorf("followed: %q", got)
+		}
+		// Its cluster and head are gone: the logs are the tail kept when it ended.
+		lines, err := s.c.Runs().Logs(s.ctx, r.ID)
+		if err != nil || !containsInOrder(lines, ticks) {
+			t.Errorf("logs once its cluster is deleted: %q, %v", lines, err)
+		}
 		s.noWarnings()
 	})
 
@@ -430,4 +462,15 @@ func TestSelfHealing(t *testing.T) {
 			t.Errorf("selfHealing(%q, %q) = %v, want %v", tc.reason, tc.message, got, tc.want)
 		}
 	}
+}
+
+// containsInOrder reports whether want are lines of got, in that order.
+func containsInOrder(got, want []string) bool {
+	i := 0
+	for _, l := range got {
+		if i < len(want) && l == want[i] {
+			i++
+		}
+	}
+	return i == len(want)
 }

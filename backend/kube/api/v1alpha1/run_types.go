@@ -70,6 +70,17 @@ type RunStatus struct {
 	// Ray having no record of it fails the run; it is never submitted again.
 	// +optional
 	RaySubmitted bool `json:"raySubmitted,omitempty"`
+	// LogTail is the end of the run's logs, kept when it ended.
+	// +kubebuilder:validation:MaxItems=200
+	// +optional
+	LogTail []string `json:"logTail,omitempty"`
+	// LogsKept says the run's log tail was kept when it ended.
+	// +optional
+	LogsKept bool `json:"logsKept,omitempty"`
+	// LogsDropped is how many lines before the tail were not kept.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	LogsDropped int32 `json:"logsDropped,omitempty"`
 	// Record is the last change and the event log.
 	Record `json:",inline"`
 }
