@@ -3,12 +3,17 @@ package kube_test
 import (
 	"context"
 	"encoding/json"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/aidlc/dlc/backend/kube"
@@ -45,7 +50,12 @@ type kindCase struct {
 	status   func(client.Object) // a valid status change
 	readBack func(t *testing.T, got client.Object)
 	invalid  map[string]func(client.Object) // by name; applied to spec or status
-	columns  []string                       // printer columns that must exist
+	// columns are the printer columns that kubectl get shows by default,
+	// in order after NAME, each with its JSONPath (Age, last, is
+	// metadata.creationTimestamp); wide are those of -o wide alone.
+	columns, wide [][2]string
+	// shortName is what kubectl get takes for the kind's plural.
+	shortName string
 }
 
 func kindCases(t *testing.T) []kindCase {
@@ -86,7 +96,10 @@ func kindCases(t *testing.T) []kindCase {
 				o.(*v1.ComputeCluster).Status.Events = []v1.Event{{Time: stamp, Source: "nobody", Action: "x"}}
 			},
 		},
-		columns: []string{"State", "Reason"},
+		columns: [][2]string{{"Display", ".spec.name"}, {"State", ".status.state"}, {"Reason", ".status.reason"},
+			{"On-Demand-Run", ".spec.ownerRun"}},
+		wide:      [][2]string{{"Resource-Group", ".spec.resourceGroup"}, {"Generation", ".status.generation"}},
+		shortName: "cc",
 	}, {
 		kind: "ClusterGroup",
 		obj: func() client.Object {
@@ -97,7 +110,8 @@ func kindCases(t *testing.T) []kindCase {
 			"policy not in the enum": func(o client.Object) { o.(*v1.ClusterGroup).Spec.Policy = "round-robin" },
 			"empty name":             func(o client.Object) { o.(*v1.ClusterGroup).Spec.Name = "" },
 		},
-		columns: []string{"Name", "Policy"},
+		columns:   [][2]string{{"Display", ".spec.name"}, {"Policy", ".spec.policy"}},
+		shortName: "cg",
 	}, {
 		kind: "ClusterTemplate",
 		obj: func() client.Object {
@@ -107,7 +121,8 @@ func kindCases(t *testing.T) []kindCase {
 		invalid: map[string]func(client.Object){
 			"updatedAt not a time": func(o client.Object) { o.(*v1.ClusterTemplate).Status.UpdatedAt = "yesterday" },
 		},
-		columns: []string{"Name", "Image"},
+		columns:   [][2]string{{"Display", ".spec.name"}, {"Image", ".spec.image"}},
+		shortName: "ct",
 	}, {
 		kind: "JobConfig",
 		obj: func() client.Object {
@@ -121,7 +136,10 @@ func kindCases(t *testing.T) []kindCase {
 			"priority 10": func(o client.Object) { o.(*v1.JobConfig).Spec.Config.OnDemand.Priority = new(int32(10)) },
 			"two modes":   func(o client.Object) { o.(*v1.JobConfig).Spec.Config.Cluster = "c-1" },
 		},
-		columns: []string{"Name", "Revision"},
+		columns: [][2]string{{"Display", ".spec.config.name"}, {"Revision", ".spec.revision"}},
+		wide: [][2]string{{"Cluster", ".spec.config.cluster"}, {"Group", ".spec.config.group"},
+			{"Resource-Group", ".spec.config.onDemand.resourceGroup"}},
+		shortName: "jc",
 	}, {
 		kind: "Run",
 		obj: func() client.Object {
@@ -139,7 +157,11 @@ func kindCases(t *testing.T) []kindCase {
 			"priority 10":                 func(o client.Object) { o.(*v1.Run).Spec.Priority = new(int32(10)) },
 			"negative demand":             func(o client.Object) { o.(*v1.Run).Spec.Demand.GPU = -1 },
 		},
-		columns: []string{"Job", "State", "Wait"},
+		columns: [][2]string{{"Job", ".spec.config.name"}, {"State", ".status.state"}, {"Wait", ".status.waitReason"},
+			{"Started", ".status.startedAt"}, {"Duration", ".status.summary.duration"}},
+		wide: [][2]string{{"Job-ID", ".spec.jobID"}, {"Cluster", ".status.clusterID"}, {"Priority", ".spec.priority"},
+			{"Message", ".status.message"}},
+		shortName: "jr",
 	}, {
 		kind: "ResourceGroup",
 		obj: func() client.Object {
@@ -163,7 +185,10 @@ func kindCases(t *testing.T) []kindCase {
 				o.(*v1.ResourceGroup).Status.Holders = map[string]v1.Hold{"c-2": {Resources: v1.Resources{GPU: 1}}}
 			},
 		},
-		columns: []string{"CPU-m", "CPU-m-Reserved", "GPU", "GPU-Reserved"},
+		columns: [][2]string{{"Package", ".spec.package"}, {"Cores", ".status.summary.cpu"}, {"Memory", ".status.summary.memory"},
+			{"GPUs", ".status.summary.gpu"}},
+		wide:      [][2]string{{"Holders", ".status.summary.holders"}},
+		shortName: "rg",
 	}}
 }
 
@@ -292,6 +317,9 @@ func TestInstallCRDs(t *testing.T) {
 		}
 		byKind[installed.Spec.Names.Kind] = installed
 	}
+	t.Run("short names collide with no other resource", func(t *testing.T) {
+		shortNamesAreOurs(t, cp.Config(), crds)
+	})
 	for _, tc := range kindCases(t) {
 		t.Run(tc.kind, func(t *testing.T) {
 			crd := byKind[tc.kind]
@@ -317,15 +345,78 @@ func TestInstallCRDs(t *testing.T) {
 			if ver.Subresources == nil || ver.Subresources.Status == nil {
 				t.Errorf("no status subresource")
 			}
-			cols := map[string]bool{}
+			// One NAME column (kubectl's own, the object's name): a display
+			// name is Display. The default columns in order, then -o wide's.
+			var got, gotWide [][2]string
 			for _, col := range ver.AdditionalPrinterColumns {
-				cols[col.Name] = true
-			}
-			for _, want := range append(tc.columns, "Age") {
-				if !cols[want] {
-					t.Errorf("no printer column %q in %v", want, ver.AdditionalPrinterColumns)
+				if strings.EqualFold(col.Name, "name") {
+					t.Errorf("a printer column %q (%s) beside kubectl's own NAME", col.Name, col.JSONPath)
+				}
+				if col.Priority == 0 {
+					got = append(got, [2]string{col.Name, col.JSONPath})
+				} else {
+					gotWide = append(gotWide, [2]string{col.Name, col.JSONPath})
 				}
 			}
+			if want := append(slices.Clone(tc.columns), [2]string{"Age", ".metadata.creationTimestamp"}); !slices.Equal(got, want) {
+				t.Errorf("printer columns\n%v\nwant\n%v", got, want)
+			}
+			if !slices.Equal(gotWide, tc.wide) {
+				t.Errorf("-o wide printer columns\n%v\nwant\n%v", gotWide, tc.wide)
+			}
+			if names := crd.Spec.Names; !slices.Contains(names.ShortNames, tc.shortName) || !slices.Contains(names.Categories, "dlc") {
+				t.Errorf("short names %v, categories %v; want %s and dlc", names.ShortNames, names.Categories, tc.shortName)
+			}
 		})
+	}
+}
+
+// shortNamesAreOurs checks, by the API server's discovery, that no resource
+// outside dlc's group (the built-in kinds, KubeRay's) is called by a short
+// name, plural or singular name that is one of our short names, so that
+// kubectl get cc (jr, rg, …) is never ambiguous; nor are two of ours.
+func shortNamesAreOurs(t *testing.T, cfg *rest.Config, crds []*apiextensionsv1.CustomResourceDefinition) {
+	t.Helper()
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, lists, err := dc.ServerGroupsAndResources()
+	if err != nil {
+		t.Fatalf("discovery: %v", err)
+	}
+	taken := map[string]string{} // a name kubectl resolves → the resource
+	for _, l := range lists {
+		gv, err := schema.ParseGroupVersion(l.GroupVersion)
+		if err != nil || gv.Group == v1.Group {
+			continue
+		}
+		for _, r := range l.APIResources {
+			for _, n := range append([]string{r.Name, r.SingularName}, r.ShortNames...) {
+				if n != "" && !strings.Contains(n, "/") {
+					taken[n] = r.Name + "." + gv.Group
+				}
+			}
+		}
+	}
+	for _, n := range []string{"cs", "rs", "rc", "pv", "sa", "svc", "ds", "deploy", "sts", "cm", "ep", "ev", "no", "ns", "po", "pc", "sc", "rayclusters"} {
+		if _, ok := taken[n]; !ok {
+			t.Fatalf("discovery found no resource called %q among %d names: not the built-in kinds and KubeRay's?", n, len(taken))
+		}
+	}
+	ours := map[string]string{}
+	for _, crd := range crds {
+		if len(crd.Spec.Names.ShortNames) == 0 {
+			t.Errorf("%s has no short name", crd.Name)
+		}
+		for _, n := range crd.Spec.Names.ShortNames {
+			if other, ok := taken[n]; ok {
+				t.Errorf("%s: short name %q is also %s", crd.Name, n, other)
+			}
+			if other, ok := ours[n]; ok {
+				t.Errorf("%s: short name %q is also %s's", crd.Name, n, other)
+			}
+			ours[n] = crd.Name
+		}
 	}
 }

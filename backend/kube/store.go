@@ -37,7 +37,6 @@ import (
 	"github.com/aidlc/dlc/backend/kube/api/v1alpha1"
 	"github.com/aidlc/dlc/cluster"
 	"github.com/aidlc/dlc/errs"
-	"github.com/aidlc/dlc/quota"
 )
 
 // Keys of the metadata the store writes on its objects.
@@ -102,7 +101,10 @@ type StoreOptions struct {
 // The API server drops status on create and ignores it on update. A
 // Create is one write: the status rides in the StoreKeyInitialStatus
 // annotation, which readers take as the status until the status
-// subresource is first written. An Update writes only the parts that
+// subresource is first written (a write of the main resource after that
+// drops the annotation). A create whose status holds nothing but what the store
+// derives for kubectl (a resource group's, before its first reservation)
+// writes no annotation and the status right after, best effort. An Update writes only the parts that
 // changed: the main resource when the spec or the metadata did, the
 // status subresource when the status did. For the kinds whose status has
 // storeLabels (all but resource groups and name claims) the document's
@@ -118,7 +120,12 @@ type StoreOptions struct {
 // keeps the version) so that a stale version is a conflict.
 //
 // Labels and annotations are the store's: an update replaces any that
-// others put on the object.
+// others put on the object. For kubectl alone, and derived from the
+// object's own fields on every write, the store also writes a resource
+// group's status.reserved and status.summary (reservations beside the
+// capacity in cores and binary units), a finished run's
+// status.summary.duration, and a compute cluster's label
+// v1alpha1.LabelOnDemand; readers drop them.
 //
 // Watch reports the changes of one kind in the order the API server made
 // them; changes of different kinds come from different informers, and
@@ -178,8 +185,10 @@ type kindInfo struct {
 	// the domain JSON.
 	nested  string
 	topSpec map[string]bool
-	// dropStatus are status keys the domain has not (derived on write).
-	dropStatus map[string]bool
+	// derived are the status keys the store derives on every write, for
+	// kubectl (see present); dropStatus are those and the other status
+	// keys the domain has not (storeLabels, which are the labels).
+	derived, dropStatus map[string]bool
 }
 
 var kinds = map[string]*kindInfo{}
@@ -207,15 +216,16 @@ func init() {
 	add("group", func() client.Object { return &v1alpha1.ClusterGroup{} })
 	add("template", func() client.Object { return &v1alpha1.ClusterTemplate{} })
 	add("job", func() client.Object { return &v1alpha1.JobConfig{} })
-	add("run", func() client.Object { return &v1alpha1.Run{} })
+	run := add("run", func() client.Object { return &v1alpha1.Run{} })
+	run.derived = map[string]bool{"summary": true}
 	rg := add("resourcegroup", func() client.Object { return &v1alpha1.ResourceGroup{} })
-	rg.dropStatus = map[string]bool{"reserved": true}
+	rg.derived = map[string]bool{"reserved": true, "summary": true}
 	for _, k := range kinds {
+		k.dropStatus = maps.Clone(k.derived)
+		if k.dropStatus == nil {
+			k.dropStatus = map[string]bool{}
+		}
 		if k.statusKeys[storeLabelsKey] {
-			k.dropStatus = maps.Clone(k.dropStatus)
-			if k.dropStatus == nil {
-				k.dropStatus = map[string]bool{}
-			}
 			k.dropStatus[storeLabelsKey] = true
 		}
 	}
@@ -647,7 +657,11 @@ func (s *Store) Create(ctx context.Context, d backend.Doc) (string, error) {
 	}
 	obj.SetResourceVersion("")
 	op := "store create " + d.Kind + "/" + d.ID
-	if status != nil {
+	derivedOnly, err := k.derivedOnly(status)
+	if err != nil {
+		return "", err
+	}
+	if status != nil && !derivedOnly {
 		// One write: the status rides in an annotation until it is first
 		// written, so no reader ever sees the object without it.
 		b, err := json.Marshal(status)
@@ -666,8 +680,43 @@ func (s *Store) Create(ctx context.Context, d backend.Doc) (string, error) {
 	}
 	s.events.record(k, nil, d.Data, obj)
 	rv := obj.GetResourceVersion()
+	if derivedOnly {
+		// The status is only what the store derives for kubectl (a
+		// resource group's summary before its first reservation), which
+		// readers have no need of: written now, best effort, so that
+		// kubectl get shows it from the start. If it fails, the next
+		// write of the status has it.
+		setStatus(obj, status)
+		if err := s.c.Status().Update(ctx, obj); err != nil {
+			s.opts.Logger.V(1).Info("the summary of a new object is not written", "kind", d.Kind, "id", d.ID, "error", err.Error())
+		} else {
+			rv = obj.GetResourceVersion()
+		}
+	}
 	s.awaitVersion(ctx, d.Kind, d.ID, rv)
 	return rv, nil
+}
+
+// derivedOnly reports whether status (a pointer to the kind's status type,
+// or nil) sets no field but those the store derives for kubectl.
+func (k *kindInfo) derivedOnly(status any) (bool, error) {
+	if status == nil || len(k.derived) == 0 {
+		return false, nil
+	}
+	b, err := json.Marshal(status)
+	if err != nil {
+		return false, err
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(b, &m); err != nil {
+		return false, err
+	}
+	for key := range m {
+		if !k.derived[key] {
+			return false, nil
+		}
+	}
+	return true, nil
 }
 
 // foreignClaim is the error of a name claim whose ConfigMap exists: a
@@ -928,17 +977,9 @@ func (s *Store) toObject(k *kindInfo, d backend.Doc) (client.Object, any, error)
 	if err := strictDecode(status, stPtr); err != nil {
 		return nil, nil, invalid("status: %v", err)
 	}
-	if rg, ok := stPtr.(*v1alpha1.ResourceGroupStatus); ok {
-		// The sum is derived from the holders, saturating: holds that
-		// someone else inflated must not wrap it negative, which the CRD
-		// refuses, so that no later write (a release) could be made.
-		var sum quota.Resources
-		for _, h := range rg.Holders {
-			sum = sum.Add(quota.Resources{MilliCPU: h.Resources.MilliCPU, Memory: h.Resources.Memory, GPU: h.Resources.GPU}.Max(quota.Resources{}))
-		}
-		rg.Reserved = v1alpha1.Resources{MilliCPU: sum.MilliCPU, Memory: sum.Memory, GPU: sum.GPU}
-	}
 	setStatus(obj, stPtr)
+	present(obj)
+	reflect.ValueOf(stPtr).Elem().Set(rv.FieldByName("Status"))
 	if reflect.ValueOf(stPtr).Elem().IsZero() {
 		return obj, nil, nil
 	}

@@ -107,15 +107,23 @@ type ComputeClusterStatus struct {
 	Record `json:",inline"`
 }
 
+// LabelOnDemand is a label of every ComputeCluster the store writes:
+// "true" on an on-demand cluster (spec.temporary: made for one run and
+// released when it ends), "false" on a standing one, so that kubectl get
+// computeclusters -l dlc.aidlc.io/on-demand=false lists the standing ones.
+const LabelOnDemand = "dlc.aidlc.io/on-demand"
+
 // ComputeCluster is a compute cluster as the platform keeps it; it owns the
-// RayCluster that runs it.
+// RayCluster that runs it (of the same name, whose columns show its desired
+// and available workers).
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=cc,categories=dlc
-// +kubebuilder:printcolumn:name="Name",type=string,JSONPath=`.spec.name`
+// +kubebuilder:printcolumn:name="Display",type=string,JSONPath=`.spec.name`,description="The display name (C1); NAME is the cluster's id"
 // +kubebuilder:printcolumn:name="State",type=string,JSONPath=`.status.state`
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.reason`
+// +kubebuilder:printcolumn:name="On-Demand-Run",type=string,JSONPath=`.spec.ownerRun`,description="The run an on-demand cluster was made for; empty on a standing cluster"
 // +kubebuilder:printcolumn:name="Resource-Group",type=string,JSONPath=`.spec.resourceGroup`,priority=1
 // +kubebuilder:printcolumn:name="Generation",type=integer,JSONPath=`.status.generation`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`

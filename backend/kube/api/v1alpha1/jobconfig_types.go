@@ -86,7 +86,7 @@ type JobConfigStatus struct {
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=jc,categories=dlc
-// +kubebuilder:printcolumn:name="Name",type=string,JSONPath=`.spec.config.name`
+// +kubebuilder:printcolumn:name="Display",type=string,JSONPath=`.spec.config.name`
 // +kubebuilder:printcolumn:name="Revision",type=integer,JSONPath=`.spec.revision`
 // +kubebuilder:printcolumn:name="Cluster",type=string,JSONPath=`.spec.config.cluster`,priority=1
 // +kubebuilder:printcolumn:name="Group",type=string,JSONPath=`.spec.config.group`,priority=1

@@ -36,6 +36,31 @@ type ResourceGroupStatus struct {
 	// the same update, for kubectl get; Holders is the truth.
 	// +optional
 	Reserved Resources `json:"reserved,omitzero"`
+	// Summary is Reserved beside the capacity in human units, for kubectl
+	// get; the store derives it on every write, and nothing reads it.
+	// +optional
+	Summary ResourceGroupSummary `json:"summary,omitzero"`
+}
+
+// ResourceGroupSummary is what a resource group has reserved of its
+// capacity, each as "reserved/capacity" in human units: CPU in cores, to
+// the milli-core ("12/64", "0.25/8"), memory in binary units rounded to
+// one decimal ("48Gi/256Gi", "1.5Gi/8Gi"), GPUs ("2/8"); and how many
+// hold a reservation. spec.capacity and status.reserved have the exact
+// figures.
+type ResourceGroupSummary struct {
+	// +kubebuilder:validation:MaxLength=64
+	// +optional
+	CPU string `json:"cpu,omitempty"`
+	// +kubebuilder:validation:MaxLength=64
+	// +optional
+	Memory string `json:"memory,omitempty"`
+	// +kubebuilder:validation:MaxLength=64
+	// +optional
+	GPU string `json:"gpu,omitempty"`
+	// Holders is how many clusters and on-demand runs hold a reservation.
+	// +kubebuilder:validation:Minimum=0
+	Holders int32 `json:"holders"`
 }
 
 // ResourceGroup is a resource group as the platform stores it: its
@@ -45,12 +70,10 @@ type ResourceGroupStatus struct {
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=rg,categories=dlc
 // +kubebuilder:printcolumn:name="Package",type=string,JSONPath=`.spec.package`
-// +kubebuilder:printcolumn:name="CPU-m",type=integer,JSONPath=`.spec.capacity.milliCPU`
-// +kubebuilder:printcolumn:name="CPU-m-Reserved",type=integer,JSONPath=`.status.reserved.milliCPU`
-// +kubebuilder:printcolumn:name="GPU",type=integer,JSONPath=`.spec.capacity.gpu`
-// +kubebuilder:printcolumn:name="GPU-Reserved",type=integer,JSONPath=`.status.reserved.gpu`
-// +kubebuilder:printcolumn:name="Memory",type=integer,JSONPath=`.spec.capacity.memory`,priority=1
-// +kubebuilder:printcolumn:name="Memory-Reserved",type=integer,JSONPath=`.status.reserved.memory`,priority=1
+// +kubebuilder:printcolumn:name="Cores",type=string,JSONPath=`.status.summary.cpu`,description="CPU cores reserved/capacity"
+// +kubebuilder:printcolumn:name="Memory",type=string,JSONPath=`.status.summary.memory`,description="Memory reserved/capacity"
+// +kubebuilder:printcolumn:name="GPUs",type=string,JSONPath=`.status.summary.gpu`,description="GPUs reserved/capacity"
+// +kubebuilder:printcolumn:name="Holders",type=integer,JSONPath=`.status.summary.holders`,priority=1,description="Clusters and on-demand runs holding a reservation"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type ResourceGroup struct {
 	metav1.TypeMeta   `json:",inline"`

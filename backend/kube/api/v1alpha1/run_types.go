@@ -83,19 +83,37 @@ type RunStatus struct {
 	LogsDropped int32 `json:"logsDropped,omitempty"`
 	// Record is the last change and the event log.
 	Record `json:",inline"`
+	// Summary is what kubectl get shows that no other field has; the store
+	// derives it on every write, and nothing reads it.
+	// +optional
+	Summary RunSummary `json:"summary,omitzero"`
+}
+
+// RunSummary is a run's figures in human units, for kubectl get.
+type RunSummary struct {
+	// Duration is how long a finished run ran, from startedAt to
+	// finishedAt, as kubectl writes an age ("45s", "3m12s", "2d5h"); empty
+	// while it runs (the Started column is its age then) and when it never
+	// started.
+	// +kubebuilder:validation:MaxLength=32
+	// +optional
+	Duration string `json:"duration,omitempty"`
 }
 
 // Run is one run of a job config.
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
-// +kubebuilder:resource:categories=dlc
-// +kubebuilder:printcolumn:name="Job",type=string,JSONPath=`.spec.jobID`
+// +kubebuilder:resource:shortName=jr,categories=dlc
+// +kubebuilder:printcolumn:name="Job",type=string,JSONPath=`.spec.config.name`,description="The job config's name (J1), as the run's revision has it"
 // +kubebuilder:printcolumn:name="State",type=string,JSONPath=`.status.state`
 // +kubebuilder:printcolumn:name="Wait",type=string,JSONPath=`.status.waitReason`
-// +kubebuilder:printcolumn:name="Message",type=string,JSONPath=`.status.message`,priority=1
+// +kubebuilder:printcolumn:name="Started",type=date,JSONPath=`.status.startedAt`
+// +kubebuilder:printcolumn:name="Duration",type=string,JSONPath=`.status.summary.duration`,description="How long a finished run ran"
+// +kubebuilder:printcolumn:name="Job-ID",type=string,JSONPath=`.spec.jobID`,priority=1
 // +kubebuilder:printcolumn:name="Cluster",type=string,JSONPath=`.status.clusterID`,priority=1
 // +kubebuilder:printcolumn:name="Priority",type=integer,JSONPath=`.spec.priority`,priority=1
+// +kubebuilder:printcolumn:name="Message",type=string,JSONPath=`.status.message`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type Run struct {
 	metav1.TypeMeta   `json:",inline"`
