@@ -102,9 +102,10 @@ type StoreOptions struct {
 // Create is one write: the status rides in the StoreKeyInitialStatus
 // annotation, which readers take as the status until the status
 // subresource is first written (a write of the main resource after that
-// drops the annotation). A create whose status holds nothing but what the store
-// derives for kubectl (a resource group's, before its first reservation)
-// writes no annotation and the status right after, best effort. An Update writes only the parts that
+// drops the annotation). A create whose status holds nothing but what the
+// store derives for kubectl (a resource group's, before its first
+// reservation) writes no annotation, and the status right after, best
+// effort. An Update writes only the parts that
 // changed: the main resource when the spec or the metadata did, the
 // status subresource when the status did. For the kinds whose status has
 // storeLabels (all but resource groups and name claims) the document's
