@@ -19,7 +19,7 @@ import (
 	"github.com/aidlc/dlc/backend/kube"
 	"github.com/aidlc/dlc/backend/kube/api/v1alpha1"
 	"github.com/aidlc/dlc/cluster"
-	"github.com/aidlc/dlc/dlctest"
+	"github.com/aidlc/dlc/dlctest/kubetest"
 	"github.com/aidlc/dlc/job"
 	"github.com/aidlc/dlc/quota"
 )
@@ -81,7 +81,7 @@ func getTable(t *testing.T, cfg *rest.Config, ns, plural, selector string) table
 // on runs, capacities in cores and binary units, and on-demand clusters
 // told from standing ones by a label.
 func TestKubectlTables(t *testing.T) {
-	cp := dlctest.StartControlPlane(t)
+	cp := kubetest.StartControlPlane(t)
 	ns := cp.NewNamespace(t)
 	s, err := kube.NewStore(t.Context(), cp.Config(), ns, kube.StoreOptions{NoEvents: true})
 	if err != nil {

@@ -279,7 +279,7 @@ func acceptJob(t *testing.T, fx *fixture, v any) {
 	case job.OnDemandMode:
 		fx.register(t, cfg.OnDemand.ResourcePackage, cfg.OnDemand.ResourceGroup)
 	}
-	rec, err := fx.m.Client.Jobs().Save(fx.ctx, cfg, dlc.SaveOptions{})
+	rec, err := fx.m.Client.Jobs().Create(fx.ctx, cfg, dlc.SaveOptions{})
 	if err != nil {
 		t.Fatalf("Jobs().Save:\n%s", problems(err))
 	}
