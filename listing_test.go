@@ -93,6 +93,9 @@ func TestRunListPages(t *testing.T) {
 		{"states", dlc.RunListOptions{States: []job.RunState{job.Failed, job.Running}}, func(*job.Run) bool { return false }},
 		{"submitted after", dlc.RunListOptions{SubmittedAfter: mid}, func(r *job.Run) bool { return r.SubmittedAt.After(mid) }},
 		{"job and creator", dlc.RunListOptions{JobID: a.ID, Creator: "bob"}, func(*job.Run) bool { return false }},
+		{"job, state and time", dlc.RunListOptions{JobID: a.ID, States: []job.RunState{job.Succeeded}, SubmittedAfter: mid},
+			func(r *job.Run) bool { return r.JobID == a.ID && r.SubmittedAt.After(mid) }},
+		{"cluster", dlc.RunListOptions{ClusterID: all[0].ClusterID}, func(r *job.Run) bool { return r.ClusterID == all[0].ClusterID }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var want []string

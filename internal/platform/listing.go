@@ -125,10 +125,16 @@ func (s *RunService) ListPage(ctx context.Context, opts job.RunListOptions) (*jo
 	if err != nil {
 		return nil, err
 	}
-	sel := map[string]string{}
-	if opts.JobID != "" {
-		sel[labelJob] = opts.JobID
+	match := func(r *job.Run) bool {
+		return (len(opts.States) == 0 || slices.Contains(opts.States, r.State)) &&
+			(opts.ClusterID == "" || r.ClusterID == opts.ClusterID) &&
+			(opts.Creator == "" || r.Creator == opts.Creator) &&
+			(opts.SubmittedAfter.IsZero() || r.SubmittedAt.After(opts.SubmittedAfter))
 	}
+	if opts.JobID != "" {
+		return s.c.jobRunsPage(opts.JobID, from, opts.Limit, match)
+	}
+	sel := map[string]string{}
 	if opts.ClusterID != "" {
 		sel[labelOn] = opts.ClusterID
 	}
@@ -141,21 +147,60 @@ func (s *RunService) ListPage(ctx context.Context, opts job.RunListOptions) (*jo
 	}
 	kept, keptVersions := runs[:0:0], versions[:0:0]
 	for i, r := range runs {
-		if (len(opts.States) == 0 || slices.Contains(opts.States, r.State)) &&
-			(opts.Creator == "" || r.Creator == opts.Creator) &&
-			(opts.SubmittedAfter.IsZero() || r.SubmittedAt.After(opts.SubmittedAfter)) {
+		if match(r) {
 			kept, keptVersions = append(kept, r), append(keptVersions, versions[i])
 		}
 	}
 	items, itemVersions, next := page(kept, keptVersions, func(r *job.Run) pageKey { return pageKey{r.SubmittedAt, r.ID} }, opts.Limit, from)
+	return s.c.runPage(items, itemVersions, next), nil
+}
+
+// jobRunsPage is a page of one job config's runs: read in list order from
+// the index of its runs (runOrder), from the token on, until the page is
+// full, so that it costs what the page and the runs it skips cost.
+func (c *Engine) jobRunsPage(jobID string, from *pageKey, limit int, match func(*job.Run) bool) (*job.RunPage, error) {
+	var items []*job.Run
+	var versions []string
+	var next string
+	var err error
+	c.order.walk(jobID, from, func(id string) bool {
+		d, ok := c.cache.get(kindRun, id)
+		if !ok {
+			return true // deleted meanwhile
+		}
+		obj, ok, derr := c.cache.object(kindRun, id, d.Version, func(d backend.Doc) (any, error) { return decode[job.Run](d) })
+		if derr != nil {
+			err = derr
+			return false
+		}
+		r, isRun := obj.(*job.Run)
+		if !ok || !isRun || !match(r) {
+			return true
+		}
+		if limit > 0 && len(items) == limit {
+			last := items[len(items)-1]
+			next = pageKey{last.SubmittedAt, last.ID}.token()
+			return false
+		}
+		items, versions = append(items, r), append(versions, d.Version)
+		return true
+	})
+	if err != nil {
+		return nil, err
+	}
+	return c.runPage(items, versions, next), nil
+}
+
+// runPage copies a page of runs out of the cache.
+func (c *Engine) runPage(items []*job.Run, versions []string, next string) *job.RunPage {
 	out := &job.RunPage{Items: make([]*job.Run, len(items)), Continue: next}
 	for i, r := range items {
 		r = r.DeepCopy()
-		r.Version = itemVersions[i]
-		s.c.rederive(r)
+		r.Version = versions[i]
+		c.rederive(r)
 		out.Items[i] = r
 	}
-	return out, nil
+	return out
 }
 
 // ListPage returns one page of the clusters opts selects, by id, at most
