@@ -185,13 +185,13 @@ func ExampleClusterService_Wait() {
 	// true
 }
 
-// The README's first program, line for line (TestReadmeSnippet checks
+// The README's first program, line for line (TestReadmeSnippets checks
 // that the README's block is this function's body): a resource group, a
 // cluster group and a cluster, started, a job submitted to the group and
 // waited for, the cluster deleted.
 func Example_readme() {
 	ctx := context.Background()
-	// --- the README's block
+	// snippet main
 	c, err := dlc.New()
 	if err != nil {
 		log.Fatal(err)
@@ -210,7 +210,7 @@ func Example_readme() {
 	rec, run, _ := job.Submit(ctx, c, cfg, "req-42")                // Jobs().Create (J12) + Runs().Create (J14), idempotent under "req-42"
 	run, _ = c.Runs().Wait(ctx, run.ID, job.Ended)                  // queued → waiting(reason) → provisioning → running → succeeded/failed/stopped
 	c.Clusters().Delete(ctx, cl.ID, dlc.DeleteOptions{Force: true}) // stops its runs, with the reason
-	// --- end of the README's block
+	// end snippet main
 	fmt.Println(err, rec.Config.Name, run.State, run.ClusterID == cl.ID)
 	// Output: <nil> wordcount succeeded true
 }

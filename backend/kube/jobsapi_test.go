@@ -191,3 +191,25 @@ func TestServiceProxyURL(t *testing.T) {
 		}
 	}
 }
+
+// The README's Ray head snippet: a run's request rendered and submitted to
+// the stand-in, which runs it (TestReadmeSnippets, in the repository's
+// root, checks the region against the README).
+func TestReadmeRayHead(t *testing.T) {
+	ctx := context.Background()
+	pkg := writeZip(t, map[string]string{"main.py": "print('hello')\n"})
+	run := &job.Run{ID: "run-readme", JobID: "job-1", Config: job.Config{Entrypoint: "python main.py", Package: storage.LocalPackage(pkg)}}
+	presign := func(p storage.Package) (string, error) { return p.Local, nil } // a local package as is; a COS one would be presigned
+	// snippet rayhead
+	head := kubetest.NewRayHead(t, kubetest.RayHeadOptions{})
+	c := &kube.JobsClient{Base: head.URL}
+	req, _ := kube.RunRequest(run, kube.RenderOptions{WorkingDir: presign})
+	err := c.Submit(ctx, req)
+	// end snippet rayhead
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o := waitJob(t, c, run.ID); o.State != job.Succeeded {
+		t.Fatalf("%+v", o)
+	}
+}
