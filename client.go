@@ -314,3 +314,10 @@ type ClusterListOptions = cluster.ListOptions
 
 // ClusterPage is one page of clusters: see cluster.Page.
 type ClusterPage = cluster.Page
+
+// JobListOptions select the job configs Jobs().List and ListPage return:
+// see job.ListOptions.
+type JobListOptions = job.ListOptions
+
+// JobListPage is one page of the job list: see job.ListPage.
+type JobListPage = job.ListPage

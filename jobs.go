@@ -37,9 +37,17 @@ func (s *JobService) Get(ctx context.Context, id string) (*job.Record, error) {
 	return s.s.Get(ctx, id)
 }
 
-// List returns the job list with every J13 column, by id.
-func (s *JobService) List(ctx context.Context) ([]job.ListEntry, error) {
-	return s.s.List(ctx)
+// List returns the job list with every J13 column, by id: every config,
+// or those the options select (their Limit and Continue are ListPage's).
+func (s *JobService) List(ctx context.Context, opts ...JobListOptions) ([]job.ListEntry, error) {
+	return s.s.List(ctx, opts...)
+}
+
+// ListPage returns one page of the job list that opts selects (creator,
+// mode, resource, name, created after), by id: at most opts.Limit entries,
+// and Continue, the token of the next page.
+func (s *JobService) ListPage(ctx context.Context, opts JobListOptions) (*JobListPage, error) {
+	return s.s.ListPage(ctx, opts)
 }
 
 // Events returns a job config's operation log, oldest first.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -222,4 +223,84 @@ func TestClusterListPages(t *testing.T) {
 	if _, err := f.c.Clusters().ListPage(f.ctx, dlc.ClusterListOptions{Kind: "temporary"}); !errors.Is(err, errs.ErrInvalid) {
 		t.Errorf("bad kind: %v", err)
 	}
+}
+
+// The job list in pages, by id, with its filters.
+func TestJobListPages(t *testing.T) {
+	f := newFixture(t, dlctest.MemoryOptions{})
+	bob := dlc.WithUser(context.Background(), "bob")
+	var all, bobs, onDemand []string
+	for i := range 11 {
+		ctx, b := f.ctx, dlc.NewJob(fmt.Sprintf("job-%02d", i)).COSPackage("cos://jobs-1250000000/a.zip").Entrypoint("python a.py")
+		if i%2 == 0 {
+			b.OnGroup(f.grp)
+		} else {
+			b.OnDemand("pkg-1", "rg-1").Image("ray-2.46.0-py310-cpu").Head("head", "cu.4c8g").WorkerGroup("cpu", "cu.4c8g", 1, 1)
+		}
+		if i%3 == 0 {
+			ctx = bob
+		}
+		cfg, err := b.Build()
+		f.must(err)
+		rec, err := f.c.Jobs().Create(ctx, cfg, dlc.SaveOptions{})
+		f.must(err)
+		all = append(all, rec.ID)
+		if i%3 == 0 {
+			bobs = append(bobs, rec.ID)
+		}
+		if i%2 == 1 {
+			onDemand = append(onDemand, rec.ID)
+		}
+	}
+	slices.Sort(all)
+	slices.Sort(bobs)
+	slices.Sort(onDemand)
+	for _, tc := range []struct {
+		name string
+		opts dlc.JobListOptions
+		want []string
+	}{
+		{"every config", dlc.JobListOptions{}, all},
+		{"creator", dlc.JobListOptions{Creator: "bob"}, bobs},
+		{"mode", dlc.JobListOptions{Mode: job.OnDemandMode}, onDemand},
+		{"resource", dlc.JobListOptions{Resource: "rg-1"}, onDemand},
+		{"name", dlc.JobListOptions{NameContains: "job-1"}, nil}, // filled below
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.name == "name" {
+				for _, e := range mustList(t, f.c, dlc.JobListOptions{}) {
+					if strings.Contains(e.Name, "job-1") {
+						tc.want = append(tc.want, e.ID)
+					}
+				}
+			}
+			opts := tc.opts
+			opts.Limit = 3
+			var got []string
+			for {
+				p, err := f.c.Jobs().ListPage(f.ctx, opts)
+				if err != nil || len(p.Items) > 3 {
+					t.Fatalf("%d %v", len(p.Items), err)
+				}
+				for _, e := range p.Items {
+					got = append(got, e.ID)
+				}
+				if opts.Continue = p.Continue; p.Continue == "" {
+					break
+				}
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("got %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func mustList(t *testing.T, c *dlc.Client, opts dlc.JobListOptions) []job.ListEntry {
+	t.Helper()
+	out, err := c.Jobs().List(context.Background(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }

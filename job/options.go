@@ -40,3 +40,26 @@ type RunPage struct {
 	// (RunListOptions.Continue); "" after the last page.
 	Continue string
 }
+
+// ListOptions select the job configs Jobs().List and ListPage return.
+// Every filter set must hold; the zero value selects every config.
+type ListOptions struct {
+	Creator      string    // only configs this user created
+	Mode         Mode      // only configs of this run mode
+	Resource     string    // only configs on this cluster, cluster group or resource group (ListEntry.Resource)
+	NameContains string    // only configs whose name contains this
+	CreatedAfter time.Time // only configs created after this instant
+	// Limit is the most entries ListPage returns (0: every one); List
+	// ignores it and Continue.
+	Limit int
+	// Continue is the previous page's ListPage.Continue: the page after it.
+	Continue string
+}
+
+// ListPage is one page of the job list (Jobs().ListPage), by id.
+type ListPage struct {
+	Items []ListEntry
+	// Continue, when not "", is the token that returns the next page
+	// (ListOptions.Continue); "" after the last page.
+	Continue string
+}

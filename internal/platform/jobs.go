@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
+	"strings"
 	"time"
 
 	"github.com/aidlc/dlc/cluster"
@@ -141,20 +143,55 @@ func (c *Engine) getJob(ctx context.Context, id string) (*job.Record, error) {
 }
 
 // List returns the job list with every J13 column, by id.
-func (s *JobService) List(ctx context.Context) ([]job.ListEntry, error) {
+func (s *JobService) List(ctx context.Context, opts ...job.ListOptions) ([]job.ListEntry, error) {
+	var o job.ListOptions
+	if len(opts) > 0 {
+		o = opts[0]
+	}
+	o.Limit, o.Continue = 0, ""
+	p, err := s.ListPage(ctx, o)
+	if err != nil {
+		return nil, err
+	}
+	return p.Items, nil
+}
+
+// ListPage returns one page of the job list (every J13 column) that opts
+// selects, by id: at most opts.Limit entries, and the token of the next
+// page. It reads the client's cache.
+func (s *JobService) ListPage(ctx context.Context, opts job.ListOptions) (*job.ListPage, error) {
 	c := s.c
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	recs, err := list[job.Record](c, kindJob, nil, nil)
+	if err := checkLimit(opts.Limit); err != nil {
+		return nil, err
+	}
+	from, err := parseContinue(opts.Continue)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]job.ListEntry, 0, len(recs))
-	for _, r := range recs {
+	recs, versions, err := cachedObjects[job.Record](c, kindJob, nil)
+	if err != nil {
+		return nil, err
+	}
+	kept, keptVersions := recs[:0:0], versions[:0:0]
+	for i, r := range recs {
 		cfg := &r.Config
-		out = append(out, job.ListEntry{ID: r.ID, Name: cfg.Name, Mode: cfg.Mode(), Resource: cfg.Target(),
-			Package: cfg.Package.String(), Running: c.liveRuns(r.ID), Priority: cfg.Priority(), Tags: cfg.Tags,
+		if (opts.Creator == "" || r.Creator == opts.Creator) &&
+			(opts.Mode == "" || cfg.Mode() == opts.Mode) &&
+			(opts.Resource == "" || cfg.Target() == opts.Resource) &&
+			(opts.NameContains == "" || strings.Contains(cfg.Name, opts.NameContains)) &&
+			(opts.CreatedAfter.IsZero() || r.CreatedAt.After(opts.CreatedAfter)) {
+			kept, keptVersions = append(kept, r), append(keptVersions, versions[i])
+		}
+	}
+	items, _, next := page(kept, keptVersions, func(r *job.Record) pageKey { return pageKey{ID: r.ID} }, opts.Limit, from)
+	out := &job.ListPage{Items: make([]job.ListEntry, 0, len(items)), Continue: next}
+	for _, r := range items {
+		cfg := &r.Config
+		out.Items = append(out.Items, job.ListEntry{ID: r.ID, Name: cfg.Name, Mode: cfg.Mode(), Resource: cfg.Target(),
+			Package: cfg.Package.String(), Running: c.liveRuns(r.ID), Priority: cfg.Priority(), Tags: maps.Clone(cfg.Tags),
 			Creator: r.Creator, CreatedAt: r.CreatedAt})
 	}
 	return out, nil
