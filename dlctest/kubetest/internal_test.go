@@ -114,7 +114,7 @@ func TestAssetsDir(t *testing.T) {
 
 // TestAssetsDirMatchesScript keeps the default in step with the script's.
 func TestAssetsDirMatchesScript(t *testing.T) {
-	script, err := os.ReadFile(filepath.Join("..", "hack", "envtest-assets.sh"))
+	script, err := os.ReadFile(filepath.Join("..", "..", "hack", "envtest-assets.sh"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -177,13 +177,15 @@ func writesAndLists(n map[string]int) (writes []string, total int, lists []strin
 //   - delete (4): the status to deleting, the RayCluster's delete, the
 //     ComputeCluster's and the name claim's deletes (a hibernated cluster
 //     holds no reservation);
-//   - an on-demand run (14): the run's create, its admission (the
+//   - an on-demand run (15): the run's create, its admission (the
 //     reservation), the on-demand cluster's create, the run placed, the
 //     RayJob (apply), the cluster running, Ray's acceptance of the job, the
-//     run running, succeeded, the
-//     cluster deleting, the run's Ray part done, the RayJob's delete (its
-//     RayCluster KubeRay has deleted already), the reservation released,
-//     the cluster's delete.
+//     run running, succeeded (its log tail kept in the same write), the
+//     cluster deleting, the run's Ray part done, the RayJob's delete and
+//     its RayCluster's (KubeRay keeps that cluster a minute after the job,
+//     ttlSecondsAfterFinished, so that the platform reads the job's logs
+//     from its head first: it used to delete it at once), the reservation
+//     released, the cluster's delete.
 //
 // The backend runs as the user the shipped RBAC makes of it (config/rbac
 // bound in its namespace), in a namespace held to what config/ ships
@@ -342,7 +344,7 @@ func TestRequestsPerOperation(t *testing.T) {
 		cls, err := c.Clusters().List(ctx)
 		return err == nil && len(cls) == 0, fmt.Sprint(len(cls), err)
 	})
-	check("an on-demand run", 14)
+	check("an on-demand run", 15)
 	for _, f := range figures {
 		t.Log("requests: " + f)
 	}
