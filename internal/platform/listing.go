@@ -84,16 +84,7 @@ func page[T any](objs []*T, versions []string, key func(*T) pageKey, limit int, 
 			idx = append(idx, i)
 		}
 	}
-	slices.SortFunc(idx, func(a, b int) int {
-		ka, kb := key(objs[a]), key(objs[b])
-		switch {
-		case kb.after(ka):
-			return -1
-		case ka.after(kb):
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(idx, func(a, b int) int { return cmpKeys(key(objs[a]), key(objs[b])) })
 	if limit > 0 && len(idx) > limit {
 		next = key(objs[idx[limit-1]]).token()
 		idx = idx[:limit]

@@ -30,6 +30,7 @@ func newRunOrder() *runOrder {
 	return &runOrder{byJob: map[string][]pageKey{}, keyOf: map[string]runPlace{}}
 }
 
+// cmpKeys orders list keys, as slices.SortFunc wants.
 func cmpKeys(a, b pageKey) int {
 	switch {
 	case b.after(a):
