@@ -468,16 +468,26 @@ func fromCache[T any](c *Engine, kind, id string) (*T, string, error) {
 	if !ok {
 		return nil, "", errs.NotFound(kind, id)
 	}
-	obj, ok, err := c.cache.object(kind, id, d.Version, func(d backend.Doc) (any, error) { return decode[T](d) })
-	if err != nil {
-		return nil, "", err
-	}
-	v, isT := obj.(*T)
-	if !ok || !isT {
-		v, err := decode[T](d) // changed meanwhile: this version, decoded
+	v, shared, err := sharedObject[T](c, d)
+	if err != nil || !shared {
 		return v, d.Version, err
 	}
 	return deepCopy(v), d.Version, nil
+}
+
+// sharedObject returns the cache's decoded form of document d, shared with
+// the cache (shared: not to be changed), or, when the cache has moved on
+// from d's version, d decoded afresh (not shared).
+func sharedObject[T any](c *Engine, d backend.Doc) (v *T, shared bool, err error) {
+	obj, ok, err := c.cache.object(d.Kind, d.ID, d.Version, func(d backend.Doc) (any, error) { return decode[T](d) })
+	if err != nil {
+		return nil, false, err
+	}
+	if v, isT := obj.(*T); ok && isT {
+		return v, true, nil
+	}
+	v, err = decode[T](d) // changed meanwhile: this version, decoded
+	return v, false, err
 }
 
 // deepCopy copies a stored object so that the caller shares nothing with
@@ -567,22 +577,20 @@ func get[T any](ctx context.Context, c *Engine, kind, what, id string) (*T, stri
 	return v, version, nil
 }
 
-// list decodes the cached documents of kind that sel selects, by id;
-// versioned (when not nil) is given each with its version.
+// list returns copies of the cached objects of kind that sel selects, by
+// id; versioned (when not nil) is given each with its version.
 func list[T any](c *Engine, kind string, sel map[string]string, versioned func(*T, string)) ([]*T, error) {
-	docs := c.cache.selectDocs(kind, sel)
-	out := make([]*T, 0, len(docs))
-	for _, d := range docs {
-		v, err := decode[T](d)
-		if err != nil {
-			return nil, err
-		}
-		if versioned != nil {
-			versioned(v, d.Version)
-		}
-		out = append(out, v)
+	objs, versions, err := cachedObjects[T](c, kind, sel)
+	if err != nil {
+		return nil, err
 	}
-	return out, nil
+	for i, v := range objs {
+		objs[i] = deepCopy(v)
+		if versioned != nil {
+			versioned(objs[i], versions[i])
+		}
+	}
+	return objs, nil
 }
 
 // listLatest returns the documents of kind (a cluster or a run: a kind

@@ -161,13 +161,7 @@ func (s *JobService) List(ctx context.Context, opts ...job.ListOptions) ([]job.L
 // page. It reads the client's cache.
 func (s *JobService) ListPage(ctx context.Context, opts job.ListOptions) (*job.ListPage, error) {
 	c := s.c
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	if err := checkLimit(opts.Limit); err != nil {
-		return nil, err
-	}
-	from, err := parseContinue(opts.Continue)
+	from, err := pageFrom(ctx, opts.Limit, opts.Continue)
 	if err != nil {
 		return nil, err
 	}
@@ -175,18 +169,15 @@ func (s *JobService) ListPage(ctx context.Context, opts job.ListOptions) (*job.L
 	if err != nil {
 		return nil, err
 	}
-	kept, keptVersions := recs[:0:0], versions[:0:0]
-	for i, r := range recs {
+	match := func(r *job.Record) bool {
 		cfg := &r.Config
-		if (opts.Creator == "" || r.Creator == opts.Creator) &&
+		return (opts.Creator == "" || r.Creator == opts.Creator) &&
 			(opts.Mode == "" || cfg.Mode() == opts.Mode) &&
 			(opts.Resource == "" || cfg.Target() == opts.Resource) &&
 			(opts.NameContains == "" || strings.Contains(cfg.Name, opts.NameContains)) &&
-			(opts.CreatedAfter.IsZero() || r.CreatedAt.After(opts.CreatedAfter)) {
-			kept, keptVersions = append(kept, r), append(keptVersions, versions[i])
-		}
+			(opts.CreatedAfter.IsZero() || r.CreatedAt.After(opts.CreatedAfter))
 	}
-	items, _, next := page(kept, keptVersions, func(r *job.Record) pageKey { return pageKey{ID: r.ID} }, opts.Limit, from)
+	items, _, next := page(recs, versions, match, func(r *job.Record) pageKey { return pageKey{ID: r.ID} }, opts.Limit, from)
 	out := &job.ListPage{Items: make([]job.ListEntry, 0, len(items)), Continue: next}
 	for _, r := range items {
 		cfg := &r.Config

@@ -7,7 +7,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/aidlc/dlc/backend"
 	"github.com/aidlc/dlc/cluster"
 	"github.com/aidlc/dlc/errs"
 	"github.com/aidlc/dlc/job"
@@ -54,33 +53,31 @@ func parseContinue(tok string) (*pageKey, error) {
 	return &k, nil
 }
 
-// cachedObjects returns the cache's decoded objects of kind under sel,
-// with their versions: shared with the cache, not to be changed.
+// cachedObjects returns the cache's decoded objects of kind under sel, by
+// id, with their versions: shared with the cache, not to be changed (one
+// the cache moved on from since it was selected is decoded at the version
+// selected).
 func cachedObjects[T any](c *Engine, kind string, sel map[string]string) ([]*T, []string, error) {
 	docs := c.cache.selectDocs(kind, sel)
 	objs := make([]*T, 0, len(docs))
 	versions := make([]string, 0, len(docs))
 	for _, d := range docs {
-		obj, ok, err := c.cache.object(kind, d.ID, d.Version, func(d backend.Doc) (any, error) { return decode[T](d) })
+		v, _, err := sharedObject[T](c, d)
 		if err != nil {
 			return nil, nil, err
-		}
-		v, isT := obj.(*T)
-		if !ok || !isT {
-			continue // changed since it was selected: the newer version is listed next time
 		}
 		objs, versions = append(objs, v), append(versions, d.Version)
 	}
 	return objs, versions, nil
 }
 
-// page orders the selected objects by key, skips those up to the token,
-// and returns at most limit (0: all) of the rest, with the next page's
-// token when more remain.
-func page[T any](objs []*T, versions []string, key func(*T) pageKey, limit int, from *pageKey) (out []*T, outVersions []string, next string) {
+// page orders the objects that match by key, skips those up to the
+// token, and returns at most limit (0: all) of the rest, with the next
+// page's token when more remain.
+func page[T any](objs []*T, versions []string, match func(*T) bool, key func(*T) pageKey, limit int, from *pageKey) (out []*T, outVersions []string, next string) {
 	idx := make([]int, 0, len(objs))
 	for i, o := range objs {
-		if from == nil || key(o).after(*from) {
+		if match(o) && (from == nil || key(o).after(*from)) {
 			idx = append(idx, i)
 		}
 	}
@@ -95,24 +92,23 @@ func page[T any](objs []*T, versions []string, key func(*T) pageKey, limit int, 
 	return out, outVersions, next
 }
 
-func checkLimit(limit int) error {
-	if limit < 0 {
-		return errs.List{errs.Invalid("limit", "", limit, "a limit is not negative")}.ToError()
+// pageFrom checks a list call's context and limit, and reads its continue
+// token: where its page starts (nil: the first page).
+func pageFrom(ctx context.Context, limit int, cont string) (*pageKey, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
 	}
-	return nil
+	if limit < 0 {
+		return nil, errs.List{errs.Invalid("limit", "", limit, "a limit is not negative")}.ToError()
+	}
+	return parseContinue(cont)
 }
 
 // ListPage returns one page of the runs opts selects, in submission order
 // (then by id), at most opts.Limit of them, and the token of the next
 // page. A bad token or limit is ErrInvalid.
 func (s *RunService) ListPage(ctx context.Context, opts job.RunListOptions) (*job.RunPage, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	if err := checkLimit(opts.Limit); err != nil {
-		return nil, err
-	}
-	from, err := parseContinue(opts.Continue)
+	from, err := pageFrom(ctx, opts.Limit, opts.Continue)
 	if err != nil {
 		return nil, err
 	}
@@ -136,13 +132,7 @@ func (s *RunService) ListPage(ctx context.Context, opts job.RunListOptions) (*jo
 	if err != nil {
 		return nil, err
 	}
-	kept, keptVersions := runs[:0:0], versions[:0:0]
-	for i, r := range runs {
-		if match(r) {
-			kept, keptVersions = append(kept, r), append(keptVersions, versions[i])
-		}
-	}
-	items, itemVersions, next := page(kept, keptVersions, func(r *job.Run) pageKey { return pageKey{r.SubmittedAt, r.ID} }, opts.Limit, from)
+	items, itemVersions, next := page(runs, versions, match, func(r *job.Run) pageKey { return pageKey{r.SubmittedAt, r.ID} }, opts.Limit, from)
 	return s.c.runPage(items, itemVersions, next), nil
 }
 
@@ -159,13 +149,12 @@ func (c *Engine) jobRunsPage(jobID string, from *pageKey, limit int, match func(
 		if !ok {
 			return true // deleted meanwhile
 		}
-		obj, ok, derr := c.cache.object(kindRun, id, d.Version, func(d backend.Doc) (any, error) { return decode[job.Run](d) })
+		r, _, derr := sharedObject[job.Run](c, d)
 		if derr != nil {
 			err = derr
 			return false
 		}
-		r, isRun := obj.(*job.Run)
-		if !ok || !isRun || !match(r) {
+		if !match(r) {
 			return true
 		}
 		if limit > 0 && len(items) == limit {
@@ -198,10 +187,8 @@ func (c *Engine) runPage(items []*job.Run, versions []string, next string) *job.
 // opts.Limit of them, and the token of the next page. A bad token, limit
 // or kind is ErrInvalid.
 func (s *ClusterService) ListPage(ctx context.Context, opts cluster.ListOptions) (*cluster.Page, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	if err := checkLimit(opts.Limit); err != nil {
+	from, err := pageFrom(ctx, opts.Limit, opts.Continue)
+	if err != nil {
 		return nil, err
 	}
 	sel := map[string]string{}
@@ -211,10 +198,6 @@ func (s *ClusterService) ListPage(ctx context.Context, opts cluster.ListOptions)
 		sel[labelTemporary] = "1"
 	default:
 		return nil, errs.List{errs.NotSupported("kind", "", opts.Kind, []string{cluster.KindStanding, cluster.KindOnDemand})}.ToError()
-	}
-	from, err := parseContinue(opts.Continue)
-	if err != nil {
-		return nil, err
 	}
 	if opts.Group != "" {
 		sel[labelMemberOf+opts.Group] = "1"
@@ -226,17 +209,14 @@ func (s *ClusterService) ListPage(ctx context.Context, opts cluster.ListOptions)
 	if err != nil {
 		return nil, err
 	}
-	kept, keptVersions := cls[:0:0], versions[:0:0]
-	for i, cl := range cls {
-		if (len(opts.States) == 0 || slices.Contains(opts.States, cl.State)) &&
+	match := func(cl *cluster.Cluster) bool {
+		return (len(opts.States) == 0 || slices.Contains(opts.States, cl.State)) &&
 			(opts.Creator == "" || cl.Creator == opts.Creator) &&
 			(opts.ResourceGroup == "" || cl.Spec.ResourceGroup == opts.ResourceGroup) &&
 			(opts.Kind != cluster.KindStanding || !cl.Temporary) &&
-			(opts.CreatedAfter.IsZero() || cl.CreatedAt.After(opts.CreatedAfter)) {
-			kept, keptVersions = append(kept, cl), append(keptVersions, versions[i])
-		}
+			(opts.CreatedAfter.IsZero() || cl.CreatedAt.After(opts.CreatedAfter))
 	}
-	items, itemVersions, next := page(kept, keptVersions, func(cl *cluster.Cluster) pageKey { return pageKey{ID: cl.ID} }, opts.Limit, from)
+	items, itemVersions, next := page(cls, versions, match, func(cl *cluster.Cluster) pageKey { return pageKey{ID: cl.ID} }, opts.Limit, from)
 	out := &cluster.Page{Items: make([]*cluster.Cluster, len(items)), Continue: next}
 	for i, cl := range items {
 		cl = cl.DeepCopy()
