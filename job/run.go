@@ -44,6 +44,13 @@ const (
 	MaxLogTailBytes = 16 << 10
 )
 
+// KeepLogs keeps the tail of lines, what the run logged, on r (LogTail,
+// LogsDropped, LogsKept), within the bounds of LogTailOf.
+func (r *Run) KeepLogs(lines []string) {
+	r.LogTail, r.LogsDropped = LogTailOf(lines)
+	r.LogsKept = true
+}
+
 // LogTailOf returns the end of lines within the bounds of Run.LogTail
 // (a line longer than the byte bound keeps its end), and how many lines
 // before it are left out.

@@ -247,8 +247,7 @@ func (c *Engine) followRun(ctx context.Context, r *job.Run) error {
 	next, ok, err := c.moveRun(ctx, r, t, obs.Message, func(n *job.Run) {
 		n.RaySubmitted = true
 		if n.State.Terminal() && keptOK && !n.LogsKept {
-			n.LogTail, n.LogsDropped = job.LogTailOf(kept)
-			n.LogsKept = true
+			n.KeepLogs(kept)
 		}
 		if n.State == job.Running {
 			n.Message = "on cluster " + n.ClusterID
@@ -310,8 +309,7 @@ func (c *Engine) cleanupRun(ctx context.Context, r *job.Run) error {
 	if !r.LogsKept && r.ClusterID != "" {
 		if lines, ok := c.logsToKeep(ctx, r.ID); ok {
 			next := r.DeepCopy()
-			next.LogTail, next.LogsDropped = job.LogTailOf(lines)
-			next.LogsKept = true
+			next.KeepLogs(lines)
 			return c.putRun(ctx, next, r.Version) // its watch brings the run back here
 		}
 	}
