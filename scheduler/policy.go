@@ -1,16 +1,28 @@
-// Package scheduler holds what a user plugs into the platform's
-// scheduling: the policy that picks the member cluster of a cluster group
-// a run goes to (G3). The per-resource-group priority queue that admits
-// on-demand runs as quota becomes free (J3, J18) is the engine's own.
+// Package scheduler holds the policies that pick the member cluster of a
+// cluster group a run goes to (G3), for the uses the product gives groups
+// (G4): [Random] (the default, and what a user may plug in instead),
+// [LeastLoaded] (spread runs over the members), [OrderedFailover]
+// (primary and standby: the first running member in a set order) and
+// [MostFreeQuota] (peak-shifting across resource groups: the member whose
+// resource group can allocate most). The per-resource-group priority
+// queue that admits on-demand runs as quota becomes free (J3, J18) is the
+// engine's own.
 //
 // It is plain Go: values in, values out. It does no I/O, starts no
 // goroutines and reads no clock, so what it decides is deterministic for
-// given inputs and, for [Random], a given seed.
+// given inputs and, for [Random], a given seed. The engine fills each
+// [Candidate] with what the policies read (its active runs, its resource
+// group's allocatable quota, its place in the failover order) from its
+// view of the store; the policies other than Random break ties from the
+// run's id, so that two replicas that see the same store pick the same
+// member for the same run.
 package scheduler
 
 import (
 	"math/rand/v2"
 	"sync"
+
+	"github.com/aidlc/dlc/quota"
 )
 
 // Candidate is one member of a cluster group as the scheduler sees it.
@@ -23,6 +35,18 @@ type Candidate struct {
 	// unreachable, or its head not ready); an abnormal member is skipped
 	// even when Running.
 	Abnormal bool
+	// ActiveRuns is how many runs are placed on the member and have not
+	// ended (provisioning or running); [LeastLoaded] reads it.
+	ActiveRuns int
+	// ResourceGroup is the resource group the member draws from (C4), and
+	// Allocatable what that group can still allocate; [MostFreeQuota]
+	// reads them.
+	ResourceGroup string
+	Allocatable   quota.Resources
+	// Order is the member's place in the group's failover order, counted
+	// from 1; 0 means the member is not in the order. [OrderedFailover]
+	// reads it.
+	Order int
 }
 
 // eligible reports whether a run may be sent to c.
@@ -32,12 +56,13 @@ func (c Candidate) eligible() bool { return c.Running && !c.Abnormal }
 //
 // Pick returns the chosen member's ClusterID and true, or "" and false when
 // no member is both Running and not Abnormal; [WhyNone] then says why.
-// Pick does not keep or change members.
+// Pick does not keep or change members. A Policy that is also a [Placer]
+// is asked through Place, with the run's id.
 type Policy interface {
 	Pick(members []Candidate) (clusterID string, ok bool)
 }
 
-// Random is the random policy (G3, the only one the product has today): it
+// Random is the random policy (G3, the product's own and the default): it
 // picks uniformly among the members that are Running and not Abnormal.
 //
 // A Random is safe for concurrent use. Its sequence of picks is fixed by its
@@ -48,7 +73,7 @@ type Random struct {
 	rng *rand.Rand // guarded by mu
 }
 
-var _ Policy = (*Random)(nil)
+var _ Placer = (*Random)(nil)
 
 // NewRandom returns a Random policy whose choices come from a PCG source
 // seeded with seed.
