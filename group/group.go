@@ -13,23 +13,128 @@ import (
 	"github.com/aidlc/dlc/cluster"
 	"github.com/aidlc/dlc/errs"
 	"github.com/aidlc/dlc/internal/check"
+	"github.com/aidlc/dlc/internal/codec"
 )
 
 // MaxNameLen is the longest group name, in characters.
 const MaxNameLen = 64
 
-// Policy names a group's scheduling policy (G3).
+// Policy names a group's scheduling policy (G3): how a run of a job in
+// cluster-group mode picks the member it goes to, among the members that
+// are running and not abnormal (a run waits while there is none, J18).
 type Policy string
 
-// Random picks a running member at random; the only policy the product
-// has today (G3).
-const Random Policy = "random"
+// The scheduling policies (G3), for the uses the product gives groups
+// (G4). Package scheduler holds what each does.
+const (
+	// Random picks a running member at random: the product's own policy,
+	// and the default.
+	Random Policy = "random"
+	// LeastLoaded picks the running member with the fewest active runs
+	// (placed and not ended), a tie broken by the run's id: one entry that
+	// spreads runs over clusters of the same kind.
+	LeastLoaded Policy = "least-loaded"
+	// OrderedFailover picks the first running member in the group's Order
+	// (primary, then standbys), then the other members by id: primary and
+	// backup (主备容灾).
+	OrderedFailover Policy = "ordered-failover"
+	// MostFreeQuota picks the running member whose resource group can
+	// allocate most (GPUs first, then CPU, then memory), a tie broken by
+	// the run's id: peak-shifting across resource groups (跨资源组错峰).
+	MostFreeQuota Policy = "most-free-quota"
+)
+
+// Policies lists the scheduling policies, the default first.
+func Policies() []Policy { return []Policy{Random, LeastLoaded, OrderedFailover, MostFreeQuota} }
+
+// MaxOrder bounds a group's failover order, in clusters.
+const MaxOrder = 64
+
+// Scheduling is how a group's runs pick their member (G3): the policy and,
+// for OrderedFailover, the order of the members. It is the form a group's
+// policy is given in at create (CreateOptions) and changed in
+// (GroupService.SetPolicy), in Go or as YAML/JSON (UnmarshalSchedulingYAML).
+type Scheduling struct {
+	// Policy is the scheduling policy; "" means Random.
+	Policy Policy `json:"policy,omitempty"`
+	// Order is, for OrderedFailover, the member cluster ids in the order
+	// they take runs: the primary first. Members not in it come after, by
+	// id. A listed cluster that is not a member (not yet, or no longer) is
+	// passed over: membership is kept on the clusters, and a cluster may
+	// leave the group, or be deleted, after the order names it. At most
+	// MaxOrder ids, each once. Other policies take no order.
+	Order []string `json:"order,omitempty"`
+}
+
+// CreateOptions are the options of a group's create.
+type CreateOptions struct {
+	// Scheduling is the group's scheduling policy; the zero value is Random.
+	Scheduling Scheduling
+}
+
+// Validate checks a scheduling policy (G3): a known policy, and an order
+// only for OrderedFailover, of at most MaxOrder well-formed cluster ids,
+// each once. Every problem is reported, with its field path.
+func (s Scheduling) Validate() error {
+	var l errs.List
+	if err := ValidatePolicy(s.Policy); err != nil {
+		l = append(l, errs.NotSupported("policy", "G3", string(s.Policy), policyNames()))
+	}
+	if len(s.Order) > 0 && s.Policy != OrderedFailover {
+		l = append(l, errs.Forbidden("order", "G3", "only the "+string(OrderedFailover)+" policy takes an order"))
+	}
+	if len(s.Order) > MaxOrder {
+		l = append(l, errs.TooMany("order", "G3", len(s.Order), MaxOrder))
+		return l.ToError()
+	}
+	seen := make(map[string]bool, len(s.Order))
+	for i, id := range s.Order {
+		p := errs.NewPath("order").Index(i)
+		if bad := check.ID(p, "G3", "cluster", id); len(bad) > 0 {
+			l = append(l, bad...)
+			continue
+		}
+		if seen[id] {
+			l = append(l, errs.Duplicate(p, "G3", id))
+		}
+		seen[id] = true
+	}
+	return l.ToError()
+}
+
+// Normalized returns s with its default made explicit (Random for ""),
+// sharing nothing with s.
+func (s Scheduling) Normalized() Scheduling {
+	if s.Policy == "" {
+		s.Policy = Random
+	}
+	s.Order = slices.Clone(s.Order)
+	return s
+}
+
+// UnmarshalSchedulingYAML reads a scheduling policy from YAML or JSON,
+// strictly: an unknown field, a duplicate key or a value of the wrong
+// shape is an error (errors.Is ErrInvalid), each with its path. It does
+// not Validate.
+func UnmarshalSchedulingYAML(data []byte) (*Scheduling, error) { return codec.Decode[Scheduling](data) }
+
+func policyNames() []string {
+	var out []string
+	for _, p := range Policies() {
+		out = append(out, string(p))
+	}
+	return out
+}
 
 // Group is a cluster group as the platform keeps it.
 type Group struct {
-	ID        string    `json:"id"`
-	Name      string    `json:"name"`
-	Policy    Policy    `json:"policy"`
+	ID   string `json:"id"`
+	Name string `json:"name"`
+	// Policy is the group's scheduling policy (G3); see Scheduling.
+	Policy Policy `json:"policy"`
+	// Order is the OrderedFailover policy's order of members (see
+	// Scheduling.Order); empty for the other policies.
+	Order     []string  `json:"order,omitempty"`
 	Version   string    `json:"-"` // the store's version
 	Creator   string    `json:"creator"`
 	CreatedAt time.Time `json:"createdAt"`
@@ -70,12 +175,19 @@ func ValidateName(name string) error {
 	return check.Name(errs.NewPath("name"), "G5", "cluster group", name, MaxNameLen).ToError()
 }
 
-// ValidatePolicy checks a scheduling policy (G3); "" means Random.
+// ValidatePolicy checks a scheduling policy's name (G3); "" means Random.
+// Scheduling.Validate checks a policy with its order.
 func ValidatePolicy(p Policy) error {
-	if p == "" || p == Random {
+	if p == "" || slices.Contains(Policies(), p) {
 		return nil
 	}
-	return errs.List{errs.NotSupported("policy", "G3", string(p), []string{string(Random)})}.ToError()
+	return errs.List{errs.NotSupported("policy", "G3", string(p), policyNames())}.ToError()
+}
+
+// Scheduling returns the group's scheduling policy, with its default made
+// explicit (a group stored before policies had one reads Random).
+func (g *Group) Scheduling() Scheduling {
+	return Scheduling{Policy: g.Policy, Order: g.Order}.Normalized()
 }
 
 // MoveMembers returns a cluster's groups with from replaced by to, once
@@ -98,6 +210,7 @@ func MoveMembers(groups []string, from, to string) []string {
 // DeepCopy returns a copy of g that shares nothing with it.
 func (g *Group) DeepCopy() *Group {
 	out := *g
+	out.Order = slices.Clone(g.Order)
 	out.Events = slices.Clone(g.Events)
 	return &out
 }
