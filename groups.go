@@ -14,13 +14,32 @@ func (c *Client) Groups() *GroupService { return &GroupService{c.e.Groups()} }
 // GroupService is the cluster groups of a Client (G1–G6).
 type GroupService struct{ s *platform.GroupService }
 
-// Create creates a cluster group (G5) with the random policy (G3). Group
-// names are unique: the name is claimed before the group is stored.
-func (s *GroupService) Create(ctx context.Context, name string) (*group.Group, error) {
-	return s.s.Create(ctx, name)
+// GroupCreateOptions are the options of a group's create: its scheduling
+// policy (G3).
+type GroupCreateOptions = group.CreateOptions
+
+// Create creates a cluster group (G5) with the scheduling policy of opts
+// (G3; only the first opts is read), random by default:
+//
+//	c.Groups().Create(ctx, "主备", dlc.GroupCreateOptions{Scheduling: group.Scheduling{Policy: group.OrderedFailover}})
+//
+// The name and the policy are checked together (every problem at once).
+// Group names are unique: the name is claimed before the group is stored.
+func (s *GroupService) Create(ctx context.Context, name string, opts ...GroupCreateOptions) (*group.Group, error) {
+	return s.s.Create(ctx, name, opts...)
 }
 
-// Get returns a cluster group.
+// SetPolicy changes a group's scheduling policy (G3): random,
+// least-loaded, ordered failover (with the order of its members: the
+// primary first) or most free quota; see group.Policy. It is checked
+// first (group.Scheduling.Validate). Runs placed already stay where they
+// are; the runs placed from then on follow the new policy, and each
+// records which member it went to and why (job.Run.Placement).
+func (s *GroupService) SetPolicy(ctx context.Context, id string, sched group.Scheduling) (*group.Group, error) {
+	return s.s.SetPolicy(ctx, id, sched)
+}
+
+// Get returns a cluster group, with its scheduling policy (G3).
 func (s *GroupService) Get(ctx context.Context, id string) (*group.Group, error) {
 	return s.s.Get(ctx, id)
 }

@@ -120,22 +120,31 @@ const (
 	InsufficientQuota WaitReason = "insufficient unused quota"
 )
 
+// MaxPlacementLen bounds a run's Placement, in bytes.
+const MaxPlacementLen = 256
+
 // Run is one run (task instance) of a job config (J14). It keeps a
 // snapshot of the config revision it started from.
 type Run struct {
-	ID          string     `json:"id"`
-	JobID       string     `json:"jobID"`
-	Revision    int        `json:"revision"` // the config revision it runs
-	Config      Config     `json:"config"`   // that revision's config
-	State       RunState   `json:"state"`
-	WaitReason  WaitReason `json:"waitReason,omitempty"`
-	Message     string     `json:"message,omitempty"` // why it failed or stopped, or detail on waiting
-	ClusterID   string     `json:"clusterID,omitempty"`
-	Creator     string     `json:"creator"`
-	SubmittedAt time.Time  `json:"submittedAt"`
-	StartedAt   time.Time  `json:"startedAt,omitzero"`
-	FinishedAt  time.Time  `json:"finishedAt,omitzero"`
-	Logs        string     `json:"logs,omitempty"` // where its logs are
+	ID         string     `json:"id"`
+	JobID      string     `json:"jobID"`
+	Revision   int        `json:"revision"` // the config revision it runs
+	Config     Config     `json:"config"`   // that revision's config
+	State      RunState   `json:"state"`
+	WaitReason WaitReason `json:"waitReason,omitempty"`
+	Message    string     `json:"message,omitempty"` // why it failed or stopped, or detail on waiting
+	ClusterID  string     `json:"clusterID,omitempty"`
+	// Placement says, for a run in cluster-group mode (J2), which member
+	// it went to and why, as the group's policy (G3) decided in the write
+	// that placed it: e.g. "least-loaded: 2 active runs, fewest of 4
+	// running members". At most MaxPlacementLen bytes; empty for the other
+	// modes and while the run is not placed.
+	Placement   string    `json:"placement,omitempty"`
+	Creator     string    `json:"creator"`
+	SubmittedAt time.Time `json:"submittedAt"`
+	StartedAt   time.Time `json:"startedAt,omitzero"`
+	FinishedAt  time.Time `json:"finishedAt,omitzero"`
+	Logs        string    `json:"logs,omitempty"` // where its logs are
 	// Priority is the queueing weight of an on-demand run (J3).
 	Priority int `json:"priority,omitempty"`
 	// Seq orders runs submitted at the same instant: the submitting

@@ -229,6 +229,7 @@ func (c *Engine) observed(d backend.Doc, deleted bool) (backend.Doc, any) {
 	c.queues.observe(d, deleted)
 	c.finished.observe(d, obj)
 	c.order.observe(d, obj)
+	c.load.observe(d)
 	return d, obj
 }
 

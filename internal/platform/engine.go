@@ -63,8 +63,11 @@ func WithClock(c backend.Clock) Option { return func(o *options) { o.clock = c }
 // WithCatalogs replaces the node spec and image catalogs.
 func WithCatalogs(c cluster.Catalogs) Option { return func(o *options) { o.catalogs = c } }
 
-// WithPolicy sets the policy that picks a cluster group's member; the
-// default is scheduler.NewRandom with a time-based seed.
+// WithPolicy sets the policy that picks the member of a cluster group
+// whose policy is random (group.Random, the default; G3); the default is
+// scheduler.NewRandom with a time-based seed. Groups with another policy
+// (least-loaded, ordered failover, most free quota) use the scheduler
+// package's, which decide the same on every client.
 func WithPolicy(p scheduler.Policy) Option { return func(o *options) { o.policy = p } }
 
 // WithMaxWait sets how long an on-demand run may wait before it holds
@@ -205,6 +208,7 @@ type Engine struct {
 
 	finished *finishedRuns // the finished runs by job config (retention.go)
 	order    *runOrder     // each job config's runs in list order (runorder.go)
+	load     *runLoad      // each cluster's active runs (placement.go)
 
 	queue   workqueue.TypedInterface[string]
 	limiter workqueue.TypedRateLimiter[string]
@@ -281,7 +285,7 @@ func New(opts ...Option) (*Engine, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &Engine{o: o, store: o.backend, ray: o.backend, clock: o.clock, cat: o.catalogs, policy: o.policy,
-		cache: newCache(), queues: newQueues(queue.QueueOptions{MaxWait: o.maxWait}), finished: newFinishedRuns(), order: newRunOrder(), ctx: ctx, cancel: cancel, failures: map[string]int{}, timers: map[string]timer{}, repaired: map[string]time.Time{}, seen: map[string]map[string]seenHold{}, dependents: map[string]string{}, steps: map[string]stepSeen{}, claimsSeen: map[string]claimSeen{}, lines: map[string]*accountLine{},
+		cache: newCache(), queues: newQueues(queue.QueueOptions{MaxWait: o.maxWait}), finished: newFinishedRuns(), order: newRunOrder(), load: newRunLoad(), ctx: ctx, cancel: cancel, failures: map[string]int{}, timers: map[string]timer{}, repaired: map[string]time.Time{}, seen: map[string]map[string]seenHold{}, dependents: map[string]string{}, steps: map[string]stepSeen{}, claimsSeen: map[string]claimSeen{}, lines: map[string]*accountLine{},
 		queue:   workqueue.NewTyped[string](),
 		limiter: workqueue.NewTypedItemExponentialFailureRateLimiter[string](o.baseDelay, o.maxDelay)}
 	c.reconcilers = c.newReconcilers()

@@ -20,19 +20,29 @@ type GroupService struct{ c *Engine }
 // Groups returns the client's cluster groups.
 func (c *Engine) Groups() *GroupService { return &GroupService{c} }
 
-// Create creates a cluster group (G5) with the random policy (G3). Group
-// names are unique: the name is claimed before the group is stored.
-func (s *GroupService) Create(ctx context.Context, name string) (*group.Group, error) {
+// Create creates a cluster group (G5) with the scheduling policy of opts
+// (G3; only the first opts is read), random by default. The name and the
+// policy are checked together (every problem at once). Group names are
+// unique: the name is claimed before the group is stored.
+func (s *GroupService) Create(ctx context.Context, name string, opts ...group.CreateOptions) (*group.Group, error) {
 	c := s.c
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if err := group.ValidateName(name); err != nil {
+	var o group.CreateOptions
+	if len(opts) > 0 {
+		o = opts[0]
+	}
+	var problems errs.List
+	problems = append(problems, errs.Fields(group.ValidateName(name))...)
+	problems = append(problems, errs.Fields(o.Scheduling.Validate())...)
+	if err := problems.ToError(); err != nil {
 		return nil, err
 	}
+	sched := o.Scheduling.Normalized()
 	now := c.clock.Now()
-	g := &group.Group{ID: newID("grp"), Name: name, Policy: group.Random, Creator: UserFrom(ctx), CreatedAt: now, UpdatedAt: now}
-	g.Events = cluster.AppendEvent(nil, c.event(ctx, "user", "create", name))
+	g := &group.Group{ID: newID("grp"), Name: name, Policy: sched.Policy, Order: sched.Order, Creator: UserFrom(ctx), CreatedAt: now, UpdatedAt: now}
+	g.Events = cluster.AppendEvent(nil, c.event(ctx, "user", "create", name+", policy "+describePolicy(sched)))
 	if err := c.claimName(ctx, kindGroup, name, g.ID); err != nil {
 		return nil, err
 	}
@@ -114,6 +124,60 @@ func (s *GroupService) Rename(ctx context.Context, id, name string) (*group.Grou
 	g.Version = v
 	c.releaseName(ctx, kindGroup, old, id)
 	return g, nil
+}
+
+// SetPolicy changes a group's scheduling policy (G3), and for the
+// ordered-failover policy the order of its members; it is checked first
+// (group.Scheduling.Validate). Runs placed already stay where they are;
+// the runs placed from then on follow the new policy. Setting the policy
+// a group has already changes nothing.
+func (s *GroupService) SetPolicy(ctx context.Context, id string, sched group.Scheduling) (*group.Group, error) {
+	c := s.c
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := sched.Validate(); err != nil {
+		return nil, err
+	}
+	sched = sched.Normalized()
+	g, err := c.getGroup(ctx, id)
+	for attempt := 0; ; attempt++ {
+		if err != nil {
+			return nil, notFoundAs(err, "group", id)
+		}
+		old := g.Scheduling()
+		if old.Policy == sched.Policy && slices.Equal(old.Order, sched.Order) {
+			return g, nil
+		}
+		next := g.DeepCopy()
+		next.Policy, next.Order, next.UpdatedAt = sched.Policy, sched.Order, c.clock.Now()
+		next.Events = cluster.AppendEvent(next.Events, c.event(ctx, "user", "policy", describePolicy(old)+" → "+describePolicy(sched)))
+		v, uerr := c.update(ctx, kindGroup, id, g.Version, nil, next)
+		if uerr == nil {
+			next.Version = v
+			return next, nil
+		}
+		if !errors.Is(uerr, errs.ErrConflict) || attempt >= conflictRetries {
+			return nil, notFoundAs(uerr, "group", id)
+		}
+		g, err = c.freshGroup(ctx, id)
+	}
+}
+
+// describePolicy says a scheduling policy in a line of a group's log: its
+// name, and the first members of its order.
+func describePolicy(s group.Scheduling) string {
+	out := string(s.Policy)
+	if len(s.Order) == 0 {
+		return out
+	}
+	const named = 3
+	shown := s.Order[:min(len(s.Order), named)]
+	out += " (order " + strings.Join(shown, ", ")
+	if more := len(s.Order) - len(shown); more > 0 {
+		out += fmt.Sprintf(" and %d more", more)
+	}
+	return out + ")"
 }
 
 // Members returns the clusters in a group (G1), by id.

@@ -11,7 +11,6 @@ import (
 	"github.com/aidlc/dlc/job"
 	"github.com/aidlc/dlc/quota"
 	"github.com/aidlc/dlc/scheduler"
-	"github.com/aidlc/dlc/storage"
 )
 
 // runReconciler places, admits, submits, follows and cleans up a run.
@@ -74,55 +73,42 @@ func (c *Engine) placeRun(ctx context.Context, r *job.Run) error {
 			_, err = c.endRun(ctx, r, job.Fail, fmt.Sprintf("cluster %s was deleted", cl.ID))
 			return err
 		case cl.State == cluster.Running:
-			return c.place(ctx, r, cl)
+			return c.place(ctx, r, cl, "")
 		}
 		return c.wait(ctx, r, job.ClusterNotRunning, fmt.Sprintf("waiting for cluster %s to run", cl.ID))
 	case job.GroupMode:
 		gid := cfg.Group
-		if ok, err := c.exists(ctx, kindGroup, gid); err != nil {
-			return err
-		} else if !ok {
-			_, err := c.endRun(ctx, r, job.Fail, fmt.Sprintf("cluster group %s does not exist", gid))
+		ch, err := c.chooseMember(ctx, r, gid)
+		if errs.IsNotFound(err) {
+			_, err = c.endRun(ctx, r, job.Fail, fmt.Sprintf("cluster group %s does not exist", gid))
 			return err
 		}
-		members, err := c.listClusters(map[string]string{labelMemberOf + gid: "1"})
 		if err != nil {
 			return err
 		}
-		cands := make([]scheduler.Candidate, 0, len(members))
-		byID := map[string]*cluster.Cluster{}
-		clashing := 0
-		for _, cl := range members {
-			cand := scheduler.Candidate{ClusterID: cl.ID, Running: cl.State == cluster.Running, Abnormal: cl.State == cluster.Abnormal}
-			// A member whose mounts take a path the job mounts on cannot
-			// host it: the job inherits the cluster's mounts (C16).
-			if len(storage.MountClashes("mounts", cl.Spec.Mounts, cfg.Mounts)) > 0 {
-				if cand.Running {
-					clashing++
-				}
-				cand.Running = false
-			}
-			cands = append(cands, cand)
-			byID[cl.ID] = cl
+		if ch.cluster != nil {
+			return c.place(ctx, r, ch.cluster, ch.reason)
 		}
-		if id, ok := c.policy.Pick(cands); ok {
-			return c.place(ctx, r, byID[id])
-		}
-		if clashing > 0 {
+		if ch.clashing > 0 {
 			_, err := c.endRun(ctx, r, job.Fail, fmt.Sprintf(
 				"every running member of group %s already mounts storage on a path this job mounts on; change the job's mount paths", gid))
 			return err
 		}
-		return c.wait(ctx, r, job.WaitReason(scheduler.WhyNone(cands)), fmt.Sprintf("waiting for a running member of group %s", gid))
+		return c.wait(ctx, r, job.WaitReason(scheduler.WhyNone(ch.cands)), fmt.Sprintf("waiting for a running member of group %s", gid))
 	}
 	return c.placeOnDemand(ctx, r)
 }
 
-// place records the cluster a run goes to, then submits it: the choice is
-// stored before Ray hears of it, so a retry never submits to another.
-func (c *Engine) place(ctx context.Context, r *job.Run, cl *cluster.Cluster) error {
-	next, ok, err := c.moveRun(ctx, r, job.Place, "submitted to cluster "+cl.ID, func(n *job.Run) {
-		n.ClusterID, n.WaitReason = cl.ID, ""
+// place records the cluster a run goes to, and for a group's member why
+// (placement: the policy's reason), then submits it: the choice is stored
+// before Ray hears of it, so a retry never submits to another.
+func (c *Engine) place(ctx context.Context, r *job.Run, cl *cluster.Cluster, placement string) error {
+	msg := "submitted to cluster " + cl.ID
+	if placement != "" {
+		msg += ", " + placement
+	}
+	next, ok, err := c.moveRun(ctx, r, job.Place, msg, func(n *job.Run) {
+		n.ClusterID, n.WaitReason, n.Placement = cl.ID, "", placement
 	})
 	if err != nil || !ok {
 		return err
@@ -280,7 +266,7 @@ func (c *Engine) followRun(ctx context.Context, r *job.Run) error {
 func (c *Engine) displace(ctx context.Context, r *job.Run, cl *cluster.Cluster) error {
 	msg := fmt.Sprintf("cluster %s is %s: it stopped running before the job was submitted", cl.ID, cl.State)
 	_, _, err := c.moveRun(ctx, r, job.Displace, msg, func(n *job.Run) {
-		n.ClusterID, n.WaitReason, n.Message = "", job.ClusterNotRunning, msg
+		n.ClusterID, n.Placement, n.WaitReason, n.Message = "", "", job.ClusterNotRunning, msg
 	})
 	return err
 }
