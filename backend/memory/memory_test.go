@@ -449,3 +449,44 @@ func TestRaySubmitFencedOnGeneration(t *testing.T) {
 		t.Fatalf("a job of a restarted head: %v, want not found", err)
 	}
 }
+
+// FailCluster and RecoverCluster play a running cluster failing on Ray's
+// side and Ray bringing it back, at the generation it follows; neither
+// touches a cluster that is not in the state they act on.
+func TestRayFailAndRecoverCluster(t *testing.T) {
+	ctx := context.Background()
+	clk := backend.NewFakeClock(time.Unix(0, 0))
+	ray := memory.NewRay(memory.RayOptions{Clock: clk, Delays: &memory.Delays{Start: time.Second, Submit: time.Second, Run: time.Hour}})
+	rec := &recorder{}
+	ray.Observe(ctx, rec.observe)
+	cl := &cluster.Cluster{ID: "c1", State: cluster.Starting, Generation: 3, Replicas: map[string]int{"w": 1}}
+	cl.Spec.Head = cluster.HeadGroup{NodeGroup: cluster.NodeGroup{Name: "head", NodeSpec: "cu.4c16g"}}
+	cl.Spec.AddWorkerGroup("w", "cu.4c8g", 1, 1)
+	ray.FailCluster("c1", "never applied")
+	ray.RecoverCluster("c1")
+	if _, err := ray.ClusterStatus(ctx, "c1"); !errors.Is(err, errs.ErrNotFound) {
+		t.Fatalf("an unknown cluster: %v", err)
+	}
+	_ = ray.ApplyCluster(ctx, cl)
+	ray.FailCluster("c1", "still starting") // not ready: left as it is
+	clk.Advance(time.Second)
+	if err := ray.SubmitRun(ctx, &job.Run{ID: "r1"}, cl); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(time.Second)
+	ray.RecoverCluster("c1") // not failed: left as it is
+	before := rec.count("cluster/c1")
+	ray.FailCluster("c1", "head lost")
+	obs, _ := ray.ClusterStatus(ctx, "c1")
+	if obs.Phase != cluster.PhaseFailed || obs.Generation != 3 || obs.Reason != "head lost" || len(obs.Pods) != 0 || rec.count("cluster/c1") != before+1 {
+		t.Fatalf("failed: %+v, told %d times", obs, rec.count("cluster/c1")-before)
+	}
+	if o, _ := ray.RunStatus(ctx, "r1"); o.State != job.Failed || rec.count("run/r1") == 0 {
+		t.Fatalf("its job: %+v", o)
+	}
+	ray.RecoverCluster("c1")
+	obs, _ = ray.ClusterStatus(ctx, "c1")
+	if obs.Phase != cluster.PhaseReady || obs.Generation != 3 || len(obs.Pods) != 2 || rec.count("cluster/c1") != before+2 {
+		t.Fatalf("recovered: %+v", obs)
+	}
+}

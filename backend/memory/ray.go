@@ -454,6 +454,51 @@ func (r *Ray) RestartHead(clusterID string) {
 	}
 }
 
+// FailCluster plays a running cluster failing on Ray's side (its head
+// lost, its nodes gone) without a change of its spec: Ray reports it
+// failed, with reason, at the generation it follows, its pods are gone
+// and its jobs end failed; the observers are told. The platform then
+// takes the cluster abnormal. RecoverCluster brings it back. A cluster
+// Ray does not run (not applied, not ready, being deleted) is left as it
+// is.
+func (r *Ray) FailCluster(id, reason string) {
+	r.mu.Lock()
+	sc := r.clusters[id]
+	if sc == nil || sc.deleting || sc.obs.Phase != cluster.PhaseReady {
+		r.mu.Unlock()
+		return
+	}
+	sc.timerSeq++ // a step on its way no longer acts
+	sc.obs = cluster.Observation{Generation: sc.wantGen, Phase: cluster.PhaseFailed, Reason: reason}
+	r.podsChanged(sc)
+	ended := r.endRunsLocked(id, "the cluster failed: "+reason)
+	r.mu.Unlock()
+	r.notify("cluster", id)
+	for _, rid := range ended {
+		r.notify("run", rid)
+	}
+}
+
+// RecoverCluster plays Ray bringing a cluster that FailCluster (or a
+// failed start) left failed back by itself (its head restarted, its nodes
+// replaced): it is ready again at the generation it follows, with new
+// pods, and the observers are told. The platform then takes an abnormal
+// cluster back to running. A cluster that has not failed is left as it
+// is.
+func (r *Ray) RecoverCluster(id string) {
+	r.mu.Lock()
+	sc := r.clusters[id]
+	if sc == nil || sc.deleting || sc.spec == nil || sc.obs.Phase != cluster.PhaseFailed {
+		r.mu.Unlock()
+		return
+	}
+	sc.timerSeq++
+	sc.obs = cluster.Observation{Generation: sc.wantGen, Phase: cluster.PhaseReady, Pods: r.makePods(sc.spec)}
+	r.podsChanged(sc)
+	r.mu.Unlock()
+	r.notify("cluster", id)
+}
+
 // endRunsLocked ends every unfinished run on the cluster as failed and
 // returns their ids, by id.
 func (r *Ray) endRunsLocked(clusterID, why string) []string {
