@@ -44,8 +44,9 @@ type Candidate struct {
 	ResourceGroup string
 	Allocatable   quota.Resources
 	// Order is the member's place in the group's failover order, counted
-	// from 1; 0 means the member is not in the order. [OrderedFailover]
-	// reads it.
+	// from 1 over the members the order names (the engine passes over a
+	// listed cluster that is not a member); 0 means the member is not in
+	// the order. [OrderedFailover] reads it.
 	Order int
 }
 

@@ -105,10 +105,16 @@ func (c *Engine) chooseMember(ctx context.Context, r *job.Run, gid string) (memb
 	if err != nil {
 		return memberChoice{}, err
 	}
+	// The order counts the members it names, from 1: a listed cluster
+	// that is not a member is passed over, as if it were not listed.
+	isMember := make(map[string]bool, len(members))
+	for _, cl := range members {
+		isMember[cl.ID] = true
+	}
 	order := make(map[string]int, len(s.Order))
-	for i, id := range s.Order {
-		if _, dup := order[id]; !dup {
-			order[id] = i + 1
+	for _, id := range s.Order {
+		if _, dup := order[id]; !dup && isMember[id] {
+			order[id] = len(order) + 1
 		}
 	}
 	var ch memberChoice
