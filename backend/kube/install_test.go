@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -103,14 +104,23 @@ func kindCases(t *testing.T) []kindCase {
 	}, {
 		kind: "ClusterGroup",
 		obj: func() client.Object {
-			return &v1.ClusterGroup{Spec: v1.ClusterGroupSpec{Name: "组", Policy: "random"}}
+			return &v1.ClusterGroup{Spec: v1.ClusterGroupSpec{Name: "组", Policy: "ordered-failover", Order: []string{"cls-b", "cls-a"}}}
 		},
 		status: func(o client.Object) { o.(*v1.ClusterGroup).Status.UpdatedAt = stamp },
 		invalid: map[string]func(client.Object){
 			"policy not in the enum": func(o client.Object) { o.(*v1.ClusterGroup).Spec.Policy = "round-robin" },
 			"empty name":             func(o client.Object) { o.(*v1.ClusterGroup).Spec.Name = "" },
+			"order id not an id":     func(o client.Object) { o.(*v1.ClusterGroup).Spec.Order = []string{"Cls_A"} },
+			"order too long": func(o client.Object) {
+				ids := make([]string, 65)
+				for i := range ids {
+					ids[i] = "cls-" + strconv.Itoa(i)
+				}
+				o.(*v1.ClusterGroup).Spec.Order = ids
+			},
 		},
 		columns:   [][2]string{{"Display", ".spec.name"}, {"Policy", ".spec.policy"}},
+		wide:      [][2]string{{"Order", ".spec.order"}},
 		shortName: "cg",
 	}, {
 		kind: "ClusterTemplate",
@@ -156,11 +166,12 @@ func kindCases(t *testing.T) []kindCase {
 			"priority 0":                  func(o client.Object) { o.(*v1.Run).Spec.Priority = new(int32(0)) },
 			"priority 10":                 func(o client.Object) { o.(*v1.Run).Spec.Priority = new(int32(10)) },
 			"negative demand":             func(o client.Object) { o.(*v1.Run).Spec.Demand.GPU = -1 },
+			"placement too long":          func(o client.Object) { o.(*v1.Run).Status.Placement = string(make([]byte, 257)) },
 		},
 		columns: [][2]string{{"Job", ".spec.config.name"}, {"State", ".status.state"}, {"Wait", ".status.waitReason"},
 			{"Started", ".status.startedAt"}, {"Duration", ".status.summary.duration"}},
-		wide: [][2]string{{"Job-ID", ".spec.jobID"}, {"Cluster", ".status.clusterID"}, {"Priority", ".spec.priority"},
-			{"Message", ".status.message"}},
+		wide: [][2]string{{"Job-ID", ".spec.jobID"}, {"Cluster", ".status.clusterID"}, {"Placement", ".status.placement"},
+			{"Priority", ".spec.priority"}, {"Message", ".status.message"}},
 		shortName: "jr",
 	}, {
 		kind: "ResourceGroup",

@@ -117,6 +117,7 @@ func storeCases() []storeCase {
 	g2.Name = "组 B"
 	g2.UpdatedAt = t0.Add(time.Hour)
 	g2.Deleting = group.Deletion{Target: "grp-2", At: t0.Add(time.Hour), By: "bob"} // a delete in progress (G6)
+	g2.Policy, g2.Order = group.OrderedFailover, []string{"cls-9", "cls-1a2b3c"}    // G3
 
 	tp := &cluster.Template{Name: "模板 GPU", Description: "A10 workers", Environment: testEnv()}
 	tp2 := *tp
@@ -134,6 +135,7 @@ func storeCases() []storeCase {
 	run2 := *run
 	run2.State, run2.WaitReason, run2.Message = job.Running, "", ""
 	run2.ClusterID, run2.StartedAt, run2.Logs = "cls-od-1", t0.Add(time.Minute), "cos://logs-1250000000/dlc/run-1"
+	run2.Placement = "least-loaded: 2 active runs, fewest of 4 running members"
 
 	acc := &quota.Account{Group: quota.Group{ID: "rg-1", Package: "pkg-1", Capacity: quota.Resources{MilliCPU: 64000, Memory: 256 << 30, GPU: 8}}}
 	acc2 := *acc

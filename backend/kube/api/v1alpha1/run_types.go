@@ -54,6 +54,11 @@ type RunStatus struct {
 	// ClusterID is the cluster it runs on.
 	// +optional
 	ClusterID string `json:"clusterID,omitempty"`
+	// Placement says, for a run of a cluster group, which member it went
+	// to and why, as the group's policy decided (job.Run.Placement).
+	// +kubebuilder:validation:MaxLength=256
+	// +optional
+	Placement string `json:"placement,omitempty"`
 	// +kubebuilder:validation:Format=date-time
 	// +optional
 	StartedAt string `json:"startedAt,omitempty"`
@@ -112,6 +117,7 @@ type RunSummary struct {
 // +kubebuilder:printcolumn:name="Duration",type=string,JSONPath=`.status.summary.duration`,description="How long a finished run ran"
 // +kubebuilder:printcolumn:name="Job-ID",type=string,JSONPath=`.spec.jobID`,priority=1
 // +kubebuilder:printcolumn:name="Cluster",type=string,JSONPath=`.status.clusterID`,priority=1
+// +kubebuilder:printcolumn:name="Placement",type=string,JSONPath=`.status.placement`,priority=1,description="Why a cluster group's policy chose the member"
 // +kubebuilder:printcolumn:name="Priority",type=integer,JSONPath=`.spec.priority`,priority=1
 // +kubebuilder:printcolumn:name="Message",type=string,JSONPath=`.status.message`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
