@@ -14,6 +14,7 @@ import (
 
 	"github.com/aidlc/dlc"
 	"github.com/aidlc/dlc/cluster"
+	"github.com/aidlc/dlc/group"
 	"github.com/aidlc/dlc/job"
 	"github.com/aidlc/dlc/quota"
 )
@@ -81,6 +82,7 @@ func RunConformance(t *testing.T, h Harness) {
 		{"TemplatesAndJobEditsC6J15J16", testTemplatesAndJobEdits},
 		{"EditAutoscaleDetailsC11C13C14", testEditAutoscaleDetails},
 		{"AllMembersAbnormalJ18", testAllMembersAbnormal},
+		{"GroupPoliciesAcrossClientsG3G4", testGroupPolicies},
 		{"ForeignEdits", testForeignEdits},
 	}
 	for _, tc := range tests {
@@ -1193,6 +1195,58 @@ func testAllMembersAbnormal(t *testing.T, s *suite) {
 	if end := s.runEnds(c, r.ID); end.State != job.Succeeded {
 		t.Fatalf("run: %s %s", end.State, end.Message)
 	}
+}
+
+// G3, G4 across clients: a group created through one client with the
+// ordered-failover policy, its order set through the other, sends runs
+// created through either to the primary while it runs, to the standby
+// while it does not (hibernated), and back; each run says why
+// (Run.Placement). The group reads the same through both clients.
+func testGroupPolicies(t *testing.T, s *suite) {
+	a, b := s.client(nil), s.client(nil)
+	ctx := s.ctx()
+	_, err := a.ResourceGroups().Register(ctx, quota.Group{ID: "rg-policy", Package: "pkg-1",
+		Capacity: quota.Resources{MilliCPU: 32000, Memory: 128 * quota.GiB}})
+	s.must(err)
+	g, err := a.Groups().Create(ctx, "主备", dlc.GroupCreateOptions{Scheduling: group.Scheduling{Policy: group.OrderedFailover}})
+	s.must(err)
+	standby := s.runningCluster(a, "standby", g.ID, "rg-policy")
+	primary := s.runningCluster(a, "primary", g.ID, "rg-policy")
+	_, err = b.Groups().SetPolicy(ctx, g.ID, group.Scheduling{Policy: group.OrderedFailover, Order: []string{primary.ID, standby.ID}})
+	s.must(err)
+	s.eventually("both clients read the order", func() (bool, string) {
+		for _, c := range []*dlc.Client{a, b} {
+			got, err := c.Groups().Get(ctx, g.ID)
+			if err != nil || got.Policy != group.OrderedFailover || !slices.Equal(got.Order, []string{primary.ID, standby.ID}) {
+				return false, fmt.Sprintf("%+v %v", got, err)
+			}
+		}
+		return true, ""
+	})
+	rec := s.jobOn(a, "failover", "", g.ID)
+	both := func(id string, want cluster.State) {
+		s.t.Helper()
+		s.clusterState(a, id, want)
+		s.clusterState(b, id, want)
+	}
+	run := func(through *dlc.Client, want *cluster.Cluster, why string) {
+		s.t.Helper()
+		r, err := through.Runs().Create(ctx, rec.ID, dlc.RunOptions{})
+		s.must(err)
+		end := s.runEnds(through, r.ID)
+		if end.State != job.Succeeded || end.ClusterID != want.ID || end.Placement != why {
+			t.Fatalf("run %s: %s on %s (%q), want succeeded on %s (%q)", r.ID, end.State, end.ClusterID, end.Placement, want.ID, why)
+		}
+	}
+	run(b, primary, "ordered-failover: #1 in order, the first")
+	_, err = b.Clusters().Hibernate(ctx, primary.ID, dlc.HibernateOptions{})
+	s.must(err)
+	both(primary.ID, cluster.Hibernated)
+	run(a, standby, "ordered-failover: #2 in order, the first running ("+primary.ID+" not running)")
+	_, err = a.Clusters().Start(ctx, primary.ID)
+	s.must(err)
+	both(primary.ID, cluster.Running)
+	run(b, primary, "ordered-failover: #1 in order, the first")
 }
 
 // failingCalls wraps the suite's backend so that each call named in
