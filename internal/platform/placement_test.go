@@ -78,7 +78,7 @@ func TestChooseMemberSameOnTwoEnginesG3(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if cur, err := mb.Get(ctx, kind, id); err == nil {
+		if cur, gerr := mb.Get(ctx, kind, id); gerr == nil {
 			d.Version = cur.Version
 			_, err = mb.Update(ctx, d)
 		} else {
