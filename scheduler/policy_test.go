@@ -398,14 +398,15 @@ func (l longReason) Place(_ string, ms []Candidate) (Choice, bool) {
 }
 
 // Place allocates for its reason only: as much for 1,000 members as for
-// 200 (200 running in both, so the reasons read alike).
+// 200 (200 running in both, so the reasons read alike), give or take the
+// race detector's.
 func TestPlaceAllocationsDoNotGrow(t *testing.T) {
 	few := members(200, func(int) (bool, bool) { return true, false })
 	many := members(1000, func(i int) (bool, bool) { return i%5 == 0, false })
 	for _, p := range []Placer{LeastLoaded{}, MostFreeQuota{}, OrderedFailover{}} {
 		a := testing.AllocsPerRun(100, func() { p.Place("run-1", few) })
 		b := testing.AllocsPerRun(100, func() { p.Place("run-1", many) })
-		if b > a {
+		if b > a+2 { // slack for the race detector's own; one per member would be 800 more
 			t.Errorf("%T.Place allocates %v times for 200 members, %v for 1000", p, a, b)
 		}
 	}
