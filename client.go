@@ -109,8 +109,11 @@ func WithClock(c backend.Clock) Option { return platform.WithClock(c) }
 // WithCatalogs replaces the node spec and image catalogs.
 func WithCatalogs(c cluster.Catalogs) Option { return platform.WithCatalogs(c) }
 
-// WithPolicy sets the policy that picks a cluster group's member; the
-// default is scheduler.NewRandom with a time-based seed.
+// WithPolicy sets the policy that picks the member of a cluster group
+// whose policy is random (group.Random, the default; G3); the default is
+// scheduler.NewRandom with a time-based seed. Groups with another policy
+// (Groups().SetPolicy) use the scheduler package's, which decide the same
+// on every client.
 func WithPolicy(p scheduler.Policy) Option { return platform.WithPolicy(p) }
 
 // WithMaxWait sets how long an on-demand run may wait before it holds
