@@ -139,6 +139,14 @@ func WithRetries(retries int, base, max time.Duration) Option {
 	return platform.WithRetries(retries, base, max)
 }
 
+// WithRunRetryBackoff sets how long a failed run's retry (L3) waits after
+// it ended: base after the first attempt, doubling per attempt, at most
+// max (defaults job.RetryBackoffBase, 10s, and job.RetryBackoffMax, 5m).
+// Values not above 0 keep the defaults.
+func WithRunRetryBackoff(base, max time.Duration) Option {
+	return platform.WithRunRetryBackoff(base, max)
+}
+
 // WithRepairGrace sets how long a reservation whose holder no longer
 // justifies it (deleted, hibernated, ended: left by a crash between two
 // writes) is kept before the quota reconciler releases it (default 30s).

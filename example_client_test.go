@@ -214,3 +214,51 @@ func Example_readme() {
 	fmt.Println(err, rec.Config.Name, run.State, run.ClusterID == cl.ID)
 	// Output: <nil> wordcount succeeded true
 }
+
+// Scheduled batch work (L1) with a deadline (L2) and retries (L3): a
+// nightly job at 02:00 Shanghai time, on the fake clock of the memory
+// fixture, which starts at 2026-01-01 00:00 UTC (08:00 in Shanghai).
+func ExampleJobService_NextTicks() {
+	m := dlctest.NewMemory(dlctest.MemoryOptions{})
+	defer m.Close()
+	c := m.Client
+	ctx := dlc.WithUser(context.Background(), "alice")
+	_, _ = c.ResourceGroups().Register(ctx, quota.Group{ID: "rg-1", Package: "pkg-1",
+		Capacity: quota.Resources{MilliCPU: 32000, Memory: 128 * quota.GiB}})
+	grp, _ := c.Groups().Create(ctx, "批处理")
+	spec, _ := dlc.NewCluster("etl").Groups(grp.ID).Resources("pkg-1", "rg-1").
+		Image("ray-2.46.0-py310-cpu").Head("head", "cu.4c16g").WorkerGroup("cpu", "cu.4c8g", 1, 4).Build()
+	cl, _ := c.Clusters().Create(ctx, spec)
+	m.Settle(100*time.Millisecond, 100)
+	_, _ = c.Clusters().Start(ctx, cl.ID)
+	m.Settle(100*time.Millisecond, 100)
+
+	// snippet schedule
+	cfg, err := dlc.NewJob("nightly-etl").OnCluster(cl.ID).
+		COSPackage("cos://jobs-1250000000/etl.zip").Entrypoint("python etl.py").
+		Schedule("0 2 * * *", job.InZone("Asia/Shanghai"), // 02:00 every day, Shanghai time
+			job.Concurrency(job.ForbidConcurrent),  // skip a tick while the last run is still going
+			job.StartingDeadline(10*time.Minute)). // a tick missed by longer is skipped, and recorded
+		ActiveDeadline(2 * time.Hour). // stopped and failed if not done in two hours
+		Retries(2).                    // a failed run is run again up to twice, after a backoff
+		Build()
+	if err != nil {
+		log.Fatal(err)
+	}
+	rec, _ := c.Jobs().Create(ctx, cfg, dlc.SaveOptions{})
+	next, _ := c.Jobs().NextTicks(ctx, rec.ID, 2)
+	// end snippet schedule
+	for _, t := range next {
+		fmt.Println(t.Format(time.RFC3339))
+	}
+	m.Step(48 * time.Hour)
+	runs, _ := c.Runs().List(ctx, dlc.RunListOptions{JobID: rec.ID})
+	for _, r := range runs {
+		fmt.Println(r.Tick.Format(time.RFC3339), r.State)
+	}
+	// Output:
+	// 2026-01-02T02:00:00+08:00
+	// 2026-01-03T02:00:00+08:00
+	// 2026-01-01T18:00:00Z succeeded
+	// 2026-01-02T18:00:00Z succeeded
+}

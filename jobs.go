@@ -2,6 +2,7 @@ package dlc
 
 import (
 	"context"
+	"time"
 
 	"github.com/aidlc/dlc/cluster"
 	"github.com/aidlc/dlc/internal/platform"
@@ -94,4 +95,25 @@ func (s *JobService) Copy(ctx context.Context, id, name string) (*job.Record, er
 // second delete while one is in progress follows it (see job.Deletion).
 func (s *JobService) Delete(ctx context.Context, id string) error {
 	return s.s.Delete(ctx, id)
+}
+
+// SuspendSchedule stops a job config's schedule (L1): no tick starts a
+// run until ResumeSchedule; runs already started go on. A config without
+// a schedule is an ErrState.
+func (s *JobService) SuspendSchedule(ctx context.Context, id string) (*job.Record, error) {
+	return s.s.SuspendSchedule(ctx, id)
+}
+
+// ResumeSchedule starts a suspended schedule again. Its ticks count from
+// now: the ticks that passed while it was suspended start nothing.
+func (s *JobService) ResumeSchedule(ctx context.Context, id string) (*job.Record, error) {
+	return s.s.ResumeSchedule(ctx, id)
+}
+
+// NextTicks returns the next n (at most job.MaxNextTimes) times a job
+// config's schedule fires, from now on the client's clock, in the
+// schedule's time zone; none while it is suspended. A config without a
+// schedule is an ErrState.
+func (s *JobService) NextTicks(ctx context.Context, id string, n int) ([]time.Time, error) {
+	return s.s.NextTicks(ctx, id, n)
 }

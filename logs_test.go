@@ -21,7 +21,9 @@ import (
 func TestRunLogsKeptAndFollowed(t *testing.T) {
 	const printed = 300
 	d := fast
-	d.Run = time.Second
+	// Long enough for a loaded machine (the full suite under -race on two
+	// cores) to read a first line while it runs: Follow reads every 0.5 s.
+	d.Run = 5 * time.Second
 	var lines []string
 	for i := range printed {
 		lines = append(lines, fmt.Sprintf("line %d", i))

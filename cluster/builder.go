@@ -3,6 +3,7 @@ package cluster
 import (
 	"github.com/aidlc/dlc/errs"
 	"github.com/aidlc/dlc/storage"
+	"time"
 )
 
 // Builder assembles a Spec step by step. Each method records its change
@@ -158,6 +159,13 @@ func (b *Builder) Advanced(key, value string) *Builder {
 		b.spec.Advanced = map[string]string{}
 	}
 	b.spec.Advanced[key] = value
+	return b
+}
+
+// IdleTimeout hibernates the cluster once no run has been active on it
+// for d (L4), releasing its quota; whole seconds, 0 for never.
+func (b *Builder) IdleTimeout(d time.Duration) *Builder {
+	b.spec.IdleTimeoutSeconds = int(d / time.Second)
 	return b
 }
 

@@ -10,6 +10,7 @@ package cluster
 import (
 	"maps"
 	"slices"
+	"time"
 
 	"github.com/aidlc/dlc/internal/codec"
 	"github.com/aidlc/dlc/storage"
@@ -64,6 +65,19 @@ type Spec struct {
 	Environment
 	Mounts   []storage.Mount   `json:"mounts,omitempty"`
 	Advanced map[string]string `json:"advanced,omitempty"` // Ray start parameters that override defaults (C10)
+	// IdleTimeoutSeconds, when not 0, hibernates the cluster once no run
+	// has been active on it for that long, releasing its quota (L4). A
+	// run submitted to it afterwards waits, as on any hibernated cluster
+	// (J18), until someone starts it.
+	IdleTimeoutSeconds int `json:"idleTimeoutSeconds,omitempty"`
+}
+
+// MaxIdleTimeout is the longest idle timeout, in seconds (30 days).
+const MaxIdleTimeout = 30 * 24 * 3600
+
+// IdleTimeout returns the idle timeout (L4) and whether one is set.
+func (s *Spec) IdleTimeout() (time.Duration, bool) {
+	return time.Duration(s.IdleTimeoutSeconds) * time.Second, s.IdleTimeoutSeconds > 0
 }
 
 // Environment is a compute environment: the image and node groups of a

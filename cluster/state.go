@@ -111,6 +111,9 @@ type Cluster struct {
 	// Live is what the Ray cluster runs with since its last start, while it
 	// holds quota (starting, running, abnormal, hibernating); nil otherwise.
 	Live *Live `json:"live,omitempty"`
+	// RunningSince is when it last became running (the idle timeout, L4,
+	// counts from it or from the last run's end, whichever is later).
+	RunningSince time.Time `json:"runningSince,omitzero"`
 	// QuotaGroup is the resource group its reservation was made in at the
 	// last start; the reservation is released there once Ray has let the
 	// compute go.

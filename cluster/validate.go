@@ -97,6 +97,10 @@ func (s *Spec) Problems(c Catalogs) errs.List {
 	l = append(l, s.Environment.Problems(c, clusterRules)...)
 	l = append(l, storage.ValidateMounts(errs.NewPath("mounts"), "C9", s.Mounts)...)
 	l = append(l, check.Advanced(errs.NewPath("advanced"), "C10", MaxAdvanced, s.Advanced)...)
+	if t := s.IdleTimeoutSeconds; t < 0 || t > MaxIdleTimeout {
+		l = append(l, errs.Invalid(errs.NewPath("idleTimeoutSeconds"), "L4", t,
+			fmt.Sprintf("must be 0 (never hibernated for idling) to %d seconds", MaxIdleTimeout)))
+	}
 	return l
 }
 

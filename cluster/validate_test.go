@@ -260,6 +260,10 @@ func TestSpecValidate(t *testing.T) {
 			s.Mounts = []storage.Mount{{Type: "NFS", Instance: "x", MountPath: "/mnt/x"}}
 		}, []want{{"mounts[0].type", "C9"}}},
 		// C10, J11
+		// L4
+		{"L4 idle timeout", func(s *cluster.Spec) { s.IdleTimeoutSeconds = 1800 }, nil},
+		{"L4 negative idle timeout", func(s *cluster.Spec) { s.IdleTimeoutSeconds = -1 }, []want{{"idleTimeoutSeconds", "L4"}}},
+		{"L4 idle timeout over 30 days", func(s *cluster.Spec) { s.IdleTimeoutSeconds = cluster.MaxIdleTimeout + 1 }, []want{{"idleTimeoutSeconds", "L4"}}},
 		{"C10 valid advanced", func(s *cluster.Spec) { s.Advanced = map[string]string{"object-store-memory": "1000000000"} }, nil},
 		{"C10 21 advanced params", func(s *cluster.Spec) {
 			s.Advanced = map[string]string{}

@@ -4,6 +4,7 @@ import (
 	"github.com/aidlc/dlc/cluster"
 	"github.com/aidlc/dlc/errs"
 	"github.com/aidlc/dlc/storage"
+	"time"
 )
 
 // Builder assembles a Config step by step; nothing is checked until Build,
@@ -169,6 +170,44 @@ func (b *Builder) Advanced(key, value string) *Builder {
 	b.cfg.Advanced[key] = value
 	return b
 }
+
+// Schedule starts a run at each tick of the cron expression (L1), read
+// in UTC unless opts set a time zone; opts may also set the concurrency
+// policy and the starting deadline.
+func (b *Builder) Schedule(cron string, opts ...func(*Schedule)) *Builder {
+	s := &Schedule{Cron: cron}
+	for _, o := range opts {
+		o(s)
+	}
+	b.cfg.Schedule = s
+	return b
+}
+
+// InZone is a Schedule option: the expression is read in the IANA time
+// zone tz, e.g. "Asia/Shanghai".
+func InZone(tz string) func(*Schedule) { return func(s *Schedule) { s.TimeZone = tz } }
+
+// Concurrency is a Schedule option: what a tick does while an earlier run
+// has not ended.
+func Concurrency(p ConcurrencyPolicy) func(*Schedule) {
+	return func(s *Schedule) { s.ConcurrencyPolicy = p }
+}
+
+// StartingDeadline is a Schedule option: a tick missed by longer than d
+// is skipped and recorded (whole seconds).
+func StartingDeadline(d time.Duration) func(*Schedule) {
+	return func(s *Schedule) { s.StartingDeadlineSeconds = new(int(d / time.Second)) }
+}
+
+// ActiveDeadline stops and fails a run still not ended d after its
+// submission (L2); whole seconds.
+func (b *Builder) ActiveDeadline(d time.Duration) *Builder {
+	b.cfg.ActiveDeadlineSeconds = int(d / time.Second)
+	return b
+}
+
+// Retries retries a failed run up to n times, each retry a new run (L3).
+func (b *Builder) Retries(n int) *Builder { b.cfg.BackoffLimit = n; return b }
 
 // Build returns a copy of the config and every problem with it, checked
 // against the default catalogs.

@@ -63,6 +63,20 @@ type Config struct {
 	Mounts     []storage.Mount   `json:"mounts,omitempty"`
 	Runtime    RuntimeEnv        `json:"runtimeEnv,omitzero"`
 	Advanced   map[string]string `json:"advanced,omitempty"` // J11
+
+	// Schedule, when set, starts a run of the config at each of its ticks
+	// (L1). Runs can still be started by hand.
+	Schedule *Schedule `json:"schedule,omitempty"`
+	// ActiveDeadlineSeconds, when not 0, is how long a run may take from
+	// its submission (a retry: from when it may start) before it is
+	// stopped and failed with "deadline exceeded" (L2). A run failed so
+	// is not retried.
+	ActiveDeadlineSeconds int `json:"activeDeadlineSeconds,omitempty"`
+	// BackoffLimit is how many times a failed run is retried, each retry a
+	// new run (an attempt) after a backoff (RetryBackoff) (L3). A stopped
+	// run is not retried, nor one whose failure a retry would meet again
+	// (its cluster, group or config gone, its deadline passed).
+	BackoffLimit int `json:"backoffLimit,omitempty"`
 }
 
 // OnDemand is the on-demand run mode: a temporary cluster drawn from a
@@ -168,6 +182,7 @@ func (c *Config) DeepCopy() *Config {
 		EnvVars: maps.Clone(c.Runtime.EnvVars), SecretEnv: maps.Clone(c.Runtime.SecretEnv), Container: c.Runtime.Container,
 	}
 	out.Advanced = maps.Clone(c.Advanced)
+	out.Schedule = c.Schedule.DeepCopy()
 	return &out
 }
 

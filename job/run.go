@@ -27,6 +27,28 @@ type Record struct {
 	Events []cluster.Event `json:"events,omitempty"`
 	// Deleting marks a config whose delete is in progress (J17).
 	Deleting Deletion `json:"deleting,omitzero"`
+	// ScheduleStatus is where the config's schedule stands (L1).
+	ScheduleStatus ScheduleStatus `json:"scheduleStatus,omitzero"`
+}
+
+// ScheduleStatus is where a job config's schedule stands (L1).
+type ScheduleStatus struct {
+	// Suspended stops the schedule's ticks until it is resumed; the ticks
+	// meanwhile are not run.
+	Suspended bool `json:"suspended,omitempty"`
+	// LastTick is the last tick handled (its run started, or skipped):
+	// the ticks after it are due. A schedule set by a create or an edit,
+	// or resumed, counts its ticks from then.
+	LastTick time.Time `json:"lastTick,omitzero"`
+	// LastRun is the run the last started tick made.
+	LastRun string `json:"lastRun,omitempty"`
+	// NextTick is when the schedule fires next, as of the last tick
+	// handled.
+	NextTick time.Time `json:"nextTick,omitzero"`
+	// Missed counts the ticks skipped, in all: missed by more than the
+	// starting deadline, missed while a later tick was due, or forbidden
+	// by the concurrency policy; the config's events say which and when.
+	Missed int `json:"missed,omitempty"`
 }
 
 // DeepCopy returns a copy of r that shares nothing with it.
@@ -168,7 +190,21 @@ type Run struct {
 	LogTail     []string `json:"logTail,omitempty"`
 	LogsKept    bool     `json:"logsKept,omitempty"`
 	LogsDropped int      `json:"logsDropped,omitempty"`
-	Version     string   `json:"-"` // the store's version; a stale write is a conflict
+	// Attempt numbers the run among the attempts of one run of a config
+	// that failed and was retried (L3): 2 for the first retry, and so on;
+	// 0 for a first attempt (AttemptNumber says 1).
+	Attempt int `json:"attempt,omitempty"`
+	// PreviousAttempt is the run this one retries; NextAttempt the run
+	// that retries this one.
+	PreviousAttempt string `json:"previousAttempt,omitempty"`
+	NextAttempt     string `json:"nextAttempt,omitempty"`
+	// Final marks a failure that a retry would meet again (its cluster,
+	// group or config gone, its deadline passed): it is not retried.
+	Final bool `json:"final,omitempty"`
+	// Tick is the schedule tick that started the run (L1); zero for a run
+	// started by hand.
+	Tick    time.Time `json:"tick,omitzero"`
+	Version string    `json:"-"` // the store's version; a stale write is a conflict
 	// Events is the run's event log, newest last (at most cluster.MaxEvents).
 	Events []cluster.Event `json:"events,omitempty"`
 }
@@ -180,6 +216,26 @@ func (r *Run) DeepCopy() *Run {
 	out.Events = slices.Clone(r.Events)
 	out.LogTail = slices.Clone(r.LogTail)
 	return &out
+}
+
+// AttemptNumber returns the run's attempt number, 1 for a first attempt.
+func (r *Run) AttemptNumber() int { return max(r.Attempt, 1) }
+
+// Deadline returns when the run's active deadline passes (L2), and
+// whether it has one: ActiveDeadlineSeconds after its submission.
+func (r *Run) Deadline() (time.Time, bool) {
+	if r.Config.ActiveDeadlineSeconds <= 0 {
+		return time.Time{}, false
+	}
+	return r.SubmittedAt.Add(time.Duration(r.Config.ActiveDeadlineSeconds) * time.Second), true
+}
+
+// Retries reports whether the ended run is to be retried (L3): it failed,
+// not finally, and its config allows another attempt. The retry is a new
+// run (NextAttempt), submitted a backoff after this one finished
+// (RetryBackoff(AttemptNumber()) by default).
+func (r *Run) Retries() bool {
+	return r.State == Failed && !r.Final && r.AttemptNumber() <= r.Config.BackoffLimit
 }
 
 // Live reports whether the run has not ended.

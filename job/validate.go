@@ -1,6 +1,7 @@
 package job
 
 import (
+	"fmt"
 	"strings"
 	"unicode/utf8"
 
@@ -60,6 +61,16 @@ func (c *Config) Problems(cat cluster.Catalogs) errs.List {
 			"only an on-demand run takes variables from Secrets: a run on an existing cluster or cluster group is submitted to the cluster's Ray Jobs API, which cannot read Secrets; set secretEnvVars on the cluster's node groups instead, and the run inherits them"))
 	}
 	l = append(l, check.Advanced(errs.NewPath("advanced"), "J11", -1, c.Advanced)...)
+	if c.Schedule != nil {
+		l = append(l, c.Schedule.problems(errs.NewPath("schedule"))...)
+	}
+	if d := c.ActiveDeadlineSeconds; d < 0 || d > MaxActiveDeadline {
+		l = append(l, errs.Invalid(errs.NewPath("activeDeadlineSeconds"), "L2", d,
+			fmt.Sprintf("must be 0 (no deadline) to %d seconds", MaxActiveDeadline)))
+	}
+	if n := c.BackoffLimit; n < 0 || n > MaxBackoffLimit {
+		l = append(l, errs.Invalid(errs.NewPath("backoffLimit"), "L3", n, fmt.Sprintf("must be 0 to %d retries", MaxBackoffLimit)))
+	}
 	return l
 }
 

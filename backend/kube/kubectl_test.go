@@ -115,7 +115,10 @@ func TestKubectlTables(t *testing.T) {
 	run.State, run.RayDone = job.Succeeded, true
 	run.StartedAt = t0.Add(time.Minute)
 	run.FinishedAt = run.StartedAt.Add(3*time.Minute + 12*time.Second)
+	run.Attempt = 2
 	put("run", run.ID, &run)
+	sched := cases[3].v2.(*job.Record) // scheduled (L1)
+	put("job", sched.ID, sched)
 	queued := *cases[4].v.(*job.Run)
 	queued.ID = "run-2"
 	put("run", queued.ID, &queued)
@@ -147,9 +150,12 @@ func TestKubectlTables(t *testing.T) {
 	}, {
 		plural: "runs",
 		want: map[string]map[string]any{
-			run.ID:    {"Job": "训练 resnet", "State": "succeeded", "Duration": "3m12s", "Job-ID": "job-1", "Cluster": "cls-od-1"},
-			queued.ID: {"Job": "训练 resnet", "State": "waiting", "Wait": "insufficient unused quota", "Started": nil, "Duration": nil},
+			run.ID:    {"Job": "训练 resnet", "State": "succeeded", "Duration": "3m12s", "Job-ID": "job-1", "Cluster": "cls-od-1", "Attempt": float64(2)},
+			queued.ID: {"Job": "训练 resnet", "State": "waiting", "Wait": "insufficient unused quota", "Started": nil, "Duration": nil, "Attempt": nil},
 		},
+	}, {
+		plural: "jobconfigs",
+		want:   map[string]map[string]any{sched.ID: {"Schedule": "0 2 * * *", "Suspended": true}},
 	}, {
 		plural: "resourcegroups",
 		want: map[string]map[string]any{
@@ -185,6 +191,9 @@ func TestKubectlTables(t *testing.T) {
 				}
 			}
 		})
+	}
+	if tb := getTable(t, cfg, ns, "jobconfigs", ""); tb.rows[sched.ID]["Next-Tick"] == nil {
+		t.Errorf("a scheduled config has no Next-Tick cell: %v", tb.rows[sched.ID])
 	}
 	// A finished run's Started column is its start's age.
 	if tb := getTable(t, cfg, ns, "runs", ""); tb.rows[run.ID]["Started"] == nil {

@@ -93,8 +93,21 @@ func renderRayJob(r *job.Run, o RenderOptions, replicas map[string]int) (*rayv1.
 			TTLSecondsAfterFinished: keepFinishedSeconds,
 			Suspend:                 o.SuspendRayJob,
 			RayClusterSpec:          spec,
+			// The run's deadline (L2), which the platform enforces from the
+			// run's submission; KubeRay's counts from the RayJob's start,
+			// later, so it only backs the platform's up.
+			ActiveDeadlineSeconds: activeDeadline(cfg),
 		},
 	}, nil
+}
+
+// activeDeadline is a config's ActiveDeadlineSeconds for a RayJob: nil
+// when it has none.
+func activeDeadline(cfg *job.Config) *int32 {
+	if cfg.ActiveDeadlineSeconds <= 0 {
+		return nil
+	}
+	return ptr.To(int32(cfg.ActiveDeadlineSeconds))
 }
 
 // keepFinishedSeconds is how long KubeRay keeps a finished RayJob's

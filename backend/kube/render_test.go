@@ -150,7 +150,9 @@ func onDemandRun() *job.Run {
 				Pip:     []string{"torch>=2.0", "pandas==2.2.2"},
 				EnvVars: map[string]string{"WANDB_MODE": "offline", "EPOCHS": "3"},
 			},
-			Advanced: map[string]string{"object-store-memory": "4000000000"},
+			Advanced:              map[string]string{"object-store-memory": "4000000000"},
+			ActiveDeadlineSeconds: 7200,
+			BackoffLimit:          2, // the platform's retries: KubeRay's stays 0
 		},
 	}
 }
@@ -374,6 +376,9 @@ func TestRenderMeaning(t *testing.T) {
 			if rj.Name != "run-k3j4h5g6f7" || s.JobId != "run-k3j4h5g6f7" || !s.ShutdownAfterJobFinishes || s.Suspend ||
 				s.Entrypoint != "python main.py --config config.yaml" || s.SubmissionMode != rayv1.HTTPMode {
 				t.Errorf("spec %+v", s)
+			}
+			if s.ActiveDeadlineSeconds == nil || *s.ActiveDeadlineSeconds != 7200 || s.BackoffLimit == nil || *s.BackoffLimit != 0 {
+				t.Errorf("deadline %v, backoff limit %v: want the run's deadline (L2), and no retry of KubeRay's (L3)", s.ActiveDeadlineSeconds, s.BackoffLimit)
 			}
 			if rj.Labels[kube.KeyRunID] != "run-k3j4h5g6f7" || rj.Labels[kube.KeyJobID] != "job-a1b2c3d4e5" || rj.Annotations[kube.KeyName] != "训练任务 v2" {
 				t.Errorf("labels %v, annotations %v", rj.Labels, rj.Annotations)

@@ -111,6 +111,8 @@ func storeCases() []storeCase {
 	cl2.QuotaGroup = "rg-1"
 	cl2.PendingRestart = []string{"image"}
 	cl2.UpdatedAt = t0.Add(time.Minute)
+	cl2.Spec.IdleTimeoutSeconds = 1800     // L4
+	cl2.RunningSince = t0.Add(time.Minute) // L4
 
 	g := &group.Group{ID: "grp-1", Name: "组 A", Policy: group.Random, Creator: "alice", CreatedAt: t0, UpdatedAt: t0, Events: events()[:1]}
 	g2 := *g
@@ -128,6 +130,9 @@ func storeCases() []storeCase {
 	rec2.Config.Entrypoint = "python train.py --epochs 3"
 	rec2.Revision = 2
 	rec2.Deleting = job.Deletion{At: t0.Add(time.Minute), By: "bob"} // a delete in progress (J17)
+	rec2.Config.Schedule = &job.Schedule{Cron: "0 2 * * *", TimeZone: "Asia/Shanghai", ConcurrencyPolicy: job.ReplaceConcurrent, StartingDeadlineSeconds: new(60)}
+	rec2.Config.ActiveDeadlineSeconds, rec2.Config.BackoffLimit = 3600, 2                                                                                 // L2, L3
+	rec2.ScheduleStatus = job.ScheduleStatus{Suspended: true, LastTick: t0.Add(time.Hour), LastRun: "run-1", NextTick: t0.Add(25 * time.Hour), Missed: 3} // L1
 
 	run := &job.Run{ID: "run-1", JobID: "job-1", Revision: 1, Config: testConfig(), State: job.Waiting,
 		WaitReason: job.InsufficientQuota, Message: "needs 8 CPUs", Creator: "alice", SubmittedAt: t0,
@@ -136,6 +141,7 @@ func storeCases() []storeCase {
 	run2.State, run2.WaitReason, run2.Message = job.Running, "", ""
 	run2.ClusterID, run2.StartedAt, run2.Logs = "cls-od-1", t0.Add(time.Minute), "cos://logs-1250000000/dlc/run-1"
 	run2.Placement = "least-loaded: 2 active runs, fewest of 4 running members"
+	run2.Attempt, run2.PreviousAttempt, run2.NextAttempt, run2.Final, run2.Tick = 2, "run-0", "run-3", true, t0 // L1, L3
 
 	acc := &quota.Account{Group: quota.Group{ID: "rg-1", Package: "pkg-1", Capacity: quota.Resources{MilliCPU: 64000, Memory: 256 << 30, GPU: 8}}}
 	acc2 := *acc

@@ -206,6 +206,13 @@ func derived(d backend.Doc) (backend.Doc, any) {
 			return d, nil
 		}
 		d.Labels, obj = runLabels(r), r
+	case kindJob:
+		rec, err := decode[job.Record](d)
+		if err != nil {
+			d.Labels = nil
+			return d, nil
+		}
+		d.Labels, obj = jobLabels(rec), rec
 	default:
 		d.Labels = nil // no other kind is looked up by label
 	}
@@ -230,6 +237,7 @@ func (c *Engine) observed(d backend.Doc, deleted bool) (backend.Doc, any) {
 	c.finished.observe(d, obj)
 	c.order.observe(d, obj)
 	c.load.observe(d)
+	c.observeRunEnd(d, obj)
 	return d, obj
 }
 

@@ -127,12 +127,16 @@ func (c *Engine) reconcileCluster(ctx context.Context, id string) (time.Duration
 	t := obs.Trigger(cl.Generation)
 	if _, ok, _ := cluster.Transition(id, cl.State, t); !ok {
 		if cl.State == cluster.Running {
+			idle, hibernated, err := c.hibernateIfIdle(ctx, cl)
+			if err != nil || hibernated {
+				return 0, err // the write brings the cluster back here
+			}
 			again, wrote, err := c.followAutoscaler(ctx, cl, obs.Autoscaled)
 			if err != nil || wrote {
 				return again, err // the write brings the cluster back here
 			}
 			inRay := podRequests(obs.Pods)
-			return again, c.trueUpHold(ctx, cl, &inRay)
+			return sooner(again, idle), c.trueUpHold(ctx, cl, &inRay)
 		}
 		// Transitional: Ray will say when it is done; meanwhile the step has
 		// a deadline on its progress, so that no cluster stays transitional
@@ -155,6 +159,7 @@ func (c *Engine) observedCluster(ctx context.Context, cl *cluster.Cluster, t clu
 	switch to {
 	case cluster.Running:
 		msg = fmt.Sprintf("%d pods", len(obs.Pods))
+		next.RunningSince = c.clock.Now()
 	case cluster.Abnormal:
 		next.Reason, msg = obs.Reason, obs.Reason
 	case cluster.Hibernated:
@@ -505,4 +510,16 @@ func podRequests(pods []cluster.Pod) quota.Resources {
 		sum = sum.Add(p.Requests.Max(quota.Resources{}))
 	}
 	return sum
+}
+
+// sooner returns the sooner of two "look again after" durations, where 0
+// means never.
+func sooner(a, b time.Duration) time.Duration {
+	switch {
+	case a <= 0:
+		return b
+	case b <= 0:
+		return a
+	}
+	return min(a, b)
 }

@@ -499,6 +499,12 @@ func (s *ClusterService) Hibernate(ctx context.Context, id string, opts cluster.
 }
 
 func (s *ClusterService) hibernate(ctx context.Context, cl *cluster.Cluster, opts cluster.DeleteOptions) (*cluster.Cluster, error) {
+	return s.hibernateAs(ctx, cl, opts, "user", "")
+}
+
+// hibernateAs is hibernate, logged as source's with msg (the platform
+// hibernates an idle cluster as "system").
+func (s *ClusterService) hibernateAs(ctx context.Context, cl *cluster.Cluster, opts cluster.DeleteOptions, source, msg string) (*cluster.Cluster, error) {
 	c := s.c
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -514,7 +520,7 @@ func (s *ClusterService) hibernate(ctx context.Context, cl *cluster.Cluster, opt
 		return nil, err
 	}
 	next.Generation++
-	next.Events = cluster.AppendEvent(next.Events, c.event(ctx, "user", "hibernate", ""))
+	next.Events = cluster.AppendEvent(next.Events, c.event(ctx, source, "hibernate", msg))
 	if err := c.putCluster(ctx, next, cl.Version); err != nil {
 		return nil, err
 	}
@@ -749,6 +755,7 @@ func specChanges(a, b *cluster.Spec) (live, restart []string) {
 	}
 	add(!reflect.DeepEqual(a.Mounts, b.Mounts), "mounts", false)
 	add(!reflect.DeepEqual(a.Advanced, b.Advanced), "advanced", false)
+	add(a.IdleTimeoutSeconds != b.IdleTimeoutSeconds, "idleTimeoutSeconds", true)
 	return live, restart
 }
 

@@ -51,6 +51,8 @@ type options struct {
 	resync        time.Duration
 	headroom      int
 	retention     retention
+	// runRetryBase and runRetryMax are a failed run's retry backoff (L3).
+	runRetryBase, runRetryMax time.Duration
 }
 
 // WithBackend sets the backend; the default is a new memory backend.
@@ -93,6 +95,14 @@ func WithWorkers(n int) Option {
 // a delete keeps retrying at the longest wait.
 func WithRetries(retries int, base, max time.Duration) Option {
 	return func(o *options) { o.retries, o.baseDelay, o.maxDelay = retries, base, max }
+}
+
+// WithRunRetryBackoff sets how long a failed run's retry (L3) waits after
+// it ended: base after the first attempt, doubling per attempt, at most
+// max (defaults job.RetryBackoffBase and job.RetryBackoffMax). Values
+// not above 0 keep the defaults.
+func WithRunRetryBackoff(base, max time.Duration) Option {
+	return func(o *options) { o.runRetryBase, o.runRetryMax = base, max }
 }
 
 // WithRepairGrace sets how long a reservation whose holder no longer
@@ -209,6 +219,7 @@ type Engine struct {
 	finished *finishedRuns // the finished runs by job config (retention.go)
 	order    *runOrder     // each job config's runs in list order (runorder.go)
 	load     *runLoad      // each cluster's active runs (placement.go)
+	ends     runEnds       // when the last run on each cluster ended (idle.go)
 
 	queue   workqueue.TypedInterface[string]
 	limiter workqueue.TypedRateLimiter[string]

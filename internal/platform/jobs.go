@@ -48,7 +48,8 @@ func (s *JobService) Save(ctx context.Context, cfg *job.Config, opts job.SaveOpt
 	now := c.clock.Now()
 	rec := &job.Record{ID: id, Config: *cfg, Revision: 1, Creator: UserFrom(ctx), CreatedAt: now, UpdatedAt: now}
 	rec.Events = cluster.AppendEvent(nil, c.event(ctx, "user", "create", cfg.Name))
-	v, err := c.create(ctx, kindJob, rec.ID, nil, rec)
+	scheduleSet(nil, rec, now)
+	v, err := c.create(ctx, kindJob, rec.ID, jobLabels(rec), rec)
 	if errors.Is(err, errs.ErrConflict) && opts.RequestID != "" {
 		got, gv, ferr := fresh[job.Record](ctx, c, kindJob, id)
 		if ferr != nil {
@@ -239,7 +240,8 @@ func (s *JobService) Edit(ctx context.Context, rec *job.Record) (*job.Record, er
 	out.Revision++
 	out.UpdatedAt = c.clock.Now()
 	out.Events = cluster.AppendEvent(out.Events, c.event(ctx, "user", "edit", fmt.Sprintf("revision %d", out.Revision)))
-	if out.Version, err = c.update(ctx, kindJob, out.ID, cur.Version, nil, out); err != nil {
+	scheduleSet(&cur.Config, out, out.UpdatedAt)
+	if out.Version, err = c.update(ctx, kindJob, out.ID, cur.Version, jobLabels(out), out); err != nil {
 		return nil, notFoundAs(err, "job", out.ID)
 	}
 	return out, nil
@@ -319,7 +321,7 @@ func (s *JobService) Delete(ctx context.Context, id string) error {
 		if !c.markHeld(rec.Deleting.At) {
 			marked := rec.DeepCopy()
 			marked.Deleting = job.Deletion{At: c.clock.Now(), By: UserFrom(ctx)}
-			fence, err = c.update(ctx, kindJob, id, rec.Version, nil, marked)
+			fence, err = c.update(ctx, kindJob, id, rec.Version, jobLabels(marked), marked)
 			if errors.Is(err, errs.ErrConflict) && attempt < conflictRetries {
 				continue
 			}
@@ -394,7 +396,7 @@ func (c *Engine) freshLiveRuns(ctx context.Context, jobID string) (int, error) {
 func (c *Engine) unmarkJob(ctx context.Context, rec *job.Record, fence string) {
 	next := rec.DeepCopy()
 	next.Deleting = job.Deletion{}
-	if _, err := c.update(context.WithoutCancel(ctx), kindJob, rec.ID, fence, nil, next); err != nil {
+	if _, err := c.update(context.WithoutCancel(ctx), kindJob, rec.ID, fence, jobLabels(next), next); err != nil {
 		c.o.log.V(1).Info("a refused delete's mark stays until it expires", "job", rec.ID, "error", err.Error())
 	}
 }
@@ -420,7 +422,7 @@ func (c *Engine) jobLive(ctx context.Context, id string) (string, error) {
 		}
 		next := rec.DeepCopy()
 		next.Deleting = job.Deletion{}
-		_, err = c.update(ctx, kindJob, id, rec.Version, nil, next)
+		_, err = c.update(ctx, kindJob, id, rec.Version, jobLabels(next), next)
 		if err == nil {
 			return "", nil
 		}

@@ -51,6 +51,7 @@ func (c *Engine) onChange(ch backend.Change) {
 			delete(c.dependents, d.ID)
 			delete(c.steps, d.ID) // also on a client that no longer owns it
 			c.mu.Unlock()
+			c.forgetRunEnds(d.ID)
 		} else if cl, ok := obj.(*cluster.Cluster); ok {
 			c.enqueueDependents(cl) // reads it only
 		}
@@ -106,6 +107,7 @@ func (c *Engine) walk(see func(key, version string, owned bool)) {
 	for _, phase := range []string{phasePending, phaseActive, phaseCleanup} {
 		visit(kindRun, c.cache.selectDocs(kindRun, map[string]string{labelPhase: phase}))
 	}
+	visit(kindJob, c.cache.selectDocs(kindJob, map[string]string{labelScheduled: "1"}))
 	c.enqueueRetained()
 }
 
@@ -298,5 +300,6 @@ func (c *Engine) newReconcilers() map[string]reconciler {
 		kindCluster:       clusterReconciler{c},
 		kindRun:           runReconciler{c},
 		kindResourceGroup: resourceGroupReconciler{c},
+		kindJob:           jobReconciler{c},
 	}
 }

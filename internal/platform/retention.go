@@ -140,7 +140,7 @@ func (f *finishedRuns) observe(d backend.Doc, obj any) {
 		return
 	}
 	r, _ := obj.(*job.Run)
-	done := r != nil && d.Labels[labelPhase] == phaseDone
+	done := r != nil && d.Labels[labelPhase] == phaseDone // not a failed run whose retry is still to come (runLabels)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if was, ok := f.jobOf[d.ID]; ok && (!done || was != r.JobID) {

@@ -37,14 +37,75 @@ func (c *Engine) reconcileRun(ctx context.Context, id string) (time.Duration, er
 		return 0, err
 	}
 	switch {
+	case r.RayDone && !r.State.Live() && r.Retries() && r.NextAttempt == "":
+		return c.retryRun(ctx, r)
 	case r.RayDone && !r.State.Live():
 		return c.retain(ctx, r) // deleted once its retention is up (retention.go)
 	case !r.State.Live():
 		return 0, c.cleanupRun(ctx, r)
-	case r.State == job.Queued || r.State == job.Waiting:
-		return 0, c.placeRun(ctx, r)
 	}
-	return 0, c.followRun(ctx, r)
+	// A live run with a deadline (L2) ends at it, whatever it waits for.
+	var untilDeadline time.Duration
+	if dl, ok := r.Deadline(); ok {
+		now := c.clock.Now()
+		if !now.Before(dl) {
+			_, _, err := c.moveRun(ctx, r, job.Fail, fmt.Sprintf("deadline exceeded: not ended %ds after its submission", r.Config.ActiveDeadlineSeconds),
+				func(n *job.Run) { n.Final = true })
+			return 0, err // its cleanup stops Ray's job and releases its cluster
+		}
+		untilDeadline = dl.Sub(now)
+	}
+	if r.State == job.Queued || r.State == job.Waiting {
+		return untilDeadline, c.placeRun(ctx, r)
+	}
+	return untilDeadline, c.followRun(ctx, r)
+}
+
+// retryRun submits the next attempt of failed run r (L3) once its
+// backoff is over: a new run of the same revision, whose id derives from
+// r's, so that the retry is made once however many steps try; r then
+// names it (NextAttempt). A config deleted meanwhile is not run again: r
+// is marked Final, saying so.
+func (c *Engine) retryRun(ctx context.Context, r *job.Run) (time.Duration, error) {
+	base, most := job.RetryBackoffBase, job.RetryBackoffMax
+	if c.o.runRetryBase > 0 {
+		base = c.o.runRetryBase
+	}
+	if c.o.runRetryMax > 0 {
+		most = c.o.runRetryMax
+	}
+	if now, at := c.clock.Now(), r.FinishedAt.Add(job.Backoff(r.AttemptNumber(), base, most)); now.Before(at) {
+		return at.Sub(now), nil
+	}
+	n := r.AttemptNumber() + 1
+	total := r.Config.BackoffLimit + 1
+	id := idFor("run", r.ID, "retry")
+	retry, err := c.createRun(ctx, r.JobID, id, true, &newRun{source: "system",
+		why: fmt.Sprintf("attempt %d of %d, retrying run %s", n, total, r.ID),
+		shape: func(nr *job.Run) {
+			nr.Revision, nr.Config = r.Revision, *r.Config.DeepCopy()
+			nr.Attempt, nr.PreviousAttempt, nr.Tick, nr.Creator = n, r.ID, r.Tick, r.Creator
+		}})
+	next := r.DeepCopy()
+	switch {
+	case errs.IsNotFound(err) || errors.Is(err, errs.ErrState):
+		next.Final = true
+		next.Events = cluster.AppendEvent(next.Events, c.event(ctx, "system", "not-retried", "its job config is deleted: "+err.Error()))
+	case err != nil:
+		return 0, err
+	default:
+		next.NextAttempt = retry.ID
+		next.Events = cluster.AppendEvent(next.Events, c.event(ctx, "system", "retried",
+			fmt.Sprintf("attempt %d of %d is run %s", n, total, retry.ID)))
+	}
+	return 0, c.putRun(ctx, next, r.Version)
+}
+
+// failFinally fails run r for a reason a retry would meet again (its
+// target or config gone): it is not retried.
+func (c *Engine) failFinally(ctx context.Context, r *job.Run, why string) error {
+	_, _, err := c.moveRun(ctx, r, job.Fail, why, func(n *job.Run) { n.Final = true })
+	return err
 }
 
 // placeRun puts a waiting run on a cluster, or records why it waits
@@ -56,8 +117,7 @@ func (c *Engine) placeRun(ctx context.Context, r *job.Run) error {
 	if ok, err := c.exists(ctx, kindJob, r.JobID); err != nil {
 		return err
 	} else if !ok {
-		_, err := c.endRun(ctx, r, job.Fail, "its job config was deleted while the run was being created")
-		return err
+		return c.failFinally(ctx, r, "its job config was deleted while the run was being created")
 	}
 	cfg := &r.Config
 	switch cfg.Mode() {
@@ -65,13 +125,11 @@ func (c *Engine) placeRun(ctx context.Context, r *job.Run) error {
 		cl, err := c.getCluster(ctx, cfg.Cluster)
 		switch {
 		case errs.IsNotFound(err):
-			_, err = c.endRun(ctx, r, job.Fail, fmt.Sprintf("cluster %s does not exist", cfg.Cluster))
-			return err
+			return c.failFinally(ctx, r, fmt.Sprintf("cluster %s does not exist", cfg.Cluster))
 		case err != nil:
 			return err
 		case cl.State == cluster.Deleting:
-			_, err = c.endRun(ctx, r, job.Fail, fmt.Sprintf("cluster %s was deleted", cl.ID))
-			return err
+			return c.failFinally(ctx, r, fmt.Sprintf("cluster %s was deleted", cl.ID))
 		case cl.State == cluster.Running:
 			return c.place(ctx, r, cl, "")
 		}
@@ -80,8 +138,7 @@ func (c *Engine) placeRun(ctx context.Context, r *job.Run) error {
 		gid := cfg.Group
 		ch, err := c.chooseMember(ctx, r, gid)
 		if errs.IsNotFound(err) {
-			_, err = c.endRun(ctx, r, job.Fail, fmt.Sprintf("cluster group %s does not exist", gid))
-			return err
+			return c.failFinally(ctx, r, fmt.Sprintf("cluster group %s does not exist", gid))
 		}
 		if err != nil {
 			return err
@@ -90,7 +147,7 @@ func (c *Engine) placeRun(ctx context.Context, r *job.Run) error {
 			return c.place(ctx, r, ch.cluster, ch.reason)
 		}
 		if ch.clashing > 0 {
-			_, err := c.endRun(ctx, r, job.Fail, fmt.Sprintf(
+			err := c.failFinally(ctx, r, fmt.Sprintf(
 				"every running member of group %s already mounts storage on a path this job mounts on; change the job's mount paths", gid))
 			return err
 		}
@@ -123,15 +180,13 @@ func (c *Engine) placeOnDemand(ctx context.Context, r *job.Run) error {
 	od := r.Config.OnDemand
 	a, _, err := cached[quota.Account](ctx, c, kindResourceGroup, od.ResourceGroup)
 	if errs.IsNotFound(err) {
-		_, err = c.endRun(ctx, r, job.Fail, fmt.Sprintf("resource group %s does not exist", od.ResourceGroup))
-		return err
+		return c.failFinally(ctx, r, fmt.Sprintf("resource group %s does not exist", od.ResourceGroup))
 	}
 	if err != nil {
 		return err
 	}
 	if _, err := c.demand(r); err != nil {
-		_, err = c.endRun(ctx, r, job.Fail, "its on-demand environment cannot be sized: "+err.Error())
-		return err
+		return c.failFinally(ctx, r, "its on-demand environment cannot be sized: "+err.Error())
 	}
 	cid := odClusterID(r.ID)
 	if _, held := a.Holders[cid]; !held {
@@ -243,6 +298,9 @@ func (c *Engine) followRun(ctx context.Context, r *job.Run) error {
 			if n.StartedAt.IsZero() {
 				n.StartedAt = c.clock.Now()
 			}
+		}
+		if dl, ok := n.Deadline(); ok && n.State == job.Failed && !c.clock.Now().Before(dl) {
+			n.Final = true // Ray's own deadline (a RayJob's activeDeadlineSeconds) ended it
 		}
 		if n.State.Terminal() {
 			n.RayDone = n.Config.OnDemand == nil

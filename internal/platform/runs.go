@@ -26,7 +26,7 @@ const (
 	labelPhase          = "phase"
 	phasePending        = "pending" // queued or waiting
 	phaseActive         = "active"  // provisioning or running
-	phaseCleanup        = "cleanup" // ended; Ray or its on-demand cluster still to release
+	phaseCleanup        = "cleanup" // ended; Ray or its on-demand cluster still to release, or its retry (L3) to make
 	phaseDone           = "done"
 	labelTarget         = "target"
 	targetCluster       = "cluster."
@@ -47,7 +47,7 @@ func runLabels(r *job.Run) map[string]string {
 		l[labelPhase] = phasePending
 	case r.State.Live():
 		l[labelPhase] = phaseActive
-	case r.RayDone:
+	case r.RayDone && !(r.Retries() && r.NextAttempt == ""):
 		l[labelPhase] = phaseDone
 	default:
 		l[labelPhase] = phaseCleanup
@@ -82,15 +82,44 @@ func runLabels(r *job.Run) map[string]string {
 // The failed run stays in the run list; a retry with the same request id
 // returns it.
 func (s *RunService) Create(ctx context.Context, jobID string, opts job.RunOptions) (*job.Run, error) {
-	c := s.c
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	id := newID("run")
 	if opts.RequestID != "" {
 		id = idFor("run", jobID, opts.RequestID)
+	}
+	return s.c.createRun(ctx, jobID, id, opts.RequestID != "", nil)
+}
+
+// newRun is how a run comes to be: by hand (Runs().Create), at a
+// schedule's tick, or as the retry of a failed one.
+type newRun struct {
+	// source and why are the submit event's: "user" and "revision 3",
+	// "system" and the tick, or the attempt retried.
+	source, why string
+	// shape changes the run before it is stored: its config (a retry
+	// runs the failed attempt's), attempt, tick, creator.
+	shape func(*job.Run)
+}
+
+// createRun stores run id of job jobID, queued, and fences it against the
+// config's delete (fenceRun). When derived (the id derives from a request,
+// a tick or a failed attempt), a run already stored under the id is
+// returned instead: a second create of it is a no-op.
+func (c *Engine) createRun(ctx context.Context, jobID, id string, derived bool, how *newRun) (*job.Run, error) {
+	switch {
+	case derived && how == nil:
 		if r, err := c.getRun(ctx, id); err == nil {
 			return c.fenceRun(ctx, r) // the first attempt may have stopped short of it
+		}
+	case derived:
+		// A tick's or a retry's run: made by a step before this one, which
+		// the cache shows, or its create below is the conflict.
+		if _, ok := c.cache.get(kindRun, id); ok {
+			if r, err := c.getRun(ctx, id); err == nil {
+				return c.fenceRun(ctx, r)
+			}
 		}
 	}
 	rec, err := c.getJob(ctx, jobID)
@@ -102,7 +131,18 @@ func (s *RunService) Create(ctx context.Context, jobID string, opts job.RunOptio
 	}
 	now := c.clock.Now()
 	r := &job.Run{ID: id, JobID: jobID, Revision: rec.Revision, Config: *rec.Config.DeepCopy(),
-		Creator: UserFrom(ctx), SubmittedAt: now, Priority: rec.Config.Priority(), Seq: c.nextSeq(now)}
+		Creator: UserFrom(ctx), SubmittedAt: now, Seq: c.nextSeq(now)}
+	source, why := "user", ""
+	if how != nil {
+		source, why = how.source, how.why
+		if how.shape != nil {
+			how.shape(r)
+		}
+	}
+	r.Priority = r.Config.Priority()
+	if why == "" {
+		why = fmt.Sprintf("revision %d", r.Revision)
+	}
 	if _, _, err := c.advanceRun(r, job.Queue, ""); err != nil {
 		return nil, err
 	}
@@ -112,8 +152,8 @@ func (s *RunService) Create(ctx context.Context, jobID string, opts job.RunOptio
 			return nil, err
 		}
 	}
-	r.Events = cluster.AppendEvent(nil, c.event(ctx, "user", "submit", fmt.Sprintf("revision %d", r.Revision)))
-	why, err := c.missingTarget(ctx, &r.Config)
+	r.Events = cluster.AppendEvent(nil, c.event(ctx, source, "submit", why))
+	why, err = c.missingTarget(ctx, &r.Config)
 	if err != nil {
 		return nil, err
 	}
@@ -121,11 +161,12 @@ func (s *RunService) Create(ctx context.Context, jobID string, opts job.RunOptio
 		if _, _, err := c.advanceRun(r, job.Fail, why); err != nil {
 			return nil, err
 		}
+		r.Final = true   // a retry would find its target gone too
 		r.RayDone = true // it never reached Ray, nor was it admitted
 		r.Events = cluster.AppendEvent(r.Events, c.event(ctx, "system", string(job.Failed), why))
 	}
 	v, err := c.create(ctx, kindRun, r.ID, runLabels(r), r)
-	if errors.Is(err, errs.ErrConflict) && opts.RequestID != "" {
+	if errors.Is(err, errs.ErrConflict) && derived {
 		got, gv, ferr := fresh[job.Run](ctx, c, kindRun, id)
 		if ferr != nil {
 			return nil, ferr

@@ -117,6 +117,9 @@ var scripts = map[string]string{
 	"slow.py":  "import time\ntime.sleep(3)\nprint('slow.py ran')\n",
 	// ticks.py logs a line every 0.3 s for 3 s: logs followed while it runs.
 	"ticks.py": "import time\nfor i in range(10):\n    print('tick', i, flush=True)\n    time.sleep(0.3)\n",
+	// fails.py exits 1; long.py runs for a minute (a deadline stops it).
+	"fails.py": "import sys\nprint('failing', flush=True)\nsys.exit(1)\n",
+	"long.py":  "import time\nprint('long.py started', flush=True)\ntime.sleep(60)\n",
 }
 
 var zipOnce = sync.OnceValue(func() []byte { return zipOf(scripts) })

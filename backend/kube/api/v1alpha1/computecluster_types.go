@@ -60,6 +60,12 @@ type ComputeClusterSpec struct {
 	// Advanced are Ray start parameters that override the defaults.
 	// +optional
 	Advanced map[string]string `json:"advanced,omitempty"`
+	// IdleTimeoutSeconds hibernates the cluster once no run has been
+	// active on it for that long (L4); 0 never.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=2592000
+	// +optional
+	IdleTimeoutSeconds int32 `json:"idleTimeoutSeconds,omitempty"`
 	// Temporary marks an on-demand cluster, owned by the run OwnerRun.
 	// +optional
 	Temporary bool `json:"temporary,omitempty"`
@@ -103,6 +109,10 @@ type ComputeClusterStatus struct {
 	// QuotaGroup is the resource group its reservation was made in.
 	// +optional
 	QuotaGroup string `json:"quotaGroup,omitempty"`
+	// RunningSince is when it last became running.
+	// +kubebuilder:validation:Format=date-time
+	// +optional
+	RunningSince string `json:"runningSince,omitempty"`
 	// Record is the last change and the operation log.
 	Record `json:",inline"`
 }
@@ -126,6 +136,8 @@ const LabelOnDemand = "dlc.aidlc.io/on-demand"
 // +kubebuilder:printcolumn:name="On-Demand-Run",type=string,JSONPath=`.spec.ownerRun`,description="The run an on-demand cluster was made for; empty on a standing cluster"
 // +kubebuilder:printcolumn:name="Resource-Group",type=string,JSONPath=`.spec.resourceGroup`,priority=1
 // +kubebuilder:printcolumn:name="Generation",type=integer,JSONPath=`.status.generation`,priority=1
+// +kubebuilder:printcolumn:name="Idle-Timeout",type=integer,JSONPath=`.spec.idleTimeoutSeconds`,priority=1,description="Seconds without an active run after which it hibernates (L4)"
+// +kubebuilder:printcolumn:name="Running-Since",type=date,JSONPath=`.status.runningSince`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type ComputeCluster struct {
 	metav1.TypeMeta   `json:",inline"`

@@ -58,6 +58,60 @@ type JobConfigBody struct {
 	RuntimeEnv runtime.RawExtension `json:"runtimeEnv,omitzero"`
 	// +optional
 	Advanced map[string]string `json:"advanced,omitempty"`
+	// Schedule starts a run at each tick of a cron expression (L1).
+	// +optional
+	Schedule *Schedule `json:"schedule,omitempty"`
+	// ActiveDeadlineSeconds stops and fails a run not ended so long after
+	// its submission (L2); 0 none.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=2592000
+	// +optional
+	ActiveDeadlineSeconds int32 `json:"activeDeadlineSeconds,omitempty"`
+	// BackoffLimit is how many times a failed run is retried (L3).
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=10
+	// +optional
+	BackoffLimit int32 `json:"backoffLimit,omitempty"`
+}
+
+// Schedule is a job config's schedule, as job.Schedule (package job
+// checks the expression and the zone).
+type Schedule struct {
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=128
+	Cron string `json:"cron"`
+	// +kubebuilder:validation:MaxLength=64
+	// +optional
+	TimeZone string `json:"timeZone,omitempty"`
+	// +kubebuilder:validation:Enum=Allow;Forbid;Replace
+	// +optional
+	ConcurrencyPolicy string `json:"concurrencyPolicy,omitempty"`
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=604800
+	// +optional
+	StartingDeadlineSeconds *int32 `json:"startingDeadlineSeconds,omitempty"`
+}
+
+// ScheduleStatus is where a job config's schedule stands, as
+// job.ScheduleStatus.
+type ScheduleStatus struct {
+	// +optional
+	Suspended bool `json:"suspended,omitempty"`
+	// LastTick is the last tick handled.
+	// +kubebuilder:validation:Format=date-time
+	// +optional
+	LastTick string `json:"lastTick,omitempty"`
+	// LastRun is the run the last started tick made.
+	// +optional
+	LastRun string `json:"lastRun,omitempty"`
+	// NextTick is when the schedule fires next.
+	// +kubebuilder:validation:Format=date-time
+	// +optional
+	NextTick string `json:"nextTick,omitempty"`
+	// Missed counts the ticks skipped.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	Missed int32 `json:"missed,omitempty"`
 }
 
 // JobConfigSpec is a saved job configuration, as job.Record: its config
@@ -79,6 +133,9 @@ type JobConfigStatus struct {
 	// Deleting marks a delete in progress (J17).
 	// +optional
 	Deleting *Deletion `json:"deleting,omitempty"`
+	// ScheduleStatus is where the schedule stands (L1).
+	// +optional
+	ScheduleStatus *ScheduleStatus `json:"scheduleStatus,omitempty"`
 }
 
 // JobConfig is a saved job configuration; each of its runs is a Run.
@@ -88,6 +145,9 @@ type JobConfigStatus struct {
 // +kubebuilder:resource:shortName=jc,categories=dlc
 // +kubebuilder:printcolumn:name="Display",type=string,JSONPath=`.spec.config.name`
 // +kubebuilder:printcolumn:name="Revision",type=integer,JSONPath=`.spec.revision`
+// +kubebuilder:printcolumn:name="Schedule",type=string,JSONPath=`.spec.config.schedule.cron`
+// +kubebuilder:printcolumn:name="Suspended",type=boolean,JSONPath=`.status.scheduleStatus.suspended`,priority=1
+// +kubebuilder:printcolumn:name="Next-Tick",type=date,JSONPath=`.status.scheduleStatus.nextTick`,description="When the schedule fires next (L1)"
 // +kubebuilder:printcolumn:name="Cluster",type=string,JSONPath=`.spec.config.cluster`,priority=1
 // +kubebuilder:printcolumn:name="Group",type=string,JSONPath=`.spec.config.group`,priority=1
 // +kubebuilder:printcolumn:name="Resource-Group",type=string,JSONPath=`.spec.config.onDemand.resourceGroup`,priority=1

@@ -46,13 +46,16 @@ func TestDomainJSON(t *testing.T) {
 		out     func() any
 	}{
 		{"cluster.Spec", &cluster.Spec{Name: "集群", Groups: []string{"g-1"}, Priority: new(3), Tags: map[string]string{"k": "v"},
-			ResourcePackage: "p", ResourceGroup: "rg", Environment: env, Mounts: mounts, Advanced: map[string]string{"num-cpus": "2"}},
+			ResourcePackage: "p", ResourceGroup: "rg", Environment: env, Mounts: mounts, Advanced: map[string]string{"num-cpus": "2"},
+			IdleTimeoutSeconds: 1800},
 			&v1.ComputeClusterSpec{}, func() any { return &cluster.Spec{} }},
 		{"cluster.Template", &cluster.Template{Name: "t", Description: "d", Environment: env},
 			&v1.ClusterTemplateSpec{}, func() any { return &cluster.Template{} }},
 		{"job.Config", &job.Config{Name: "j", OnDemand: &job.OnDemand{ResourcePackage: "p", ResourceGroup: "rg", Priority: new(9), Environment: env},
 			Package: storage.Package{COS: "cos://b-1250000000/a.zip"}, Entrypoint: "python main.py", Mounts: mounts,
-			Runtime: job.RuntimeEnv{Pip: []string{"torch"}, EnvVars: map[string]string{"A": "b"}}},
+			Runtime:               job.RuntimeEnv{Pip: []string{"torch"}, EnvVars: map[string]string{"A": "b"}},
+			Schedule:              &job.Schedule{Cron: "0 2 * * *", TimeZone: "Asia/Shanghai", ConcurrencyPolicy: job.ForbidConcurrent, StartingDeadlineSeconds: new(600)},
+			ActiveDeadlineSeconds: 3600, BackoffLimit: 2},
 			&v1.JobConfigBody{}, func() any { return &job.Config{} }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

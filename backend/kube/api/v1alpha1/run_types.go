@@ -39,6 +39,19 @@ type RunSpec struct {
 	// SubmittedAt is when it was submitted, RFC 3339 with nanoseconds.
 	// +kubebuilder:validation:Format=date-time
 	SubmittedAt string `json:"submittedAt"`
+	// Attempt numbers a retry (L3): 2 for the first; absent for a first
+	// attempt.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=11
+	// +optional
+	Attempt int32 `json:"attempt,omitempty"`
+	// PreviousAttempt is the run this one retries.
+	// +optional
+	PreviousAttempt string `json:"previousAttempt,omitempty"`
+	// Tick is the schedule tick that started the run (L1).
+	// +kubebuilder:validation:Format=date-time
+	// +optional
+	Tick string `json:"tick,omitempty"`
 }
 
 // RunStatus is what the platform records of a run.
@@ -75,6 +88,12 @@ type RunStatus struct {
 	// Ray having no record of it fails the run; it is never submitted again.
 	// +optional
 	RaySubmitted bool `json:"raySubmitted,omitempty"`
+	// NextAttempt is the run that retries this one (L3).
+	// +optional
+	NextAttempt string `json:"nextAttempt,omitempty"`
+	// Final marks a failure that is not retried (L3).
+	// +optional
+	Final bool `json:"final,omitempty"`
 	// LogTail is the end of the run's logs, kept when it ended.
 	// +kubebuilder:validation:MaxItems=200
 	// +optional
@@ -115,6 +134,7 @@ type RunSummary struct {
 // +kubebuilder:printcolumn:name="Wait",type=string,JSONPath=`.status.waitReason`
 // +kubebuilder:printcolumn:name="Started",type=date,JSONPath=`.status.startedAt`
 // +kubebuilder:printcolumn:name="Duration",type=string,JSONPath=`.status.summary.duration`,description="How long a finished run ran"
+// +kubebuilder:printcolumn:name="Attempt",type=integer,JSONPath=`.spec.attempt`,description="A retry's attempt number (L3); empty for a first attempt"
 // +kubebuilder:printcolumn:name="Job-ID",type=string,JSONPath=`.spec.jobID`,priority=1
 // +kubebuilder:printcolumn:name="Cluster",type=string,JSONPath=`.status.clusterID`,priority=1
 // +kubebuilder:printcolumn:name="Placement",type=string,JSONPath=`.status.placement`,priority=1,description="Why a cluster group's policy chose the member"

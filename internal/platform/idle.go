@@ -1,0 +1,113 @@
+package platform
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/aidlc/dlc/backend"
+	"github.com/aidlc/dlc/cluster"
+	"github.com/aidlc/dlc/errs"
+	"github.com/aidlc/dlc/job"
+)
+
+// A standing cluster with an idle timeout (L4) hibernates once no run has
+// been active on it for that long. Idle since is derived, not stored:
+// the later of when the cluster last became running (RunningSince, written
+// with that transition) and when the last run placed on it ended (an
+// index of the runs' ends the store's watch keeps, rebuilt from the
+// stored runs at a restart). A run that is active on it (provisioning or
+// running there) keeps it busy. The hibernate is the user's operation,
+// made by the cluster's reconciler, so it is refused when a run has
+// become active meanwhile, and a run placed while it is written is
+// displaced and waits (J18), as with any hibernate.
+
+// runEnds is, per cluster, when the last run placed on it ended, as far
+// as the stored runs tell.
+type runEnds struct {
+	mu   sync.Mutex
+	last map[string]time.Time // cluster id → the latest FinishedAt of a run placed on it
+}
+
+// observeRunEnd follows a stored run into runEnds and, when a run's end
+// is news for a cluster with an idle timeout, queues that cluster, whose
+// idle time starts then. It only touches memory.
+func (c *Engine) observeRunEnd(d backend.Doc, obj any) {
+	r, ok := obj.(*job.Run)
+	if !ok || d.Kind != kindRun || r.ClusterID == "" || r.State.Live() || r.FinishedAt.IsZero() {
+		return
+	}
+	c.ends.mu.Lock()
+	later := r.FinishedAt.After(c.ends.last[r.ClusterID])
+	if later {
+		if c.ends.last == nil {
+			c.ends.last = map[string]time.Time{}
+		}
+		c.ends.last[r.ClusterID] = r.FinishedAt
+	}
+	c.ends.mu.Unlock()
+	if !later {
+		return
+	}
+	if cd, ok := c.cache.get(kindCluster, r.ClusterID); ok && cd.Labels[labelState] == string(cluster.Running) {
+		if cl, _, err := sharedObject[cluster.Cluster](c, cd); err == nil && cl.Spec.IdleTimeoutSeconds > 0 {
+			c.enqueue(kindCluster + "/" + r.ClusterID)
+		}
+	}
+}
+
+// forgetRunEnds drops what runEnds keeps of a deleted cluster.
+func (c *Engine) forgetRunEnds(id string) {
+	c.ends.mu.Lock()
+	delete(c.ends.last, id)
+	c.ends.mu.Unlock()
+}
+
+// idleSince returns since when running cluster cl has had no active run,
+// and false while one is active on it.
+func (c *Engine) idleSince(cl *cluster.Cluster) (time.Time, bool) {
+	if len(c.cache.selectDocs(kindRun, map[string]string{labelOn: cl.ID, labelPhase: phaseActive})) > 0 {
+		return time.Time{}, false
+	}
+	c.ends.mu.Lock()
+	since := c.ends.last[cl.ID]
+	c.ends.mu.Unlock()
+	if cl.RunningSince.After(since) {
+		since = cl.RunningSince
+	}
+	if since.IsZero() {
+		since = cl.UpdatedAt // running since before RunningSince was kept
+	}
+	return since, true
+}
+
+// hibernateIfIdle hibernates running standing cluster cl when it has been
+// idle past its timeout (L4). It returns when to look again (0: when
+// something changes), and done when it hibernated the cluster.
+func (c *Engine) hibernateIfIdle(ctx context.Context, cl *cluster.Cluster) (after time.Duration, done bool, err error) {
+	timeout, ok := cl.Spec.IdleTimeout()
+	if !ok || cl.Temporary || cl.State != cluster.Running {
+		return 0, false, nil
+	}
+	since, idle := c.idleSince(cl)
+	if !idle {
+		return 0, false, nil // a run's end queues the cluster again
+	}
+	if left := since.Add(timeout).Sub(c.clock.Now()); left > 0 {
+		return left, false, nil
+	}
+	msg := fmt.Sprintf("idle since %s, longer than its idle timeout of %s: its quota is released", since.UTC().Format(time.RFC3339), timeout)
+	_, err = (&ClusterService{c}).hibernateAs(ctx, cl, cluster.DeleteOptions{}, "system", msg)
+	if errs.IsNotFound(err) {
+		return 0, false, nil
+	}
+	if err != nil {
+		if errors.Is(err, errs.ErrState) {
+			return 0, false, nil // a run became active meanwhile: it keeps the cluster
+		}
+		return 0, false, err
+	}
+	return 0, true, nil
+}

@@ -1,0 +1,307 @@
+package platform
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/aidlc/dlc/cluster"
+	"github.com/aidlc/dlc/errs"
+	"github.com/aidlc/dlc/job"
+)
+
+// A job config's schedule (L1) is level-triggered like everything else:
+// the config's key ("job/<id>") is owned by one client, whose reconciler
+// reads the stored config, starts a run for each tick due since the last
+// one it recorded (ScheduleStatus.LastTick), records the new last tick by
+// compare-and-swap, and looks again at the next tick (a timer on the
+// client's clock; the periodic resync covers a client that went away).
+// A tick's run has an id derived from the config and the tick, so a step
+// repeated (a crash before the record, two clients at once while the key
+// changes owner) finds the run it made and starts no second one.
+
+// labelScheduled marks a job config that has a schedule: the resync
+// queues only those.
+const labelScheduled = "scheduled"
+
+// maxTickStartsPerStep bounds the runs one step of a schedule starts;
+// the rest wait for the next step, at once.
+const maxTickStartsPerStep = 10
+
+func jobLabels(rec *job.Record) map[string]string {
+	if rec.Config.Schedule == nil {
+		return nil
+	}
+	return map[string]string{labelScheduled: "1"}
+}
+
+// jobReconciler fires job configs' schedules.
+type jobReconciler struct{ *Engine }
+
+func (r jobReconciler) reconcile(ctx context.Context, id string) (time.Duration, error) {
+	return r.reconcileSchedule(ctx, id)
+}
+
+// giveUp records on the config that its schedule's steps kept failing;
+// the steps go on.
+func (r jobReconciler) giveUp(ctx context.Context, id, why string) error {
+	_, err := r.recordOnJob(ctx, id, func(rec *job.Record) bool {
+		rec.Events = cluster.AppendEvent(rec.Events, r.event(ctx, "system", "schedule-failing", why))
+		return true
+	})
+	return err
+}
+
+func (jobReconciler) logKey() string { return "job" }
+
+// tickRequest is the request id a tick's run is created under: its id
+// derives from the config and the tick.
+func tickRequest(t time.Time) string { return "tick/" + t.UTC().Format(time.RFC3339Nano) }
+
+// reconcileSchedule starts the runs of the ticks due and records them.
+func (c *Engine) reconcileSchedule(ctx context.Context, id string) (time.Duration, error) {
+	rec, err := c.getJob(ctx, id)
+	if errs.IsNotFound(err) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	s := rec.Config.Schedule
+	switch {
+	case s == nil || rec.ScheduleStatus.Suspended:
+		return 0, nil
+	case c.markHeld(rec.Deleting.At):
+		return time.Minute, nil // being deleted: look again once the mark no longer holds
+	}
+	now := c.clock.Now()
+	st := rec.ScheduleStatus
+	last := st.LastTick
+	if last.IsZero() {
+		last = rec.UpdatedAt // a config written before schedules were kept
+	}
+	ticks, err := s.Due(last, now, maxTickStartsPerStep)
+	if err != nil {
+		// Stored by someone else, unchecked: said once on the config.
+		return 0, c.noteOnJob(ctx, rec, "schedule-invalid", "the schedule does not parse, no run is started: "+err.Error())
+	}
+	if len(ticks.Start) == 0 && ticks.Missed == 0 && ticks.Through.Equal(last) {
+		return untilNext(ticks.Next, now), nil
+	}
+	next := rec.DeepCopy()
+	ns := &next.ScheduleStatus
+	for _, t := range ticks.Start {
+		runID, skipped, err := c.tickRun(ctx, rec, t)
+		if err != nil {
+			return 0, err // recorded nothing: the next step finds what this one made
+		}
+		if skipped != "" {
+			ns.Missed++
+			next.Events = cluster.AppendEvent(next.Events, c.event(ctx, "system", "tick-skipped",
+				fmt.Sprintf("tick %s skipped: %s", t.Format(time.RFC3339), skipped)))
+			continue
+		}
+		// Not logged on the config: an every-minute schedule would push
+		// every other entry out of its log; the run's own log says it.
+		ns.LastRun = runID
+	}
+	if ticks.Missed > 0 {
+		ns.Missed += ticks.Missed
+		why := "a later tick was due"
+		if d, ok := s.StartingDeadline(); ok {
+			why = "missed by more than the starting deadline of " + d.String()
+		}
+		next.Events = cluster.AppendEvent(next.Events, c.event(ctx, "system", "tick-missed",
+			fmt.Sprintf("%d tick(s) skipped, the latest %s: %s", ticks.Missed, ticks.LastMissed.Format(time.RFC3339), why)))
+	}
+	ns.LastTick, ns.NextTick = ticks.Through.UTC(), ticks.Next.UTC()
+	if _, err := c.update(ctx, kindJob, id, rec.Version, jobLabels(next), next); err != nil {
+		return 0, notFoundAs(err, "job", id)
+	}
+	if ticks.Through.Before(now) {
+		return time.Nanosecond, nil // cut short: go on at once
+	}
+	return untilNext(ticks.Next, now), nil
+}
+
+// untilNext is how long until tick next; 0 (look again only when the
+// config changes) when no tick comes.
+func untilNext(next, now time.Time) time.Duration {
+	if next.IsZero() {
+		return 0
+	}
+	return max(next.Sub(now), time.Nanosecond)
+}
+
+// tickRun starts the run of tick t of rec's schedule, by its policy; it
+// returns the run's id, or why the tick is skipped.
+func (c *Engine) tickRun(ctx context.Context, rec *job.Record, t time.Time) (runID, skipped string, err error) {
+	id := idFor("run", rec.ID, tickRequest(t))
+	if _, ok := c.cache.get(kindRun, id); ok {
+		return id, "", nil // made by an earlier step
+	}
+	if p := rec.Config.Schedule.Policy(); p != job.AllowConcurrent {
+		live, err := c.liveRunIDs(ctx, rec)
+		if err != nil {
+			return "", "", err
+		}
+		if len(live) > 0 && p == job.ForbidConcurrent {
+			return "", fmt.Sprintf("run %s of the job has not ended (concurrency policy Forbid)", live[0]), nil
+		}
+		for _, rid := range live { // Replace
+			r, err := c.getRun(ctx, rid)
+			if errs.IsNotFound(err) {
+				continue
+			}
+			if err != nil {
+				return "", "", err
+			}
+			if _, err := c.endRun(ctx, r, job.Stop, "replaced by the run of the schedule's tick "+t.Format(time.RFC3339)); err != nil && !errors.Is(err, errs.ErrState) {
+				return "", "", err
+			}
+		}
+	}
+	r, err := c.createRun(ctx, rec.ID, id, true, &newRun{source: "system", why: "tick " + t.Format(time.RFC3339),
+		shape: func(r *job.Run) { r.Tick, r.Creator = t.UTC(), rec.Creator }})
+	if err != nil {
+		return "", "", err
+	}
+	return r.ID, "", nil
+}
+
+// liveRunIDs lists the runs of rec that have not ended, as the cache has
+// them, and its schedule's last run as the store has it (the cache may
+// not show it yet).
+func (c *Engine) liveRunIDs(ctx context.Context, rec *job.Record) ([]string, error) {
+	var ids []string
+	seen := map[string]bool{}
+	for _, phase := range []string{phasePending, phaseActive} {
+		for _, d := range c.cache.selectDocs(kindRun, map[string]string{labelJob: rec.ID, labelPhase: phase}) {
+			ids, seen[d.ID] = append(ids, d.ID), true
+		}
+	}
+	if last := rec.ScheduleStatus.LastRun; last != "" && !seen[last] {
+		r, err := c.freshRun(ctx, last)
+		switch {
+		case errs.IsNotFound(err):
+		case err != nil:
+			return nil, err
+		case r.State.Live():
+			ids = append(ids, last)
+		}
+	}
+	return ids, nil
+}
+
+// noteOnJob adds an event to a config's log unless its last event says
+// the same.
+func (c *Engine) noteOnJob(ctx context.Context, rec *job.Record, action, msg string) error {
+	if n := len(rec.Events); n > 0 && rec.Events[n-1].Action == action && rec.Events[n-1].Message == msg {
+		return nil
+	}
+	_, err := c.recordOnJob(ctx, rec.ID, func(r *job.Record) bool {
+		r.Events = cluster.AppendEvent(r.Events, c.event(ctx, "system", action, msg))
+		return true
+	})
+	return err
+}
+
+// recordOnJob changes a config by compare-and-swap, reading it again on
+// a conflict; change reports whether there is anything to write.
+func (c *Engine) recordOnJob(ctx context.Context, id string, change func(*job.Record) bool) (*job.Record, error) {
+	for attempt := 0; ; attempt++ {
+		rec, err := c.freshJob(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		next := rec.DeepCopy()
+		if !change(next) {
+			return rec, nil
+		}
+		next.Version, err = c.update(ctx, kindJob, id, rec.Version, jobLabels(next), next)
+		if err == nil {
+			return next, nil
+		}
+		if !errors.Is(err, errs.ErrConflict) || attempt >= conflictRetries {
+			return nil, notFoundAs(err, "job", id)
+		}
+	}
+}
+
+// SuspendSchedule stops a job config's schedule: no tick starts a run
+// until ResumeSchedule. Runs already started go on. A config without a
+// schedule is an ErrState.
+func (s *JobService) SuspendSchedule(ctx context.Context, id string) (*job.Record, error) {
+	return s.setSuspended(ctx, id, true)
+}
+
+// ResumeSchedule starts a suspended schedule again: its ticks count from
+// now, so the ticks that passed while it was suspended start nothing.
+func (s *JobService) ResumeSchedule(ctx context.Context, id string) (*job.Record, error) {
+	return s.setSuspended(ctx, id, false)
+}
+
+func (s *JobService) setSuspended(ctx context.Context, id string, suspend bool) (*job.Record, error) {
+	c := s.c
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	op := map[bool]string{true: "suspend-schedule", false: "resume-schedule"}[suspend]
+	var stateErr error
+	rec, err := c.recordOnJob(ctx, id, func(r *job.Record) bool {
+		if r.Config.Schedule == nil {
+			stateErr = &errs.StateError{Kind: "job", ID: id, Op: op, State: "unscheduled", Reason: "the config has no schedule"}
+			return false
+		}
+		if r.ScheduleStatus.Suspended == suspend {
+			return false
+		}
+		r.ScheduleStatus.Suspended = suspend
+		if !suspend {
+			r.ScheduleStatus.LastTick = c.clock.Now()
+		}
+		r.UpdatedAt = c.clock.Now()
+		r.Events = cluster.AppendEvent(r.Events, c.event(ctx, "user", op, ""))
+		return true
+	})
+	if err == nil && stateErr != nil {
+		return nil, stateErr
+	}
+	return rec, err
+}
+
+// NextTicks returns the next n (at most job.MaxNextTimes) times a job
+// config's schedule fires from now, none while it is suspended. A config
+// without a schedule is an ErrState.
+func (s *JobService) NextTicks(ctx context.Context, id string, n int) ([]time.Time, error) {
+	rec, err := s.Get(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if rec.Config.Schedule == nil {
+		return nil, &errs.StateError{Kind: "job", ID: id, Op: "list the next ticks", State: "unscheduled", Reason: "the config has no schedule"}
+	}
+	if rec.ScheduleStatus.Suspended {
+		return nil, nil
+	}
+	return rec.Config.Schedule.NextTimes(s.c.clock.Now(), n)
+}
+
+// scheduleSet prepares a config's schedule status for a write that sets
+// its config (a create or an edit): a schedule that is new, or whose
+// expression or zone changed, counts its ticks from now.
+func scheduleSet(prev *job.Config, next *job.Record, now time.Time) {
+	s := next.Config.Schedule
+	if s == nil {
+		next.ScheduleStatus = job.ScheduleStatus{Missed: next.ScheduleStatus.Missed}
+		return
+	}
+	if prev == nil || prev.Schedule == nil || prev.Schedule.Cron != s.Cron || prev.Schedule.TimeZone != s.TimeZone ||
+		next.ScheduleStatus.LastTick.IsZero() {
+		next.ScheduleStatus.LastTick = now
+	}
+	if t, err := s.NextTimes(now, 1); err == nil && len(t) == 1 {
+		next.ScheduleStatus.NextTick = t[0].UTC()
+	}
+}

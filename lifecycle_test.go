@@ -1,0 +1,406 @@
+package dlc_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aidlc/dlc"
+	"github.com/aidlc/dlc/backend/memory"
+	"github.com/aidlc/dlc/cluster"
+	"github.com/aidlc/dlc/dlctest"
+	"github.com/aidlc/dlc/errs"
+	"github.com/aidlc/dlc/job"
+)
+
+// runsOf returns a job config's runs, oldest first.
+func runsOf(t *testing.T, c *dlc.Client, jobID string) []*job.Run {
+	t.Helper()
+	runs, err := c.Runs().List(context.Background(), dlc.RunListOptions{JobID: jobID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.SortFunc(runs, func(a, b *job.Run) int {
+		if c := a.SubmittedAt.Compare(b.SubmittedAt); c != 0 {
+			return c
+		}
+		return a.Tick.Compare(b.Tick)
+	})
+	return runs
+}
+
+// lasting returns memory options whose runs last d and succeed, or fail
+// when fail says so.
+func lasting(d time.Duration, fail func(*job.Run) bool) dlctest.MemoryOptions {
+	return dlctest.MemoryOptions{Ray: memory.RayHooks{RunOutcome: func(r *job.Run) memory.Outcome {
+		return memory.Outcome{Duration: d, Fail: fail != nil && fail(r), Message: "exit code 1"}
+	}}}
+}
+
+// L1: a schedule of every minute over ten simulated minutes makes exactly
+// ten runs, with two clients on one store and one of them restarted half
+// way; an edit affects the next tick only (J15).
+func TestScheduleEveryMinute(t *testing.T) {
+	f := newFixture(t, lasting(10*time.Second, nil))
+	other := f.m.NewClient()
+	cl := f.runningCluster("c1")
+	rec := f.job(dlc.NewJob("nightly").OnCluster(cl.ID).Schedule("* * * * *"))
+	start := f.m.Clock.Now()
+	for minute := 1; minute <= 10; minute++ {
+		f.m.Step(time.Minute)
+		if minute == 5 { // a replica restarts: closed, and a new process starts
+			f.m.CloseClient(f.c)
+			f.c = f.m.NewClient()
+		}
+		if minute == 3 {
+			cur, err := other.Jobs().Get(f.ctx, rec.ID)
+			f.must(err)
+			cur.Config.Entrypoint = "python main.py --v2"
+			_, err = other.Jobs().Update(f.ctx, cur)
+			f.must(err)
+		}
+	}
+	f.m.Step(15 * time.Second) // the last tick's run ends; no tick comes
+	runs := runsOf(t, other, rec.ID)
+	if len(runs) != 10 {
+		t.Fatalf("%d runs in 10 minutes of an every-minute schedule, want 10", len(runs))
+	}
+	for i, r := range runs {
+		want := start.Truncate(time.Minute).Add(time.Duration(i+1) * time.Minute)
+		if !r.Tick.Equal(want) || r.State != job.Succeeded {
+			t.Errorf("run %d: tick %s %s, want tick %s succeeded", i, r.Tick, r.State, want)
+		}
+		if wantRev := 1 + btoi(i >= 3); r.Revision != wantRev {
+			t.Errorf("run %d (tick %s) runs revision %d, want %d", i, r.Tick, r.Revision, wantRev)
+		}
+	}
+	got, err := other.Jobs().Get(f.ctx, rec.ID)
+	f.must(err)
+	st := got.ScheduleStatus
+	if st.Missed != 0 || st.LastRun != runs[9].ID || !st.NextTick.Equal(runs[9].Tick.Add(time.Minute)) {
+		t.Fatalf("schedule status %+v, want none missed, last run %s", st, runs[9].ID)
+	}
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// L1: the concurrency policies. Runs last 90 s and the schedule fires
+// every minute.
+func TestScheduleConcurrency(t *testing.T) {
+	for _, tc := range []struct {
+		policy      job.ConcurrencyPolicy
+		runs        int
+		missed      int
+		wantStopped int
+	}{
+		// Forbid: the tick at 2m finds the first run still running.
+		{job.ForbidConcurrent, 2, 2, 0},
+		// Replace: each tick stops the run before it.
+		{job.ReplaceConcurrent, 4, 0, 3},
+		{job.AllowConcurrent, 4, 0, 0},
+	} {
+		t.Run(string(tc.policy), func(t *testing.T) {
+			f := newFixture(t, lasting(90*time.Second, nil))
+			cl := f.runningCluster("c1")
+			rec := f.job(dlc.NewJob("j").OnCluster(cl.ID).Schedule("* * * * *", job.Concurrency(tc.policy)))
+			f.m.Step(4 * time.Minute)
+			runs := runsOf(t, f.c, rec.ID)
+			stopped := 0
+			for _, r := range runs {
+				if r.State == job.Stopped {
+					stopped++
+					if !strings.Contains(r.Message, "replaced by the run of the schedule's tick") {
+						t.Errorf("stopped run says %q", r.Message)
+					}
+				}
+			}
+			got, err := f.c.Jobs().Get(f.ctx, rec.ID)
+			f.must(err)
+			if len(runs) != tc.runs || got.ScheduleStatus.Missed != tc.missed || stopped != tc.wantStopped {
+				t.Fatalf("%d runs, %d missed, %d stopped; want %d, %d, %d", len(runs), got.ScheduleStatus.Missed, stopped, tc.runs, tc.missed, tc.wantStopped)
+			}
+			if tc.missed > 0 {
+				events, err := f.c.Jobs().Events(f.ctx, rec.ID)
+				f.must(err)
+				n := 0
+				for _, e := range events {
+					if e.Action == "tick-skipped" && strings.Contains(e.Message, "concurrency policy Forbid") {
+						n++
+					}
+				}
+				if n != tc.missed {
+					t.Fatalf("%d skipped ticks recorded, want %d: %+v", n, tc.missed, events)
+				}
+			}
+		})
+	}
+}
+
+// L1: ticks missed while no client ran: with a starting deadline, those
+// missed by longer are skipped and recorded and the rest start; without,
+// only the latest starts.
+func TestScheduleMissedTicks(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		deadline time.Duration // 0: none
+		runs     int
+		missed   int
+	}{
+		{"starting deadline 150s", 150 * time.Second, 2, 3},
+		{"no starting deadline", 0, 1, 4},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, lasting(time.Second, nil))
+			cl := f.runningCluster("c1")
+			var opts []func(*job.Schedule)
+			if tc.deadline > 0 {
+				opts = append(opts, job.StartingDeadline(tc.deadline))
+			}
+			rec := f.job(dlc.NewJob("j").OnCluster(cl.ID).Schedule("* * * * *", opts...))
+			f.m.CloseClient(f.c) // the only client stops for five minutes
+			f.m.Clock.Advance(5*time.Minute + 30*time.Second)
+			f.c = f.m.NewClient()
+			f.m.Step(10 * time.Second) // no tick comes
+			runs := runsOf(t, f.c, rec.ID)
+			got, err := f.c.Jobs().Get(f.ctx, rec.ID)
+			f.must(err)
+			if len(runs) != tc.runs || got.ScheduleStatus.Missed != tc.missed {
+				t.Fatalf("%d runs and %d missed, want %d and %d", len(runs), got.ScheduleStatus.Missed, tc.runs, tc.missed)
+			}
+			if last := runs[len(runs)-1]; !last.Tick.Equal(dlctest.Epoch.Add(5 * time.Minute)) {
+				t.Fatalf("the last run's tick is %s", last.Tick)
+			}
+			events, err := f.c.Jobs().Events(f.ctx, rec.ID)
+			f.must(err)
+			if !slices.ContainsFunc(events, func(e cluster.Event) bool { return e.Action == "tick-missed" }) {
+				t.Fatalf("no tick-missed event: %+v", events)
+			}
+		})
+	}
+}
+
+// L1: suspend and resume, the next ticks, and refusals.
+func TestScheduleSuspendResume(t *testing.T) {
+	f := newFixture(t, lasting(time.Second, nil))
+	cl := f.runningCluster("c1")
+	rec := f.job(dlc.NewJob("j").OnCluster(cl.ID).Schedule("*/5 * * * *", job.InZone("Asia/Shanghai")))
+	next, err := f.c.Jobs().NextTicks(f.ctx, rec.ID, 3)
+	f.must(err)
+	now := f.m.Clock.Now()
+	if len(next) != 3 || !next[0].After(now) || next[1].Sub(next[0]) != 5*time.Minute || next[0].Location().String() != "Asia/Shanghai" {
+		t.Fatalf("next ticks %v", next)
+	}
+	_, err = f.c.Jobs().SuspendSchedule(f.ctx, rec.ID)
+	f.must(err)
+	f.m.Step(20 * time.Minute)
+	if runs := runsOf(t, f.c, rec.ID); len(runs) != 0 {
+		t.Fatalf("%d runs while suspended", len(runs))
+	}
+	if next, err := f.c.Jobs().NextTicks(f.ctx, rec.ID, 3); err != nil || len(next) != 0 {
+		t.Fatalf("next ticks while suspended: %v %v", next, err)
+	}
+	_, err = f.c.Jobs().ResumeSchedule(f.ctx, rec.ID)
+	f.must(err)
+	f.m.Step(10 * time.Minute)
+	if runs := runsOf(t, f.c, rec.ID); len(runs) != 2 {
+		t.Fatalf("%d runs in 10 minutes after the resume, want 2 (the ticks while suspended start nothing)", len(runs))
+	}
+	plain := f.job(dlc.NewJob("plain").OnCluster(cl.ID))
+	if _, err := f.c.Jobs().SuspendSchedule(f.ctx, plain.ID); !errors.Is(err, errs.ErrState) {
+		t.Fatalf("suspending a config without a schedule: %v", err)
+	}
+}
+
+// L2: a run with a deadline is stopped and failed at it, and Ray's job
+// is stopped; a waiting run fails at its deadline too.
+func TestRunDeadline(t *testing.T) {
+	f := newFixture(t, lasting(time.Hour, nil))
+	cl := f.runningCluster("c1")
+	rec := f.job(dlc.NewJob("j").OnCluster(cl.ID).ActiveDeadline(time.Minute).Retries(2))
+	r := f.start(rec.ID)
+	f.m.Step(59 * time.Second)
+	if r = f.run(r.ID); r.State != job.Running {
+		t.Fatalf("before its deadline the run is %s %s", r.State, r.Message)
+	}
+	f.m.Step(2 * time.Second)
+	f.settle()
+	r = f.run(r.ID)
+	if r.State != job.Failed || !r.Final || !strings.Contains(r.Message, "deadline exceeded") || !r.RayDone {
+		t.Fatalf("after its deadline the run is %s final=%v rayDone=%v %q", r.State, r.Final, r.RayDone, r.Message)
+	}
+	if r.NextAttempt != "" || len(runsOf(t, f.c, rec.ID)) != 1 {
+		t.Fatalf("a run failed by its deadline was retried")
+	}
+	_, err := f.c.Clusters().Hibernate(f.ctx, cl.ID, dlc.HibernateOptions{})
+	f.must(err)
+	f.settle()
+	w := f.start(rec.ID)
+	if w.State != job.Waiting {
+		t.Fatalf("run on a hibernated cluster is %s", w.State)
+	}
+	f.m.Step(61 * time.Second)
+	if w = f.run(w.ID); w.State != job.Failed || !strings.Contains(w.Message, "deadline exceeded") {
+		t.Fatalf("a waiting run past its deadline is %s %q", w.State, w.Message)
+	}
+}
+
+// L3: a failing run with 2 retries makes 3 attempts, linked, each after
+// its backoff, then fails; a stopped run is not retried; a retry that
+// succeeds ends the attempts.
+func TestRunRetries(t *testing.T) {
+	t.Run("always failing", func(t *testing.T) {
+		f := newFixture(t, lasting(time.Second, func(*job.Run) bool { return true }))
+		cl := f.runningCluster("c1")
+		rec := f.job(dlc.NewJob("j").OnCluster(cl.ID).Retries(2))
+		f.start(rec.ID)
+		f.m.Step(10 * time.Minute)
+		runs := runsOf(t, f.c, rec.ID)
+		if len(runs) != 3 {
+			t.Fatalf("%d attempts, want 3", len(runs))
+		}
+		for i, r := range runs {
+			if r.State != job.Failed || r.AttemptNumber() != i+1 {
+				t.Errorf("attempt %d: %s, number %d", i+1, r.State, r.AttemptNumber())
+			}
+			if i > 0 {
+				prev := runs[i-1]
+				if r.PreviousAttempt != prev.ID || prev.NextAttempt != r.ID {
+					t.Errorf("attempts %d and %d are not linked: %q→%q, %q←%q", i, i+1, prev.ID, prev.NextAttempt, r.ID, r.PreviousAttempt)
+				}
+				if wait := r.SubmittedAt.Sub(prev.FinishedAt); wait < job.RetryBackoff(i) {
+					t.Errorf("attempt %d came %s after attempt %d ended, want at least %s", i+1, wait, i, job.RetryBackoff(i))
+				}
+			}
+		}
+		if last := runs[2]; last.NextAttempt != "" || last.Retries() {
+			t.Fatalf("the last attempt is to be retried: %+v", last)
+		}
+	})
+	t.Run("its client restarted before the retry", func(t *testing.T) {
+		// Without a retention, finished runs are not looked at by a new
+		// client: one awaiting its retry is not finished.
+		o := lasting(time.Second, func(r *job.Run) bool { return r.AttemptNumber() == 1 })
+		o.Options = []dlc.Option{dlc.WithRunRetention(0, 0)}
+		f := newFixture(t, o)
+		cl := f.runningCluster("c1")
+		rec := f.job(dlc.NewJob("j").OnCluster(cl.ID).Retries(1))
+		r := f.start(rec.ID)
+		f.m.Step(3 * time.Second)
+		if r = f.run(r.ID); r.State != job.Failed || r.NextAttempt != "" {
+			t.Fatalf("the first attempt: %s, retried as %q", r.State, r.NextAttempt)
+		}
+		f.m.CloseClient(f.c)
+		f.c = f.m.NewClient()
+		f.m.Step(time.Minute)
+		runs := runsOf(t, f.c, rec.ID)
+		if len(runs) != 2 || runs[1].State != job.Succeeded || runs[0].NextAttempt != runs[1].ID {
+			t.Fatalf("%d attempts after the restart, want the failed one and its retry", len(runs))
+		}
+	})
+	t.Run("stopped", func(t *testing.T) {
+		f := newFixture(t, lasting(time.Hour, nil))
+		cl := f.runningCluster("c1")
+		rec := f.job(dlc.NewJob("j").OnCluster(cl.ID).Retries(2))
+		r := f.start(rec.ID)
+		f.m.Step(time.Second)
+		_, err := f.c.Runs().Stop(f.ctx, r.ID)
+		f.must(err)
+		f.m.Step(10 * time.Minute)
+		if runs := runsOf(t, f.c, rec.ID); len(runs) != 1 || runs[0].State != job.Stopped {
+			t.Fatalf("a stopped run was retried: %d runs", len(runs))
+		}
+	})
+	t.Run("second attempt succeeds", func(t *testing.T) {
+		f := newFixture(t, lasting(time.Second, func(r *job.Run) bool { return r.AttemptNumber() == 1 }))
+		cl := f.runningCluster("c1")
+		rec := f.job(dlc.NewJob("j").OnCluster(cl.ID).Retries(3))
+		f.start(rec.ID)
+		f.m.Step(10 * time.Minute)
+		runs := runsOf(t, f.c, rec.ID)
+		if len(runs) != 2 || runs[0].State != job.Failed || runs[1].State != job.Succeeded || runs[1].Attempt != 2 {
+			t.Fatalf("attempts: %d, want a failed one and a succeeded retry", len(runs))
+		}
+	})
+}
+
+// L4: a cluster idle past its timeout hibernates and releases its quota;
+// one with an active run does not, and its idle time counts from the
+// run's end.
+func TestIdleHibernate(t *testing.T) {
+	f := newFixture(t, lasting(time.Hour, nil))
+	idle := f.runningClusterWith(f.spec("idle", 1, 3), 10*time.Minute)
+	busy := f.runningClusterWith(f.spec("busy", 1, 1), 10*time.Minute)
+	rec := f.job(dlc.NewJob("j").OnCluster(busy.ID))
+	r := f.start(rec.ID)
+	f.m.Step(9 * time.Minute)
+	if got := f.clusterState(idle.ID); got != cluster.Running {
+		t.Fatalf("idle for 9 of its 10 minutes, the cluster is %s", got)
+	}
+	f.m.Step(2 * time.Minute)
+	got, err := f.c.Clusters().Get(f.ctx, idle.ID)
+	f.must(err)
+	if got.State != cluster.Hibernated {
+		t.Fatalf("idle past its timeout, the cluster is %s", got.State)
+	}
+	if !slices.ContainsFunc(got.Events, func(e cluster.Event) bool {
+		return e.Action == "hibernate" && e.Source == "system" && strings.Contains(e.Message, "idle timeout of 10m0s")
+	}) {
+		t.Fatalf("no idle hibernate recorded: %+v", got.Events)
+	}
+	u, err := f.c.ResourceGroups().Get(f.ctx, "rg-1")
+	f.must(err)
+	if _, held := u.Holders[idle.ID]; held {
+		t.Fatalf("the hibernated idle cluster still holds %v", u.Holders[idle.ID])
+	}
+	if f.clusterState(busy.ID) != cluster.Running {
+		t.Fatal("a cluster with an active run hibernated")
+	}
+	f.m.Step(50 * time.Minute) // the run ends at about 1h
+	if r = f.run(r.ID); r.State != job.Succeeded {
+		t.Fatalf("run %s", r.State)
+	}
+	if after := f.m.Clock.Now().Sub(r.FinishedAt); after > time.Minute {
+		t.Fatalf("the run ended %s ago", after)
+	}
+	f.m.Step(r.FinishedAt.Add(9 * time.Minute).Sub(f.m.Clock.Now()))
+	if f.clusterState(busy.ID) != cluster.Running {
+		t.Fatal("hibernated before 10 minutes from its last run's end")
+	}
+	f.m.Step(2 * time.Minute)
+	if s := f.clusterState(busy.ID); s != cluster.Hibernated {
+		t.Fatalf("10 minutes after its last run, the cluster is %s", s)
+	}
+	if err := f.c.CheckQuota(f.ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (f *fixture) runningClusterWith(s *cluster.Spec, idle time.Duration) *cluster.Cluster {
+	f.t.Helper()
+	s.IdleTimeoutSeconds = int(idle / time.Second)
+	cl, err := f.c.Clusters().Create(f.ctx, s)
+	f.must(err)
+	f.m.Step(time.Second)
+	_, err = f.c.Clusters().Start(f.ctx, cl.ID)
+	f.must(err)
+	f.m.Step(time.Second)
+	if s := f.clusterState(cl.ID); s != cluster.Running {
+		f.t.Fatalf("cluster %s is %s", cl.ID, s)
+	}
+	return cl
+}
+
+func (f *fixture) clusterState(id string) cluster.State {
+	f.t.Helper()
+	cl, err := f.c.Clusters().Get(f.ctx, id)
+	f.must(err)
+	return cl.State
+}
