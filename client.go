@@ -307,6 +307,19 @@ const (
 // ClusterEvent is a change of a cluster, as Clusters().Watch tells it.
 type ClusterEvent = platform.ClusterEvent
 
+// Plan is what an operation would do, found without writing anything
+// (Clusters().PlanCreate and PlanStart, Jobs().PlanRun): the objects the
+// backend would write, the quota the operation reserves beside what its
+// resource group holds, whether it fits now, and where an on-demand run
+// that does not would wait.
+type Plan = platform.Plan
+
+// QuotaPlan is an operation's effect on its resource group's quota.
+type QuotaPlan = platform.QuotaPlan
+
+// Manifest is one object a plan says the backend would write.
+type Manifest = backend.Manifest
+
 // ClusterWatchOptions select the clusters Clusters().Watch tells of.
 type ClusterWatchOptions = platform.ClusterWatchOptions
 

@@ -134,3 +134,30 @@ func (s *ClusterService) Autoscale(ctx context.Context, clusterID, group string,
 func (s *ClusterService) Details(ctx context.Context, id string) (*cluster.Details, error) {
 	return s.s.Details(ctx, id)
 }
+
+// PlanCreate says what Create(spec) would do, writing nothing: every
+// problem Create would report, the cluster as it would be stored, what
+// the backend would write for it (on Kubernetes the suspended RayCluster,
+// checked by KubeRay's own validation) and what its start will reserve
+// beside its resource group's capacity. The planned cluster's id is
+// "cls-planned"; a real create makes a new one.
+func (s *ClusterService) PlanCreate(ctx context.Context, spec *cluster.Spec) (*Plan, error) {
+	return s.s.PlanCreate(ctx, spec)
+}
+
+// PlanStart says what Start(id) would do, writing nothing: the state
+// check, the cluster as the start would write it, what the backend would
+// apply, and the reservation with the resource group before and after.
+// When Quota.Fits is false, Start would be ErrQuota.
+func (s *ClusterService) PlanStart(ctx context.Context, id string) (*Plan, error) {
+	return s.s.PlanStart(ctx, id)
+}
+
+// PlanUpdate says what Update(in) would do, writing nothing: Update's
+// checks and every problem of the spec, the cluster as the edit would
+// write it, which settings apply now and which at the next start (in
+// Notes), and, for a running cluster, what the backend would apply and
+// the reservation before and after.
+func (s *ClusterService) PlanUpdate(ctx context.Context, in *cluster.Cluster) (*Plan, error) {
+	return s.s.PlanUpdate(ctx, in)
+}

@@ -237,8 +237,8 @@ func ExampleJobService_NextTicks() {
 	cfg, err := dlc.NewJob("nightly-etl").OnCluster(cl.ID).
 		COSPackage("cos://jobs-1250000000/etl.zip").Entrypoint("python etl.py").
 		Schedule("0 2 * * *", job.InZone("Asia/Shanghai"), // 02:00 every day, Shanghai time
-			job.Concurrency(job.ForbidConcurrent),  // skip a tick while the last run is still going
-			job.StartingDeadline(10*time.Minute)). // a tick missed by longer is skipped, and recorded
+						job.Concurrency(job.ForbidConcurrent), // skip a tick while the last run is still going
+						job.StartingDeadline(10*time.Minute)). // a tick missed by longer is skipped, and recorded
 		ActiveDeadline(2 * time.Hour). // stopped and failed if not done in two hours
 		Retries(2).                    // a failed run is run again up to twice, after a backoff
 		Build()
@@ -261,4 +261,37 @@ func ExampleJobService_NextTicks() {
 	// 2026-01-03T02:00:00+08:00
 	// 2026-01-01T18:00:00Z succeeded
 	// 2026-01-02T18:00:00Z succeeded
+}
+
+// Will it fit? A plan of an on-demand run in a resource group that one
+// run already fills says what it lacks and where it would wait, and
+// writes nothing.
+func ExampleJobService_PlanRun() {
+	m := dlctest.NewMemory(dlctest.MemoryOptions{})
+	defer m.Close()
+	c := m.Client
+	ctx := dlc.WithUser(context.Background(), "alice")
+	_, _ = c.ResourceGroups().Register(ctx, quota.Group{ID: "rg-1", Package: "pkg-1",
+		Capacity: quota.Resources{MilliCPU: 16000, Memory: 64 * quota.GiB}})
+	cfg, _ := dlc.NewJob("train").OnDemand("pkg-1", "rg-1").Image("ray-2.46.0-py310-cpu").
+		Head("head", "cu.4c8g").WorkerGroup("cpu", "cu.4c8g", 2, 4).
+		COSPackage("cos://jobs-1250000000/train.zip").Entrypoint("python train.py").Build()
+	rec, _ := c.Jobs().Create(ctx, cfg, dlc.SaveOptions{})
+	_, _ = c.Runs().Create(ctx, rec.ID, dlc.RunOptions{}) // admitted: 12 of 16 cores
+	m.Reconcile()
+
+	// snippet plan
+	p, err := c.Jobs().PlanRun(ctx, rec.ID) // writes nothing
+	if err != nil {
+		log.Fatal(err) // every problem, as Validate says them
+	}
+	fmt.Println(p.Quota.Fits, p.Quota.Lacks)
+	fmt.Println("reserved", p.Quota.ReservedBefore, "→", p.Quota.ReservedAfter, "of", p.Quota.Capacity)
+	fmt.Println("would wait at position", p.Position)
+	// end snippet plan
+
+	// Output:
+	// false needs cpu=12 memory=24Gi gpu=0; allocatable cpu=4 memory=40Gi gpu=0
+	// reserved cpu=12 memory=24Gi gpu=0 → cpu=24 memory=48Gi gpu=0 of cpu=16 memory=64Gi gpu=0
+	// would wait at position 1
 }

@@ -117,3 +117,13 @@ func (s *JobService) ResumeSchedule(ctx context.Context, id string) (*job.Record
 func (s *JobService) NextTicks(ctx context.Context, id string, n int) ([]time.Time, error) {
 	return s.s.NextTicks(ctx, id, n)
 }
+
+// PlanRun says what Runs().Create(jobID) would do now, writing nothing:
+// the run the config's current revision makes, what the backend would
+// write for it (an on-demand run's RayJob, or the Ray Jobs API request
+// of a run on a cluster), the reservation an on-demand run's admission
+// makes and, when it does not fit now, what it lacks and its would-be
+// place in the resource group's queue.
+func (s *JobService) PlanRun(ctx context.Context, jobID string) (*Plan, error) {
+	return s.s.PlanRun(ctx, jobID)
+}

@@ -223,9 +223,21 @@ func TestQuotaC7C14C15(t *testing.T) {
 	if u, _ = f.c.ResourceGroups().Get(f.ctx, "rg-1"); !u.Reserved.IsZero() {
 		t.Fatalf("hibernate left %v reserved", u.Reserved)
 	}
-	// A start that cannot fit is ErrQuota and changes nothing.
-	big := f.spec("big", 9, 9) // 4 + 36 cores > 32
-	bc, err := f.c.Clusters().Create(f.ctx, big)
+	// A cluster whose start could never fit the whole quota is refused at
+	// create, with the figures.
+	if _, err := f.c.Clusters().Create(f.ctx, f.spec("big", 9, 9)); !errors.Is(err, dlc.ErrInvalid) || // 4 + 36 cores > 32
+		!strings.Contains(err.Error(), "its start reserves cpu=40") || !strings.Contains(err.Error(), "whole quota, cpu=32") {
+		t.Fatalf("create of a cluster that could never start: %v", err)
+	}
+	// A start that does not fit what is free now is ErrQuota and changes
+	// nothing.
+	filler, err := f.c.Clusters().Create(f.ctx, f.spec("filler", 5, 5)) // 4 + 20 cores
+	f.must(err)
+	f.settle()
+	_, err = f.c.Clusters().Start(f.ctx, filler.ID)
+	f.must(err)
+	f.settle()
+	bc, err := f.c.Clusters().Create(f.ctx, f.spec("more", 2, 2)) // 4 + 8 cores > 32 - 24
 	f.must(err)
 	f.settle()
 	_, err = f.c.Clusters().Start(f.ctx, bc.ID)
@@ -236,8 +248,8 @@ func TestQuotaC7C14C15(t *testing.T) {
 	if got, _ := f.c.Clusters().Get(f.ctx, bc.ID); got.State != cluster.Created {
 		t.Fatalf("refused start changed state to %s", got.State)
 	}
-	if u, _ = f.c.ResourceGroups().Get(f.ctx, "rg-1"); !u.Reserved.IsZero() {
-		t.Fatalf("refused start left %v reserved", u.Reserved)
+	if u, _ = f.c.ResourceGroups().Get(f.ctx, "rg-1"); u.Reserved.MilliCPU != 24000 {
+		t.Fatalf("refused start left %v reserved, want the filler's 24 cores", u.Reserved)
 	}
 }
 

@@ -167,3 +167,30 @@ func (w *Watchers[F]) All() []F {
 	}
 	return out
 }
+
+// Manifest is one object a provisioner would write for an operation, as
+// it would write it: for the Kubernetes backend a *rayv1.RayCluster, a
+// *rayv1.RayJob, or the Ray Jobs API request of a run on a cluster.
+type Manifest struct {
+	// Kind names the object's kind, e.g. "RayCluster" or "RayJobRequest".
+	Kind string `json:"kind"`
+	// Name is the object's name as the provisioner would make it.
+	Name string `json:"name"`
+	// Object is the object itself.
+	Object any `json:"object"`
+}
+
+// Planner is what a Provisioner adds that can say what it would write
+// for a cluster or a run, without writing anything or reading what it
+// writes: the same rendering its ApplyCluster and SubmitRun use, checked
+// as the provisioner's own validation would check it. A Provisioner
+// without it is planned by the client with a summary of the cluster or
+// run as it would be stored.
+type Planner interface {
+	// PlanCluster returns what ApplyCluster(c) would apply for standing
+	// cluster c.
+	PlanCluster(c *cluster.Cluster) ([]Manifest, error)
+	// PlanRun returns what placing run r would write: an on-demand run's
+	// cluster c with it (a RayJob), or the submission of r to cluster c.
+	PlanRun(r *job.Run, c *cluster.Cluster) ([]Manifest, error)
+}

@@ -92,6 +92,7 @@ func kindCases(t *testing.T) []kindCase {
 			"state not in the enum": func(o client.Object) { o.(*v1.ComputeCluster).Status.State = "exploded" },
 			"priority 0":            func(o client.Object) { o.(*v1.ComputeCluster).Spec.Priority = new(int32(0)) },
 			"priority 10":           func(o client.Object) { o.(*v1.ComputeCluster).Spec.Priority = new(int32(10)) },
+			"negative idle timeout": func(o client.Object) { o.(*v1.ComputeCluster).Spec.IdleTimeoutSeconds = -1 },
 			"name too long":         func(o client.Object) { o.(*v1.ComputeCluster).Spec.Name = string(make([]rune, 65)) },
 			"event source": func(o client.Object) {
 				o.(*v1.ComputeCluster).Status.Events = []v1.Event{{Time: stamp, Source: "nobody", Action: "x"}}
@@ -99,7 +100,8 @@ func kindCases(t *testing.T) []kindCase {
 		},
 		columns: [][2]string{{"Display", ".spec.name"}, {"State", ".status.state"}, {"Reason", ".status.reason"},
 			{"On-Demand-Run", ".spec.ownerRun"}},
-		wide:      [][2]string{{"Resource-Group", ".spec.resourceGroup"}, {"Generation", ".status.generation"}},
+		wide: [][2]string{{"Resource-Group", ".spec.resourceGroup"}, {"Generation", ".status.generation"},
+			{"Idle-Timeout", ".spec.idleTimeoutSeconds"}, {"Running-Since", ".status.runningSince"}},
 		shortName: "cc",
 	}, {
 		kind: "ClusterGroup",
@@ -142,12 +144,18 @@ func kindCases(t *testing.T) []kindCase {
 			o.(*v1.JobConfig).Status.Events = []v1.Event{{Time: stamp, Source: v1.EventSourceSystem, Action: "edit"}}
 		},
 		invalid: map[string]func(client.Object){
-			"priority 0":  func(o client.Object) { o.(*v1.JobConfig).Spec.Config.OnDemand.Priority = new(int32(0)) },
-			"priority 10": func(o client.Object) { o.(*v1.JobConfig).Spec.Config.OnDemand.Priority = new(int32(10)) },
-			"two modes":   func(o client.Object) { o.(*v1.JobConfig).Spec.Config.Cluster = "c-1" },
+			"priority 0":       func(o client.Object) { o.(*v1.JobConfig).Spec.Config.OnDemand.Priority = new(int32(0)) },
+			"priority 10":      func(o client.Object) { o.(*v1.JobConfig).Spec.Config.OnDemand.Priority = new(int32(10)) },
+			"two modes":        func(o client.Object) { o.(*v1.JobConfig).Spec.Config.Cluster = "c-1" },
+			"backoff limit 11": func(o client.Object) { o.(*v1.JobConfig).Spec.Config.BackoffLimit = 11 },
+			"concurrency policy not in the enum": func(o client.Object) {
+				o.(*v1.JobConfig).Spec.Config.Schedule = &v1.Schedule{Cron: "* * * * *", ConcurrencyPolicy: "Sometimes"}
+			},
+			"schedule without an expression": func(o client.Object) { o.(*v1.JobConfig).Spec.Config.Schedule = &v1.Schedule{} },
 		},
-		columns: [][2]string{{"Display", ".spec.config.name"}, {"Revision", ".spec.revision"}},
-		wide: [][2]string{{"Cluster", ".spec.config.cluster"}, {"Group", ".spec.config.group"},
+		columns: [][2]string{{"Display", ".spec.config.name"}, {"Revision", ".spec.revision"},
+			{"Schedule", ".spec.config.schedule.cron"}, {"Next-Tick", ".status.scheduleStatus.nextTick"}},
+		wide: [][2]string{{"Suspended", ".status.scheduleStatus.suspended"}, {"Cluster", ".spec.config.cluster"}, {"Group", ".spec.config.group"},
 			{"Resource-Group", ".spec.config.onDemand.resourceGroup"}},
 		shortName: "jc",
 	}, {
@@ -169,7 +177,7 @@ func kindCases(t *testing.T) []kindCase {
 			"placement too long":          func(o client.Object) { o.(*v1.Run).Status.Placement = string(make([]byte, 257)) },
 		},
 		columns: [][2]string{{"Job", ".spec.config.name"}, {"State", ".status.state"}, {"Wait", ".status.waitReason"},
-			{"Started", ".status.startedAt"}, {"Duration", ".status.summary.duration"}},
+			{"Started", ".status.startedAt"}, {"Duration", ".status.summary.duration"}, {"Attempt", ".spec.attempt"}},
 		wide: [][2]string{{"Job-ID", ".spec.jobID"}, {"Cluster", ".status.clusterID"}, {"Placement", ".status.placement"},
 			{"Priority", ".spec.priority"}, {"Message", ".status.message"}},
 		shortName: "jr",

@@ -58,15 +58,8 @@ func (s *ClusterService) Create(ctx context.Context, spec *cluster.Spec) (*clust
 }
 
 func (c *Engine) createCluster(ctx context.Context, spec *cluster.Spec, action, msg string) (*cluster.Cluster, error) {
-	if spec.Priority == nil {
-		spec.Priority = new(cluster.DefaultPriority)
-	}
-	if err := c.checkClusterSpec(ctx, spec, nil); err != nil {
-		return nil, err
-	}
-	now := c.clock.Now()
-	cl := &cluster.Cluster{ID: newID("cls"), Spec: *spec, Generation: 1, Creator: UserFrom(ctx), CreatedAt: now, UpdatedAt: now}
-	if _, _, err := advanceCluster(cl, cluster.Create); err != nil {
+	cl, err := c.newCluster(ctx, spec, newID("cls"))
+	if err != nil {
 		return nil, err
 	}
 	cl.Events = cluster.AppendEvent(nil, c.event(ctx, "user", action, msg))
@@ -87,6 +80,23 @@ func (c *Engine) createCluster(ctx context.Context, spec *cluster.Spec, action, 
 	}
 	cl.Version = v
 	if err := c.fenceNewCluster(ctx, cl); err != nil {
+		return nil, err
+	}
+	return cl, nil
+}
+
+// newCluster checks spec as a create does and returns the cluster it
+// would store under id, writing nothing.
+func (c *Engine) newCluster(ctx context.Context, spec *cluster.Spec, id string) (*cluster.Cluster, error) {
+	if spec.Priority == nil {
+		spec.Priority = new(cluster.DefaultPriority)
+	}
+	if err := c.checkClusterSpec(ctx, spec, nil); err != nil {
+		return nil, err
+	}
+	now := c.clock.Now()
+	cl := &cluster.Cluster{ID: id, Spec: *spec, Generation: 1, Creator: UserFrom(ctx), CreatedAt: now, UpdatedAt: now}
+	if _, _, err := advanceCluster(cl, cluster.Create); err != nil {
 		return nil, err
 	}
 	return cl, nil
@@ -174,9 +184,26 @@ func (c *Engine) checkClusterSpec(ctx context.Context, spec *cluster.Spec, was [
 		case spec.ResourcePackage != "" && a.Package != spec.ResourcePackage:
 			l = append(l, errs.Invalid("resourcePackage", "C4", spec.ResourcePackage,
 				fmt.Sprintf("resource group %s belongs to package %s", spec.ResourceGroup, a.Package)))
+		case len(l) == 0:
+			l = append(l, c.neverFits(&spec.Environment, "headGroup", "C4", a)...)
 		}
 	}
 	return l.ToError()
+}
+
+// neverFits says whether environment env can never start within
+// resource group a's whole quota, not only within what is free now: its
+// start reserves the head (twice with high availability) and each worker
+// group's minimum. The problem is reported at path under rule. An
+// autoscaling maximum beyond the whole quota is not refused: quota is the
+// autoscaler's ceiling (C14); a plan says it can never be reached.
+func (c *Engine) neverFits(env *cluster.Environment, path errs.Path, rule string, a *quota.Account) errs.List {
+	least, err := env.MinResources(c.cat.Nodes)
+	if err != nil || least.Fits(a.Capacity) {
+		return nil // the spec's own problems say why it cannot be sized
+	}
+	return errs.List{errs.Invalid(path, rule, least.String(),
+		fmt.Sprintf("its start reserves %s (the head, twice with high availability, and each worker group's minimum), more than resource group %s's whole quota, %s: it could never start", least, a.ID, a.Capacity))}
 }
 
 // Get returns the cluster with this id.
@@ -257,8 +284,23 @@ func (s *ClusterService) start(ctx context.Context, cl *cluster.Cluster) (*clust
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if err := c.userOp(cl, cluster.OpStart); err != nil {
+	next, need, err := c.started(cl)
+	if err != nil {
 		return nil, err
+	}
+	next.Events = cluster.AppendEvent(next.Events, c.event(ctx, "user", "start", "reserving "+need.String()))
+	if err := c.writeWithHold(ctx, next, cl, need); err != nil {
+		return nil, err
+	}
+	return next, nil
+}
+
+// started returns cl as a start would write it, and what the start
+// reserves (its head, twice with HA, and its workers' minimum), writing
+// nothing.
+func (c *Engine) started(cl *cluster.Cluster) (*cluster.Cluster, quota.Resources, error) {
+	if err := c.userOp(cl, cluster.OpStart); err != nil {
+		return nil, quota.Resources{}, err
 	}
 	env := cl.Spec.Environment.DeepCopy()
 	replicas := map[string]int{}
@@ -267,21 +309,17 @@ func (s *ClusterService) start(ctx context.Context, cl *cluster.Cluster) (*clust
 	}
 	need, err := env.ResourcesAt(c.cat.Nodes, replicas)
 	if err != nil {
-		return nil, err
+		return nil, quota.Resources{}, err
 	}
 	next := cl.DeepCopy()
 	if _, _, err := advanceCluster(next, cluster.Trigger(cluster.OpStart)); err != nil {
-		return nil, err
+		return nil, quota.Resources{}, err
 	}
 	next.Reason = ""
 	next.Live = &cluster.Live{ResourceGroup: cl.Spec.ResourceGroup, Environment: *env}
 	next.Replicas, next.PendingRestart = replicas, nil
 	next.Generation++
-	next.Events = cluster.AppendEvent(next.Events, c.event(ctx, "user", "start", "reserving "+need.String()))
-	if err := c.writeWithHold(ctx, next, cl, need); err != nil {
-		return nil, err
-	}
-	return next, nil
+	return next, need, nil
 }
 
 // writeWithHold reserves need for next in its live resource group, then
@@ -598,6 +636,62 @@ func (s *ClusterService) Edit(ctx context.Context, in *cluster.Cluster) (*cluste
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	e, err := c.edited(ctx, in)
+	if err != nil {
+		return nil, err
+	}
+	cur, next, spec, live, restart := e.cur, e.next, &e.next.Spec, e.live, e.restart
+	renamed := spec.Name != cur.Spec.Name
+	if renamed {
+		if err := c.claimName(ctx, kindCluster, spec.Name, cur.ID); err != nil {
+			return nil, err
+		}
+	}
+	var werr error
+	if cur.Live == nil {
+		next.Events = cluster.AppendEvent(next.Events, c.event(ctx, "user", "edit", strings.Join(live, ", ")))
+		werr = c.putCluster(ctx, next, cur.Version)
+		if werr != nil && !errors.Is(werr, errs.ErrConflict) && !errs.IsNotFound(werr) {
+			// A lost reply: if the edit was written, it is done.
+			version, written, err := c.wrote(ctx, kindCluster, next.ID, next)
+			if err != nil {
+				return nil, werr // cannot tell: a stale name claim is taken over after the grace
+			}
+			if written {
+				next.Version, werr = version, nil
+			}
+		}
+	} else {
+		next.Events = cluster.AppendEvent(next.Events, c.event(ctx, "user", "edit", strings.Join(append(live, restart...), ", ")))
+		werr = c.writeWithHold(ctx, next, cur, e.need)
+	}
+	if werr != nil {
+		if renamed {
+			if stored, err := c.getFresh(ctx, cur.ID); err == nil && stored.Spec.Name != spec.Name {
+				c.releaseName(ctx, kindCluster, spec.Name, cur.ID)
+			}
+		}
+		return nil, werr
+	}
+	if renamed {
+		c.releaseName(ctx, kindCluster, cur.Spec.Name, cur.ID)
+	}
+	if err := c.fenceJoins(ctx, cur.ID, cur.Spec.Groups, spec.Groups); err != nil {
+		return nil, err
+	}
+	return &cluster.EditResult{Cluster: next, Applied: live, NeedsRestart: restart}, nil
+}
+
+// edit is what an edit of a cluster would write, found without writing.
+type edit struct {
+	cur, next     *cluster.Cluster
+	need          quota.Resources // what next holds, when it is live
+	live, restart []string        // the settings that apply now, and at the next start
+}
+
+// edited checks edit in as Edit does (its version, the state, the spec)
+// and returns what it would write.
+func (c *Engine) edited(ctx context.Context, in *cluster.Cluster) (*edit, error) {
 	cur, err := c.getCluster(ctx, in.ID)
 	if err != nil {
 		return nil, err
@@ -615,68 +709,34 @@ func (s *ClusterService) Edit(ctx context.Context, in *cluster.Cluster) (*cluste
 	if err := c.checkClusterSpec(ctx, spec, cur.Spec.Groups); err != nil {
 		return nil, err
 	}
-	live, restart := specChanges(&cur.Spec, spec)
+	e := &edit{cur: cur}
+	e.live, e.restart = specChanges(&cur.Spec, spec)
 	next := cur.DeepCopy()
 	next.Spec = *spec
-	renamed := spec.Name != cur.Spec.Name
-	if renamed {
-		if err := c.claimName(ctx, kindCluster, spec.Name, cur.ID); err != nil {
-			return nil, err
-		}
-	}
-	var werr error
+	e.next = next
 	if cur.Live == nil {
-		live, restart = append(live, restart...), nil
-		next.Events = cluster.AppendEvent(next.Events, c.event(ctx, "user", "edit", strings.Join(live, ", ")))
-		werr = c.putCluster(ctx, next, cur.Version)
-		if werr != nil && !errors.Is(werr, errs.ErrConflict) && !errs.IsNotFound(werr) {
-			// A lost reply: if the edit was written, it is done.
-			version, written, err := c.wrote(ctx, kindCluster, next.ID, next)
-			if err != nil {
-				return nil, werr // cannot tell: a stale name claim is taken over after the grace
-			}
-			if written {
-				next.Version, werr = version, nil
-			}
-		}
-	} else {
-		// Worker ranges of groups Ray already runs apply now.
-		for i := range next.Live.Workers {
-			lw := &next.Live.Workers[i]
-			for _, w := range spec.Workers {
-				if w.Name == lw.Name && w.NodeSpec == lw.NodeSpec {
-					lw.Instances = w.Instances
-					n := next.Replicas[w.Name]
-					next.Replicas[w.Name] = min(max(n, w.Instances.Min), w.Instances.MaxOrMin())
-				}
-			}
-		}
-		need, err := next.Live.ResourcesAt(c.cat.Nodes, next.Replicas)
-		if err != nil {
-			return nil, err
-		}
-		next.PendingRestart = mergeSorted(cur.PendingRestart, restart)
-		if !reflect.DeepEqual(next.Replicas, cur.Replicas) || !reflect.DeepEqual(next.Live.Workers, cur.Live.Workers) {
-			next.Generation++ // Ray runs another size or range (an autoscaler's minimum, maximum)
-		}
-		next.Events = cluster.AppendEvent(next.Events, c.event(ctx, "user", "edit", strings.Join(append(live, restart...), ", ")))
-		werr = c.writeWithHold(ctx, next, cur, need)
+		e.live, e.restart = append(e.live, e.restart...), nil
+		return e, nil
 	}
-	if werr != nil {
-		if renamed {
-			if stored, err := c.getFresh(ctx, cur.ID); err == nil && stored.Spec.Name != spec.Name {
-				c.releaseName(ctx, kindCluster, spec.Name, cur.ID)
+	// Worker ranges of groups Ray already runs apply now.
+	for i := range next.Live.Workers {
+		lw := &next.Live.Workers[i]
+		for _, w := range spec.Workers {
+			if w.Name == lw.Name && w.NodeSpec == lw.NodeSpec {
+				lw.Instances = w.Instances
+				n := next.Replicas[w.Name]
+				next.Replicas[w.Name] = min(max(n, w.Instances.Min), w.Instances.MaxOrMin())
 			}
 		}
-		return nil, werr
 	}
-	if renamed {
-		c.releaseName(ctx, kindCluster, cur.Spec.Name, cur.ID)
-	}
-	if err := c.fenceJoins(ctx, cur.ID, cur.Spec.Groups, spec.Groups); err != nil {
+	if e.need, err = next.Live.ResourcesAt(c.cat.Nodes, next.Replicas); err != nil {
 		return nil, err
 	}
-	return &cluster.EditResult{Cluster: next, Applied: live, NeedsRestart: restart}, nil
+	next.PendingRestart = mergeSorted(cur.PendingRestart, e.restart)
+	if !reflect.DeepEqual(next.Replicas, cur.Replicas) || !reflect.DeepEqual(next.Live.Workers, cur.Live.Workers) {
+		next.Generation++ // Ray runs another size or range (an autoscaler's minimum, maximum)
+	}
+	return e, nil
 }
 
 // fenceJoins is the create side of a group's fenced delete (fences.go)

@@ -114,14 +114,10 @@ func (c *Engine) checkJob(ctx context.Context, cfg *job.Config) error {
 			l = append(l, errs.Invalid("onDemand.resourcePackage", "J12", od.ResourcePackage,
 				fmt.Sprintf("resource group %s belongs to package %s", od.ResourceGroup, a.Package)))
 		}
-		need, err := od.Environment.MinResources(c.cat.Nodes)
-		if err != nil {
+		if _, err := od.Environment.MinResources(c.cat.Nodes); err != nil {
 			return err
 		}
-		if !need.Fits(a.Capacity) {
-			l = append(l, errs.Invalid("onDemand.environment", "J12", need.String(),
-				fmt.Sprintf("the smallest cluster this config starts can never fit resource group %s, whose whole quota is %s", od.ResourceGroup, a.Capacity)))
-		}
+		l = append(l, c.neverFits(&od.Environment, "onDemand.environment", "J12", a)...)
 	}
 	return l.ToError()
 }

@@ -1,0 +1,339 @@
+package platform
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/aidlc/dlc/backend"
+	"github.com/aidlc/dlc/cluster"
+	"github.com/aidlc/dlc/errs"
+	"github.com/aidlc/dlc/job"
+	"github.com/aidlc/dlc/quota"
+)
+
+// Plan is what an operation would do, found without writing anything:
+// the objects the backend would write, the quota the operation reserves
+// beside what its resource group holds, whether it fits now and, when it
+// does not, what it lacks and (an on-demand run) where it would wait. Two
+// clients over one store plan the same.
+type Plan struct {
+	// Operation names it: "create cluster", "start cluster", "run job".
+	Operation string `json:"operation"`
+	// Cluster is the cluster as the operation would store it (a create,
+	// a start), or the on-demand cluster a run would get, or the cluster
+	// a run on a cluster would go to as it is now.
+	Cluster *cluster.Cluster `json:"cluster,omitempty"`
+	// Run is the run a job's run would store (its id is not the one a
+	// real run gets).
+	Run *job.Run `json:"run,omitempty"`
+	// Manifests are what the backend would write (on Kubernetes the
+	// RayCluster or RayJob as it would apply it, checked by KubeRay's own
+	// validation, or the Ray Jobs API request of a run on a cluster); on a
+	// backend that cannot say, a summary: the cluster as stored.
+	Manifests []backend.Manifest `json:"manifests,omitempty"`
+	// Quota is the reservation the operation makes; nil when it makes
+	// none (a run on an existing cluster: the cluster holds the quota, C15).
+	Quota *QuotaPlan `json:"quota,omitempty"`
+	// Position and Ahead are where an on-demand run that does not fit now
+	// would wait in its resource group's queue: 1-based, behind Ahead
+	// runs of a priority as high or higher.
+	Position int `json:"position,omitempty"`
+	Ahead    int `json:"ahead,omitempty"`
+	// Notes say what else is worth knowing: an autoscaling maximum the
+	// whole quota could never reach, a run on a cluster that is not
+	// running (it would wait, J18).
+	Notes []string `json:"notes,omitempty"`
+}
+
+// QuotaPlan is an operation's effect on its resource group's quota.
+type QuotaPlan struct {
+	ResourceGroup string          `json:"resourceGroup"`
+	Capacity      quota.Resources `json:"capacity"`
+	// Needs is what the operation reserves; for a create, what its start
+	// will reserve (a create itself reserves nothing).
+	Needs quota.Resources `json:"needs"`
+	// ReservedBefore and ReservedAfter are the group's reservations now
+	// and once the operation has reserved (the same for a create).
+	ReservedBefore quota.Resources `json:"reservedBefore"`
+	ReservedAfter  quota.Resources `json:"reservedAfter"`
+	// Allocatable is what the group can allocate now.
+	Allocatable quota.Resources `json:"allocatable"`
+	// Fits says whether Needs fits Allocatable now; Lacks says it in words.
+	Fits  bool   `json:"fits"`
+	Lacks string `json:"lacks,omitempty"`
+}
+
+// plannedID is the id a plan gives what it would create: a real create
+// makes a new one.
+const plannedID = "planned"
+
+// PlanCreate plans Create(spec): every problem Create would report (as
+// Validate does, and what the spec refers to), the cluster as it would
+// be stored and what the backend would write for it (a suspended
+// RayCluster on Kubernetes), and what its start will reserve. It writes
+// nothing.
+func (s *ClusterService) PlanCreate(ctx context.Context, spec *cluster.Spec) (*Plan, error) {
+	c := s.c
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	cl, err := c.newCluster(ctx, spec.DeepCopy(), "cls-"+plannedID)
+	if err != nil {
+		return nil, err
+	}
+	need, err := cl.Spec.Environment.MinResources(c.cat.Nodes)
+	if err != nil {
+		return nil, err
+	}
+	p := &Plan{Operation: "create cluster", Cluster: cl}
+	if p.Quota, err = c.quotaPlan(ctx, cl.Spec.ResourceGroup, "", need, false); err != nil {
+		return nil, err
+	}
+	p.Notes = c.maxNote(&cl.Spec.Environment, p.Quota)
+	return p, c.planCluster(p, cl)
+}
+
+// PlanStart plans Start(id): the state check Start makes, the cluster as
+// the start would write it and what the backend would then apply (the
+// RayCluster unsuspended), and the reservation with the group before and
+// after; when it does not fit, Start would be ErrQuota. It writes
+// nothing.
+func (s *ClusterService) PlanStart(ctx context.Context, id string) (*Plan, error) {
+	c := s.c
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	cl, err := c.getCluster(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	next, need, err := c.started(cl)
+	if err != nil {
+		return nil, err
+	}
+	p := &Plan{Operation: "start cluster", Cluster: next}
+	if p.Quota, err = c.quotaPlan(ctx, next.Live.ResourceGroup, id, need, true); err != nil {
+		return nil, err
+	}
+	p.Notes = c.maxNote(&next.Live.Environment, p.Quota)
+	return p, c.planCluster(p, next)
+}
+
+// PlanUpdate plans Update(in): every check Update makes (the version,
+// the state, every problem of the spec), the cluster as the edit would
+// write it, the settings that apply now and those that wait for the next
+// start, and, for a cluster that runs, what the backend would apply and
+// the reservation before and after (a wider worker range reserves at
+// once); for one that does not, what its next start will reserve. It
+// writes nothing.
+func (s *ClusterService) PlanUpdate(ctx context.Context, in *cluster.Cluster) (*Plan, error) {
+	c := s.c
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	e, err := c.edited(ctx, in)
+	if err != nil {
+		return nil, err
+	}
+	p := &Plan{Operation: "update cluster", Cluster: e.next}
+	for _, l := range e.live {
+		p.Notes = append(p.Notes, "applies now: "+l)
+	}
+	for _, l := range e.restart {
+		p.Notes = append(p.Notes, "applies at the next start: "+l)
+	}
+	if e.cur.Live == nil {
+		need, err := e.next.Spec.Environment.MinResources(c.cat.Nodes)
+		if err != nil {
+			return nil, err
+		}
+		if p.Quota, err = c.quotaPlan(ctx, e.next.Spec.ResourceGroup, "", need, false); err != nil {
+			return nil, err
+		}
+		p.Notes = append(p.Notes, c.maxNote(&e.next.Spec.Environment, p.Quota)...)
+		return p, nil // Ray runs nothing of it: nothing is applied
+	}
+	if p.Quota, err = c.quotaPlan(ctx, e.next.Live.ResourceGroup, e.cur.ID, e.need, true); err != nil {
+		return nil, err
+	}
+	if e.next.Generation == e.cur.Generation {
+		return p, nil // nothing Ray runs changes
+	}
+	return p, c.planCluster(p, e.next)
+}
+
+// PlanRun plans Runs().Create(jobID): the run the job's current revision
+// would make, where it would go and what the backend would write for it.
+// An on-demand run: its cluster's RayJob, the reservation its admission
+// makes, and, when that does not fit now, its would-be place in the
+// resource group's queue. A run on a cluster or a group: the Ray Jobs API
+// request, on the cluster it would go to now (the group's policy may pick
+// another when it runs), or a note that it would wait. It writes nothing.
+func (s *JobService) PlanRun(ctx context.Context, jobID string) (*Plan, error) {
+	c := s.c
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	rec, err := c.getJob(ctx, jobID)
+	if err != nil {
+		return nil, err
+	}
+	if c.markHeld(rec.Deleting.At) {
+		return nil, jobDeleting(rec, "run")
+	}
+	now := c.clock.Now()
+	r := &job.Run{ID: "run-" + plannedID, JobID: jobID, Revision: rec.Revision, Config: *rec.Config.DeepCopy(),
+		Creator: UserFrom(ctx), SubmittedAt: now, Priority: rec.Config.Priority()}
+	if _, _, err := c.advanceRun(r, job.Queue, ""); err != nil {
+		return nil, err
+	}
+	p := &Plan{Operation: "run job", Run: r}
+	why, err := c.missingTarget(ctx, &r.Config)
+	if err != nil {
+		return nil, err
+	}
+	if why != "" {
+		return nil, &errs.StateError{Kind: "job", ID: jobID, Op: "run", State: "target missing", Reason: why + " (J19)"}
+	}
+	switch r.Config.Mode() {
+	case job.OnDemandMode:
+		od := r.Config.OnDemand
+		if r.Demand, err = od.Environment.MinResources(c.cat.Nodes); err != nil {
+			return nil, err
+		}
+		cl := &cluster.Cluster{ID: odClusterID(r.ID), Generation: 1, Creator: r.Creator, CreatedAt: now, UpdatedAt: now,
+			Temporary: true, OwnerRun: r.ID, QuotaGroup: od.ResourceGroup,
+			Live: &cluster.Live{ResourceGroup: od.ResourceGroup, Environment: *od.Environment.DeepCopy()},
+			Spec: cluster.Spec{Name: "ondemand_" + r.ID, Priority: new(od.EffectivePriority()), ResourcePackage: od.ResourcePackage,
+				ResourceGroup: od.ResourceGroup, Environment: *od.Environment.DeepCopy(), Mounts: r.Config.Mounts, Tags: r.Config.Tags}}
+		cl.Replicas = map[string]int{}
+		for _, w := range cl.Spec.Workers {
+			cl.Replicas[w.Name] = w.Instances.Min
+		}
+		if _, _, err := advanceCluster(cl, cluster.CreateOnDemand); err != nil {
+			return nil, err
+		}
+		p.Cluster = cl
+		if p.Quota, err = c.quotaPlan(ctx, od.ResourceGroup, "", r.Demand, true); err != nil {
+			return nil, err
+		}
+		// It is admitted now only if it fits and no run waits before it.
+		ahead := c.queuedAhead(od.ResourceGroup, r.Priority)
+		if !p.Quota.Fits || ahead > 0 {
+			p.Position, p.Ahead = ahead+1, ahead
+			if p.Quota.Fits {
+				p.Notes = append(p.Notes, fmt.Sprintf("it fits, but %d queued run(s) of a priority as high or higher come first", ahead))
+			}
+		}
+		p.Notes = append(p.Notes, c.maxNote(&od.Environment, p.Quota)...)
+		return p, c.planRun(p, r, cl)
+	case job.ClusterMode:
+		cl, err := c.getCluster(ctx, r.Config.Cluster)
+		if err != nil {
+			return nil, err
+		}
+		return p, c.planOnCluster(p, r, cl)
+	case job.GroupMode:
+		members, err := c.listClusters(map[string]string{labelMemberOf + r.Config.Group: "1"})
+		if err != nil {
+			return nil, err
+		}
+		for _, cl := range members {
+			if cl.State == cluster.Running {
+				return p, c.planOnCluster(p, r, cl)
+			}
+		}
+		p.Notes = append(p.Notes, fmt.Sprintf("no member of group %s is running: the run would wait (J18)", r.Config.Group))
+		return p, nil
+	}
+	return p, nil
+}
+
+// planOnCluster plans run r on existing cluster cl.
+func (c *Engine) planOnCluster(p *Plan, r *job.Run, cl *cluster.Cluster) error {
+	p.Cluster = cl
+	if cl.State != cluster.Running {
+		p.Notes = append(p.Notes, fmt.Sprintf("cluster %s is %s: the run would wait until it runs (J18)", cl.ID, cl.State))
+		return nil
+	}
+	r.ClusterID = cl.ID
+	return c.planRun(p, r, cl)
+}
+
+// quotaPlan is need's effect on resource group rg, where holder (when
+// not "") may hold a reservation already; reserve says whether the
+// operation reserves need now (ReservedAfter grows).
+func (c *Engine) quotaPlan(ctx context.Context, rg, holder string, need quota.Resources, reserve bool) (*QuotaPlan, error) {
+	a, _, err := get[quota.Account](ctx, c, kindResourceGroup, "resource group", rg)
+	if err != nil {
+		return nil, err
+	}
+	held := quota.Resources{}
+	if holder != "" {
+		held = a.Held(holder)
+	}
+	free := a.Allocatable().Add(held)
+	q := &QuotaPlan{ResourceGroup: rg, Capacity: a.Capacity, Needs: need, ReservedBefore: a.Reserved(),
+		ReservedAfter: a.Reserved(), Allocatable: free, Fits: need.Fits(free)}
+	if reserve {
+		q.ReservedAfter = a.Reserved().Sub(held).Add(need)
+	}
+	if !q.Fits {
+		q.Lacks = fmt.Sprintf("needs %s; allocatable %s", need, free)
+	}
+	return q, nil
+}
+
+// queuedAhead counts the runs waiting in resource group rg's queue that a
+// new run of priority prio would wait behind: those of a priority as high
+// or higher (they were submitted before it).
+func (c *Engine) queuedAhead(rg string, prio int) int {
+	a, _, err := fromCache[quota.Account](c, kindResourceGroup, rg)
+	n := 0
+	for _, it := range c.queues.order(rg, c.queueItem) {
+		if err == nil {
+			if _, held := a.Holders[odClusterID(it.RunID)]; held {
+				continue // admitted
+			}
+		}
+		if it.Priority >= prio {
+			n++
+		}
+	}
+	return n
+}
+
+// maxNote says when an environment's autoscaling maximum exceeds its
+// resource group's whole quota: it could never be reached (C14).
+func (c *Engine) maxNote(env *cluster.Environment, q *QuotaPlan) []string {
+	most, err := env.MaxResources(c.cat.Nodes)
+	if err != nil || q == nil || most.Fits(q.Capacity) {
+		return nil
+	}
+	return []string{fmt.Sprintf("at every worker group's maximum it would take %s, more than resource group %s's whole quota, %s: the autoscaler stops where quota does (C14)", most, q.ResourceGroup, q.Capacity)}
+}
+
+// planCluster fills p's manifests for standing cluster cl.
+func (c *Engine) planCluster(p *Plan, cl *cluster.Cluster) error {
+	if pl, ok := c.ray.(backend.Planner); ok {
+		m, err := pl.PlanCluster(cl)
+		p.Manifests = m
+		return err
+	}
+	p.Manifests = []backend.Manifest{{Kind: "cluster", Name: cl.ID, Object: cl}}
+	return nil
+}
+
+// planRun fills p's manifests for run r on cluster cl.
+func (c *Engine) planRun(p *Plan, r *job.Run, cl *cluster.Cluster) error {
+	if pl, ok := c.ray.(backend.Planner); ok {
+		m, err := pl.PlanRun(r, cl)
+		p.Manifests = m
+		return err
+	}
+	p.Manifests = []backend.Manifest{{Kind: "run", Name: r.ID, Object: r}}
+	if r.Config.OnDemand != nil {
+		p.Manifests = append(p.Manifests, backend.Manifest{Kind: "cluster", Name: cl.ID, Object: cl})
+	}
+	return nil
+}
