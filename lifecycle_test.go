@@ -404,3 +404,32 @@ func (f *fixture) clusterState(id string) cluster.State {
 	f.must(err)
 	return cl.State
 }
+
+// L1: a schedule edited in the store by someone else into one that does
+// not parse starts nothing and says so once on the config; nothing
+// panics or loops.
+func TestScheduleForeignEdit(t *testing.T) {
+	f := newFixture(t, lasting(time.Second, nil))
+	cl := f.runningCluster("c1")
+	rec := f.job(dlc.NewJob("j").OnCluster(cl.ID).Schedule("* * * * *"))
+	if err := dlctest.EditStored(f.ctx, f.m.Backend, "job", rec.ID, func(data map[string]any, _ map[string]string) {
+		dlctest.Object(dlctest.Object(data, "config"), "schedule")["cron"] = "not a cron"
+	}); err != nil {
+		t.Fatal(err)
+	}
+	f.m.Step(3 * time.Minute)
+	if runs := runsOf(t, f.c, rec.ID); len(runs) != 0 {
+		t.Fatalf("%d runs of a schedule that does not parse", len(runs))
+	}
+	events, err := f.c.Jobs().Events(f.ctx, rec.ID)
+	f.must(err)
+	n := 0
+	for _, e := range events {
+		if e.Action == "schedule-invalid" {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Fatalf("%d schedule-invalid entries, want 1: %+v", n, events)
+	}
+}
