@@ -234,13 +234,16 @@ func ExampleJobService_NextTicks() {
 	m.Settle(100*time.Millisecond, 100)
 
 	// snippet schedule
+	nightly := []func(*job.Schedule){
+		job.InZone("Asia/Shanghai"),            // read the expression in Shanghai time
+		job.Concurrency(job.ForbidConcurrent),  // skip a tick while the last run is still going
+		job.StartingDeadline(10 * time.Minute), // a tick missed by longer is skipped, and recorded
+	}
 	cfg, err := dlc.NewJob("nightly-etl").OnCluster(cl.ID).
 		COSPackage("cos://jobs-1250000000/etl.zip").Entrypoint("python etl.py").
-		Schedule("0 2 * * *", job.InZone("Asia/Shanghai"), // 02:00 every day, Shanghai time
-						job.Concurrency(job.ForbidConcurrent), // skip a tick while the last run is still going
-						job.StartingDeadline(10*time.Minute)). // a tick missed by longer is skipped, and recorded
-		ActiveDeadline(2 * time.Hour). // stopped and failed if not done in two hours
-		Retries(2).                    // a failed run is run again up to twice, after a backoff
+		Schedule("0 2 * * *", nightly...). // 02:00 every day
+		ActiveDeadline(2 * time.Hour).     // stopped and failed if not done in two hours
+		Retries(2).                        // a failed run is run again up to twice, after a backoff
 		Build()
 	if err != nil {
 		log.Fatal(err)

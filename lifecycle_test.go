@@ -404,3 +404,55 @@ func (f *fixture) clusterState(id string) cluster.State {
 	f.must(err)
 	return cl.State
 }
+
+// L1: a schedule edited in the store by someone else into one that does
+// not parse starts nothing and says so once on the config; nothing
+// panics or loops.
+func TestScheduleForeignEdit(t *testing.T) {
+	f := newFixture(t, lasting(time.Second, nil))
+	cl := f.runningCluster("c1")
+	rec := f.job(dlc.NewJob("j").OnCluster(cl.ID).Schedule("* * * * *"))
+	if err := dlctest.EditStored(f.ctx, f.m.Backend, "job", rec.ID, func(data map[string]any, _ map[string]string) {
+		dlctest.Object(dlctest.Object(data, "config"), "schedule")["cron"] = "not a cron"
+	}); err != nil {
+		t.Fatal(err)
+	}
+	f.m.Step(3 * time.Minute)
+	if runs := runsOf(t, f.c, rec.ID); len(runs) != 0 {
+		t.Fatalf("%d runs of a schedule that does not parse", len(runs))
+	}
+	events, err := f.c.Jobs().Events(f.ctx, rec.ID)
+	f.must(err)
+	n := 0
+	for _, e := range events {
+		if e.Action == "schedule-invalid" {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Fatalf("%d schedule-invalid entries, want 1: %+v", n, events)
+	}
+}
+
+// L2: a run that Ray fails at its deadline's very instant is failed past
+// its deadline: Final, and said so. (On Kubernetes KubeRay's own deadline
+// on a RayJob may be seen first, through the run's status or its
+// cluster's; advanceRun marks any failure past the deadline so:
+// TestLifecycle's on-demand deadline.)
+func TestRunFailedAtItsDeadline(t *testing.T) {
+	d := memory.DefaultDelays
+	f := newFixture(t, dlctest.MemoryOptions{Delays: &d, Ray: memory.RayHooks{RunOutcome: func(*job.Run) memory.Outcome {
+		return memory.Outcome{Fail: true, Message: "DeadlineExceeded", Duration: time.Minute - d.Submit}
+	}}})
+	cl := f.runningCluster("c1")
+	rec := f.job(dlc.NewJob("j").OnCluster(cl.ID).ActiveDeadline(time.Minute).Retries(2))
+	r := f.start(rec.ID)
+	f.m.Step(2 * time.Minute)
+	r = f.run(r.ID)
+	if r.State != job.Failed || !r.Final || !strings.HasPrefix(r.Message, "deadline exceeded") || r.NextAttempt != "" {
+		t.Fatalf("%s final=%v next=%q %q", r.State, r.Final, r.NextAttempt, r.Message)
+	}
+	if r.FinishedAt.Sub(r.SubmittedAt) != time.Minute {
+		t.Fatalf("ended %s after its submission, want exactly its deadline", r.FinishedAt.Sub(r.SubmittedAt))
+	}
+}

@@ -56,7 +56,7 @@ func TestForeignClaimConfigMap(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = c.Close() })
 	ctx := dlc.WithUser(t.Context(), "alice")
-	if _, err := c.ResourceGroups().Register(ctx, quota.Group{ID: "rg-1", Package: "pkg-1", Capacity: quota.Cores(64)}); err != nil {
+	if _, err := c.ResourceGroups().Register(ctx, quota.Group{ID: "rg-1", Package: "pkg-1", Capacity: quota.Resources{MilliCPU: 64000, Memory: 256 * quota.GiB}}); err != nil {
 		t.Fatal(err)
 	}
 	g, err := c.Groups().Create(ctx, "组")

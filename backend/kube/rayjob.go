@@ -101,13 +101,15 @@ func renderRayJob(r *job.Run, o RenderOptions, replicas map[string]int) (*rayv1.
 	}, nil
 }
 
-// activeDeadline is a config's ActiveDeadlineSeconds for a RayJob: nil
-// when it has none.
+// activeDeadline is a config's ActiveDeadlineSeconds for a RayJob, one
+// second more: KubeRay counts from the RayJob's start time, which it
+// keeps in whole seconds (truncated), so that its deadline never comes
+// before the platform's. nil when it has none.
 func activeDeadline(cfg *job.Config) *int32 {
 	if cfg.ActiveDeadlineSeconds <= 0 {
 		return nil
 	}
-	return ptr.To(int32(cfg.ActiveDeadlineSeconds))
+	return ptr.To(int32(cfg.ActiveDeadlineSeconds + 1))
 }
 
 // keepFinishedSeconds is how long KubeRay keeps a finished RayJob's

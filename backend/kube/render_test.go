@@ -377,8 +377,8 @@ func TestRenderMeaning(t *testing.T) {
 				s.Entrypoint != "python main.py --config config.yaml" || s.SubmissionMode != rayv1.HTTPMode {
 				t.Errorf("spec %+v", s)
 			}
-			if s.ActiveDeadlineSeconds == nil || *s.ActiveDeadlineSeconds != 7200 || s.BackoffLimit == nil || *s.BackoffLimit != 0 {
-				t.Errorf("deadline %v, backoff limit %v: want the run's deadline (L2), and no retry of KubeRay's (L3)", s.ActiveDeadlineSeconds, s.BackoffLimit)
+			if s.ActiveDeadlineSeconds == nil || *s.ActiveDeadlineSeconds != 7201 || s.BackoffLimit == nil || *s.BackoffLimit != 0 {
+				t.Errorf("deadline %v, backoff limit %v: want the run's deadline and a second (L2), and no retry of KubeRay's (L3)", s.ActiveDeadlineSeconds, s.BackoffLimit)
 			}
 			if rj.Labels[kube.KeyRunID] != "run-k3j4h5g6f7" || rj.Labels[kube.KeyJobID] != "job-a1b2c3d4e5" || rj.Annotations[kube.KeyName] != "训练任务 v2" {
 				t.Errorf("labels %v, annotations %v", rj.Labels, rj.Annotations)

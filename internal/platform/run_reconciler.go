@@ -49,7 +49,7 @@ func (c *Engine) reconcileRun(ctx context.Context, id string) (time.Duration, er
 	if dl, ok := r.Deadline(); ok {
 		now := c.clock.Now()
 		if !now.Before(dl) {
-			_, _, err := c.moveRun(ctx, r, job.Fail, fmt.Sprintf("deadline exceeded: not ended %ds after its submission", r.Config.ActiveDeadlineSeconds),
+			_, _, err := c.moveRun(ctx, r, job.Fail, fmt.Sprintf("%s: not ended %ds after its submission", deadlineExceeded, r.Config.ActiveDeadlineSeconds),
 				func(n *job.Run) { n.Final = true })
 			return 0, err // its cleanup stops Ray's job and releases its cluster
 		}
@@ -298,9 +298,6 @@ func (c *Engine) followRun(ctx context.Context, r *job.Run) error {
 			if n.StartedAt.IsZero() {
 				n.StartedAt = c.clock.Now()
 			}
-		}
-		if dl, ok := n.Deadline(); ok && n.State == job.Failed && !c.clock.Now().Before(dl) {
-			n.Final = true // Ray's own deadline (a RayJob's activeDeadlineSeconds) ended it
 		}
 		if n.State.Terminal() {
 			n.RayDone = n.Config.OnDemand == nil

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/aidlc/dlc/cluster"
@@ -433,6 +434,9 @@ func (c *Engine) putRun(ctx context.Context, next *job.Run, version string) erro
 	return nil
 }
 
+// deadlineExceeded begins the message of a run failed past its deadline.
+const deadlineExceeded = "deadline exceeded"
+
 // advanceRun moves r (a new run, or a copy about to be written) to the
 // state that t takes it to by job.Transition, with what goes with the
 // state (msg, the end time, whether Ray holds anything of it): the one
@@ -453,6 +457,14 @@ func (c *Engine) advanceRun(r *job.Run, t job.RunTrigger, msg string) (to job.Ru
 	}
 	if to.Terminal() {
 		r.FinishedAt = c.clock.Now()
+		if dl, ok := r.Deadline(); ok && to == job.Failed && !r.FinishedAt.Before(dl) {
+			// Past its deadline (L2), however the failure came (Ray's own
+			// deadline, a cluster that Ray's deadline broke): not retried.
+			r.Final = true
+			if !strings.HasPrefix(msg, deadlineExceeded) {
+				msg = deadlineExceeded + ": " + msg
+			}
+		}
 		r.Message, r.WaitReason = msg, ""
 		if r.StartedAt.IsZero() && prev == job.Running {
 			r.StartedAt = r.FinishedAt

@@ -133,8 +133,8 @@ func TestLifecycle(t *testing.T) {
 		}
 		var rj rayv1.RayJobList
 		if err := s.w.cp.Client().List(s.ctx, &rj, client.InNamespace(s.ns), client.MatchingLabels{kube.KeyRunID: onDemand.ID}); err == nil && len(rj.Items) == 1 {
-			if d := rj.Items[0].Spec.ActiveDeadlineSeconds; d == nil || *d != 8 {
-				t.Errorf("the RayJob's activeDeadlineSeconds %v, want 8", d)
+			if d := rj.Items[0].Spec.ActiveDeadlineSeconds; d == nil || *d != 9 {
+				t.Errorf("the RayJob's activeDeadlineSeconds %v, want 9 (8 and a second)", d)
 			}
 		}
 		// The job on the cluster was stopped in Ray, and its retry never came.

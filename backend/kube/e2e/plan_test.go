@@ -122,7 +122,7 @@ func TestPlanRunOnKube(t *testing.T) {
 			switch tc.kind {
 			case "RayJob":
 				rj, ok := p.Manifests[0].Object.(*rayv1.RayJob)
-				if !ok || rayutils.ValidateRayJobSpec(rj) != nil || *rj.Spec.ActiveDeadlineSeconds != 3600 || !p.Quota.Fits || p.Position != 0 {
+				if !ok || rayutils.ValidateRayJobSpec(rj) != nil || *rj.Spec.ActiveDeadlineSeconds != 3601 || !p.Quota.Fits || p.Position != 0 {
 					t.Fatalf("plan %+v", p)
 				}
 			default:
