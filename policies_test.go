@@ -112,6 +112,12 @@ func TestOrderedFailoverG3G4(t *testing.T) {
 			f.m.Backend.FailCluster(primary.ID, "head node lost")
 			f.settle()
 			f.clusterIs(primary.ID, cluster.Abnormal)
+			// A plan of the job's next run says so too, and writes nothing.
+			p, err := f.c.Jobs().PlanRun(f.ctx, rec.ID)
+			f.must(err)
+			if p.Cluster == nil || p.Cluster.ID != standby.ID || !slices.ContainsFunc(p.Notes, func(n string) bool { return strings.Contains(n, "#2 in order") }) {
+				t.Fatalf("plan of a run of the group: on %v, notes %q", p.Cluster, p.Notes)
+			}
 		}, standby, "ordered-failover: #2 in order, the first running (" + primary.ID + " abnormal)"},
 		{"the primary recovers: back to it", func() {
 			f.m.Backend.RecoverCluster(primary.ID)

@@ -68,7 +68,7 @@ func (c *Engine) forgetRunEnds(id string) {
 // idleSince returns since when running cluster cl has had no active run,
 // and false while one is active on it.
 func (c *Engine) idleSince(cl *cluster.Cluster) (time.Time, bool) {
-	if len(c.cache.selectDocs(kindRun, map[string]string{labelOn: cl.ID, labelPhase: phaseActive})) > 0 {
+	if c.load.active(cl.ID) > 0 { // the index least-loaded reads (placement.go)
 		return time.Time{}, false
 	}
 	c.ends.mu.Lock()

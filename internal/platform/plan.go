@@ -7,6 +7,7 @@ import (
 	"github.com/aidlc/dlc/backend"
 	"github.com/aidlc/dlc/cluster"
 	"github.com/aidlc/dlc/errs"
+	"github.com/aidlc/dlc/group"
 	"github.com/aidlc/dlc/job"
 	"github.com/aidlc/dlc/quota"
 )
@@ -234,16 +235,34 @@ func (s *JobService) PlanRun(ctx context.Context, jobID string) (*Plan, error) {
 		}
 		return p, c.planOnCluster(p, r, cl)
 	case job.GroupMode:
-		members, err := c.listClusters(map[string]string{labelMemberOf + r.Config.Group: "1"})
+		gs, err := c.groupScheduling(ctx, r.Config.Group)
 		if err != nil {
 			return nil, err
 		}
-		for _, cl := range members {
-			if cl.State == cluster.Running {
-				return p, c.planOnCluster(p, r, cl)
+		if gs.Policy == group.Random || gs.Policy == "" {
+			// A random pick is not planned (it would draw from the client's
+			// source): the first running member stands for any of them.
+			members, err := c.listClusters(map[string]string{labelMemberOf + r.Config.Group: "1"})
+			if err != nil {
+				return nil, err
+			}
+			for _, cl := range members {
+				if cl.State == cluster.Running {
+					p.Notes = append(p.Notes, fmt.Sprintf("group %s's policy is random: the run would go to one of its running members, %s among them", r.Config.Group, cl.ID))
+					return p, c.planOnCluster(p, r, cl)
+				}
+			}
+		} else {
+			ch, err := c.chooseMember(ctx, r, r.Config.Group)
+			if err != nil {
+				return nil, err
+			}
+			if ch.cluster != nil {
+				p.Notes = append(p.Notes, "placement: "+ch.reason)
+				return p, c.planOnCluster(p, r, ch.cluster)
 			}
 		}
-		p.Notes = append(p.Notes, fmt.Sprintf("no member of group %s is running: the run would wait (J18)", r.Config.Group))
+		p.Notes = append(p.Notes, fmt.Sprintf("no member of group %s can take the run now: it would wait (J18)", r.Config.Group))
 		return p, nil
 	}
 	return p, nil
