@@ -135,7 +135,14 @@ func (c *Engine) writeAccount(rg string, batch []*accountOp) {
 		refused := false
 		for _, op := range ops {
 			next := work.DeepCopy()
-			next.Version = v // f may fence on the version it is given
+			// f may fence on the version it is given (holdAsStored: "the
+			// account has not changed since my reservation"): a change made
+			// earlier in this batch is a change, so after one the version
+			// is none ("").
+			next.Version = v
+			if last != nil {
+				next.Version = ""
+			}
 			op.changed, op.err = op.f(next)
 			op.a = next
 			refused = refused || errors.Is(op.err, errs.ErrQuota)

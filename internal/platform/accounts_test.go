@@ -150,3 +150,58 @@ func TestAccountChangesBatched(t *testing.T) {
 		t.Errorf("%d writes of the account, want 2 (a's, then b's and c's together)", g.updates)
 	}
 }
+
+// A change that fences on the account's version (holdAsStored: "nobody
+// has reserved since my reservation, at version V") is given no version
+// when an earlier change of its batch changed the account: it must not
+// take the account for unchanged since V. (Found by TestStress: a
+// renewal batched before a failed operation's put-back was written over,
+// and the renewing operation's cluster write then ran on a hold lowered
+// under it.)
+func TestAccountBatchVersionAfterAChange(t *testing.T) {
+	g := newGatedEngine(t)
+	gate := make(chan struct{})
+	g.mu.Lock()
+	g.gate = gate
+	g.mu.Unlock()
+	first := g.set(context.Background(), "a", 1000)
+	<-g.waiting // a's write is in flight
+	g.mu.Lock()
+	g.gate = nil
+	g.mu.Unlock()
+	renew := g.set(context.Background(), "b", 2000) // changes the account, first in the next batch
+	g.waitQueued(t, "rg", 1)
+	seen := make(chan string, 1)
+	go func() {
+		_, _ = g.c.changeAccount(context.Background(), "rg", func(a *quota.Account) (bool, error) {
+			seen <- a.Version
+			return false, nil
+		})
+	}()
+	g.waitQueued(t, "rg", 2)
+	close(gate)
+	if r := <-first; r.err != nil {
+		t.Fatal(r.err)
+	}
+	if r := <-renew; r.err != nil {
+		t.Fatal(r.err)
+	}
+	if v := <-seen; v != "" {
+		t.Fatalf("after a change earlier in its batch, a change was given version %q, want none", v)
+	}
+	// Alone (or first) in its batch, a change is given the version read.
+	_, stored, err := fresh[quota.Account](context.Background(), g.c, kindResourceGroup, "rg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := ""
+	if _, err := g.c.changeAccount(context.Background(), "rg", func(a *quota.Account) (bool, error) {
+		got = a.Version
+		return false, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if got != stored {
+		t.Fatalf("alone in its batch, a change was given version %q, want %q", got, stored)
+	}
+}
