@@ -58,7 +58,8 @@ func (s *JobService) Events(ctx context.Context, id string) ([]cluster.Event, er
 
 // Update saves rec.Config as the job's new revision (J15). rec.Version must
 // be the version read (a stale edit is a conflict). Only the package,
-// entrypoint, storage mounts and runtime environment may change; anything
+// entrypoint, storage mounts and runtime environment (J15), and the
+// schedule, the deadline and the retry limit (L1–L3), may change; anything
 // else is an error naming the field. Runs already started keep the
 // revision they started from. A config whose delete is in progress is
 // not edited (*StateError, see job.Deletion).

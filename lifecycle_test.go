@@ -456,3 +456,27 @@ func TestRunFailedAtItsDeadline(t *testing.T) {
 		t.Fatalf("ended %s after its submission, want exactly its deadline", r.FinishedAt.Sub(r.SubmittedAt))
 	}
 }
+
+// L1–L3 are editable (J15's list is for the product's fields): a
+// schedule's expression changed by Update takes effect from the next
+// tick, and the deadline and retries change with it.
+func TestScheduleEdited(t *testing.T) {
+	f := newFixture(t, lasting(time.Second, nil))
+	cl := f.runningCluster("c1")
+	rec := f.job(dlc.NewJob("j").OnCluster(cl.ID).Schedule("* * * * *"))
+	f.m.Step(2 * time.Minute) // ticks at 1 and 2 minutes
+	cur, err := f.c.Jobs().Get(f.ctx, rec.ID)
+	f.must(err)
+	cur.Config.Schedule.Cron = "*/5 * * * *"
+	cur.Config.ActiveDeadlineSeconds, cur.Config.BackoffLimit = 600, 1
+	got, err := f.c.Jobs().Update(f.ctx, cur)
+	f.must(err)
+	if got.Revision != 2 || got.ScheduleStatus.NextTick.Minute()%5 != 0 {
+		t.Fatalf("after the edit: revision %d, next tick %s", got.Revision, got.ScheduleStatus.NextTick)
+	}
+	f.m.Step(8 * time.Minute) // to 10 minutes: ticks at 5 and 10
+	runs := runsOf(t, f.c, rec.ID)
+	if len(runs) != 4 || runs[2].Revision != 2 || runs[2].Config.BackoffLimit != 1 || runs[2].Tick.Minute()%5 != 0 {
+		t.Fatalf("%d runs (want 2 before the edit and 2 after, on the 5-minute ticks)", len(runs))
+	}
+}

@@ -202,7 +202,8 @@ func (s *JobService) Events(ctx context.Context, id string) ([]cluster.Event, er
 
 // Edit saves rec.Config as the job's new revision (J15). rec.Version must
 // be the version read (a stale edit is a conflict). Only the package,
-// entrypoint, storage mounts and runtime environment may change; anything
+// entrypoint, storage mounts and runtime environment (J15), and the
+// schedule, the deadline and the retry limit (L1–L3), may change; anything
 // else is an error naming the field. Runs already started keep the
 // revision they started from.
 func (s *JobService) Edit(ctx context.Context, rec *job.Record) (*job.Record, error) {
@@ -249,7 +250,7 @@ func uneditable(old, next *job.Config) errs.List {
 	forbid := func(changed bool, path string) {
 		if changed {
 			l = append(l, errs.Forbidden(errs.Path(path), "J15",
-				"an edit changes only the package, entrypoint, mounts and runtime environment; copy the job to change this"))
+				"an edit changes only the package, entrypoint, mounts and runtime environment (and the schedule, deadline and retries); copy the job to change this"))
 		}
 	}
 	forbid(old.Name != next.Name, "name")
