@@ -377,6 +377,16 @@ func (e *Environment) MinResources(nodes quota.Catalog) (quota.Resources, error)
 	return e.resources(nodes, func(w WorkerGroup) int { return w.Instances.Min })
 }
 
+// MinReplicas returns each worker group's minimum, by group name: the
+// workers a cluster starts with.
+func (e *Environment) MinReplicas() map[string]int {
+	replicas := make(map[string]int, len(e.Workers))
+	for _, w := range e.Workers {
+		replicas[w.Name] = w.Instances.Min
+	}
+	return replicas
+}
+
 // MaxResources returns what the environment takes at its largest.
 func (e *Environment) MaxResources(nodes quota.Catalog) (quota.Resources, error) {
 	return e.resources(nodes, func(w WorkerGroup) int { return w.Instances.MaxOrMin() })

@@ -303,10 +303,7 @@ func (c *Engine) started(cl *cluster.Cluster) (*cluster.Cluster, quota.Resources
 		return nil, quota.Resources{}, err
 	}
 	env := cl.Spec.Environment.DeepCopy()
-	replicas := map[string]int{}
-	for _, w := range env.Workers {
-		replicas[w.Name] = w.Instances.Min
-	}
+	replicas := env.MinReplicas()
 	need, err := env.ResourcesAt(c.cat.Nodes, replicas)
 	if err != nil {
 		return nil, quota.Resources{}, err

@@ -288,6 +288,12 @@ func New(opts ...Option) (*Engine, error) {
 	if o.logPrefix == "" {
 		o.logPrefix = "memory://logs"
 	}
+	if o.runRetryBase <= 0 {
+		o.runRetryBase = job.RetryBackoffBase
+	}
+	if o.runRetryMax <= 0 {
+		o.runRetryMax = job.RetryBackoffMax
+	}
 	if o.baseDelay <= 0 {
 		o.baseDelay = 10 * time.Millisecond
 	}

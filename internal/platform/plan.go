@@ -175,17 +175,10 @@ func (s *JobService) PlanRun(ctx context.Context, jobID string) (*Plan, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	rec, err := c.getJob(ctx, jobID)
+	// No Seq: it would move the client's sequence, and two clients would
+	// plan apart.
+	r, err := c.queuedRun(ctx, jobID, "run-"+plannedID, c.clock.Now(), 0, nil)
 	if err != nil {
-		return nil, err
-	}
-	if c.markHeld(rec.Deleting.At) {
-		return nil, jobDeleting(rec, "run")
-	}
-	now := c.clock.Now()
-	r := &job.Run{ID: "run-" + plannedID, JobID: jobID, Revision: rec.Revision, Config: *rec.Config.DeepCopy(),
-		Creator: UserFrom(ctx), SubmittedAt: now, Priority: rec.Config.Priority()}
-	if _, _, err := c.advanceRun(r, job.Queue, ""); err != nil {
 		return nil, err
 	}
 	p := &Plan{Operation: "run job", Run: r}
@@ -199,19 +192,8 @@ func (s *JobService) PlanRun(ctx context.Context, jobID string) (*Plan, error) {
 	switch r.Config.Mode() {
 	case job.OnDemandMode:
 		od := r.Config.OnDemand
-		if r.Demand, err = od.Environment.MinResources(c.cat.Nodes); err != nil {
-			return nil, err
-		}
-		cl := &cluster.Cluster{ID: odClusterID(r.ID), Generation: 1, Creator: r.Creator, CreatedAt: now, UpdatedAt: now,
-			Temporary: true, OwnerRun: r.ID, QuotaGroup: od.ResourceGroup,
-			Live: &cluster.Live{ResourceGroup: od.ResourceGroup, Environment: *od.Environment.DeepCopy()},
-			Spec: cluster.Spec{Name: "ondemand_" + r.ID, Priority: new(od.EffectivePriority()), ResourcePackage: od.ResourcePackage,
-				ResourceGroup: od.ResourceGroup, Environment: *od.Environment.DeepCopy(), Mounts: r.Config.Mounts, Tags: r.Config.Tags}}
-		cl.Replicas = map[string]int{}
-		for _, w := range cl.Spec.Workers {
-			cl.Replicas[w.Name] = w.Instances.Min
-		}
-		if _, _, err := advanceCluster(cl, cluster.CreateOnDemand); err != nil {
+		cl, err := c.onDemandCluster(r)
+		if err != nil {
 			return nil, err
 		}
 		p.Cluster = cl

@@ -49,9 +49,8 @@ func (c *Engine) reconcileRun(ctx context.Context, id string) (time.Duration, er
 	if dl, ok := r.Deadline(); ok {
 		now := c.clock.Now()
 		if !now.Before(dl) {
-			_, _, err := c.moveRun(ctx, r, job.Fail, fmt.Sprintf("%s: not ended %ds after its submission", deadlineExceeded, r.Config.ActiveDeadlineSeconds),
-				func(n *job.Run) { n.Final = true })
-			return 0, err // its cleanup stops Ray's job and releases its cluster
+			// Its cleanup stops Ray's job and releases its cluster.
+			return 0, c.failFinally(ctx, r, fmt.Sprintf("%s: not ended %ds after its submission", deadlineExceeded, r.Config.ActiveDeadlineSeconds))
 		}
 		untilDeadline = dl.Sub(now)
 	}
@@ -67,14 +66,7 @@ func (c *Engine) reconcileRun(ctx context.Context, id string) (time.Duration, er
 // names it (NextAttempt). A config deleted meanwhile is not run again: r
 // is marked Final, saying so.
 func (c *Engine) retryRun(ctx context.Context, r *job.Run) (time.Duration, error) {
-	base, most := job.RetryBackoffBase, job.RetryBackoffMax
-	if c.o.runRetryBase > 0 {
-		base = c.o.runRetryBase
-	}
-	if c.o.runRetryMax > 0 {
-		most = c.o.runRetryMax
-	}
-	if now, at := c.clock.Now(), r.FinishedAt.Add(job.Backoff(r.AttemptNumber(), base, most)); now.Before(at) {
+	if now, at := c.clock.Now(), r.FinishedAt.Add(job.Backoff(r.AttemptNumber(), c.o.runRetryBase, c.o.runRetryMax)); now.Before(at) {
 		return at.Sub(now), nil
 	}
 	n := r.AttemptNumber() + 1
@@ -198,18 +190,8 @@ func (c *Engine) placeOnDemand(ctx context.Context, r *job.Run) error {
 	// A cluster not in the cache is created; one that exists after all
 	// (the cache lags) is a conflict, which is fine.
 	if _, ok := c.cache.get(kindCluster, cid); !ok {
-		now := c.clock.Now()
-		env := od.Environment.DeepCopy()
-		replicas := map[string]int{}
-		for _, w := range env.Workers {
-			replicas[w.Name] = w.Instances.Min
-		}
-		cl := &cluster.Cluster{ID: cid, Generation: 1, Creator: r.Creator, CreatedAt: now, UpdatedAt: now,
-			Temporary: true, OwnerRun: r.ID, Replicas: replicas, QuotaGroup: od.ResourceGroup,
-			Live: &cluster.Live{ResourceGroup: od.ResourceGroup, Environment: *env.DeepCopy()},
-			Spec: cluster.Spec{Name: "ondemand_" + r.ID, Priority: new(od.EffectivePriority()), ResourcePackage: od.ResourcePackage,
-				ResourceGroup: od.ResourceGroup, Environment: *env, Mounts: r.Config.Mounts, Tags: r.Config.Tags}}
-		if _, _, err := advanceCluster(cl, cluster.CreateOnDemand); err != nil {
+		cl, err := c.onDemandCluster(r)
+		if err != nil {
 			return err
 		}
 		cl.Events = cluster.AppendEvent(nil, c.event(ctx, "system", "create", "on-demand cluster for run "+r.ID))
@@ -221,6 +203,24 @@ func (c *Engine) placeOnDemand(ctx context.Context, r *job.Run) error {
 	}
 	_, _, err = c.moveRun(ctx, r, job.Place, "starting on-demand cluster "+cid, func(n *job.Run) { n.ClusterID = cid })
 	return err
+}
+
+// onDemandCluster is the temporary cluster admitted on-demand run r gets
+// (its id odClusterID(r.ID)), as it is first stored: at its workers'
+// minimum, its reservation made in the run's resource group.
+func (c *Engine) onDemandCluster(r *job.Run) (*cluster.Cluster, error) {
+	od := r.Config.OnDemand
+	now := c.clock.Now()
+	env := od.Environment.DeepCopy()
+	cl := &cluster.Cluster{ID: odClusterID(r.ID), Generation: 1, Creator: r.Creator, CreatedAt: now, UpdatedAt: now,
+		Temporary: true, OwnerRun: r.ID, Replicas: env.MinReplicas(), QuotaGroup: od.ResourceGroup,
+		Live: &cluster.Live{ResourceGroup: od.ResourceGroup, Environment: *env.DeepCopy()},
+		Spec: cluster.Spec{Name: "ondemand_" + r.ID, Priority: new(od.EffectivePriority()), ResourcePackage: od.ResourcePackage,
+			ResourceGroup: od.ResourceGroup, Environment: *env, Mounts: r.Config.Mounts, Tags: r.Config.Tags}}
+	if _, _, err := advanceCluster(cl, cluster.CreateOnDemand); err != nil {
+		return nil, err
+	}
+	return cl, nil
 }
 
 // followRun moves a placed run with its cluster and its Ray job: it

@@ -123,38 +123,12 @@ func (c *Engine) createRun(ctx context.Context, jobID, id string, derived bool, 
 			}
 		}
 	}
-	rec, err := c.getJob(ctx, jobID)
+	now := c.clock.Now()
+	r, err := c.queuedRun(ctx, jobID, id, now, c.nextSeq(now), how)
 	if err != nil {
 		return nil, err
 	}
-	if c.markHeld(rec.Deleting.At) {
-		return nil, jobDeleting(rec, "run")
-	}
-	now := c.clock.Now()
-	r := &job.Run{ID: id, JobID: jobID, Revision: rec.Revision, Config: *rec.Config.DeepCopy(),
-		Creator: UserFrom(ctx), SubmittedAt: now, Seq: c.nextSeq(now)}
-	source, why := "user", ""
-	if how != nil {
-		source, why = how.source, how.why
-		if how.shape != nil {
-			how.shape(r)
-		}
-	}
-	r.Priority = r.Config.Priority()
-	if why == "" {
-		why = fmt.Sprintf("revision %d", r.Revision)
-	}
-	if _, _, err := c.advanceRun(r, job.Queue, ""); err != nil {
-		return nil, err
-	}
-	r.Logs = c.o.logPrefix + "/" + r.ID
-	if od := r.Config.OnDemand; od != nil {
-		if r.Demand, err = od.Environment.MinResources(c.cat.Nodes); err != nil {
-			return nil, err
-		}
-	}
-	r.Events = cluster.AppendEvent(nil, c.event(ctx, source, "submit", why))
-	why, err = c.missingTarget(ctx, &r.Config)
+	why, err := c.missingTarget(ctx, &r.Config)
 	if err != nil {
 		return nil, err
 	}
@@ -181,6 +155,44 @@ func (c *Engine) createRun(ctx context.Context, jobID, id string, derived bool, 
 	r.Version = v
 	c.logRunChange("", r)
 	return c.fenceRun(ctx, r)
+}
+
+// queuedRun is run id of job jobID's current revision as a create stores
+// it, queued at now with seq, shaped by how: what Runs().Create, a tick, a
+// retry and a plan share. A config whose delete is in progress runs
+// nothing (*errs.StateError).
+func (c *Engine) queuedRun(ctx context.Context, jobID, id string, now time.Time, seq uint64, how *newRun) (*job.Run, error) {
+	rec, err := c.getJob(ctx, jobID)
+	if err != nil {
+		return nil, err
+	}
+	if c.markHeld(rec.Deleting.At) {
+		return nil, jobDeleting(rec, "run")
+	}
+	r := &job.Run{ID: id, JobID: jobID, Revision: rec.Revision, Config: *rec.Config.DeepCopy(),
+		Creator: UserFrom(ctx), SubmittedAt: now, Seq: seq}
+	source, why := "user", ""
+	if how != nil {
+		source, why = how.source, how.why
+		if how.shape != nil {
+			how.shape(r)
+		}
+	}
+	r.Priority = r.Config.Priority()
+	if why == "" {
+		why = fmt.Sprintf("revision %d", r.Revision)
+	}
+	if _, _, err := c.advanceRun(r, job.Queue, ""); err != nil {
+		return nil, err
+	}
+	r.Logs = c.o.logPrefix + "/" + r.ID
+	if od := r.Config.OnDemand; od != nil {
+		if r.Demand, err = od.Environment.MinResources(c.cat.Nodes); err != nil {
+			return nil, err
+		}
+	}
+	r.Events = cluster.AppendEvent(nil, c.event(ctx, source, "submit", why))
+	return r, nil
 }
 
 // fenceRun is the run side of a job config's fenced delete (fences.go):

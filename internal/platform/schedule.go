@@ -61,6 +61,11 @@ func tickRequest(t time.Time) string { return "tick/" + t.UTC().Format(time.RFC3
 
 // reconcileSchedule starts the runs of the ticks due and records them.
 func (c *Engine) reconcileSchedule(ctx context.Context, id string) (time.Duration, error) {
+	// Every write of any config comes here: one without a schedule (its
+	// label, derived from the decoded config) is passed over unread.
+	if d, ok := c.cache.get(kindJob, id); ok && d.Labels[labelScheduled] == "" {
+		return 0, nil
+	}
 	rec, err := c.getJob(ctx, id)
 	if errs.IsNotFound(err) {
 		return 0, nil
@@ -76,8 +81,7 @@ func (c *Engine) reconcileSchedule(ctx context.Context, id string) (time.Duratio
 		return time.Minute, nil // being deleted: look again once the mark no longer holds
 	}
 	now := c.clock.Now()
-	st := rec.ScheduleStatus
-	last := st.LastTick
+	last := rec.ScheduleStatus.LastTick
 	if last.IsZero() {
 		last = rec.UpdatedAt // a config written before schedules were kept
 	}
