@@ -9,6 +9,7 @@ import (
 	"github.com/robfig/cron/v3"
 
 	"github.com/aidlc/dlc/errs"
+	"github.com/aidlc/dlc/internal/check"
 )
 
 // Limits of a schedule and of a run's lifecycle settings.
@@ -178,7 +179,7 @@ func (s *Schedule) problems(p errs.Path) errs.List {
 // clip bounds a value quoted in an error.
 func clip(s string) string {
 	if len(s) > MaxCronLen {
-		return s[:MaxCronLen] + "…"
+		return check.Prefix(s, MaxCronLen) + "…"
 	}
 	return s
 }

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"unicode/utf8"
 
+	"github.com/aidlc/dlc/internal/check"
 	"github.com/aidlc/dlc/quota"
 )
 
@@ -350,9 +350,5 @@ func clip(s string) string {
 		return s
 	}
 	const mark = "…"
-	cut := MaxReasonLen - len(mark)
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + mark
+	return check.Prefix(s, MaxReasonLen-len(mark)) + mark
 }

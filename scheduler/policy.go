@@ -88,12 +88,7 @@ func NewRandom(seed int64) *Random {
 // likely. It does not allocate, and it draws from the source only when there
 // are two or more eligible members (one is picked without a draw).
 func (p *Random) Pick(members []Candidate) (string, bool) {
-	n := 0
-	for _, m := range members {
-		if m.eligible() {
-			n++
-		}
-	}
+	n := countEligible(members)
 	if n == 0 {
 		return "", false
 	}

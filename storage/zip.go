@@ -14,9 +14,9 @@ import (
 	"regexp"
 	"strings"
 	"sync"
-	"unicode/utf8"
 
 	"github.com/aidlc/dlc/errs"
+	"github.com/aidlc/dlc/internal/check"
 )
 
 // Limits and thresholds of package inspection.
@@ -538,11 +538,7 @@ func quoteTarget(t string) string {
 	if len(t) <= keep {
 		return fmt.Sprintf("%q", t)
 	}
-	cut := keep
-	for cut > 0 && !utf8.RuneStart(t[cut]) {
-		cut--
-	}
-	return fmt.Sprintf("%q… (%d bytes)", t[:cut], len(t))
+	return fmt.Sprintf("%q… (%d bytes)", check.Prefix(t, keep), len(t))
 }
 
 // topLevelDir returns the single top-level directory of the entries, the

@@ -51,6 +51,18 @@ var (
 	advancedKey  = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_.-]*$`)
 )
 
+// Prefix returns the longest prefix of s of at most n bytes that ends on
+// a character boundary: a value cut to fit a bound stays valid UTF-8.
+func Prefix(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:max(n, 0)]
+}
+
 // HasControl reports whether s holds a control character or invalid UTF-8.
 func HasControl(s string) bool {
 	if !utf8.ValidString(s) {

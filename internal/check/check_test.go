@@ -73,3 +73,22 @@ func TestName(t *testing.T) {
 		})
 	}
 }
+
+func TestPrefix(t *testing.T) {
+	for _, tc := range []struct {
+		s    string
+		n    int
+		want string
+	}{
+		{"abc", 5, "abc"},
+		{"abc", 2, "ab"},
+		{"训练", 4, "训"}, // 3-byte runes: 4 bytes end inside the second
+		{"训练", 3, "训"},
+		{"训练", 2, ""},
+		{"", 0, ""},
+	} {
+		if got := check.Prefix(tc.s, tc.n); got != tc.want {
+			t.Errorf("Prefix(%q, %d) = %q, want %q", tc.s, tc.n, got, tc.want)
+		}
+	}
+}

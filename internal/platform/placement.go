@@ -8,6 +8,7 @@ import (
 	"github.com/aidlc/dlc/cluster"
 	"github.com/aidlc/dlc/errs"
 	"github.com/aidlc/dlc/group"
+	"github.com/aidlc/dlc/internal/check"
 	"github.com/aidlc/dlc/job"
 	"github.com/aidlc/dlc/quota"
 	"github.com/aidlc/dlc/scheduler"
@@ -156,12 +157,12 @@ func (c *Engine) chooseMember(ctx context.Context, r *job.Run, gid string) (memb
 	}
 	ch.cluster, ch.reason = byID[picked.ClusterID], picked.Reason
 	if !known {
-		ch.reason = "policy " + clipString(string(s.Policy), 40) + " is unknown to this client; " + ch.reason
+		ch.reason = "policy " + check.Prefix(string(s.Policy), 40) + " is unknown to this client; " + ch.reason
 	}
 	if ch.cluster == nil { // a Policy plugged in picked no member of the group
 		return memberChoice{cands: ch.cands, clashing: ch.clashing}, nil
 	}
-	ch.reason = clipString(ch.reason, job.MaxPlacementLen)
+	ch.reason = check.Prefix(ch.reason, job.MaxPlacementLen)
 	return ch, nil
 }
 
@@ -203,15 +204,4 @@ func (c *Engine) allocatable(ctx context.Context, rg string) (quota.Resources, e
 		return quota.Resources{}, err
 	}
 	return a.Allocatable(), nil
-}
-
-// clipString cuts s to at most n bytes on a character boundary.
-func clipString(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && n < len(s) && s[n]&0xC0 == 0x80 {
-		n--
-	}
-	return s[:n]
 }
