@@ -98,11 +98,16 @@ func pendingEntry(r *job.Run, rg string, ahead int, demand, free quota.Resources
 	p := job.Pending{RunID: r.ID, State: r.State, Reason: r.WaitReason, Message: r.Message, ResourceGroup: rg,
 		Position: ahead + 1, Ahead: ahead, Needs: demand, Allocatable: free}
 	if demand.Fits(free) {
-		p.Lacks = fmt.Sprintf("fits: needs %s; allocatable %s", demand, free)
+		p.Lacks = "fits: " + lacks(demand, free)
 	} else {
-		p.Lacks = fmt.Sprintf("needs %s; allocatable %s", demand, free)
+		p.Lacks = lacks(demand, free)
 	}
 	return p
+}
+
+// lacks says in words what a reservation of need finds free.
+func lacks(need, free quota.Resources) string {
+	return fmt.Sprintf("needs %s; allocatable %s", need, free)
 }
 
 // queueItem is a pending on-demand run's entry in its resource group's

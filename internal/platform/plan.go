@@ -280,7 +280,7 @@ func (c *Engine) quotaPlan(ctx context.Context, rg, holder string, need quota.Re
 		q.ReservedAfter = a.Reserved().Sub(held).Add(need)
 	}
 	if !q.Fits {
-		q.Lacks = fmt.Sprintf("needs %s; allocatable %s", need, free)
+		q.Lacks = lacks(need, free)
 	}
 	return q, nil
 }
