@@ -236,8 +236,7 @@ func (c *Engine) observed(d backend.Doc, deleted bool) (backend.Doc, any) {
 	c.queues.observe(d, deleted)
 	c.finished.observe(d, obj)
 	c.order.observe(d, obj)
-	c.load.observe(d)
-	c.observeRunEnd(d, obj)
+	c.observeRunEnd(d, obj) // and the index of each cluster's runs (runLoad)
 	return d, obj
 }
 

@@ -218,8 +218,7 @@ type Engine struct {
 
 	finished *finishedRuns // the finished runs by job config (retention.go)
 	order    *runOrder     // each job config's runs in list order (runorder.go)
-	load     *runLoad      // each cluster's active runs (placement.go)
-	ends     runEnds       // when the last run on each cluster ended (idle.go)
+	load     *runLoad      // each cluster's active runs and last run end (placement.go)
 
 	queue   workqueue.TypedInterface[string]
 	limiter workqueue.TypedRateLimiter[string]

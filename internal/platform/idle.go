@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/aidlc/dlc/backend"
@@ -16,39 +15,21 @@ import (
 // A standing cluster with an idle timeout (L4) hibernates once no run has
 // been active on it for that long. Idle since is derived, not stored:
 // the later of when the cluster last became running (RunningSince, written
-// with that transition) and when the last run placed on it ended (an
-// index of the runs' ends the store's watch keeps, rebuilt from the
-// stored runs at a restart). A run that is active on it (provisioning or
+// with that transition) and when the last run placed on it ended (runLoad,
+// which the store's watch keeps, rebuilt from the stored runs at a
+// restart). A run that is active on it (provisioning or
 // running there) keeps it busy. The hibernate is the user's operation,
 // made by the cluster's reconciler, so it is refused when a run has
 // become active meanwhile, and a run placed while it is written is
 // displaced and waits (J18), as with any hibernate.
 
-// runEnds is, per cluster, when the last run placed on it ended, as far
-// as the stored runs tell.
-type runEnds struct {
-	mu   sync.Mutex
-	last map[string]time.Time // cluster id → the latest FinishedAt of a run placed on it
-}
-
-// observeRunEnd follows a stored run into runEnds and, when a run's end
-// is news for a cluster with an idle timeout, queues that cluster, whose
-// idle time starts then. It only touches memory.
+// observeRunEnd follows a stored run into the index of each cluster's
+// runs (runLoad) and, when a run's end is news for a running cluster with
+// an idle timeout, queues that cluster, whose idle time starts then. It
+// only touches memory.
 func (c *Engine) observeRunEnd(d backend.Doc, obj any) {
-	r, ok := obj.(*job.Run)
-	if !ok || d.Kind != kindRun || r.ClusterID == "" || r.State.Live() || r.FinishedAt.IsZero() {
-		return
-	}
-	c.ends.mu.Lock()
-	later := r.FinishedAt.After(c.ends.last[r.ClusterID])
-	if later {
-		if c.ends.last == nil {
-			c.ends.last = map[string]time.Time{}
-		}
-		c.ends.last[r.ClusterID] = r.FinishedAt
-	}
-	c.ends.mu.Unlock()
-	if !later {
+	r, _ := obj.(*job.Run)
+	if !c.load.observe(d, r) {
 		return
 	}
 	if cd, ok := c.cache.get(kindCluster, r.ClusterID); ok && cd.Labels[labelState] == string(cluster.Running) {
@@ -58,22 +39,13 @@ func (c *Engine) observeRunEnd(d backend.Doc, obj any) {
 	}
 }
 
-// forgetRunEnds drops what runEnds keeps of a deleted cluster.
-func (c *Engine) forgetRunEnds(id string) {
-	c.ends.mu.Lock()
-	delete(c.ends.last, id)
-	c.ends.mu.Unlock()
-}
-
 // idleSince returns since when running cluster cl has had no active run,
 // and false while one is active on it.
 func (c *Engine) idleSince(cl *cluster.Cluster) (time.Time, bool) {
 	if c.load.active(cl.ID) > 0 { // the index least-loaded reads (placement.go)
 		return time.Time{}, false
 	}
-	c.ends.mu.Lock()
-	since := c.ends.last[cl.ID]
-	c.ends.mu.Unlock()
+	since := c.load.ended(cl.ID)
 	if cl.RunningSince.After(since) {
 		since = cl.RunningSince
 	}

@@ -3,6 +3,7 @@ package platform
 import (
 	"context"
 	"sync"
+	"time"
 
 	"github.com/aidlc/dlc/backend"
 	"github.com/aidlc/dlc/cluster"
@@ -15,24 +16,31 @@ import (
 	"github.com/aidlc/dlc/storage"
 )
 
-// runLoad counts each cluster's active runs (placed on it, provisioning
-// or running: the run's phase label), as the store's watch reports the
-// runs, for the least-loaded policy: a count is read in O(1), never by a
-// list of the runs. Like the queues it is derived, in memory, never the
-// truth; a restart rebuilds it from the store's snapshot.
+// runLoad is what the runs placed on each cluster say of it, as the
+// store's watch reports the runs: how many are active on it (provisioning
+// or running: the run's phase label), for the least-loaded policy and the
+// idle timeout, and when the last one ended, for the idle timeout (L4).
+// Each is read in O(1), never by a list of the runs. Like the queues it is
+// derived, in memory, never the truth; a restart rebuilds it from the
+// store's snapshot.
 type runLoad struct {
-	mu sync.RWMutex
-	on map[string]string // active run → the cluster it is placed on
-	n  map[string]int    // cluster → its active runs
+	mu      sync.RWMutex
+	on      map[string]string    // active run → the cluster it is placed on
+	n       map[string]int       // cluster → its active runs
+	lastEnd map[string]time.Time // cluster → the latest FinishedAt of a run placed on it
 }
 
-func newRunLoad() *runLoad { return &runLoad{on: map[string]string{}, n: map[string]int{}} }
+func newRunLoad() *runLoad {
+	return &runLoad{on: map[string]string{}, n: map[string]int{}, lastEnd: map[string]time.Time{}}
+}
 
-// observe follows a stored run (d's labels derived, nil when deleted); it
-// only touches memory, so it can run inside the store's watch.
-func (l *runLoad) observe(d backend.Doc) {
+// observe follows a stored run (d's labels derived, nil when deleted, and
+// r its decoded form, nil then too); it only touches memory, so it can run
+// inside the store's watch. It reports whether the run's end is news for
+// its cluster (a later end than any seen).
+func (l *runLoad) observe(d backend.Doc, r *job.Run) (ended bool) {
 	if d.Kind != kindRun {
-		return
+		return false
 	}
 	now := ""
 	if d.Labels[labelPhase] == phaseActive {
@@ -40,9 +48,12 @@ func (l *runLoad) observe(d backend.Doc) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if r != nil && r.ClusterID != "" && !r.State.Live() && r.FinishedAt.After(l.lastEnd[r.ClusterID]) {
+		l.lastEnd[r.ClusterID], ended = r.FinishedAt, true
+	}
 	was, counted := l.on[d.ID]
 	if counted && was == now {
-		return
+		return ended
 	}
 	if counted {
 		if l.n[was]--; l.n[was] <= 0 {
@@ -54,6 +65,7 @@ func (l *runLoad) observe(d backend.Doc) {
 		l.on[d.ID] = now
 		l.n[now]++
 	}
+	return ended
 }
 
 // active returns how many runs are active on a cluster.
@@ -61,6 +73,21 @@ func (l *runLoad) active(clusterID string) int {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	return l.n[clusterID]
+}
+
+// ended returns when the last run placed on a cluster ended (zero: none
+// the store still has).
+func (l *runLoad) ended(clusterID string) time.Time {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.lastEnd[clusterID]
+}
+
+// forget drops what is kept of a deleted cluster.
+func (l *runLoad) forget(clusterID string) {
+	l.mu.Lock()
+	delete(l.lastEnd, clusterID)
+	l.mu.Unlock()
 }
 
 // policyOf returns what picks the member for a group's policy: the

@@ -15,32 +15,45 @@ import (
 	"github.com/aidlc/dlc/quota"
 )
 
-// The index of active runs per cluster follows a run's phase and cluster
+// The index of each cluster's runs follows a run's phase and cluster
 // through its life, as the watch reports it: placed, running, moved,
-// displaced, ended, deleted.
+// displaced, ended, deleted; and it keeps when the last run on a cluster
+// ended (L4).
 func TestRunLoadFollowsRuns(t *testing.T) {
-	doc := func(id string, st job.RunState, on string) backend.Doc {
+	end := time.Date(2026, 1, 1, 1, 0, 0, 0, time.UTC)
+	type seen struct {
+		d backend.Doc
+		r *job.Run
+	}
+	doc := func(id string, st job.RunState, on string) seen {
 		r := &job.Run{ID: id, JobID: "j", State: st, ClusterID: on, Config: job.Config{Group: "g"}}
-		return backend.Doc{Kind: kindRun, ID: id, Labels: runLabels(r)}
+		if st.Terminal() {
+			r.FinishedAt = end
+		}
+		return seen{backend.Doc{Kind: kindRun, ID: id, Labels: runLabels(r)}, r}
 	}
 	l := newRunLoad()
 	steps := []struct {
-		name string
-		d    backend.Doc
-		want map[string]int
+		name  string
+		s     seen
+		want  map[string]int
+		ended bool
 	}{
-		{"queued", doc("r1", job.Queued, ""), map[string]int{}},
-		{"placed", doc("r1", job.Provisioning, "a"), map[string]int{"a": 1}},
-		{"another placed", doc("r2", job.Provisioning, "a"), map[string]int{"a": 2}},
-		{"running: unchanged", doc("r1", job.Running, "a"), map[string]int{"a": 2}},
-		{"displaced: waits again", doc("r2", job.Waiting, ""), map[string]int{"a": 1}},
-		{"placed elsewhere", doc("r2", job.Provisioning, "b"), map[string]int{"a": 1, "b": 1}},
-		{"ended, Ray not yet done", doc("r1", job.Succeeded, "a"), map[string]int{"b": 1}},
-		{"not a run", backend.Doc{Kind: kindCluster, ID: "r2"}, map[string]int{"b": 1}},
-		{"deleted (no labels)", backend.Doc{Kind: kindRun, ID: "r2"}, map[string]int{}},
+		{"queued", doc("r1", job.Queued, ""), map[string]int{}, false},
+		{"placed", doc("r1", job.Provisioning, "a"), map[string]int{"a": 1}, false},
+		{"another placed", doc("r2", job.Provisioning, "a"), map[string]int{"a": 2}, false},
+		{"running: unchanged", doc("r1", job.Running, "a"), map[string]int{"a": 2}, false},
+		{"displaced: waits again", doc("r2", job.Waiting, ""), map[string]int{"a": 1}, false},
+		{"placed elsewhere", doc("r2", job.Provisioning, "b"), map[string]int{"a": 1, "b": 1}, false},
+		{"ended, Ray not yet done", doc("r1", job.Succeeded, "a"), map[string]int{"b": 1}, true},
+		{"its end seen again: no news", doc("r1", job.Succeeded, "a"), map[string]int{"b": 1}, false},
+		{"not a run", seen{backend.Doc{Kind: kindCluster, ID: "r2"}, nil}, map[string]int{"b": 1}, false},
+		{"deleted (no labels)", seen{backend.Doc{Kind: kindRun, ID: "r2"}, nil}, map[string]int{}, false},
 	}
 	for _, st := range steps {
-		l.observe(st.d)
+		if ended := l.observe(st.s.d, st.s.r); ended != st.ended {
+			t.Fatalf("%s: end news %v, want %v", st.name, ended, st.ended)
+		}
 		if !maps.Equal(l.n, st.want) {
 			t.Fatalf("%s: counts %v, want %v", st.name, l.n, st.want)
 		}
@@ -52,6 +65,13 @@ func TestRunLoadFollowsRuns(t *testing.T) {
 	}
 	if len(l.on) != 0 {
 		t.Errorf("runs left in the index: %v", l.on)
+	}
+	if !l.ended("a").Equal(end) || !l.ended("b").IsZero() {
+		t.Errorf("last ends: a %s, b %s", l.ended("a"), l.ended("b"))
+	}
+	l.forget("a")
+	if !l.ended("a").IsZero() {
+		t.Error("a deleted cluster's last end is kept")
 	}
 }
 

@@ -51,7 +51,7 @@ func (c *Engine) onChange(ch backend.Change) {
 			delete(c.dependents, d.ID)
 			delete(c.steps, d.ID) // also on a client that no longer owns it
 			c.mu.Unlock()
-			c.forgetRunEnds(d.ID)
+			c.load.forget(d.ID)
 		} else if cl, ok := obj.(*cluster.Cluster); ok {
 			c.enqueueDependents(cl) // reads it only
 		}
