@@ -93,6 +93,16 @@ func (a *Account) Allocatable() Resources { return a.Capacity.Sub(a.Reserved()) 
 // Held returns holder's reservation.
 func (a *Account) Held(holder string) Resources { return a.Holders[holder].Resources }
 
+// Hold returns holder's reservation as it is kept, and whether it has one.
+func (a *Account) Hold(holder string) (Hold, bool) {
+	h, ok := a.Holders[holder]
+	return h, ok
+}
+
+// Holds returns every holder's reservation, in no order: a copy, so that
+// the account may change while the caller walks it.
+func (a *Account) Holds() map[string]Hold { return maps.Clone(a.Holders) }
+
 // Set makes holder's reservation exactly r (zero releases it), if the
 // group can allocate the difference; otherwise it changes nothing and
 // returns a *errs.QuotaError. It reports whether anything changed.

@@ -328,13 +328,13 @@ func (c *Engine) trueUpHold(ctx context.Context, cl *cluster.Cluster, inRay *quo
 	now := c.clock.Now()
 	// target is what the hold is to be, given the one a holds.
 	target := func(a *quota.Account) quota.Resources {
-		if h, ok := a.Holders[cl.ID]; ok && inRay == nil {
+		if h, ok := a.Hold(cl.ID); ok && inRay == nil {
 			return need.Max(h.Resources)
 		}
 		return need
 	}
 	settled := func(a *quota.Account) bool {
-		h, ok := a.Holders[cl.ID]
+		h, ok := a.Hold(cl.ID)
 		return (ok && h.Resources == target(a)) || (ok && h.Generation > cl.Generation && c.holdAge(a.ID, cl.ID, h, now) < c.o.grace)
 	}
 	a, _, err := get[quota.Account](ctx, c, kindResourceGroup, "resource group", cl.Live.ResourceGroup)
@@ -344,7 +344,7 @@ func (c *Engine) trueUpHold(ctx context.Context, cl *cluster.Cluster, inRay *quo
 	if settled(a) {
 		return nil
 	}
-	if h, ok := a.Holders[cl.ID]; ok && h.Generation > cl.Generation {
+	if h, ok := a.Hold(cl.ID); ok && h.Generation > cl.Generation {
 		// Made for a newer generation than the cluster as read, and older
 		// than the grace: a resize or start whose cluster write has not
 		// come. Fence that write off before the hold is changed, as the
@@ -361,7 +361,7 @@ func (c *Engine) trueUpHold(ctx context.Context, cl *cluster.Cluster, inRay *quo
 	}
 	changed := false
 	_, err = c.changeAccount(ctx, cl.Live.ResourceGroup, func(a *quota.Account) (bool, error) {
-		if h, ok := a.Holders[cl.ID]; settled(a) || (ok && h.Generation > cl.Generation) {
+		if h, ok := a.Hold(cl.ID); settled(a) || (ok && h.Generation > cl.Generation) {
 			return false, nil // a newer generation's hold is changed only once fenced, above
 		}
 		ok, err := a.SetFor(cl.ID, target(a), cl.Generation, now)
@@ -377,7 +377,7 @@ func (c *Engine) trueUpHold(ctx context.Context, cl *cluster.Cluster, inRay *quo
 		switch {
 		case errs.IsNotFound(ferr) || (ferr == nil && !cur.State.HoldsQuota()):
 			_, err = c.changeAccount(ctx, cl.Live.ResourceGroup, func(a *quota.Account) (bool, error) {
-				if h, ok := a.Holders[cl.ID]; ok && h.Generation == cl.Generation && h.Since.Equal(now) {
+				if h, ok := a.Hold(cl.ID); ok && h.Generation == cl.Generation && h.Since.Equal(now) {
 					return a.Release(cl.ID), nil
 				}
 				return false, nil

@@ -332,7 +332,7 @@ func (c *Engine) writeWithHold(ctx context.Context, next, prev *cluster.Cluster,
 	sole := false // the hold is this operation's alone
 	a, err := c.changeAccount(ctx, rg, func(a *quota.Account) (bool, error) {
 		now := c.clock.Now()
-		h, had := a.Holders[next.ID]
+		h, had := a.Hold(next.ID)
 		sole = !had || h.Generation < next.Generation
 		hold, gen := need, next.Generation
 		if had && !moved && prev.State.HoldsQuota() {
@@ -450,7 +450,7 @@ func (c *Engine) holdAsStored(ctx context.Context, rg, id string, gen int64, min
 		var fence quota.Hold // a hold of a newer generation than the stored one, to fence off first
 		if _, err := c.changeAccount(ctx, rg, func(a *quota.Account) (bool, error) {
 			fence = quota.Hold{}
-			h, ok := a.Holders[id]
+			h, ok := a.Hold(id)
 			switch {
 			case !ok || h.Generation > gen:
 				return false, nil

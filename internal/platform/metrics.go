@@ -204,7 +204,7 @@ func (s stateCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		var oldest time.Time
 		for _, it := range s.c.queues.order(a.ID, s.c.queueItem) {
-			if _, held := a.Holders[odClusterID(it.RunID)]; !held && (oldest.IsZero() || it.Enqueued.Before(oldest)) {
+			if _, held := a.Hold(odClusterID(it.RunID)); !held && (oldest.IsZero() || it.Enqueued.Before(oldest)) {
 				oldest = it.Enqueued
 			}
 		}

@@ -48,7 +48,7 @@ func (s *RunService) Pending(ctx context.Context, id string) (*job.Pending, erro
 		if err != nil {
 			return nil, err
 		}
-		if _, held := a.Holders[odClusterID(id)]; !held {
+		if _, held := a.Hold(odClusterID(id)); !held {
 			if pos, ok := c.queues.position(rg, id, c.queueItem); ok {
 				if it, ok := c.queueItem(id); ok {
 					e := pendingEntry(r, rg, pos, it.Demand, a.Allocatable())
@@ -80,7 +80,7 @@ func (s *ResourceGroupService) Pending(ctx context.Context, rg string) ([]job.Pe
 	free := a.Allocatable()
 	out := make([]job.Pending, 0, len(items))
 	for _, it := range items {
-		if _, held := a.Holders[odClusterID(it.RunID)]; held {
+		if _, held := a.Hold(odClusterID(it.RunID)); held {
 			continue
 		}
 		r, err := c.getRun(ctx, it.RunID)

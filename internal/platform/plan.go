@@ -293,7 +293,7 @@ func (c *Engine) queuedAhead(rg string, prio int) int {
 	n := 0
 	for _, it := range c.queues.order(rg, c.queueItem) {
 		if err == nil {
-			if _, held := a.Holders[odClusterID(it.RunID)]; held {
+			if _, held := a.Hold(odClusterID(it.RunID)); held {
 				continue // admitted
 			}
 		}

@@ -76,7 +76,7 @@ func (c *Engine) reconcileResourceGroup(ctx context.Context, id string) (time.Du
 	// runs. (A hold dated in the future ages as any other: ages are
 	// measured from when this client first saw the hold, not from its
 	// date.)
-	for h, hold := range a.Holders {
+	for h, hold := range a.Holds() {
 		if a.Corrupt(h) {
 			c.o.log.Error(errs.ErrInvalid, "dropping a corrupt reservation (edited outside the platform)",
 				"resourceGroup", id, "holder", h, "held", hold.Resources.String(), "capacity", a.Capacity.String())
@@ -89,7 +89,7 @@ func (c *Engine) reconcileResourceGroup(ctx context.Context, id string) (time.Du
 		return 0, err
 	}
 	changed = changed || len(restored) > 0
-	for h, hold := range a.Holders {
+	for h, hold := range a.Holds() {
 		if !due {
 			continue
 		}
@@ -128,7 +128,7 @@ func (c *Engine) reconcileResourceGroup(ctx context.Context, id string) (time.Du
 	// by a repair, here or on another client) while it still waits is
 	// back in the queue.
 	held := map[string]bool{}
-	for h := range a.Holders {
+	for h := range a.Holds() {
 		if runID, ok := strings.CutPrefix(h, odPrefix); ok && c.queues.pending(id, runID) {
 			held[runID] = true
 			c.queues.remove(id, runID)
@@ -200,7 +200,7 @@ func (c *Engine) reconcileResourceGroup(ctx context.Context, id string) (time.Du
 		if err != nil || r.State != job.Queued {
 			continue
 		}
-		if _, held := a.Holders[odClusterID(r.ID)]; held {
+		if _, held := a.Hold(odClusterID(r.ID)); held {
 			continue
 		}
 		if err := c.wait(ctx, r, job.InsufficientQuota, "waiting for quota in resource group "+id); err != nil {
@@ -272,7 +272,7 @@ func (c *Engine) lacksHold(cl *cluster.Cluster, a *quota.Account, now time.Time)
 	if err != nil {
 		return quota.Resources{}, false
 	}
-	h, ok := a.Holders[cl.ID]
+	h, ok := a.Hold(cl.ID)
 	if ok && ((h.Generation > cl.Generation && c.holdAge(a.ID, cl.ID, h, now) < c.o.grace) || need.Fits(h.Resources)) {
 		return need, false
 	}
@@ -309,11 +309,11 @@ func (c *Engine) seeHolds(rg string, a *quota.Account, now time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for holder := range c.seen[rg] {
-		if _, ok := a.Holders[holder]; !ok {
+		if _, ok := a.Hold(holder); !ok {
 			delete(c.seen[rg], holder)
 		}
 	}
-	for holder, h := range a.Holders {
+	for holder, h := range a.Holds() {
 		c.seeHoldLocked(rg, holder, h, now)
 	}
 	if len(c.seen[rg]) == 0 {

@@ -122,7 +122,7 @@ func (c *Engine) CheckQuota(ctx context.Context) error {
 			bad = append(bad, err.Error())
 		}
 		accounts[a.ID] = a
-		for h, hold := range a.Holders {
+		for h, hold := range a.Holds() {
 			if hold.Since.After(now.Add(datedAhead)) {
 				bad = append(bad, fmt.Sprintf("resource group %s: %s holds %s since %s, in the future",
 					a.ID, h, hold.Resources, hold.Since.Format(time.RFC3339)))
@@ -168,7 +168,7 @@ func (c *Engine) CheckQuota(ctx context.Context) error {
 		if inRay := podRequests(pods); len(pods) > 0 {
 			var held quota.Resources
 			if a := accounts[cl.QuotaGroup]; a != nil {
-				held = a.Holders[cl.ID].Resources
+				held = a.Held(cl.ID)
 			}
 			if !inRay.Fits(held) {
 				// The accounts and the cluster were read before the pods: a
@@ -193,7 +193,7 @@ func (c *Engine) CheckQuota(ctx context.Context) error {
 						return err
 					}
 					if err == nil {
-						held = a.Holders[cl.ID].Resources
+						held = a.Held(cl.ID)
 					}
 				}
 				if pods, err = c.ray.Pods(ctx, cl.ID); err != nil && !errs.IsNotFound(err) {

@@ -181,7 +181,7 @@ func (c *Engine) placeOnDemand(ctx context.Context, r *job.Run) error {
 		return c.failFinally(ctx, r, "its on-demand environment cannot be sized: "+err.Error())
 	}
 	cid := odClusterID(r.ID)
-	if _, held := a.Holders[cid]; !held {
+	if _, held := a.Hold(cid); !held {
 		if r.State == job.Queued {
 			c.enqueue(kindResourceGroup + "/" + od.ResourceGroup)
 		}
