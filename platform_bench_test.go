@@ -2,11 +2,13 @@ package dlc_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"testing"
 	"time"
 
 	"github.com/aidlc/dlc"
+	"github.com/aidlc/dlc/backend"
 	"github.com/aidlc/dlc/dlctest"
 	"github.com/aidlc/dlc/job"
 	"github.com/aidlc/dlc/quota"
@@ -135,12 +137,21 @@ func BenchmarkStartWithHolders(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			if err := dlctest.EditStored(ctx, m.Backend, "resourcegroup", "rg", func(data map[string]any, _ map[string]string) {
-				hs := dlctest.Object(data, "holders")
-				for i := range holders {
-					hs[fmt.Sprintf("cls-filler%05d", i)] = map[string]any{"resources": map[string]any{"milliCPU": 1000, "memory": quota.GiB, "gpu": 0},
-						"since": dlctest.Epoch.Format(time.RFC3339Nano), "generation": 2}
+			// The other holders' reservations, settled: each in its own
+			// document, and in the account's sum.
+			var last string
+			for i := range holders {
+				holder := fmt.Sprintf("cls-filler%05d", i)
+				data, _ := json.Marshal(map[string]any{"resourceGroup": "rg", "holder": holder, "seq": i + 1,
+					"resources": map[string]any{"milliCPU": 1000, "memory": quota.GiB, "gpu": 0},
+					"since":     dlctest.Epoch.Format(time.RFC3339Nano), "generation": 2})
+				if last, err = m.Backend.Create(ctx, backend.Doc{Kind: "hold", ID: "rg." + holder, Data: data}); err != nil {
+					b.Fatal(err)
 				}
+			}
+			if err := dlctest.EditStored(ctx, m.Backend, "resourcegroup", "rg", func(data map[string]any, _ map[string]string) {
+				data["reserved"] = map[string]any{"milliCPU": 1000 * holders, "memory": quota.GiB * int64(holders), "gpu": 0}
+				data["seq"], data["settled"] = holders, last
 			}); err != nil {
 				b.Fatal(err)
 			}
@@ -171,6 +182,9 @@ func BenchmarkStartWithHolders(b *testing.B) {
 				}
 			}
 			b.StopTimer()
+			if d, err = m.Backend.Get(ctx, "resourcegroup", "rg"); err != nil {
+				b.Fatal(err)
+			}
 			b.ReportMetric(float64(len(d.Data)), "account-bytes")
 		})
 	}

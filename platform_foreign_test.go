@@ -67,9 +67,24 @@ func (f *fixture) events(id string) string {
 	return b.String()
 }
 
-func removeHolder(id string) func(map[string]any, map[string]string) {
-	return func(data map[string]any, _ map[string]string) { delete(dlctest.Object(data, "holders"), id) }
+// editHold changes holder's reservation in resource group rg behind the
+// platform's back, wherever it is kept (dlctest.EditHold).
+func (f *fixture) editHold(rg, holder string, edit func(quota.Hold) (quota.Hold, bool)) {
+	f.t.Helper()
+	f.must(dlctest.EditHold(f.ctx, f.m.Backend, rg, holder, edit))
 }
+
+// setReserved edits resource group rg's reserved sum behind the
+// platform's back: with an edit of a hold, the room it would make.
+func (f *fixture) setReserved(rg string, r quota.Resources) {
+	f.t.Helper()
+	f.edit("resourcegroup", rg, func(data map[string]any, _ map[string]string) {
+		data["reserved"] = r
+	})
+}
+
+// removeHold removes a reservation.
+func removeHold(quota.Hold) (quota.Hold, bool) { return quota.Hold{}, false }
 
 // Item 4: a running cluster's hold removed from its resource group is
 // restored at once, so that another cluster cannot start on quota in use;
@@ -79,7 +94,7 @@ func TestForeignEditRemovedHoldIsRestored(t *testing.T) {
 	f := newFixture(t, dlctest.MemoryOptions{Options: []dlc.Option{dlc.WithMetrics(reg)}})
 	a, b := f.twoClusters("rg-one", 8, 24, "a", "b")
 	f.startNow(a.ID)
-	f.edit("resourcegroup", "rg-one", removeHolder(a.ID))
+	f.editHold("rg-one", a.ID, removeHold)
 	if err := f.c.CheckQuota(f.ctx); err == nil || !strings.Contains(err.Error(), "cluster "+a.ID+" is running and runs cpu=8") {
 		t.Errorf("CheckQuota with the running cluster's hold removed = %v, want it to name the cluster", err)
 	}
@@ -109,8 +124,9 @@ func TestForeignEditRemovedHoldReportedWhenTaken(t *testing.T) {
 	f := newFixture(t, dlctest.MemoryOptions{Options: []dlc.Option{dlc.WithMetrics(reg)}})
 	a, b := f.twoClusters("rg-one", 8, 24, "a", "b")
 	f.startNow(a.ID)
-	f.edit("resourcegroup", "rg-one", removeHolder(a.ID))
-	f.startNow(b.ID) // before the platform looks
+	f.editHold("rg-one", a.ID, removeHold)
+	f.setReserved("rg-one", quota.Resources{}) // the room a's hold was
+	f.startNow(b.ID)                           // before the platform looks
 	if ev := f.events(a.ID); !strings.Contains(ev, "quota-restore-failed") {
 		t.Errorf("the over-allocation is not reported on the cluster:\n%s", ev)
 	}
@@ -187,12 +203,12 @@ func TestForeignEditInflatedHoldsAreHealed(t *testing.T) {
 	u, err := f.c.ResourceGroups().Get(f.ctx, "rg-1")
 	f.must(err)
 	want := u.Holders[a.ID]
-	f.edit("resourcegroup", "rg-1", func(data map[string]any, _ map[string]string) {
-		h := dlctest.Object(data, "holders")
-		for _, id := range []string{a.ID, b.ID} {
-			dlctest.Object(dlctest.Object(h, id), "resources")["milliCPU"] = int64(1) << 62
-		}
-	})
+	for _, id := range []string{a.ID, b.ID} {
+		f.editHold("rg-1", id, func(h quota.Hold) (quota.Hold, bool) {
+			h.Resources.MilliCPU = 1 << 62
+			return h, true
+		})
+	}
 	if err := f.c.CheckQuota(f.ctx); err == nil || !strings.Contains(err.Error(), "more than the capacity") {
 		t.Errorf("CheckQuota with inflated holds = %v, want them named", err)
 	}
@@ -280,12 +296,12 @@ func TestForeignEditHoldDatesAndGenerations(t *testing.T) {
 	u, err := f.c.ResourceGroups().Get(f.ctx, "rg-1")
 	f.must(err)
 	want := u.Holders[cl.ID]
-	f.edit("resourcegroup", "rg-1", func(data map[string]any, _ map[string]string) {
-		h := dlctest.Object(data, "holders")
-		h["cls-ghost"] = map[string]any{"resources": map[string]any{"milliCPU": 1000, "memory": 0, "gpu": 0}, "since": "9999-01-01T00:00:00Z"}
-		mine := dlctest.Object(h, cl.ID)
-		mine["generation"] = int64(1) << 62
-		dlctest.Object(mine, "resources")["milliCPU"] = 1000
+	f.editHold("rg-1", "cls-ghost", func(quota.Hold) (quota.Hold, bool) {
+		return quota.Hold{Resources: quota.Resources{MilliCPU: 1000}, Since: time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)}, true
+	})
+	f.editHold("rg-1", cl.ID, func(h quota.Hold) (quota.Hold, bool) {
+		h.Generation, h.Resources.MilliCPU = 1<<62, 1000
+		return h, true
 	})
 	if err := f.c.CheckQuota(f.ctx); err == nil || !strings.Contains(err.Error(), "cls-ghost") {
 		t.Errorf("CheckQuota = %v, want the hold dated in the future named", err)
@@ -313,9 +329,11 @@ func TestForeignEditStartingClusterNotStartedOnShrunkHold(t *testing.T) {
 	a, b := f.twoClusters("rg-12", 12, 36, "a", "b")
 	_, err := f.c.Clusters().Start(f.ctx, a.ID)
 	f.must(err)
-	f.edit("resourcegroup", "rg-12", func(data map[string]any, _ map[string]string) {
-		dlctest.Object(dlctest.Object(data, "holders"), a.ID)["resources"] = map[string]any{"milliCPU": 1, "memory": 1, "gpu": 0}
+	f.editHold("rg-12", a.ID, func(h quota.Hold) (quota.Hold, bool) {
+		h.Resources = quota.Resources{MilliCPU: 1, Memory: 1}
+		return h, true
 	})
+	f.setReserved("rg-12", quota.Resources{MilliCPU: 1, Memory: 1})
 	_, err = f.c.Clusters().Start(f.ctx, b.ID)
 	f.must(err)
 	f.settle()

@@ -980,11 +980,8 @@ func TestRaceClockSkewRepairTakesFreshHold(t *testing.T) {
 // write), and not before.
 func TestLeakDatedAheadReleasedAtItsGrace(t *testing.T) {
 	f := newFixture(t, dlctest.MemoryOptions{})
-	ahead := dlctest.Epoch.Add(45 * time.Second).Format(time.RFC3339Nano)
-	f.edit("resourcegroup", "rg-1", func(data map[string]any, _ map[string]string) {
-		dlctest.Object(data, "holders")["cls-gone"] = map[string]any{
-			"resources": map[string]any{"milliCPU": 8000, "memory": 0, "gpu": 0}, "since": ahead, "generation": 2}
-	})
+	ahead := dlctest.Epoch.Add(45 * time.Second)
+	f.must(dlctest.LeakHold(f.ctx, f.m.Backend, "rg-1", "cls-gone", quota.Hold{Resources: quota.Resources{MilliCPU: 8000}, Since: ahead, Generation: 2}))
 	held := func() bool {
 		u, err := f.c.ResourceGroups().Get(f.ctx, "rg-1")
 		f.must(err)
@@ -1037,8 +1034,11 @@ func TestLaggingReplicaResizeKeepsNewerHold(t *testing.T) {
 	*h = func(ctx context.Context, w memory.Write, next func(context.Context) (string, error)) (string, error) {
 		if w.Doc.Kind == "resourcegroup" {
 			var acc quota.Account
-			if err := json.Unmarshal(w.Doc.Data, &acc); err == nil && acc.Holders[a.ID].Resources.MilliCPU < 16000 {
-				low = append(low, acc.Holders[a.ID].Resources.String())
+			// Every change of a hold is a pending one at first.
+			if err := json.Unmarshal(w.Doc.Data, &acc); err == nil {
+				if p, changed := acc.Pending[a.ID]; changed && p.Resources.MilliCPU < 16000 {
+					low = append(low, p.Resources.String())
+				}
 			}
 		}
 		return next(ctx)

@@ -637,6 +637,7 @@ type rayWatch struct {
 
 	mu       sync.Mutex
 	accounts map[string]*quota.Account // by resource group: the latest version
+	holds    map[string]settledHolds   // by resource group: the settled holds
 	running  map[string]ranCluster     // by cluster id: what Ray runs of it
 	st       watchStats
 	trace    []string        // the last traceLen events, for a violation's story
@@ -664,7 +665,7 @@ type watchStats struct {
 }
 
 func newRayWatch(nodes quota.Catalog) *rayWatch {
-	return &rayWatch{nodes: nodes, accounts: map[string]*quota.Account{}, running: map[string]ranCluster{}, told: map[string]bool{},
+	return &rayWatch{nodes: nodes, accounts: map[string]*quota.Account{}, holds: map[string]settledHolds{}, running: map[string]ranCluster{}, told: map[string]bool{},
 		st: watchStats{peakRun: map[string]quota.Resources{}, peakReserved: map[string]quota.Resources{}}}
 }
 
@@ -718,12 +719,34 @@ func (w *rayWatch) change(ch backend.Change) {
 				ch.Doc.Version, cl.ID, cl.State, cl.Generation, cl.Replicas, ranges, cl.QuotaGroup, cl.Reason, last))
 		}
 	}
+	if ch.Doc.Kind == "hold" {
+		// A settled hold: the account's pending one until it is settled.
+		var h struct {
+			ResourceGroup string `json:"resourceGroup"`
+			Holder        string `json:"holder"`
+			quota.Hold
+		}
+		if json.Unmarshal(ch.Doc.Data, &h) == nil {
+			if w.holds[h.ResourceGroup] == nil {
+				w.holds[h.ResourceGroup] = settledHolds{}
+			}
+			if ch.Deleted {
+				delete(w.holds[h.ResourceGroup], h.Holder)
+			} else {
+				w.holds[h.ResourceGroup][h.Holder] = h.Hold
+			}
+		}
+	}
 	if ch.Doc.Kind == "resourcegroup" {
 		var a quota.Account
 		if ch.Deleted || json.Unmarshal(ch.Doc.Data, &a) != nil {
 			delete(w.accounts, ch.Doc.ID)
 		} else {
 			w.st.accountVersions++
+			if w.holds[a.ID] == nil {
+				w.holds[a.ID] = settledHolds{}
+			}
+			a.Bind(w.holds[a.ID])
 			w.accounts[a.ID] = &a
 			w.note(fmt.Sprintf("store v%s: resource group %s holds %s", ch.Doc.Version, a.ID, holdsOf(&a)))
 			reserved := a.Reserved()
@@ -775,9 +798,15 @@ func (w *rayWatch) check(at string) {
 	}
 }
 
+// settledHolds is a resource group's settled holds, by holder.
+type settledHolds map[string]quota.Hold
+
+func (s settledHolds) Get(h string) (quota.Hold, bool) { x, ok := s[h]; return x, ok }
+func (s settledHolds) All() map[string]quota.Hold      { return maps.Clone(s) }
+
 func holdsOf(a *quota.Account) string {
 	var hs []string
-	for h, hold := range a.Holders {
+	for h, hold := range a.Holds() {
 		hs = append(hs, fmt.Sprintf("%s %s (gen %d)", h, hold.Resources, hold.Generation))
 	}
 	sort.Strings(hs)

@@ -44,64 +44,115 @@ type Usage struct {
 // Hold is one holder's reservation, when it was last set, and the
 // holder's generation it was made for (a cluster's Generation), which
 // fences it: a decision made from an older generation of the holder
-// leaves a newer hold alone.
+// leaves a newer hold alone. Seq is the account's count of changes when
+// it was set (Account.Seq): it orders the writes of one holder's hold.
+// A hold of no resources is a release, kept as such until it is settled.
 type Hold struct {
 	Resources  Resources `json:"resources"`
 	Since      time.Time `json:"since"`
 	Generation int64     `json:"generation,omitempty"`
+	Seq        int64     `json:"seq,omitempty"`
 }
 
-// Account is a resource group as the platform stores it: its capacity
-// and every reservation on it. It is the one object that serialises
-// reservations across replicas: every change is a compare-and-swap of the
-// whole account. Reserved never exceeds capacity and never goes below
+// Settled is where an account's settled holds are kept, out of the
+// account: one document per holder in the platform. Get returns holder's
+// hold (a hold of no resources is none); All returns every holder's.
+type Settled interface {
+	Get(holder string) (Hold, bool)
+	All() map[string]Hold
+}
+
+// MaxPending bounds the holds an account keeps itself (Pending): past it
+// a new hold or a renewal is refused as unavailable (errors.Is
+// ErrUnavailable) until some are settled; a release is still made (it
+// makes room), up to twice the bound, which the store's schema enforces.
+const MaxPending = 1000
+
+// Account is a resource group as the platform stores it: its capacity,
+// the sum of every reservation on it, and the reservations changed and
+// not yet settled. It is the one object that serialises reservations
+// across replicas: every change is a compare-and-swap of the account,
+// and it stays small whatever the holders: a change adds its hold to
+// Pending and to the sum, and settling moves it out to where settled
+// holds are kept (Settled, one document per holder), once that document
+// carries it. A holder's hold is its pending one if it has one, else its
+// settled one. Reserved never exceeds capacity and never goes below
 // zero: a change that would is refused with an error that is errors.Is
 // ErrQuota, and changes nothing.
 type Account struct {
 	Group
-	Holders map[string]Hold `json:"holders,omitempty"`
-	Version string          `json:"-"` // the store's version
+	// Sum is every hold added up, pending and settled, changed with each
+	// of them in the same compare-and-swap.
+	Sum Resources `json:"reserved"`
+	// Pending are the holds changed since they were last settled.
+	Pending map[string]Hold `json:"pending,omitempty"`
+	// Seq counts the changes of holds: each change's hold carries it.
+	Seq int64 `json:"seq,omitempty"`
+	// Settled is the store's version of the newest hold document settled:
+	// a reader of the settled holds whose copy of them has not reached it
+	// may miss one.
+	Settled string `json:"settled,omitempty"`
+	Version string `json:"-"` // the store's version
+
+	settled Settled
 }
 
-// DeepCopy returns a copy of a that shares nothing with it.
+// Bind tells a where its settled holds are kept.
+func (a *Account) Bind(s Settled) { a.settled = s }
+
+// DeepCopy returns a copy of a that shares nothing with it but where its
+// settled holds are kept.
 func (a *Account) DeepCopy() *Account {
 	out := *a
-	out.Holders = maps.Clone(a.Holders)
+	out.Pending = maps.Clone(a.Pending)
 	return &out
 }
 
-// Reserved returns the sum of the reservations, derived from the holders
-// (never a stored sum). The sum saturates rather than wraps, and a
-// negative component of a hold (which only an edit from outside the
-// platform can make) counts as zero: a corrupt hold never makes room.
-func (a *Account) Reserved() Resources { return a.reservedBut("") }
-
-// reservedBut is Reserved without holder's reservation.
-func (a *Account) reservedBut(holder string) Resources {
-	var sum Resources
-	for h, hold := range a.Holders {
-		if h != holder {
-			sum = sum.Add(hold.Resources.Max(Resources{}))
-		}
-	}
-	return sum
-}
+// Reserved returns the sum of the reservations. It never goes below zero
+// (a sum edited from outside the platform counts as zero there).
+func (a *Account) Reserved() Resources { return a.Sum.Max(Resources{}) }
 
 // Allocatable returns what the group can still allocate.
 func (a *Account) Allocatable() Resources { return a.Capacity.Sub(a.Reserved()) }
 
 // Held returns holder's reservation.
-func (a *Account) Held(holder string) Resources { return a.Holders[holder].Resources }
+func (a *Account) Held(holder string) Resources {
+	h, _ := a.Hold(holder)
+	return h.Resources
+}
 
 // Hold returns holder's reservation as it is kept, and whether it has one.
 func (a *Account) Hold(holder string) (Hold, bool) {
-	h, ok := a.Holders[holder]
-	return h, ok
+	if h, ok := a.Pending[holder]; ok {
+		return h, !h.Resources.IsZero()
+	}
+	if a.settled == nil {
+		return Hold{}, false
+	}
+	h, ok := a.settled.Get(holder)
+	return h, ok && !h.Resources.IsZero()
 }
 
 // Holds returns every holder's reservation, in no order: a copy, so that
 // the account may change while the caller walks it.
-func (a *Account) Holds() map[string]Hold { return maps.Clone(a.Holders) }
+func (a *Account) Holds() map[string]Hold {
+	var out map[string]Hold
+	if a.settled != nil {
+		out = a.settled.All()
+	}
+	if out == nil {
+		out = make(map[string]Hold, len(a.Pending))
+	}
+	for holder, h := range a.Pending {
+		out[holder] = h
+	}
+	for holder, h := range out {
+		if h.Resources.IsZero() {
+			delete(out, holder)
+		}
+	}
+	return out
+}
 
 // Set makes holder's reservation exactly r (zero releases it), if the
 // group can allocate the difference; otherwise it changes nothing and
@@ -116,29 +167,52 @@ func (a *Account) SetFor(holder string, r Resources, gen int64, now time.Time) (
 	if r.AnyNegative() {
 		return false, errs.List{errs.Invalid("reservation", "", r.String(), "a reservation is not negative")}.ToError()
 	}
-	cur, had := a.Holders[holder]
+	cur, had := a.Hold(holder)
 	if had && cur.Resources == r && cur.Generation == gen {
 		return false, nil
 	}
 	if r.IsZero() {
 		return a.Release(holder), nil
 	}
-	others := a.reservedBut(holder)
+	others := a.Reserved()
+	if had {
+		others = others.Sub(cur.Resources.Max(Resources{})).Max(Resources{})
+	}
 	if !others.Add(r).Fits(a.Capacity) {
 		return false, &errs.QuotaError{ResourceGroup: a.ID, Requested: r.String(),
 			Available: a.Capacity.Sub(others).Max(Resources{}).String()}
 	}
-	if a.Holders == nil {
-		a.Holders = map[string]Hold{}
+	if err := a.room(holder); err != nil {
+		return false, err
 	}
-	a.Holders[holder] = Hold{Resources: r, Since: now, Generation: gen}
+	a.Sum = others.Add(r)
+	a.put(holder, Hold{Resources: r, Since: now, Generation: gen})
 	return true, nil
+}
+
+// room refuses a change of a holder not pending when the account keeps
+// MaxPending holds already.
+func (a *Account) room(holder string) error {
+	if _, ok := a.Pending[holder]; !ok && len(a.Pending) >= MaxPending {
+		return errs.Unavailable("resource group "+a.ID, fmt.Errorf("%d reservation changes are waiting to be settled", len(a.Pending)))
+	}
+	return nil
+}
+
+// put makes h holder's pending hold, as the next change.
+func (a *Account) put(holder string, h Hold) {
+	a.Seq++
+	h.Seq = a.Seq
+	if a.Pending == nil {
+		a.Pending = map[string]Hold{}
+	}
+	a.Pending[holder] = h
 }
 
 // ReleaseUpTo drops holder's reservation if it was made for generation
 // gen or an older one; it reports whether it did.
 func (a *Account) ReleaseUpTo(holder string, gen int64) bool {
-	if h, ok := a.Holders[holder]; !ok || h.Generation > gen {
+	if h, ok := a.Hold(holder); !ok || h.Generation > gen {
 		return false
 	}
 	return a.Release(holder)
@@ -153,8 +227,8 @@ func (a *Account) ReleaseUpTo(holder string, gen int64) bool {
 // instant, or on a clock that runs ahead) moves on by a nanosecond
 // instead: a renewal always changes the hold, whatever the clocks say.
 func (a *Account) Renew(holder string, now time.Time) bool {
-	h, ok := a.Holders[holder]
-	if !ok {
+	h, ok := a.Hold(holder)
+	if !ok || a.room(holder) != nil {
 		return false
 	}
 	if now.After(h.Since) {
@@ -162,15 +236,51 @@ func (a *Account) Renew(holder string, now time.Time) bool {
 	} else {
 		h.Since = h.Since.Add(time.Nanosecond)
 	}
-	a.Holders[holder] = h
+	a.put(holder, h)
 	return true
 }
 
 // Release drops holder's reservation; it reports whether there was one.
+// (Past MaxPending holds waiting to be settled, a release is made all the
+// same: it makes room.)
 func (a *Account) Release(holder string) bool {
-	_, ok := a.Holders[holder]
-	delete(a.Holders, holder)
-	return ok
+	h, ok := a.Hold(holder)
+	if !ok {
+		return false
+	}
+	a.Sum = a.Reserved().Sub(h.Resources.Max(Resources{})).Max(Resources{})
+	a.put(holder, Hold{Since: h.Since, Generation: h.Generation})
+	return true
+}
+
+// Settle drops holder's pending hold of change seq, whose settled copy now
+// carries it, stored at version; Settled becomes version when newer
+// reports it newer than Settled. It reports whether it dropped the hold:
+// a settled copy of another change than the pending one settles nothing.
+func (a *Account) Settle(holder string, seq int64, version string, newer func(a, b string) bool) bool {
+	h, ok := a.Pending[holder]
+	if !ok || h.Seq != seq {
+		return false
+	}
+	delete(a.Pending, holder)
+	if a.Settled == "" || newer(version, a.Settled) {
+		a.Settled = version
+	}
+	return true
+}
+
+// TrueUp makes the sum that of the holds, as a rebuild after an edit
+// from outside the platform; it reports whether the sum changed.
+func (a *Account) TrueUp() bool {
+	var sum Resources
+	for _, h := range a.Holds() {
+		sum = sum.Add(h.Resources.Max(Resources{}))
+	}
+	if sum == a.Sum {
+		return false
+	}
+	a.Sum = sum
+	return true
 }
 
 // SetCapacity changes the capacity, never below what is reserved.
@@ -185,9 +295,10 @@ func (a *Account) SetCapacity(c Resources) error {
 
 // Usage returns the account as a caller reads it.
 func (a *Account) Usage() Usage {
-	u := Usage{Group: a.Group, Reserved: a.Reserved(), Holders: make(map[string]Resources, len(a.Holders))}
+	holds := a.Holds()
+	u := Usage{Group: a.Group, Reserved: a.Reserved(), Holders: make(map[string]Resources, len(holds))}
 	u.Allocatable = a.Capacity.Sub(u.Reserved)
-	for h, r := range a.Holders {
+	for h, r := range holds {
 		u.Holders[h] = r.Resources
 	}
 	return u
@@ -197,16 +308,27 @@ func (a *Account) Usage() Usage {
 // makes, so that only an edit from outside it can have: a negative
 // component, or more than the group's whole capacity.
 func (a *Account) Corrupt(holder string) bool {
-	h, ok := a.Holders[holder]
+	h, ok := a.Hold(holder)
 	return ok && (h.Resources.AnyNegative() || !h.Resources.Fits(a.Capacity))
 }
 
 // Check verifies the account's invariants as read back from the store: no
-// reservation is negative or larger than the capacity, and together they
-// fit the capacity. It returns the problems found.
+// reservation is negative or larger than the capacity, together they fit
+// the capacity, and the sum is theirs. It returns the problems found.
 func (a *Account) Check() error {
 	var bad []string
-	for h, r := range a.Holders {
+	holds := a.Holds()
+	var sum Resources
+	for _, h := range holds {
+		sum = sum.Add(h.Resources.Max(Resources{}))
+	}
+	if sum != a.Sum {
+		bad = append(bad, fmt.Sprintf("%s: reserved %s, but its holds add up to %s", a.ID, a.Sum, sum))
+	}
+	if len(a.Pending) > MaxPending {
+		bad = append(bad, fmt.Sprintf("%s: %d holds pending, more than %d", a.ID, len(a.Pending), MaxPending))
+	}
+	for h, r := range holds {
 		switch {
 		case r.Resources.AnyNegative():
 			bad = append(bad, fmt.Sprintf("%s: holder %s negative %s", a.ID, h, r.Resources))
@@ -217,7 +339,7 @@ func (a *Account) Check() error {
 	if a.Capacity.AnyNegative() {
 		bad = append(bad, fmt.Sprintf("%s: negative capacity %s", a.ID, a.Capacity))
 	}
-	if r := a.Reserved(); !r.Fits(a.Capacity) {
+	if r := a.Sum; !r.Fits(a.Capacity) || r.AnyNegative() {
 		bad = append(bad, fmt.Sprintf("%s: reserved %s outside capacity %s", a.ID, r, a.Capacity))
 	}
 	if len(bad) > 0 {

@@ -2,6 +2,8 @@ package quota_test
 
 import (
 	"errors"
+	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -139,8 +141,8 @@ func TestAccount(t *testing.T) {
 			}
 			sum += cores
 		}
-		if len(a.Holders) != len(s.wantHeld) || a.Reserved() != quota.Cores(sum) || a.Allocatable() != quota.Cores(8-sum) {
-			t.Fatalf("%s: holders %v, reserved %v, allocatable %v", s.name, a.Holders, a.Reserved(), a.Allocatable())
+		if len(a.Holds()) != len(s.wantHeld) || a.Reserved() != quota.Cores(sum) || a.Allocatable() != quota.Cores(8-sum) {
+			t.Fatalf("%s: holders %v, reserved %v, allocatable %v", s.name, a.Holds(), a.Reserved(), a.Allocatable())
 		}
 		if err := a.Check(); err != nil {
 			t.Fatalf("%s: %v", s.name, err)
@@ -164,7 +166,7 @@ func TestAccount(t *testing.T) {
 	if a.Held("c1") != quota.Cores(6) {
 		t.Fatal("a copy's change reached the account")
 	}
-	a.Holders["bad"] = quota.Hold{Resources: quota.Cores(-1)}
+	a.Pending["bad"] = quota.Hold{Resources: quota.Cores(-1)}
 	if err := a.Check(); err == nil {
 		t.Fatal("Check missed a negative reservation")
 	}
@@ -272,8 +274,9 @@ func TestGroupValidateIDs(t *testing.T) {
 }
 
 // Accounts as read back after an edit from outside the platform (issue
-// 18, item 6): the sum is derived from the holders and saturates, a
-// corrupt hold never makes room, and Check names every absurd hold.
+// 18, item 6): settled holds edited absurdly, with the sum the platform's
+// true-up makes of them (saturating): a corrupt hold never makes room,
+// and Check names every absurd hold.
 func TestAccountReadBack(t *testing.T) {
 	now := time.Unix(0, 0)
 	capacity := quota.Cores(8)
@@ -293,10 +296,15 @@ func TestAccountReadBack(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			a := &quota.Account{Group: quota.Group{ID: "rg", Package: "p", Capacity: capacity}, Holders: map[string]quota.Hold{}}
+			// Settled holds as someone else left them, and the sum the
+			// platform's true-up makes of them.
+			a := &quota.Account{Group: quota.Group{ID: "rg", Package: "p", Capacity: capacity}}
+			held := settled{}
 			for h, r := range tc.holders {
-				a.Holders[h] = quota.Hold{Resources: r, Since: now}
+				held[h] = quota.Hold{Resources: r, Since: now}
+				a.Sum = a.Sum.Add(r.Max(quota.Resources{}))
 			}
+			a.Bind(held)
 			if r := a.Reserved(); r.AnyNegative() {
 				t.Fatalf("Reserved() = %s: wrapped negative", r)
 			}
@@ -337,8 +345,8 @@ func TestAccountReadBack(t *testing.T) {
 	}
 	// A holder's change is measured against the others only: shrinking an
 	// inflated hold of a running cluster back to what it runs is allowed.
-	a := &quota.Account{Group: quota.Group{ID: "rg", Package: "p", Capacity: capacity},
-		Holders: map[string]quota.Hold{"a": {Resources: huge}, "b": {Resources: quota.Cores(2)}}}
+	a := &quota.Account{Group: quota.Group{ID: "rg", Package: "p", Capacity: capacity}, Sum: huge.Add(quota.Cores(2))}
+	a.Bind(settled{"a": {Resources: huge}, "b": {Resources: quota.Cores(2)}})
 	if _, err := a.Set("a", quota.Cores(4), now); err != nil {
 		t.Fatalf("shrinking an inflated hold: %v", err)
 	}
@@ -354,16 +362,79 @@ func TestRenewAlwaysChangesTheHold(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, now := range []time.Time{t0.Add(time.Second), t0.Add(time.Second), t0.Add(-time.Minute)} {
-		before := a.Holders["c"]
+		before, _ := a.Hold("c")
 		if !a.Renew("c", now) {
 			t.Fatalf("Renew at %s reported no change", now)
 		}
-		after := a.Holders["c"]
+		after, _ := a.Hold("c")
 		if !after.Since.After(before.Since) || after.Resources != before.Resources || after.Generation != before.Generation {
 			t.Fatalf("Renew at %s: %+v after %+v; want only a later date", now, after, before)
 		}
 	}
 	if a.Renew("nobody", t0) {
 		t.Fatal("Renew of no hold reported a change")
+	}
+}
+
+// settled is settled holds kept in a map.
+type settled map[string]quota.Hold
+
+func (s settled) Get(h string) (quota.Hold, bool) { x, ok := s[h]; return x, ok }
+func (s settled) All() map[string]quota.Hold      { return maps.Clone(s) }
+
+// A change is a pending hold counted in the sum; settling drops it once
+// its settled copy carries that very change; the true-up makes the sum
+// the holds'; past MaxPending a new hold is refused as unavailable and a
+// release still made.
+func TestAccountPendingAndSettle(t *testing.T) {
+	now := time.Unix(0, 0)
+	held := settled{}
+	a := &quota.Account{Group: quota.Group{ID: "rg", Capacity: quota.Cores(8)}}
+	a.Bind(held)
+	if _, err := a.Set("c1", quota.Cores(3), now); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Set("c1", quota.Cores(5), now); err != nil {
+		t.Fatal(err)
+	}
+	p := a.Pending["c1"]
+	if p.Seq != 2 || a.Seq != 2 || a.Reserved() != quota.Cores(5) || len(a.Pending) != 1 {
+		t.Fatalf("after two changes of c1: pending %+v, seq %d, reserved %s", a.Pending, a.Seq, a.Reserved())
+	}
+	newer := func(x, y string) bool { return x > y }
+	// A settled copy of the first change settles nothing.
+	held["c1"] = quota.Hold{Resources: quota.Cores(3), Seq: 1}
+	if a.Settle("c1", 1, "v1", newer) || a.Held("c1") != quota.Cores(5) {
+		t.Fatalf("settled on an older change: %+v", a.Pending)
+	}
+	held["c1"] = p
+	if !a.Settle("c1", 2, "v2", newer) || len(a.Pending) != 0 || a.Settled != "v2" || a.Held("c1") != quota.Cores(5) {
+		t.Fatalf("settling change 2: pending %+v, settled %q, holds %s", a.Pending, a.Settled, a.Held("c1"))
+	}
+	if _, err := a.Set("c2", quota.Cores(4), now); !errors.Is(err, errs.ErrQuota) {
+		t.Fatalf("c2 past the capacity, c1 settled: %v", err)
+	}
+	// Someone edits the settled copy down and the sum up: the true-up
+	// makes the sum the holds'.
+	held["c1"] = quota.Hold{Resources: quota.Cores(2), Seq: 2}
+	a.Sum = quota.Cores(7)
+	if !a.TrueUp() || a.Reserved() != quota.Cores(2) || a.TrueUp() {
+		t.Fatalf("true-up: reserved %s", a.Reserved())
+	}
+	// The bound.
+	big := &quota.Account{Group: quota.Group{ID: "big", Capacity: quota.Cores(1 << 20)}}
+	for i := range quota.MaxPending {
+		if _, err := big.Set(fmt.Sprint("h", i), quota.Cores(1), now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := big.Set("one-more", quota.Cores(1), now); !errors.Is(err, errs.ErrUnavailable) {
+		t.Fatalf("past MaxPending: %v, want ErrUnavailable", err)
+	}
+	if _, err := big.Set("h1", quota.Cores(2), now); err != nil {
+		t.Fatalf("a pending hold changed again past the bound: %v", err)
+	}
+	if !big.Release("h2") || big.Reserved() != quota.Cores(quota.MaxPending) {
+		t.Fatalf("a release past the bound: reserved %s", big.Reserved())
 	}
 }

@@ -190,23 +190,24 @@ func kindCases(t *testing.T) []kindCase {
 		status: func(o client.Object) {
 			g := o.(*v1.ResourceGroup)
 			h := v1.Resources{MilliCPU: 8000, Memory: 16 << 30, GPU: 1}
-			g.Status.Holders = map[string]v1.Hold{"c-1": {Resources: h, Since: stamp, Generation: 3}}
-			g.Status.Reserved = h
+			g.Status.Pending = map[string]v1.Hold{"c-1": {Resources: h, Since: stamp, Generation: 3, Seq: 7}}
+			g.Status.Reserved, g.Status.Seq, g.Status.Settled = h, 7, "1234"
 		},
 		readBack: func(t *testing.T, got client.Object) {
-			if h := got.(*v1.ResourceGroup).Status.Holders["c-1"]; h.Generation != 3 || h.Resources.GPU != 1 || h.Since != stamp {
+			if h := got.(*v1.ResourceGroup).Status.Pending["c-1"]; h.Generation != 3 || h.Seq != 7 || h.Resources.GPU != 1 || h.Since != stamp {
 				t.Errorf("hold read back as %+v", h)
 			}
 		},
 		invalid: map[string]func(client.Object){
 			"negative capacity": func(o client.Object) { o.(*v1.ResourceGroup).Spec.Capacity.MilliCPU = -1 },
 			"hold without since": func(o client.Object) {
-				o.(*v1.ResourceGroup).Status.Holders = map[string]v1.Hold{"c-2": {Resources: v1.Resources{GPU: 1}}}
+				o.(*v1.ResourceGroup).Status.Pending = map[string]v1.Hold{"c-2": {Resources: v1.Resources{GPU: 1}}}
 			},
+			"negative seq": func(o client.Object) { o.(*v1.ResourceGroup).Status.Seq = -1 },
 		},
 		columns: [][2]string{{"Package", ".spec.package"}, {"Cores", ".status.summary.cpu"}, {"Memory", ".status.summary.memory"},
 			{"GPUs", ".status.summary.gpu"}},
-		wide:      [][2]string{{"Holders", ".status.summary.holders"}},
+		wide:      [][2]string{{"Pending", ".status.summary.pending"}},
 		shortName: "rg",
 	}}
 }

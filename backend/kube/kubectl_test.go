@@ -159,8 +159,8 @@ func TestKubectlTables(t *testing.T) {
 	}, {
 		plural: "resourcegroups",
 		want: map[string]map[string]any{
-			used.ID:  {"Package": "pkg-1", "Cores": "4/64", "Memory": "16Gi/256Gi", "GPUs": "0/8", "Holders": float64(1)},
-			fresh.ID: {"Cores": "0/0.5", "Memory": "0Mi/512Mi", "GPUs": "0/1", "Holders": float64(0)},
+			used.ID:  {"Package": "pkg-1", "Cores": "4/64", "Memory": "16Gi/256Gi", "GPUs": "0/8", "Pending": float64(1)},
+			fresh.ID: {"Cores": "0/0.5", "Memory": "0Mi/512Mi", "GPUs": "0/1", "Pending": float64(0)},
 		},
 	}} {
 		t.Run(tc.plural+" "+tc.selector, func(t *testing.T) {

@@ -10,7 +10,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/aidlc/dlc/backend/kube/api/v1alpha1"
-	"github.com/aidlc/dlc/quota"
 )
 
 // present fills in what the store derives on an object it writes, from
@@ -30,20 +29,13 @@ func present(obj client.Object) {
 		l[v1alpha1.LabelOnDemand] = strconv.FormatBool(o.Spec.Temporary)
 		o.SetLabels(l)
 	case *v1alpha1.ResourceGroup:
-		// The sum is derived from the holders, saturating: holds that
-		// someone else inflated must not wrap it negative, which the CRD
-		// refuses, so that no later write (a release) could be made.
-		var sum quota.Resources
-		for _, h := range o.Status.Holders {
-			sum = sum.Add(quota.Resources{MilliCPU: h.Resources.MilliCPU, Memory: h.Resources.Memory, GPU: h.Resources.GPU}.Max(quota.Resources{}))
-		}
-		o.Status.Reserved = v1alpha1.Resources{MilliCPU: sum.MilliCPU, Memory: sum.Memory, GPU: sum.GPU}
+		r := o.Status.Reserved
 		capacity := o.Spec.Capacity
 		o.Status.Summary = v1alpha1.ResourceGroupSummary{
-			CPU:     cores(sum.MilliCPU) + "/" + cores(capacity.MilliCPU),
-			Memory:  bytesOf(sum.Memory, capacity.Memory),
-			GPU:     strconv.FormatInt(sum.GPU, 10) + "/" + strconv.FormatInt(capacity.GPU, 10),
-			Holders: int32(min(len(o.Status.Holders), math.MaxInt32)),
+			CPU:     cores(r.MilliCPU) + "/" + cores(capacity.MilliCPU),
+			Memory:  bytesOf(r.Memory, capacity.Memory),
+			GPU:     strconv.FormatInt(r.GPU, 10) + "/" + strconv.FormatInt(capacity.GPU, 10),
+			Pending: int32(min(len(o.Status.Pending), math.MaxInt32)),
 		}
 	case *v1alpha1.Run:
 		o.Status.Summary = v1alpha1.RunSummary{Duration: ranFor(o.Status.StartedAt, o.Status.FinishedAt)}

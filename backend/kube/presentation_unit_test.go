@@ -69,11 +69,12 @@ func TestPresent(t *testing.T) {
 	standing.SetLabels(map[string]string{"other": "kept"})
 	rg := &v1alpha1.ResourceGroup{
 		Spec: v1alpha1.ResourceGroupSpec{Capacity: v1alpha1.Resources{MilliCPU: 64000, Memory: 256 * quota.GiB, GPU: 8}},
-		Status: v1alpha1.ResourceGroupStatus{Holders: map[string]v1alpha1.Hold{
-			"cls-a": {Resources: v1alpha1.Resources{MilliCPU: 8000, Memory: 32 * quota.GiB, GPU: 2}},
-			"od-b":  {Resources: v1alpha1.Resources{MilliCPU: 4500, Memory: 16 * quota.GiB}},
-			"bad":   {Resources: v1alpha1.Resources{MilliCPU: -1 << 40}}, // counts as nothing
-		}},
+		Status: v1alpha1.ResourceGroupStatus{Reserved: v1alpha1.Resources{MilliCPU: 12500, Memory: 48 * quota.GiB, GPU: 2},
+			Pending: map[string]v1alpha1.Hold{
+				"cls-a": {Resources: v1alpha1.Resources{MilliCPU: 8000, Memory: 32 * quota.GiB, GPU: 2}},
+				"od-b":  {Resources: v1alpha1.Resources{MilliCPU: 4500, Memory: 16 * quota.GiB}},
+				"od-c":  {}, // a release
+			}},
 	}
 	run := &v1alpha1.Run{Status: v1alpha1.RunStatus{StartedAt: "2026-03-14T09:00:00Z", FinishedAt: "2026-03-14T10:30:00Z"}}
 	present(cc)
@@ -83,7 +84,7 @@ func TestPresent(t *testing.T) {
 	if cc.Labels[v1alpha1.LabelOnDemand] != "true" || standing.Labels[v1alpha1.LabelOnDemand] != "false" || standing.Labels["other"] != "kept" {
 		t.Errorf("labels: on-demand %v, standing %v", cc.Labels, standing.Labels)
 	}
-	want := v1alpha1.ResourceGroupSummary{CPU: "12.5/64", Memory: "48Gi/256Gi", GPU: "2/8", Holders: 3}
+	want := v1alpha1.ResourceGroupSummary{CPU: "12.5/64", Memory: "48Gi/256Gi", GPU: "2/8", Pending: 3}
 	if rg.Status.Summary != want || rg.Status.Reserved != (v1alpha1.Resources{MilliCPU: 12500, Memory: 48 * quota.GiB, GPU: 2}) {
 		t.Errorf("resource group: reserved %+v summary %+v, want %+v", rg.Status.Reserved, rg.Status.Summary, want)
 	}

@@ -220,7 +220,7 @@ func init() {
 	run := add("run", func() client.Object { return &v1alpha1.Run{} })
 	run.derived = map[string]bool{"summary": true}
 	rg := add("resourcegroup", func() client.Object { return &v1alpha1.ResourceGroup{} })
-	rg.derived = map[string]bool{"reserved": true, "summary": true}
+	rg.derived = map[string]bool{"summary": true}
 	for _, k := range kinds {
 		k.dropStatus = maps.Clone(k.derived)
 		if k.dropStatus == nil {
@@ -236,9 +236,9 @@ func init() {
 }
 
 // configMapKinds are the kinds kept in ConfigMaps (labelled StoreKeyKind
-// with the kind): name claims, and the membership documents of the
-// clients that share the work.
-var configMapKinds = []string{"name", "replica"}
+// with the kind): name claims, the membership documents of the clients
+// that share the work, and the settled reservations of resource groups.
+var configMapKinds = []string{"name", "replica", "hold"}
 
 // inConfigMap reports whether documents of kind k are ConfigMaps.
 func (k *kindInfo) inConfigMap() bool { return slices.Contains(configMapKinds, k.kind) }

@@ -145,7 +145,8 @@ func storeCases() []storeCase {
 
 	acc := &quota.Account{Group: quota.Group{ID: "rg-1", Package: "pkg-1", Capacity: quota.Resources{MilliCPU: 64000, Memory: 256 << 30, GPU: 8}}}
 	acc2 := *acc
-	acc2.Holders = map[string]quota.Hold{"cls-1a2b3c": {Resources: quota.Resources{MilliCPU: 4000, Memory: 16 << 30}, Since: t0, Generation: 2}}
+	acc2.Sum, acc2.Seq, acc2.Settled = quota.Resources{MilliCPU: 4000, Memory: 16 << 30}, 1, "41"
+	acc2.Pending = map[string]quota.Hold{"cls-1a2b3c": {Resources: quota.Resources{MilliCPU: 4000, Memory: 16 << 30}, Since: t0, Generation: 2, Seq: 1}}
 
 	type claim struct {
 		Owner string    `json:"owner"`
@@ -449,7 +450,7 @@ func TestStoreObjects(t *testing.T) {
 	if err := cp.Client().Get(ctx, client.ObjectKey{Namespace: ns, Name: "rg-1"}, &r); err != nil {
 		t.Fatal(err)
 	}
-	if r.Spec.Capacity.GPU != 8 || len(r.Status.Holders) != 1 || r.Status.Reserved.MilliCPU != 4000 {
+	if r.Spec.Capacity.GPU != 8 || len(r.Status.Pending) != 1 || r.Status.Reserved.MilliCPU != 4000 {
 		t.Errorf("resource group spec %+v status %+v", r.Spec, r.Status)
 	}
 
@@ -564,10 +565,10 @@ func TestStoreReplicas(t *testing.T) {
 					t.Error(err)
 					return
 				}
-				if a.Holders == nil {
-					a.Holders = map[string]quota.Hold{}
+				if a.Pending == nil {
+					a.Pending = map[string]quota.Hold{}
 				}
-				a.Holders[holder] = quota.Hold{Resources: quota.Resources{MilliCPU: 1000}, Since: t0}
+				a.Pending[holder] = quota.Hold{Resources: quota.Resources{MilliCPU: 1000}, Since: t0}
 				d.Data = mustJSON(t, &a)
 				_, err = s.Update(ctx, d)
 				if err == nil {
@@ -598,11 +599,11 @@ func TestStoreReplicas(t *testing.T) {
 			if err := json.Unmarshal(d.Data, &a); err != nil {
 				t.Fatal(err)
 			}
-			if len(a.Holders) == holders {
+			if len(a.Pending) == holders {
 				break
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("store %d: %d holders %v, want %d", i, len(a.Holders), a.Holders, holders)
+				t.Fatalf("store %d: %d holders %v, want %d", i, len(a.Pending), a.Pending, holders)
 			}
 			time.Sleep(10 * time.Millisecond)
 		}
@@ -611,8 +612,8 @@ func TestStoreReplicas(t *testing.T) {
 
 // TestStoreInflatedHolders (issue 18, item 6): holds that someone else
 // inflated to 2^62 milli-CPU each are written and read back, and the
-// resource group stays writable: the derived sum saturates instead of
-// wrapping negative, which the CRD refuses.
+// resource group stays writable: the sum saturates instead of wrapping
+// negative, which the CRD refuses.
 func TestStoreInflatedHolders(t *testing.T) {
 	s := newStore(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
@@ -623,7 +624,11 @@ func TestStoreInflatedHolders(t *testing.T) {
 		t.Fatal(err)
 	}
 	huge := quota.Resources{MilliCPU: 1 << 62}
-	a.Holders = map[string]quota.Hold{"cls-a": {Resources: huge, Since: t0}, "cls-b": {Resources: huge, Since: t0}}
+	if _, err := a.Set("cls-a", quota.Cores(1), t0); err != nil {
+		t.Fatal(err)
+	}
+	a.Pending = map[string]quota.Hold{"cls-a": {Resources: huge, Since: t0, Seq: 1}, "cls-b": {Resources: huge, Since: t0, Seq: 2}}
+	a.Sum = huge.Add(huge).Add(huge) // saturates
 	if v, err = s.Update(ctx, backend.Doc{Kind: "resourcegroup", ID: a.ID, Version: v, Data: mustJSON(t, a)}); err != nil {
 		t.Fatalf("writing two holds of 2^62 milli-CPU: %v", err)
 	}
@@ -636,7 +641,7 @@ func TestStoreInflatedHolders(t *testing.T) {
 		t.Fatal(err)
 	}
 	var got quota.Account
-	if err := json.Unmarshal(d.Data, &got); err != nil || len(got.Holders) != 1 || got.Held("cls-b") != huge {
+	if err := json.Unmarshal(d.Data, &got); err != nil || len(got.Pending) != 2 || got.Held("cls-a") != (quota.Resources{}) || got.Held("cls-b") != huge {
 		t.Fatalf("read back %+v, %v", got, err)
 	}
 }

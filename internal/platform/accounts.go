@@ -130,7 +130,22 @@ func (c *Engine) writeAccount(rg string, batch []*accountOp) {
 		return
 	}
 	for attempt := 0; ; attempt++ {
-		work := a
+		// The holds the batch decides on are the account's: its pending
+		// ones, and the settled ones once this client's cache has them as
+		// the account settled them.
+		if err := c.awaitHolds(ctx, a); err != nil {
+			fail(err)
+			return
+		}
+		// Every write of the account settles what it can: the pending
+		// holds whose documents the cache has. Past half the bound it
+		// writes the missing documents first (a client whose resource
+		// group reconciler is behind, or none runs).
+		work := a.DeepCopy()
+		settled, err := c.settle(ctx, work, len(work.Pending) >= quota.MaxPending/2)
+		if err != nil {
+			c.o.log.Error(err, "writing reservations out of their resource group's account failed; its reconciler will", "resourceGroup", rg)
+		}
 		var last *accountOp
 		refused := false
 		for _, op := range ops {
@@ -164,7 +179,7 @@ func (c *Engine) writeAccount(rg string, batch []*accountOp) {
 				continue
 			}
 		}
-		if last == nil {
+		if last == nil && !(settled && len(a.Pending) >= quota.MaxPending/2) {
 			return // nothing to write: each op has the account as it was given
 		}
 		nv, err := c.update(ctx, kindResourceGroup, rg, v, nil, work)
@@ -174,7 +189,9 @@ func (c *Engine) writeAccount(rg string, batch []*accountOp) {
 					op.a.Version = "" // a later change of the batch was written with it
 				}
 			}
-			last.a.Version = nv
+			if last != nil {
+				last.a.Version = nv
+			}
 			for _, op := range ops {
 				if op.err == nil && op.changed {
 					noteWrite(op.ctx, kindResourceGroup, rg, nv)

@@ -141,7 +141,7 @@ func TestAccountChangesBatched(t *testing.T) {
 	if ra.a.Version == "" || rb.a.Version != "" || rc.a.Version != v {
 		t.Errorf("versions returned: a %q, b %q, c %q; stored %q", ra.a.Version, rb.a.Version, rc.a.Version, v)
 	}
-	if _, held := rb.a.Holders["c"]; held {
+	if _, held := rb.a.Hold("c"); held {
 		t.Error("b's account shows c's change, which came after it")
 	}
 	g.mu.Lock()

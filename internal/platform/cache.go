@@ -213,6 +213,13 @@ func derived(d backend.Doc) (backend.Doc, any) {
 			return d, nil
 		}
 		d.Labels, obj = jobLabels(rec), rec
+	case kindHold:
+		h, err := decode[holdDoc](d)
+		if err != nil {
+			d.Labels = nil
+			return d, nil
+		}
+		d.Labels, obj = holdLabels(h, d.ID), h
 	default:
 		d.Labels = nil // no other kind is looked up by label
 	}
@@ -232,6 +239,9 @@ func (c *Engine) observed(d backend.Doc, deleted bool) (backend.Doc, any) {
 	} else {
 		d, obj = derived(d)
 		c.cache.put(d, obj)
+	}
+	if d.Kind == kindHold {
+		c.holdVersions.saw(d.Version)
 	}
 	c.queues.observe(d, deleted)
 	c.finished.observe(d, obj)

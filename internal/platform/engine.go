@@ -41,8 +41,11 @@ type options struct {
 	baseDelay time.Duration
 	maxDelay  time.Duration
 	grace     time.Duration
-	stepTime  time.Duration
-	shareTTL  time.Duration // -1: the default
+	// settleAt is how many pending holds an account keeps before its
+	// reconciler writes their documents and settles them (holds.go).
+	settleAt int
+	stepTime time.Duration
+	shareTTL time.Duration // -1: the default
 	// reconcileTime bounds one reconcile step.
 	reconcileTime time.Duration
 	cos           *storage.COSClient
@@ -228,19 +231,21 @@ type Engine struct {
 	reconcilers map[string]reconciler
 	wg          sync.WaitGroup
 
-	mu         sync.Mutex
-	failures   map[string]int   // consecutive failures of a key's reconcile
-	timers     map[string]timer // a key's pending requeue, to stop
-	timerSeq   uint64
-	repaired   map[string]time.Time           // when each resource group's holders were last audited
-	seen       map[string]map[string]seenHold // resource group → holder → the hold as first seen, and when
-	seq        uint64                         // the last run Seq handed out
-	dependents map[string]string              // cluster → the state it last queued its runs for
-	steps      map[string]stepSeen            // transitional cluster → its step as last seen, and since when
-	claimsSeen map[string]claimSeen           // name claim without its owner → when first seen so
-	rep        *replicas                      // the clients sharing the work; nil: this one does it all
-	retainSeen bool                           // a resync has queued every finished run (retention.go)
-	stopResync func() bool
+	mu           sync.Mutex
+	failures     map[string]int   // consecutive failures of a key's reconcile
+	timers       map[string]timer // a key's pending requeue, to stop
+	timerSeq     uint64
+	repaired     map[string]time.Time           // when each resource group's holders were last audited
+	tombs        map[string]map[string]seenHold // per resource group, released holds' documents as first seen (tombstones)
+	holdVersions versions                       // the newest hold document the cache has seen (awaitHolds)
+	seen         map[string]map[string]seenHold // resource group → holder → the hold as first seen, and when
+	seq          uint64                         // the last run Seq handed out
+	dependents   map[string]string              // cluster → the state it last queued its runs for
+	steps        map[string]stepSeen            // transitional cluster → its step as last seen, and since when
+	claimsSeen   map[string]claimSeen           // name claim without its owner → when first seen so
+	rep          *replicas                      // the clients sharing the work; nil: this one does it all
+	retainSeen   bool                           // a resync has queued every finished run (retention.go)
+	stopResync   func() bool
 
 	linesMu sync.Mutex
 	lines   map[string]*accountLine // resource group → the changes of its account waiting for the write in flight (accounts.go)
@@ -255,7 +260,7 @@ type Engine struct {
 // client, or this process before a restart, left half-done is finished.
 func New(opts ...Option) (*Engine, error) {
 	o := options{workers: 8, retries: 8, baseDelay: 10 * time.Millisecond, maxDelay: 30 * time.Second,
-		grace: 30 * time.Second, headroom: 1, stepTime: 10 * time.Minute, reconcileTime: 2 * time.Minute, log: logr.Discard(), resync: 5 * time.Minute, shareTTL: -1,
+		grace: 30 * time.Second, settleAt: 32, headroom: 1, stepTime: 10 * time.Minute, reconcileTime: 2 * time.Minute, log: logr.Discard(), resync: 5 * time.Minute, shareTTL: -1,
 		retention: retention{maxAge: DefaultRunRetention, perJob: DefaultRunsPerJob}}
 	for _, f := range opts {
 		f(&o)
@@ -301,7 +306,7 @@ func New(opts ...Option) (*Engine, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &Engine{o: o, store: o.backend, ray: o.backend, clock: o.clock, cat: o.catalogs, policy: o.policy,
-		cache: newCache(), queues: newQueues(queue.QueueOptions{MaxWait: o.maxWait}), finished: newFinishedRuns(), order: newRunOrder(), load: newRunLoad(), ctx: ctx, cancel: cancel, failures: map[string]int{}, timers: map[string]timer{}, repaired: map[string]time.Time{}, seen: map[string]map[string]seenHold{}, dependents: map[string]string{}, steps: map[string]stepSeen{}, claimsSeen: map[string]claimSeen{}, lines: map[string]*accountLine{},
+		cache: newCache(), queues: newQueues(queue.QueueOptions{MaxWait: o.maxWait}), finished: newFinishedRuns(), order: newRunOrder(), load: newRunLoad(), ctx: ctx, cancel: cancel, failures: map[string]int{}, timers: map[string]timer{}, repaired: map[string]time.Time{}, seen: map[string]map[string]seenHold{}, tombs: map[string]map[string]seenHold{}, dependents: map[string]string{}, steps: map[string]stepSeen{}, claimsSeen: map[string]claimSeen{}, lines: map[string]*accountLine{},
 		queue:   workqueue.NewTyped[string](),
 		limiter: workqueue.NewTypedItemExponentialFailureRateLimiter[string](o.baseDelay, o.maxDelay)}
 	c.reconcilers = c.newReconcilers()
@@ -477,7 +482,19 @@ func cached[T any](ctx context.Context, c *Engine, kind, id string) (*T, string,
 	if errs.IsNotFound(err) && !c.cache.deleted(kind, id) {
 		return fresh[T](ctx, c, kind, id)
 	}
+	if err == nil {
+		err = c.awaitBound(ctx, v)
+	}
 	return v, version, err
+}
+
+// awaitBound waits, for an account, until the cache has its settled
+// holds (awaitHolds).
+func (c *Engine) awaitBound(ctx context.Context, v any) error {
+	if a, ok := v.(*quota.Account); ok {
+		return c.awaitHolds(ctx, a)
+	}
+	return nil
 }
 
 // fromCache returns a copy of kind/id from the cache only, or a typed
@@ -499,7 +516,13 @@ func fromCache[T any](c *Engine, kind, id string) (*T, string, error) {
 // the cache (shared: not to be changed), or, when the cache has moved on
 // from d's version, d decoded afresh (not shared).
 func sharedObject[T any](c *Engine, d backend.Doc) (v *T, shared bool, err error) {
-	obj, ok, err := c.cache.object(d.Kind, d.ID, d.Version, func(d backend.Doc) (any, error) { return decode[T](d) })
+	obj, ok, err := c.cache.object(d.Kind, d.ID, d.Version, func(d backend.Doc) (any, error) {
+		v, err := decode[T](d)
+		if err == nil {
+			c.bind(v)
+		}
+		return v, err
+	})
 	if err != nil {
 		return nil, false, err
 	}
@@ -507,6 +530,9 @@ func sharedObject[T any](c *Engine, d backend.Doc) (v *T, shared bool, err error
 		return v, true, nil
 	}
 	v, err = decode[T](d) // changed meanwhile: this version, decoded
+	if err == nil {
+		c.bind(v)
+	}
 	return v, false, err
 }
 
@@ -533,6 +559,10 @@ func fresh[T any](ctx context.Context, c *Engine, kind, id string) (*T, string, 
 		return nil, "", err
 	}
 	v, err := decode[T](d)
+	if err == nil {
+		c.bind(v)
+		err = c.awaitBound(ctx, v)
+	}
 	return v, d.Version, err
 }
 

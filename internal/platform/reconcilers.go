@@ -56,6 +56,14 @@ func (c *Engine) onChange(ch backend.Change) {
 			c.enqueueDependents(cl) // reads it only
 		}
 	}
+	if d.Kind == kindHold {
+		// A settled hold changed: its resource group looks again (a hold
+		// removed or edited by someone else is made up for there; the
+		// platform's own writes of holds cost a look, which finds nothing).
+		if rg, _, ok := strings.Cut(d.ID, "."); ok {
+			c.enqueue(kindResourceGroup + "/" + rg)
+		}
+	}
 	if d.Kind == kindJob && ch.Deleted {
 		// A run still waiting for a deleted config (its create died before
 		// its fence) fails, saying so (J17).

@@ -51,9 +51,18 @@ func (c *Engine) reconcileResourceGroup(ctx context.Context, id string) (time.Du
 	if err != nil {
 		return 0, err
 	}
+	// Settle: past settleAt pending holds, write the documents of the
+	// holds changed since they were last settled (any client may; a
+	// document never goes back to an older change); drop those that have
+	// one from the account with the rest of this step's changes. Below
+	// it, the account keeps them: a step, or a write, settles nothing it
+	// need not.
+	changed, err := c.settle(ctx, a, len(a.Pending) >= c.o.settleAt)
+	if err != nil {
+		return 0, err
+	}
 	now := c.clock.Now()
 	c.seeHolds(id, a, now)
-	changed := false
 	var recheck time.Duration
 	// The repair is a fallback for what a crash between two writes left:
 	// it looks at every holder, so it runs at most once a quarter of the
@@ -83,6 +92,14 @@ func (c *Engine) reconcileResourceGroup(ctx context.Context, id string) (time.Du
 			a.Release(h)
 			changed = true
 		}
+	}
+	// The sum is the holds': after an edit from outside the platform (of
+	// the sum, or of a hold's document), or a release of a corrupt hold,
+	// it is made theirs again, before what live clusters lack is put back.
+	if sum := a.Sum; a.TrueUp() {
+		c.o.log.Error(errs.ErrInvalid, "a resource group's reserved sum was not that of its reservations (edited outside the platform?): made theirs",
+			"resourceGroup", id, "was", sum.String(), "now", a.Sum.String())
+		changed = true
 	}
 	restored, short, err := c.restoreHolds(ctx, a, now)
 	if err != nil {
@@ -114,6 +131,12 @@ func (c *Engine) reconcileResourceGroup(ctx context.Context, id string) (time.Du
 			changed = true
 		} else if left := c.o.grace - age; recheck == 0 || left < recheck {
 			recheck, lookAgain = left, true
+		}
+	}
+	if due {
+		// Released holds' documents go once their holder has.
+		if err := c.tombstones(ctx, a, now); err != nil {
+			return 0, err
 		}
 	}
 	if lookAgain {

@@ -86,6 +86,68 @@ func (s *ResourceGroupService) List(ctx context.Context) ([]quota.Usage, error) 
 	return out, nil
 }
 
+// storeAccounts reads every resource group's account and settled holds
+// from the store itself. The holds are read between two reads of the
+// accounts, and an account is taken only when both reads found it at one
+// version: a hold changes only through a change of its account, so its
+// settled holds were then as read. An account that keeps changing is
+// read again, three times at most, and then left out (it is in use: its
+// next audit sees it).
+func (c *Engine) storeAccounts(ctx context.Context) ([]*quota.Account, error) {
+	var out []*quota.Account
+	want := map[string]bool(nil) // nil: every one
+	for range 3 {
+		before, err := c.store.List(ctx, kindResourceGroup, nil)
+		if err != nil {
+			return nil, err
+		}
+		holdDocs, err := c.store.List(ctx, kindHold, nil)
+		if err != nil {
+			return nil, err
+		}
+		after, err := c.store.List(ctx, kindResourceGroup, nil)
+		if err != nil {
+			return nil, err
+		}
+		holds := map[string]staticHolds{}
+		for _, d := range holdDocs {
+			h, err := decode[holdDoc](d)
+			if err != nil || holdLabels(h, d.ID) == nil {
+				continue // not one the platform wrote: the true-up sees the sum
+			}
+			if holds[h.ResourceGroup] == nil {
+				holds[h.ResourceGroup] = staticHolds{}
+			}
+			holds[h.ResourceGroup][h.Holder] = h.Hold
+		}
+		versions := map[string]string{}
+		for _, d := range before {
+			versions[d.ID] = d.Version
+		}
+		moved := map[string]bool{}
+		for _, d := range after {
+			if want != nil && !want[d.ID] {
+				continue
+			}
+			if versions[d.ID] != d.Version {
+				moved[d.ID] = true
+				continue
+			}
+			a, err := decode[quota.Account](d)
+			if err != nil {
+				return nil, err
+			}
+			a.Bind(holds[a.ID])
+			out = append(out, a)
+		}
+		if len(moved) == 0 {
+			break
+		}
+		want = moved
+	}
+	return out, nil
+}
+
 // datedAhead is how far ahead of this client's clock a hold may be dated
 // before CheckQuota reports it: further than any replica's clock is off,
 // so the date was written from outside the platform. No decision reads a
@@ -106,18 +168,14 @@ const datedAhead = time.Hour
 // as an edit from outside the platform leaves it, lets the group hand out
 // quota in use. It returns every problem found.
 func (c *Engine) CheckQuota(ctx context.Context) error {
-	docs, err := c.store.List(ctx, kindResourceGroup, nil)
+	docs, err := c.storeAccounts(ctx)
 	if err != nil {
 		return err
 	}
 	now := c.clock.Now()
 	var bad []string
 	accounts := map[string]*quota.Account{}
-	for _, d := range docs {
-		a, err := decode[quota.Account](d)
-		if err != nil {
-			return err
-		}
+	for _, a := range docs {
 		if err := a.Check(); err != nil {
 			bad = append(bad, err.Error())
 		}

@@ -21,21 +21,37 @@ type Hold struct {
 	// +kubebuilder:validation:Minimum=0
 	// +optional
 	Generation int64 `json:"generation,omitempty"`
+	// Seq is the resource group's count of changes when it was set.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	Seq int64 `json:"seq,omitempty"`
 }
 
-// ResourceGroupStatus is every reservation on a resource group, as
-// quota.Account.Holders. It is changed only by compare-and-swap on the
-// object's resourceVersion (an update of the status subresource with the
-// version read): the object is the one serialisation point of reservations
-// across replicas.
+// ResourceGroupStatus is what a resource group has reserved, as
+// quota.Account: the sum of every reservation, and the reservations
+// changed since they were last settled (the settled ones are each kept in
+// a ConfigMap of their own, labelled with the store kind "hold"). It is
+// changed only by compare-and-swap on the object's resourceVersion (an
+// update of the status subresource with the version read): the object is
+// the one serialisation point of reservations across replicas.
 type ResourceGroupStatus struct {
-	// Holders maps a holder (a cluster or run id) to its reservation.
-	// +optional
-	Holders map[string]Hold `json:"holders,omitempty"`
-	// Reserved is the sum of the holders' resources, written with them in
-	// the same update, for kubectl get; Holders is the truth.
+	// Reserved is the sum of every reservation, pending and settled.
 	// +optional
 	Reserved Resources `json:"reserved,omitzero"`
+	// Pending maps a holder (a cluster id) to its reservation, changed
+	// since it was last settled.
+	// +kubebuilder:validation:MaxProperties=2000
+	// +optional
+	Pending map[string]Hold `json:"pending,omitempty"`
+	// Seq counts the changes of reservations.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	Seq int64 `json:"seq,omitempty"`
+	// Settled is the resourceVersion of the newest reservation ConfigMap
+	// settled.
+	// +kubebuilder:validation:MaxLength=64
+	// +optional
+	Settled string `json:"settled,omitempty"`
 	// Summary is Reserved beside the capacity in human units, for kubectl
 	// get; the store derives it on every write, and nothing reads it.
 	// +optional
@@ -46,8 +62,8 @@ type ResourceGroupStatus struct {
 // capacity, each as "reserved/capacity" in human units: CPU in cores, to
 // the milli-core ("12/64", "0.25/8"), memory in binary units rounded to
 // one decimal ("48Gi/256Gi", "1.5Gi/8Gi"), GPUs ("2/8"); and how many
-// hold a reservation. spec.capacity and status.reserved have the exact
-// figures.
+// reservations are changed and not yet settled. spec.capacity and
+// status.reserved have the exact figures.
 type ResourceGroupSummary struct {
 	// +kubebuilder:validation:MaxLength=64
 	// +optional
@@ -58,13 +74,13 @@ type ResourceGroupSummary struct {
 	// +kubebuilder:validation:MaxLength=64
 	// +optional
 	GPU string `json:"gpu,omitempty"`
-	// Holders is how many clusters and on-demand runs hold a reservation.
+	// Pending is how many reservations are changed and not yet settled.
 	// +kubebuilder:validation:Minimum=0
-	Holders int32 `json:"holders"`
+	Pending int32 `json:"pending"`
 }
 
 // ResourceGroup is a resource group as the platform stores it: its
-// capacity and every reservation on it.
+// capacity and what is reserved of it.
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
@@ -73,7 +89,7 @@ type ResourceGroupSummary struct {
 // +kubebuilder:printcolumn:name="Cores",type=string,JSONPath=`.status.summary.cpu`,description="CPU cores reserved/capacity"
 // +kubebuilder:printcolumn:name="Memory",type=string,JSONPath=`.status.summary.memory`,description="Memory reserved/capacity"
 // +kubebuilder:printcolumn:name="GPUs",type=string,JSONPath=`.status.summary.gpu`,description="GPUs reserved/capacity"
-// +kubebuilder:printcolumn:name="Holders",type=integer,JSONPath=`.status.summary.holders`,priority=1,description="Clusters and on-demand runs holding a reservation"
+// +kubebuilder:printcolumn:name="Pending",type=integer,JSONPath=`.status.summary.pending`,priority=1,description="Reservations changed and not yet settled"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type ResourceGroup struct {
 	metav1.TypeMeta   `json:",inline"`

@@ -1,0 +1,337 @@
+package platform
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/aidlc/dlc/errs"
+	"github.com/aidlc/dlc/quota"
+)
+
+// Settled holds. A resource group's account keeps the sum of its holds
+// and the holds changed since they were last settled (quota.Account);
+// every other hold is kept in a document of its own, kind "hold", one per
+// holder, so that the account stays small whatever the holders. A change
+// of a hold is decided by the account's compare-and-swap alone (it adds
+// the hold to the account's pending ones and to the sum); writing its
+// document (materialising) and dropping it from the pending ones once the
+// document carries it (settling) follow, by whichever client gets there
+// first: the account's pending hold is the truth until then, and writing
+// it again is harmless (a document never goes back to an older change:
+// each carries the account's change count, Seq).
+//
+// A client reads a holder's settled hold from its cache. It may do so for
+// a decision only once its cache has the hold documents up to the newest
+// one the account settled (Account.Settled): the settling write of the
+// account comes after the document's, so a cache that has it has every
+// settled hold as it is. Waiting for that is awaitHolds.
+
+const kindHold = "hold"
+
+// holdDoc is a settled hold as stored.
+type holdDoc struct {
+	ResourceGroup string `json:"resourceGroup"`
+	Holder        string `json:"holder"`
+	quota.Hold
+}
+
+func holdID(rg, holder string) string { return rg + "." + holder }
+
+// holdLabels returns the labels of a hold document: its resource group,
+// when the document is one the platform could have written.
+func holdLabels(d *holdDoc, id string) map[string]string {
+	if d.ResourceGroup == "" || d.Holder == "" || id != holdID(d.ResourceGroup, d.Holder) || d.Seq <= 0 {
+		return nil
+	}
+	return map[string]string{labelResourceGroup: d.ResourceGroup}
+}
+
+// holdSource is a resource group's settled holds in this client's cache.
+type holdSource struct {
+	c  *Engine
+	rg string
+}
+
+func (s holdSource) Get(holder string) (quota.Hold, bool) {
+	d, ok := s.c.cache.get(kindHold, holdID(s.rg, holder))
+	if !ok {
+		return quota.Hold{}, false
+	}
+	h, _, err := sharedObject[holdDoc](s.c, d)
+	if err != nil || holdLabels(h, d.ID) == nil {
+		return quota.Hold{}, false // not one of ours: the audit and the true-up see it
+	}
+	return h.Hold, true
+}
+
+func (s holdSource) All() map[string]quota.Hold {
+	docs := s.c.cache.selectDocs(kindHold, map[string]string{labelResourceGroup: s.rg})
+	out := make(map[string]quota.Hold, len(docs))
+	for _, d := range docs {
+		if h, _, err := sharedObject[holdDoc](s.c, d); err == nil && h.ResourceGroup == s.rg {
+			out[h.Holder] = h.Hold
+		}
+	}
+	return out
+}
+
+// staticHolds is settled holds as read once from the store (the audit).
+type staticHolds map[string]quota.Hold
+
+func (s staticHolds) Get(holder string) (quota.Hold, bool) {
+	h, ok := s[holder]
+	return h, ok
+}
+
+func (s staticHolds) All() map[string]quota.Hold {
+	out := make(map[string]quota.Hold, len(s))
+	for k, v := range s {
+		out[k] = v
+	}
+	return out
+}
+
+// bind tells a decoded account where its settled holds are: this
+// client's cache.
+func (c *Engine) bind(v any) {
+	if a, ok := v.(*quota.Account); ok {
+		a.Bind(holdSource{c: c, rg: a.ID})
+	}
+}
+
+// newerVersion reports whether store version a is newer than b. Both
+// stores' versions are decimal counters (a Kubernetes resourceVersion is
+// etcd's revision, comparable since 1.35); one that is not counts as
+// older, so that nothing waits for it.
+func newerVersion(a, b string) bool {
+	x, err1 := strconv.ParseUint(a, 10, 64)
+	y, err2 := strconv.ParseUint(b, 10, 64)
+	return err1 == nil && (err2 != nil || x > y)
+}
+
+// versions tracks the newest version of the hold documents this client's
+// cache has seen, for awaitHolds.
+type versions struct {
+	mu     sync.Mutex
+	newest string
+	tick   chan struct{}
+}
+
+func (v *versions) saw(version string) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.newest == "" || newerVersion(version, v.newest) {
+		v.newest = version
+		if v.tick != nil {
+			close(v.tick)
+			v.tick = nil
+		}
+	}
+}
+
+// reached reports whether the cache has seen version, and if not a
+// channel closed when it sees a newer one than it has.
+func (v *versions) reached(version string) (bool, <-chan struct{}) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if version == "" || v.newest == version || !newerVersion(version, v.newest) {
+		return true, nil
+	}
+	if v.tick == nil {
+		v.tick = make(chan struct{})
+	}
+	return false, v.tick
+}
+
+// awaitHolds waits until this client's cache has the settled holds of
+// account a as they are (it has seen the hold document a settled last),
+// for at most holdsWait: a document deleted by someone else before this
+// cache saw it is never seen, and the holds are then read as they are.
+func (c *Engine) awaitHolds(ctx context.Context, a *quota.Account) error {
+	var timer <-chan time.Time
+	for {
+		ok, tick := c.holdVersions.reached(a.Settled)
+		if ok {
+			return nil
+		}
+		if timer == nil {
+			t := time.NewTimer(holdsWait)
+			defer t.Stop()
+			timer = t.C
+		}
+		select {
+		case <-tick:
+		case <-timer:
+			c.o.log.Error(errs.ErrUnavailable, "the cache has not seen the newest settled reservation of a resource group; reading them as they are",
+				"resourceGroup", a.ID, "settled", a.Settled)
+			return nil
+		case <-ctx.Done():
+			return errs.Unavailable("reading the reservations of resource group "+a.ID, context.Cause(ctx))
+		}
+	}
+}
+
+// holdsWait bounds awaitHolds.
+const holdsWait = 5 * time.Second
+
+// tombstones deletes the hold documents of resource group a that hold
+// nothing, are settled, and whose holder is gone, once this client has
+// seen them so for the repair grace; never the one the account settled
+// last (awaitHolds waits for it). A released hold is kept as a document
+// until then so that a late write of an older change of it finds a newer
+// one and is not made.
+func (c *Engine) tombstones(ctx context.Context, a *quota.Account, now time.Time) error {
+	c.mu.Lock()
+	was := c.tombs[a.ID]
+	c.mu.Unlock()
+	seen := map[string]seenHold{}
+	defer func() {
+		c.mu.Lock()
+		if len(seen) == 0 {
+			delete(c.tombs, a.ID)
+		} else {
+			c.tombs[a.ID] = seen
+		}
+		c.mu.Unlock()
+	}()
+	for _, d := range c.cache.selectDocs(kindHold, map[string]string{labelResourceGroup: a.ID}) {
+		h, _, err := sharedObject[holdDoc](c, d)
+		if err != nil || !h.Resources.IsZero() || d.Version == a.Settled {
+			continue
+		}
+		if _, pending := a.Pending[h.Holder]; pending {
+			continue
+		}
+		s, ok := was[d.ID]
+		if !ok || s.hold != h.Hold {
+			s = seenHold{hold: h.Hold, at: now}
+		}
+		seen[d.ID] = s
+		if now.Sub(s.at) < c.o.grace {
+			continue
+		}
+		if c.holderExists(ctx, h.Holder) {
+			continue
+		}
+		if err := c.store.Delete(ctx, kindHold, d.ID, d.Version); err != nil && !errs.IsNotFound(err) && !errors.Is(err, errs.ErrConflict) {
+			return err
+		}
+	}
+	return nil
+}
+
+// holderExists reports whether a holder (a cluster, or an on-demand run's
+// cluster) is in the cache, or may be.
+func (c *Engine) holderExists(ctx context.Context, holder string) bool {
+	if _, ok := c.cache.get(kindCluster, holder); ok {
+		return true
+	}
+	_, err := c.latest(ctx, kindCluster, holder)
+	return !errs.IsNotFound(err)
+}
+
+// settle drops from a's pending holds those whose document carries them.
+// With write, it first writes the documents of those that no document
+// carries yet (at most maxMaterialise of them, oldest first). It reports
+// whether a changed; an error is a document it could not write (the
+// others are settled all the same).
+func (c *Engine) settle(ctx context.Context, a *quota.Account, write bool) (bool, error) {
+	changed := false
+	var todo []string
+	for holder, p := range a.Pending {
+		d, ok := c.cache.get(kindHold, holdID(a.ID, holder))
+		if ok {
+			if h, _, err := sharedObject[holdDoc](c, d); err == nil && holdLabels(h, d.ID) != nil && h.Seq == p.Seq && h.Hold == p {
+				changed = a.Settle(holder, p.Seq, d.Version, newerVersion) || changed
+				continue
+			}
+		}
+		todo = append(todo, holder)
+	}
+	if !write || len(todo) == 0 {
+		return changed, nil
+	}
+	// Oldest first: a bounded step still makes way for the newest.
+	sortBySeq(todo, a.Pending)
+	if len(todo) > maxMaterialise {
+		todo = todo[:maxMaterialise]
+	}
+	type result struct {
+		holder, version string
+		seq             int64
+		err             error
+	}
+	results := make([]result, len(todo))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 8)
+	for i, holder := range todo {
+		p := a.Pending[holder]
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			v, err := c.putHold(ctx, a.ID, holder, p)
+			results[i] = result{holder: holder, version: v, seq: p.Seq, err: err}
+		}()
+	}
+	wg.Wait()
+	var errList []error
+	for _, r := range results {
+		switch {
+		case r.err != nil:
+			errList = append(errList, r.err)
+		case r.version != "":
+			changed = a.Settle(r.holder, r.seq, r.version, newerVersion) || changed
+		}
+	}
+	return changed, errors.Join(errList...)
+}
+
+// maxMaterialise bounds the hold documents one settling step writes.
+const maxMaterialise = 256
+
+func sortBySeq(holders []string, pending map[string]quota.Hold) {
+	slices.SortFunc(holders, func(a, b string) int { return cmp.Compare(pending[a].Seq, pending[b].Seq) })
+}
+
+// putHold writes holder's hold document in resource group rg as hold h
+// (its change Seq), unless it carries that change or a later one. It
+// returns the version that carries h, or "" when a later change is there.
+func (c *Engine) putHold(ctx context.Context, rg, holder string, h quota.Hold) (string, error) {
+	id := holdID(rg, holder)
+	doc := holdDoc{ResourceGroup: rg, Holder: holder, Hold: h}
+	labels := map[string]string{labelResourceGroup: rg}
+	d, ok := c.cache.get(kindHold, id)
+	for attempt := 0; ; attempt++ {
+		var err error
+		var v string
+		if !ok {
+			v, err = c.create(ctx, kindHold, id, labels, doc)
+		} else {
+			cur, derr := decode[holdDoc](d)
+			if derr == nil && cur.Seq > h.Seq && holdLabels(cur, id) != nil {
+				return "", nil // a later change's: that one settles
+			}
+			if derr == nil && cur.Seq == h.Seq && cur.Hold == h {
+				return d.Version, nil
+			}
+			v, err = c.update(ctx, kindHold, id, d.Version, labels, doc)
+		}
+		if err == nil {
+			return v, nil
+		}
+		if !errors.Is(err, errs.ErrConflict) && !errs.IsNotFound(err) || attempt >= conflictRetries {
+			return "", err
+		}
+		d, err = c.latest(ctx, kindHold, id)
+		ok = err == nil
+		if err != nil && !errs.IsNotFound(err) {
+			return "", err
+		}
+	}
+}
