@@ -54,6 +54,12 @@ type Hold struct {
 	Seq        int64     `json:"seq,omitempty"`
 }
 
+// Same reports whether h and o are one hold: the same change, amount,
+// generation and date (compared as instants, whatever their zones).
+func (h Hold) Same(o Hold) bool {
+	return h.Resources == o.Resources && h.Generation == o.Generation && h.Seq == o.Seq && h.Since.Equal(o.Since)
+}
+
 // Settled is where an account's settled holds are kept, out of the
 // account: one document per holder in the platform. Get returns holder's
 // hold (a hold of no resources is none); All returns every holder's.

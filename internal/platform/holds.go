@@ -208,7 +208,7 @@ func (c *Engine) tombstones(ctx context.Context, a *quota.Account, now time.Time
 			continue
 		}
 		s, ok := was[d.ID]
-		if !ok || s.hold != h.Hold {
+		if !ok || !s.hold.Same(h.Hold) {
 			s = seenHold{hold: h.Hold, at: now}
 		}
 		seen[d.ID] = s
@@ -246,7 +246,7 @@ func (c *Engine) settle(ctx context.Context, a *quota.Account, write bool) (bool
 	for holder, p := range a.Pending {
 		d, ok := c.cache.get(kindHold, holdID(a.ID, holder))
 		if ok {
-			if h, _, err := sharedObject[holdDoc](c, d); err == nil && holdLabels(h, d.ID) != nil && h.Seq == p.Seq && h.Hold == p {
+			if h, _, err := sharedObject[holdDoc](c, d); err == nil && holdLabels(h, d.ID) != nil && h.Hold.Same(p) {
 				changed = a.Settle(holder, p.Seq, d.Version, newerVersion) || changed
 				continue
 			}
@@ -317,7 +317,7 @@ func (c *Engine) putHold(ctx context.Context, rg, holder string, h quota.Hold) (
 			if derr == nil && cur.Seq > h.Seq && holdLabels(cur, id) != nil {
 				return "", nil // a later change's: that one settles
 			}
-			if derr == nil && cur.Seq == h.Seq && cur.Hold == h {
+			if derr == nil && cur.Hold.Same(h) {
 				return d.Version, nil
 			}
 			v, err = c.update(ctx, kindHold, id, d.Version, labels, doc)

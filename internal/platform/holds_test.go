@@ -32,7 +32,11 @@ type holdsEngine struct {
 
 func newHoldsEngine(t *testing.T, capacity quota.Resources, settleAt int) *holdsEngine {
 	t.Helper()
-	h := &holdsEngine{clock: backend.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))}
+	// A clock in a zone of its own, half an hour off (Go shares one
+	// Location per whole-hour offset it parses, not this one): a hold read
+	// back is the same instant in another *time.Location, and must still
+	// be taken for the same.
+	h := &holdsEngine{clock: backend.NewFakeClock(time.Date(2026, 1, 1, 5, 30, 0, 0, time.FixedZone("IST", 5*3600+1800)))}
 	h.b = memory.New(memory.Options{Store: memory.StoreHooks{Write: func(ctx context.Context, w memory.Write, next func(context.Context) (string, error)) (string, error) {
 		h.mu.Lock()
 		defer h.mu.Unlock()
@@ -276,5 +280,28 @@ func TestPendingHoldsBounded(t *testing.T) {
 	}
 	if err := a.Check(); err != nil {
 		t.Error(err)
+	}
+}
+
+// A pending hold whose document a client finds written (by another, or
+// by its own step whose account write was lost) is settled from the
+// cache, whatever the zone its date was written in.
+func TestSettleFromTheCache(t *testing.T) {
+	h := newHoldsEngine(t, quota.Cores(8), 32)
+	h.set(t, "cls-a", quota.Cores(2))
+	a, _, err := cached[quota.Account](t.Context(), h.c, kindResourceGroup, "rg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := a.Pending["cls-a"]
+	if p.Since.Location() == time.UTC {
+		t.Fatalf("the hold's date %s lost its zone: the test needs one", p.Since)
+	}
+	v, err := h.c.putHold(t.Context(), "rg", "cls-a", p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if changed, err := h.c.settle(t.Context(), a, false); err != nil || !changed || len(a.Pending) != 0 || a.Settled != v {
+		t.Fatalf("settling from the cache: changed %v, %v, pending %+v, settled %q (document %q)", changed, err, a.Pending, a.Settled, v)
 	}
 }
