@@ -44,8 +44,10 @@ type options struct {
 	// settleAt is how many pending holds an account keeps before its
 	// reconciler writes their documents and settles them (holds.go).
 	settleAt int
-	stepTime time.Duration
-	shareTTL time.Duration // -1: the default
+	// holdsWait bounds awaitHolds.
+	holdsWait time.Duration
+	stepTime  time.Duration
+	shareTTL  time.Duration // -1: the default
 	// reconcileTime bounds one reconcile step.
 	reconcileTime time.Duration
 	cos           *storage.COSClient
@@ -260,7 +262,7 @@ type Engine struct {
 // client, or this process before a restart, left half-done is finished.
 func New(opts ...Option) (*Engine, error) {
 	o := options{workers: 8, retries: 8, baseDelay: 10 * time.Millisecond, maxDelay: 30 * time.Second,
-		grace: 30 * time.Second, settleAt: 32, headroom: 1, stepTime: 10 * time.Minute, reconcileTime: 2 * time.Minute, log: logr.Discard(), resync: 5 * time.Minute, shareTTL: -1,
+		grace: 30 * time.Second, settleAt: 32, holdsWait: 5 * time.Second, headroom: 1, stepTime: 10 * time.Minute, reconcileTime: 2 * time.Minute, log: logr.Discard(), resync: 5 * time.Minute, shareTTL: -1,
 		retention: retention{maxAge: DefaultRunRetention, perJob: DefaultRunsPerJob}}
 	for _, f := range opts {
 		f(&o)

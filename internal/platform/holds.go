@@ -150,8 +150,9 @@ func (v *versions) reached(version string) (bool, <-chan struct{}) {
 
 // awaitHolds waits until this client's cache has the settled holds of
 // account a as they are (it has seen the hold document a settled last),
-// for at most holdsWait: a document deleted by someone else before this
-// cache saw it is never seen, and the holds are then read as they are.
+// for at most 5 s (options.holdsWait): a document deleted by someone else before this
+// cache saw it is never seen, and the holds are then read as they are
+// (and that version taken as seen, so that later reads do not wait).
 func (c *Engine) awaitHolds(ctx context.Context, a *quota.Account) error {
 	var timer <-chan time.Time
 	for {
@@ -160,7 +161,7 @@ func (c *Engine) awaitHolds(ctx context.Context, a *quota.Account) error {
 			return nil
 		}
 		if timer == nil {
-			t := time.NewTimer(holdsWait)
+			t := time.NewTimer(c.o.holdsWait)
 			defer t.Stop()
 			timer = t.C
 		}
@@ -169,15 +170,13 @@ func (c *Engine) awaitHolds(ctx context.Context, a *quota.Account) error {
 		case <-timer:
 			c.o.log.Error(errs.ErrUnavailable, "the cache has not seen the newest settled reservation of a resource group; reading them as they are",
 				"resourceGroup", a.ID, "settled", a.Settled)
+			c.holdVersions.saw(a.Settled) // waited for once: the next read does not wait again
 			return nil
 		case <-ctx.Done():
 			return errs.Unavailable("reading the reservations of resource group "+a.ID, context.Cause(ctx))
 		}
 	}
 }
-
-// holdsWait bounds awaitHolds.
-const holdsWait = 5 * time.Second
 
 // tombstones deletes the hold documents of resource group a that hold
 // nothing, are settled, and whose holder is gone, once this client has
@@ -275,7 +274,7 @@ func (c *Engine) settle(ctx context.Context, a *quota.Account, write bool) (bool
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			v, err := c.putHold(ctx, a.ID, holder, p)
+			v, err := c.putHold(ctx, a.ID, holder, p, a.Seq)
 			results[i] = result{holder: holder, version: v, seq: p.Seq, err: err}
 		}()
 	}
@@ -300,9 +299,11 @@ func sortBySeq(holders []string, pending map[string]quota.Hold) {
 }
 
 // putHold writes holder's hold document in resource group rg as hold h
-// (its change Seq), unless it carries that change or a later one. It
-// returns the version that carries h, or "" when a later change is there.
-func (c *Engine) putHold(ctx context.Context, rg, holder string, h quota.Hold) (string, error) {
+// (its change Seq), unless it carries that change or a later one, up to
+// the account's count of changes seq (a later one than that is not the
+// platform's, and is written over). It returns the version that carries
+// h, or "" when a later change is there.
+func (c *Engine) putHold(ctx context.Context, rg, holder string, h quota.Hold, seq int64) (string, error) {
 	id := holdID(rg, holder)
 	doc := holdDoc{ResourceGroup: rg, Holder: holder, Hold: h}
 	labels := map[string]string{labelResourceGroup: rg}
@@ -314,7 +315,7 @@ func (c *Engine) putHold(ctx context.Context, rg, holder string, h quota.Hold) (
 			v, err = c.create(ctx, kindHold, id, labels, doc)
 		} else {
 			cur, derr := decode[holdDoc](d)
-			if derr == nil && cur.Seq > h.Seq && holdLabels(cur, id) != nil {
+			if derr == nil && cur.Seq > h.Seq && cur.Seq <= seq && holdLabels(cur, id) != nil {
 				return "", nil // a later change's: that one settles
 			}
 			if derr == nil && cur.Hold.Same(h) {

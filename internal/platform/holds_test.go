@@ -182,19 +182,28 @@ func TestHoldDocumentNeverGoesBack(t *testing.T) {
 	h := newHoldsEngine(t, quota.Cores(8), 32)
 	ctx := t.Context()
 	newer := quota.Hold{Resources: quota.Cores(4), Seq: 5}
-	v, err := h.c.putHold(ctx, "rg", "cls-a", newer)
+	v, err := h.c.putHold(ctx, "rg", "cls-a", newer, 5)
 	if err != nil || v == "" {
 		t.Fatalf("writing change 5: %q, %v", v, err)
 	}
-	if again, err := h.c.putHold(ctx, "rg", "cls-a", newer); err != nil || again != v {
+	if again, err := h.c.putHold(ctx, "rg", "cls-a", newer, 5); err != nil || again != v {
 		t.Errorf("writing change 5 again: %q, %v; want %q, nothing written", again, err, v)
 	}
-	if late, err := h.c.putHold(ctx, "rg", "cls-a", quota.Hold{Resources: quota.Cores(2), Seq: 3}); err != nil || late != "" {
+	if late, err := h.c.putHold(ctx, "rg", "cls-a", quota.Hold{Resources: quota.Cores(2), Seq: 3}, 5); err != nil || late != "" {
 		t.Errorf("writing change 3 after 5: %q, %v; want nothing written", late, err)
 	}
 	_, docs := h.stored(t)
 	if got := docs["cls-a"]; got.Seq != 5 || got.Resources != quota.Cores(4) {
 		t.Errorf("the document holds %+v, want change 5", got)
+	}
+	// A document of a change the account never counted (someone else's
+	// Seq of 2^62) would hold the pending one back for ever: written over.
+	forged := quota.Hold{Resources: quota.Cores(1), Seq: 1 << 62}
+	if _, err := h.c.putHold(ctx, "rg", "cls-b", forged, 1<<62); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := h.c.putHold(ctx, "rg", "cls-b", quota.Hold{Resources: quota.Cores(2), Seq: 6}, 6); err != nil || v == "" {
+		t.Errorf("writing change 6 over a forged later one: %q, %v", v, err)
 	}
 }
 
@@ -203,7 +212,7 @@ func TestHoldDocumentNeverGoesBack(t *testing.T) {
 // if its context ends first.
 func TestAwaitHoldsWaitsForTheSettledDocument(t *testing.T) {
 	h := newHoldsEngine(t, quota.Cores(8), 32)
-	v, err := h.c.putHold(t.Context(), "rg", "cls-a", quota.Hold{Resources: quota.Cores(1), Seq: 1})
+	v, err := h.c.putHold(t.Context(), "rg", "cls-a", quota.Hold{Resources: quota.Cores(1), Seq: 1}, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,12 +231,23 @@ func TestAwaitHoldsWaitsForTheSettledDocument(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- h.c.awaitHolds(t.Context(), a) }()
 	for i := range 2 {
-		if _, err := h.c.putHold(t.Context(), "rg", fmt.Sprintf("cls-%d", i+2), quota.Hold{Resources: quota.Cores(1), Seq: 2}); err != nil {
+		if _, err := h.c.putHold(t.Context(), "rg", fmt.Sprintf("cls-%d", i+2), quota.Hold{Resources: quota.Cores(1), Seq: 2}, 2); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if err := <-done; err != nil {
 		t.Fatalf("after the document came: %v", err)
+	}
+	// A document someone deleted before this cache saw it never comes:
+	// the read waits holdsWait once, then reads what there is, and the
+	// next read does not wait.
+	h.c.o.holdsWait = 20 * time.Millisecond
+	a.Settled = fmt.Sprint(n + 1000)
+	if err := h.c.awaitHolds(t.Context(), a); err != nil {
+		t.Fatalf("a settled document that never comes: %v", err)
+	}
+	if ok, _ := h.c.holdVersions.reached(a.Settled); !ok {
+		t.Error("waited for once, the version is still waited for")
 	}
 }
 
@@ -297,7 +317,7 @@ func TestSettleFromTheCache(t *testing.T) {
 	if p.Since.Location() == time.UTC {
 		t.Fatalf("the hold's date %s lost its zone: the test needs one", p.Since)
 	}
-	v, err := h.c.putHold(t.Context(), "rg", "cls-a", p)
+	v, err := h.c.putHold(t.Context(), "rg", "cls-a", p, a.Seq)
 	if err != nil {
 		t.Fatal(err)
 	}
