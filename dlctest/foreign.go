@@ -58,13 +58,9 @@ func EditStored(ctx context.Context, s dlc.Store, kind, id string, edit func(dat
 // remove it. The account's reserved sum is left as it is: an edit from
 // outside the platform.
 func EditHold(ctx context.Context, s dlc.Store, rg, holder string, edit func(h quota.Hold) (_ quota.Hold, keep bool)) error {
-	d, err := s.Get(ctx, "resourcegroup", rg)
+	_, a, err := storedAccount(ctx, s, rg)
 	if err != nil {
 		return err
-	}
-	var a quota.Account
-	if err := json.Unmarshal(d.Data, &a); err != nil {
-		return fmt.Errorf("dlctest: resource group %s: %w", rg, err)
 	}
 	if _, ok := a.Pending[holder]; ok {
 		return EditStored(ctx, s, "resourcegroup", rg, func(data map[string]any, _ map[string]string) {
@@ -127,18 +123,27 @@ func EditHold(ctx context.Context, s dlc.Store, rg, holder string, edit func(h q
 	}
 }
 
+// storedAccount reads resource group rg's account from the store.
+func storedAccount(ctx context.Context, s dlc.Store, rg string) (backend.Doc, *quota.Account, error) {
+	d, err := s.Get(ctx, "resourcegroup", rg)
+	if err != nil {
+		return d, nil, err
+	}
+	var a quota.Account
+	if err := json.Unmarshal(d.Data, &a); err != nil {
+		return d, nil, fmt.Errorf("dlctest: resource group %s: %w", rg, err)
+	}
+	return d, &a, nil
+}
+
 // LeakHold makes holder hold h in resource group rg as a replica that
 // died between its reservation and the write that needed it leaves it:
 // a pending hold of the account, counted in its sum.
 func LeakHold(ctx context.Context, s dlc.Store, rg, holder string, h quota.Hold) error {
 	for attempt := 0; ; attempt++ {
-		d, err := s.Get(ctx, "resourcegroup", rg)
+		d, a, err := storedAccount(ctx, s, rg)
 		if err != nil {
 			return err
-		}
-		var a quota.Account
-		if err := json.Unmarshal(d.Data, &a); err != nil {
-			return fmt.Errorf("dlctest: resource group %s: %w", rg, err)
 		}
 		a.Seq++
 		h.Seq = a.Seq
@@ -147,7 +152,7 @@ func LeakHold(ctx context.Context, s dlc.Store, rg, holder string, h quota.Hold)
 		}
 		a.Pending[holder] = h
 		a.Sum = a.Sum.Add(h.Resources)
-		if d.Data, err = json.Marshal(&a); err != nil {
+		if d.Data, err = json.Marshal(a); err != nil {
 			return err
 		}
 		_, err = s.Update(ctx, d)
