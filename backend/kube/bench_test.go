@@ -3,9 +3,14 @@ package kube_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/aidlc/dlc"
 	"github.com/aidlc/dlc/backend"
@@ -17,7 +22,9 @@ import (
 
 // BenchmarkOnDemandAdmissions measures how many on-demand runs per second
 // two clients, each on a store of its own on one namespace (two replicas
-// of a service), admit into one resource group with room for all of them:
+// of a service), admit into one resource group with room for all of them,
+// against the API server's own create rate measured first in the same run
+// (bare-creates/s, and the ratio admissions/bare-create):
 // each iteration submits a batch through both at once and waits until a
 // third store's watch sees every run's reservation in the group. Ray is
 // the simulated one, with clusters that never come up, so that what is
@@ -87,9 +94,43 @@ func BenchmarkOnDemandAdmissions(b *testing.B) {
 	}
 
 	var admitted int
-	var took time.Duration
+	// The API server's own write rate in the same run: as many
+	// ConfigMaps as a batch (what a name claim is), created by as many
+	// goroutines with a plain controller-runtime client without a
+	// client-side limit, in a namespace no client watches, b.N times.
+	bareNS := cp.NewNamespace(b)
+	bareCfg := cp.Config()
+	bareCfg.QPS, bareCfg.Burst = -1, 0
+	bare, err := client.New(bareCfg, client.Options{Scheme: cp.Scheme()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var took, bareTook time.Duration
+	bareN := 0
 	b.ReportAllocs()
 	b.ResetTimer()
+	for range b.N {
+		start := time.Now()
+		var wg sync.WaitGroup
+		errc := make(chan error, batch)
+		for i := range batch {
+			name := fmt.Sprintf("bare-%06d", bareN+i)
+			wg.Go(func() {
+				cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: bareNS, Name: name},
+					Data: map[string]string{"owner": "cls-" + name}}
+				if err := bare.Create(ctx, cm); err != nil {
+					errc <- err
+				}
+			})
+		}
+		wg.Wait()
+		close(errc)
+		for err := range errc {
+			b.Fatalf("a bare create: %v", err)
+		}
+		bareN += batch
+		bareTook += time.Since(start)
+	}
 	for range b.N {
 		start := time.Now()
 		var wg sync.WaitGroup
@@ -127,4 +168,6 @@ func BenchmarkOnDemandAdmissions(b *testing.B) {
 	}
 	b.StopTimer()
 	b.ReportMetric(float64(admitted)/took.Seconds(), "admissions/s")
+	b.ReportMetric(float64(bareN)/bareTook.Seconds(), "bare-creates/s")
+	b.ReportMetric(float64(admitted)/took.Seconds()/(float64(bareN)/bareTook.Seconds()), "admissions/bare-create")
 }
