@@ -255,7 +255,9 @@ func shortMessage(rg string, r holdReport) string {
 // before the restore) is returned in short, to be reported.
 func (c *Engine) restoreHolds(ctx context.Context, a *quota.Account, now time.Time) (restored, short []holdReport, err error) {
 	for _, d := range c.cache.selectDocs(kindCluster, map[string]string{labelResourceGroup: a.ID}) {
-		cl, _, err := fromCache[cluster.Cluster](c, kindCluster, d.ID)
+		// Looked at without a copy: every admission pass walks every
+		// cluster of the group, and only the one that lacks is read again.
+		cl, _, err := sharedObject[cluster.Cluster](c, d)
 		if err != nil {
 			continue
 		}
