@@ -416,3 +416,38 @@ func TestCheckQuotaComparesHoldsWithPods(t *testing.T) {
 		t.Fatalf("the cluster holds %d milli-CPU after the platform looked, want the 16000 Ray runs", got)
 	}
 }
+
+// A resource group as the version before settled reservations stored it:
+// every hold in a holders map, which this version does not read, and the
+// reserved sum the store derived from them, which it reads as the sum.
+// Nothing is over-allocated meanwhile, and the group's first look puts
+// back what the running cluster holds.
+func TestResourceGroupOfThePreviousVersion(t *testing.T) {
+	f := newFixture(t, dlctest.MemoryOptions{})
+	a, b := f.twoClusters("rg-one", 8, 24, "a", "b")
+	f.startNow(a.ID)
+	u, err := f.c.ResourceGroups().Get(f.ctx, "rg-one")
+	f.must(err)
+	need := u.Holders[a.ID]
+	f.edit("resourcegroup", "rg-one", func(data map[string]any, _ map[string]string) {
+		data["holders"] = map[string]any{a.ID: map[string]any{"resources": need, "since": dlctest.Epoch, "generation": 2}}
+		delete(data, "pending")
+		delete(data, "seq")
+		delete(data, "settled")
+	})
+	docs, err := f.m.Backend.List(f.ctx, "hold", nil)
+	f.must(err)
+	for _, d := range docs {
+		f.must(f.m.Backend.Delete(f.ctx, "hold", d.ID, d.Version))
+	}
+	if _, err := f.c.Clusters().Start(f.ctx, b.ID); !errors.Is(err, dlc.ErrQuota) {
+		t.Fatalf("starting a second cluster on the old version's reservations = %v, want ErrQuota", err)
+	}
+	f.m.Reconcile()
+	u, err = f.c.ResourceGroups().Get(f.ctx, "rg-one")
+	f.must(err)
+	if u.Holders[a.ID] != need || u.Reserved != need {
+		t.Fatalf("after the group's look: holders %v, reserved %s; want %s held by %s", u.Holders, u.Reserved, need, a.ID)
+	}
+	f.must(f.c.CheckQuota(f.ctx))
+}
