@@ -726,15 +726,13 @@ func (w *rayWatch) change(ch backend.Change) {
 			Holder        string `json:"holder"`
 			quota.Hold
 		}
-		if json.Unmarshal(ch.Doc.Data, &h) == nil {
-			if w.holds[h.ResourceGroup] == nil {
-				w.holds[h.ResourceGroup] = settledHolds{}
+		if rg, holder, ok := strings.Cut(ch.Doc.ID, "."); ok && ch.Deleted {
+			delete(w.holds[rg], holder)
+		} else if ok && json.Unmarshal(ch.Doc.Data, &h) == nil {
+			if w.holds[rg] == nil {
+				w.holds[rg] = settledHolds{}
 			}
-			if ch.Deleted {
-				delete(w.holds[h.ResourceGroup], h.Holder)
-			} else {
-				w.holds[h.ResourceGroup][h.Holder] = h.Hold
-			}
+			w.holds[rg][holder] = h.Hold
 		}
 	}
 	if ch.Doc.Kind == "resourcegroup" {
@@ -754,6 +752,16 @@ func (w *rayWatch) change(ch backend.Change) {
 			if !reserved.Fits(a.Capacity) {
 				w.violate(fmt.Sprintf("resource group %s at version %s reserves %s, capacity %s: %s",
 					a.ID, ch.Doc.Version, reserved, a.Capacity, holdsOf(&a)))
+			}
+			// The sum is the holds' at every version: a settled hold
+			// changes only through a pending one, which the sum counts.
+			var sum quota.Resources
+			for _, h := range a.Holds() {
+				sum = sum.Add(h.Resources)
+			}
+			if sum != a.Sum {
+				w.violate(fmt.Sprintf("resource group %s at version %s reserves %s, but its holds add up to %s: %s",
+					a.ID, ch.Doc.Version, a.Sum, sum, holdsOf(&a)))
 			}
 		}
 	}

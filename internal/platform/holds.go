@@ -274,7 +274,7 @@ func (c *Engine) settle(ctx context.Context, a *quota.Account, write bool) (bool
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			v, err := c.putHold(ctx, a.ID, holder, p, a.Seq)
+			v, err := c.putHold(ctx, a.ID, holder, p)
 			results[i] = result{holder: holder, version: v, seq: p.Seq, err: err}
 		}()
 	}
@@ -299,11 +299,16 @@ func sortBySeq(holders []string, pending map[string]quota.Hold) {
 }
 
 // putHold writes holder's hold document in resource group rg as hold h
-// (its change Seq), unless it carries that change or a later one, up to
-// the account's count of changes seq (a later one than that is not the
-// platform's, and is written over). It returns the version that carries
-// h, or "" when a later change is there.
-func (c *Engine) putHold(ctx context.Context, rg, holder string, h quota.Hold, seq int64) (string, error) {
+// (its change Seq), unless it carries that change or a later one. It
+// returns the version that carries h, or "" when a later change is there.
+//
+// A later change is never written over, even one whose Seq no account
+// reached (someone else's): the writer's account may be older than the
+// change that wrote the document, and taking the newer one for a forgery
+// would put an older hold back under a settled one. Such a document
+// keeps its holder's later changes pending (where they are the truth),
+// one holder's worth of the account's bound.
+func (c *Engine) putHold(ctx context.Context, rg, holder string, h quota.Hold) (string, error) {
 	id := holdID(rg, holder)
 	doc := holdDoc{ResourceGroup: rg, Holder: holder, Hold: h}
 	labels := map[string]string{labelResourceGroup: rg}
@@ -315,7 +320,7 @@ func (c *Engine) putHold(ctx context.Context, rg, holder string, h quota.Hold, s
 			v, err = c.create(ctx, kindHold, id, labels, doc)
 		} else {
 			cur, derr := decode[holdDoc](d)
-			if derr == nil && cur.Seq > h.Seq && cur.Seq <= seq && holdLabels(cur, id) != nil {
+			if derr == nil && cur.Seq > h.Seq && holdLabels(cur, id) != nil {
 				return "", nil // a later change's: that one settles
 			}
 			if derr == nil && cur.Hold.Same(h) {

@@ -182,28 +182,25 @@ func TestHoldDocumentNeverGoesBack(t *testing.T) {
 	h := newHoldsEngine(t, quota.Cores(8), 32)
 	ctx := t.Context()
 	newer := quota.Hold{Resources: quota.Cores(4), Seq: 5}
-	v, err := h.c.putHold(ctx, "rg", "cls-a", newer, 5)
+	v, err := h.c.putHold(ctx, "rg", "cls-a", newer)
 	if err != nil || v == "" {
 		t.Fatalf("writing change 5: %q, %v", v, err)
 	}
-	if again, err := h.c.putHold(ctx, "rg", "cls-a", newer, 5); err != nil || again != v {
+	if again, err := h.c.putHold(ctx, "rg", "cls-a", newer); err != nil || again != v {
 		t.Errorf("writing change 5 again: %q, %v; want %q, nothing written", again, err, v)
 	}
-	if late, err := h.c.putHold(ctx, "rg", "cls-a", quota.Hold{Resources: quota.Cores(2), Seq: 3}, 5); err != nil || late != "" {
+	if late, err := h.c.putHold(ctx, "rg", "cls-a", quota.Hold{Resources: quota.Cores(2), Seq: 3}); err != nil || late != "" {
 		t.Errorf("writing change 3 after 5: %q, %v; want nothing written", late, err)
 	}
 	_, docs := h.stored(t)
 	if got := docs["cls-a"]; got.Seq != 5 || got.Resources != quota.Cores(4) {
 		t.Errorf("the document holds %+v, want change 5", got)
 	}
-	// A document of a change the account never counted (someone else's
-	// Seq of 2^62) would hold the pending one back for ever: written over.
-	forged := quota.Hold{Resources: quota.Cores(1), Seq: 1 << 62}
-	if _, err := h.c.putHold(ctx, "rg", "cls-b", forged, 1<<62); err != nil {
-		t.Fatal(err)
-	}
-	if v, err := h.c.putHold(ctx, "rg", "cls-b", quota.Hold{Resources: quota.Cores(2), Seq: 6}, 6); err != nil || v == "" {
-		t.Errorf("writing change 6 over a forged later one: %q, %v", v, err)
+	// Not even a change no account has reached: the writer's account may
+	// be older than the one that wrote it (TestStress found a release
+	// of an older change written back over a newer hold that way).
+	if late, err := h.c.putHold(ctx, "rg", "cls-a", quota.Hold{Seq: 4}); err != nil || late != "" {
+		t.Errorf("writing change 4 after 5: %q, %v; want nothing written", late, err)
 	}
 }
 
@@ -212,7 +209,7 @@ func TestHoldDocumentNeverGoesBack(t *testing.T) {
 // if its context ends first.
 func TestAwaitHoldsWaitsForTheSettledDocument(t *testing.T) {
 	h := newHoldsEngine(t, quota.Cores(8), 32)
-	v, err := h.c.putHold(t.Context(), "rg", "cls-a", quota.Hold{Resources: quota.Cores(1), Seq: 1}, 1)
+	v, err := h.c.putHold(t.Context(), "rg", "cls-a", quota.Hold{Resources: quota.Cores(1), Seq: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -231,7 +228,7 @@ func TestAwaitHoldsWaitsForTheSettledDocument(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- h.c.awaitHolds(t.Context(), a) }()
 	for i := range 2 {
-		if _, err := h.c.putHold(t.Context(), "rg", fmt.Sprintf("cls-%d", i+2), quota.Hold{Resources: quota.Cores(1), Seq: 2}, 2); err != nil {
+		if _, err := h.c.putHold(t.Context(), "rg", fmt.Sprintf("cls-%d", i+2), quota.Hold{Resources: quota.Cores(1), Seq: 2}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -317,7 +314,7 @@ func TestSettleFromTheCache(t *testing.T) {
 	if p.Since.Location() == time.UTC {
 		t.Fatalf("the hold's date %s lost its zone: the test needs one", p.Since)
 	}
-	v, err := h.c.putHold(t.Context(), "rg", "cls-a", p, a.Seq)
+	v, err := h.c.putHold(t.Context(), "rg", "cls-a", p)
 	if err != nil {
 		t.Fatal(err)
 	}
