@@ -75,6 +75,22 @@ func (g *gatedEngine) waitQueued(t *testing.T, rg string, n int) {
 	}
 }
 
+// firstWriteHeld starts a change of holder "a" whose write waits at the
+// gate, and lets the writes after it through: it returns the change's
+// result and the gate to close to let it go.
+func (g *gatedEngine) firstWriteHeld() (<-chan accountResult, chan struct{}) {
+	gate := make(chan struct{})
+	g.mu.Lock()
+	g.gate = gate
+	g.mu.Unlock()
+	first := g.set(context.Background(), "a", 1000)
+	<-g.waiting // a's write is in flight
+	g.mu.Lock()
+	g.gate = nil // the next write goes through
+	g.mu.Unlock()
+	return first, gate
+}
+
 type accountResult struct {
 	a   *quota.Account
 	err error
@@ -100,15 +116,7 @@ func (g *gatedEngine) set(ctx context.Context, holder string, milli int64) <-cha
 // while it waited is not applied, and the others are.
 func TestAccountChangesBatched(t *testing.T) {
 	g := newGatedEngine(t)
-	gate := make(chan struct{})
-	g.mu.Lock()
-	g.gate = gate
-	g.mu.Unlock()
-	first := g.set(context.Background(), "a", 1000)
-	<-g.waiting // a's write is in flight
-	g.mu.Lock()
-	g.gate = nil // the next write goes through
-	g.mu.Unlock()
+	first, gate := g.firstWriteHeld()
 	gone, cancel := context.WithCancel(context.Background())
 	b := g.set(context.Background(), "b", 4000)
 	g.waitQueued(t, "rg", 1)
@@ -160,15 +168,7 @@ func TestAccountChangesBatched(t *testing.T) {
 // under it.)
 func TestAccountBatchVersionAfterAChange(t *testing.T) {
 	g := newGatedEngine(t)
-	gate := make(chan struct{})
-	g.mu.Lock()
-	g.gate = gate
-	g.mu.Unlock()
-	first := g.set(context.Background(), "a", 1000)
-	<-g.waiting // a's write is in flight
-	g.mu.Lock()
-	g.gate = nil
-	g.mu.Unlock()
+	first, gate := g.firstWriteHeld()
 	renew := g.set(context.Background(), "b", 2000) // changes the account, first in the next batch
 	g.waitQueued(t, "rg", 1)
 	seen := make(chan string, 1)
