@@ -637,7 +637,7 @@ type rayWatch struct {
 
 	mu       sync.Mutex
 	accounts map[string]*quota.Account // by resource group: the latest version
-	holds    map[string]settledHolds   // by resource group: the settled holds
+	holds    map[string]quota.HoldMap  // by resource group: the settled holds
 	running  map[string]ranCluster     // by cluster id: what Ray runs of it
 	st       watchStats
 	trace    []string        // the last traceLen events, for a violation's story
@@ -665,7 +665,7 @@ type watchStats struct {
 }
 
 func newRayWatch(nodes quota.Catalog) *rayWatch {
-	return &rayWatch{nodes: nodes, accounts: map[string]*quota.Account{}, holds: map[string]settledHolds{}, running: map[string]ranCluster{}, told: map[string]bool{},
+	return &rayWatch{nodes: nodes, accounts: map[string]*quota.Account{}, holds: map[string]quota.HoldMap{}, running: map[string]ranCluster{}, told: map[string]bool{},
 		st: watchStats{peakRun: map[string]quota.Resources{}, peakReserved: map[string]quota.Resources{}}}
 }
 
@@ -730,7 +730,7 @@ func (w *rayWatch) change(ch backend.Change) {
 			delete(w.holds[rg], holder)
 		} else if ok && json.Unmarshal(ch.Doc.Data, &h) == nil {
 			if w.holds[rg] == nil {
-				w.holds[rg] = settledHolds{}
+				w.holds[rg] = quota.HoldMap{}
 			}
 			w.holds[rg][holder] = h.Hold
 		}
@@ -742,7 +742,7 @@ func (w *rayWatch) change(ch backend.Change) {
 		} else {
 			w.st.accountVersions++
 			if w.holds[a.ID] == nil {
-				w.holds[a.ID] = settledHolds{}
+				w.holds[a.ID] = quota.HoldMap{}
 			}
 			a.Bind(w.holds[a.ID])
 			w.accounts[a.ID] = &a
@@ -805,12 +805,6 @@ func (w *rayWatch) check(at string) {
 		}
 	}
 }
-
-// settledHolds is a resource group's settled holds, by holder.
-type settledHolds map[string]quota.Hold
-
-func (s settledHolds) Get(h string) (quota.Hold, bool) { x, ok := s[h]; return x, ok }
-func (s settledHolds) All() map[string]quota.Hold      { return maps.Clone(s) }
 
 func holdsOf(a *quota.Account) string {
 	var hs []string

@@ -68,6 +68,19 @@ type Settled interface {
 	All() map[string]Hold
 }
 
+// HoldMap is settled holds kept in a map, by holder: a Settled as read
+// once (an audit, a test, a watcher of the store).
+type HoldMap map[string]Hold
+
+// Get returns holder's hold.
+func (m HoldMap) Get(holder string) (Hold, bool) {
+	h, ok := m[holder]
+	return h, ok
+}
+
+// All returns a copy of every hold.
+func (m HoldMap) All() map[string]Hold { return maps.Clone(m) }
+
 // MaxPending bounds the holds an account keeps itself (Pending): past it
 // a new hold or a renewal is refused as unavailable (errors.Is
 // ErrUnavailable) until some are settled; a release is still made (it

@@ -3,7 +3,6 @@ package quota_test
 import (
 	"errors"
 	"fmt"
-	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -299,7 +298,7 @@ func TestAccountReadBack(t *testing.T) {
 			// Settled holds as someone else left them, and the sum the
 			// platform's true-up makes of them.
 			a := &quota.Account{Group: quota.Group{ID: "rg", Package: "p", Capacity: capacity}}
-			held := settled{}
+			held := quota.HoldMap{}
 			for h, r := range tc.holders {
 				held[h] = quota.Hold{Resources: r, Since: now}
 				a.Sum = a.Sum.Add(r.Max(quota.Resources{}))
@@ -346,7 +345,7 @@ func TestAccountReadBack(t *testing.T) {
 	// A holder's change is measured against the others only: shrinking an
 	// inflated hold of a running cluster back to what it runs is allowed.
 	a := &quota.Account{Group: quota.Group{ID: "rg", Package: "p", Capacity: capacity}, Sum: huge.Add(quota.Cores(2))}
-	a.Bind(settled{"a": {Resources: huge}, "b": {Resources: quota.Cores(2)}})
+	a.Bind(quota.HoldMap{"a": {Resources: huge}, "b": {Resources: quota.Cores(2)}})
 	if _, err := a.Set("a", quota.Cores(4), now); err != nil {
 		t.Fatalf("shrinking an inflated hold: %v", err)
 	}
@@ -376,19 +375,13 @@ func TestRenewAlwaysChangesTheHold(t *testing.T) {
 	}
 }
 
-// settled is settled holds kept in a map.
-type settled map[string]quota.Hold
-
-func (s settled) Get(h string) (quota.Hold, bool) { x, ok := s[h]; return x, ok }
-func (s settled) All() map[string]quota.Hold      { return maps.Clone(s) }
-
 // A change is a pending hold counted in the sum; settling drops it once
 // its settled copy carries that very change; the true-up makes the sum
 // the holds'; past MaxPending a new hold is refused as unavailable and a
 // release still made.
 func TestAccountPendingAndSettle(t *testing.T) {
 	now := time.Unix(0, 0)
-	held := settled{}
+	held := quota.HoldMap{}
 	a := &quota.Account{Group: quota.Group{ID: "rg", Capacity: quota.Cores(8)}}
 	a.Bind(held)
 	if _, err := a.Set("c1", quota.Cores(3), now); err != nil {

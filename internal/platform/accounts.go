@@ -142,7 +142,8 @@ func (c *Engine) writeAccount(rg string, batch []*accountOp) {
 		// writes the missing documents first (a client whose resource
 		// group reconciler is behind, or none runs).
 		work := a.DeepCopy()
-		settled, err := c.settle(ctx, work, len(work.Pending) >= quota.MaxPending/2)
+		force := len(work.Pending) >= quota.MaxPending/2
+		settled, err := c.settle(ctx, work, force)
 		if err != nil {
 			c.o.log.Error(err, "writing reservations out of their resource group's account failed; its reconciler will", "resourceGroup", rg)
 		}
@@ -179,7 +180,7 @@ func (c *Engine) writeAccount(rg string, batch []*accountOp) {
 				continue
 			}
 		}
-		if last == nil && !(settled && len(a.Pending) >= quota.MaxPending/2) {
+		if last == nil && !(settled && force) {
 			return // nothing to write: each op has the account as it was given
 		}
 		nv, err := c.update(ctx, kindResourceGroup, rg, v, nil, work)

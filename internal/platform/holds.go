@@ -80,22 +80,6 @@ func (s holdSource) All() map[string]quota.Hold {
 	return out
 }
 
-// staticHolds is settled holds as read once from the store (the audit).
-type staticHolds map[string]quota.Hold
-
-func (s staticHolds) Get(holder string) (quota.Hold, bool) {
-	h, ok := s[holder]
-	return h, ok
-}
-
-func (s staticHolds) All() map[string]quota.Hold {
-	out := make(map[string]quota.Hold, len(s))
-	for k, v := range s {
-		out[k] = v
-	}
-	return out
-}
-
 // bind tells a decoded account where its settled holds are: this
 // client's cache.
 func (c *Engine) bind(v any) {

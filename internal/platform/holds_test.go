@@ -97,7 +97,7 @@ func (h *holdsEngine) stored(t *testing.T) (*quota.Account, map[string]holdDoc) 
 		t.Fatal(err)
 	}
 	out := map[string]holdDoc{}
-	settled := staticHolds{}
+	settled := quota.HoldMap{}
 	for _, d := range docs {
 		var hd holdDoc
 		if err := json.Unmarshal(d.Data, &hd); err != nil {

@@ -109,14 +109,14 @@ func (c *Engine) storeAccounts(ctx context.Context) ([]*quota.Account, error) {
 		if err != nil {
 			return nil, err
 		}
-		holds := map[string]staticHolds{}
+		holds := map[string]quota.HoldMap{}
 		for _, d := range holdDocs {
 			h, err := decode[holdDoc](d)
 			if err != nil || holdLabels(h, d.ID) == nil {
 				continue // not one the platform wrote: the true-up sees the sum
 			}
 			if holds[h.ResourceGroup] == nil {
-				holds[h.ResourceGroup] = staticHolds{}
+				holds[h.ResourceGroup] = quota.HoldMap{}
 			}
 			holds[h.ResourceGroup][h.Holder] = h.Hold
 		}
