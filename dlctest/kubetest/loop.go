@@ -4,6 +4,8 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"net/http/httptest"
+	"strings"
 	"sync"
 	"time"
 
@@ -34,7 +36,9 @@ type LoopOptions struct {
 // make, a [RedisCleanupJobs] stand-in that completes KubeRay's Redis-cleanup
 // Jobs (so that a RayCluster with GCS fault tolerance can be deleted), and
 // a [RayHead] stand-in per RayCluster that serves its dashboard's Jobs API
-// and runs each job's entrypoint as a local process. Both the operator (for
+// and runs each job's entrypoint as a local process. The heads share one
+// loopback listener, each under a path of its own (/heads/<RayCluster
+// UID>), so that a test of 10,000 clusters needs no 10,000 sockets. Both the operator (for
 // RayJobs) and the SDK ([RayLoop.Dashboard], for kube.Options.Dashboard)
 // reach a cluster's head stand-in.
 //
@@ -55,6 +59,7 @@ type RayLoop struct {
 	t        TestingT
 	fetch    func(ctx context.Context, url string) (io.ReadCloser, error)
 	http     *http.Client
+	srv      *httptest.Server // every head's, under /heads/<uid>
 	mu       sync.Mutex
 	heads    map[types.UID]*RayHead   // by RayCluster UID
 	headPods map[types.UID]headPodRun // by RayCluster UID
@@ -75,8 +80,13 @@ type headPodRun struct {
 //	be, err := kube.New(ctx, cp.Config(), kube.Options{Namespace: ns, Dashboard: loop.Dashboard})
 func (cp *ControlPlane) StartRayLoop(t TestingT, o LoopOptions) *RayLoop {
 	t.Helper()
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConnsPerHost = 64 // every head is on one host: keep the connections of the SDK's concurrent calls
 	l := &RayLoop{t: t, fetch: o.Fetch, heads: map[types.UID]*RayHead{}, headPods: map[types.UID]headPodRun{},
-		http: &http.Client{Timeout: 10 * time.Second}}
+		http: &http.Client{Timeout: 10 * time.Second, Transport: tr}}
+	l.srv = httptest.NewServer(http.HandlerFunc(l.serveHead))
+	t.Cleanup(l.srv.Close) // after every head's Close: cleanups run last first
+	t.Cleanup(tr.CloseIdleConnections)
 	l.KubeRay = cp.StartKubeRay(t, KubeRayOptions{Namespaces: o.Namespaces, Logger: o.Logger,
 		Dashboard: func(rc *rayv1.RayCluster) string { return l.Head(rc).URL }})
 	k, err := startKubelet(cp, o.Namespaces, l.headPod)
@@ -136,13 +146,28 @@ func (l *RayLoop) Head(rc *rayv1.RayCluster) *RayHead {
 	defer l.mu.Unlock()
 	h := l.heads[rc.UID]
 	if h == nil {
-		h = NewRayHead(l.t, RayHeadOptions{Fetch: l.fetch})
+		h = newRayHead(l.t, RayHeadOptions{Fetch: l.fetch})
+		h.URL = l.srv.URL + "/heads/" + string(rc.UID)
 		if l.headPods[rc.UID].down {
 			h.goDown()
 		}
 		l.heads[rc.UID] = h
 	}
 	return h
+}
+
+// serveHead routes /heads/<uid>/... to that RayCluster's head; a head not
+// started is not found, as a service of no cluster.
+func (l *RayLoop) serveHead(w http.ResponseWriter, r *http.Request) {
+	uid, _, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/heads/"), "/")
+	l.mu.Lock()
+	h := l.heads[types.UID(uid)]
+	l.mu.Unlock()
+	if h == nil || !strings.HasPrefix(r.URL.Path, "/heads/") {
+		http.NotFound(w, r)
+		return
+	}
+	http.StripPrefix("/heads/"+uid, h.handler).ServeHTTP(w, r)
 }
 
 // Heads returns how many head stand-ins have started.

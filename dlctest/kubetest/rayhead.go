@@ -43,11 +43,14 @@ type RayHeadOptions struct {
 // Exit code 0 is SUCCEEDED; any other is FAILED with the tail of its
 // output; stop kills the process group (STOPPED). No Ray wheel is needed.
 type RayHead struct {
-	// URL is the dashboard's base URL, http://127.0.0.1:<port>.
+	// URL is the dashboard's base URL: http://127.0.0.1:<port> for a head
+	// of its own ([NewRayHead]), http://127.0.0.1:<port>/heads/<uid> for a
+	// [RayLoop]'s.
 	URL string
 
 	opts    RayHeadOptions
-	srv     *httptest.Server
+	srv     *httptest.Server // nil when a RayLoop serves it
+	handler http.Handler
 	base    string
 	mu      sync.Mutex
 	jobs    map[string]*headJob
@@ -77,6 +80,17 @@ const LostDriver = "Unexpected error occurred: failed to get job supervisor."
 // runs, when the test ends.
 func NewRayHead(t TestingT, o RayHeadOptions) *RayHead {
 	t.Helper()
+	h := newRayHead(t, o)
+	h.srv = httptest.NewServer(h.handler)
+	h.URL = h.srv.URL
+	return h
+}
+
+// newRayHead makes a head stand-in without a server of its own: its
+// handler serves the Jobs API at its root (a [RayLoop] serves every
+// head's from one listener, under a path of its own).
+func newRayHead(t TestingT, o RayHeadOptions) *RayHead {
+	t.Helper()
 	if o.MaxLog <= 0 {
 		o.MaxLog = 1 << 20
 	}
@@ -90,10 +104,15 @@ func NewRayHead(t TestingT, o RayHeadOptions) *RayHead {
 	mux.HandleFunc("GET /api/jobs/{id}", h.status)
 	mux.HandleFunc("GET /api/jobs/{id}/logs", h.logsOf)
 	mux.HandleFunc("POST /api/jobs/{id}/stop", h.stop)
-	h.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	h.handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h.mu.Lock()
 		hung, down := h.hung, h.down
 		h.mu.Unlock()
+		select {
+		case <-h.closed:
+			panic(http.ErrAbortHandler) // a closed head answers nothing, as a closed listener
+		default:
+		}
 		if down {
 			// As the API server's service proxy answers for a head service
 			// with no ready pod behind it.
@@ -109,8 +128,7 @@ func NewRayHead(t TestingT, o RayHeadOptions) *RayHead {
 			panic(http.ErrAbortHandler) // accepted, never answered: the connection ends with no response
 		}
 		mux.ServeHTTP(w, r)
-	}))
-	h.URL = h.srv.URL
+	})
 	t.Cleanup(h.Close)
 	return h
 }
@@ -213,7 +231,9 @@ func (h *RayHead) Close() {
 	}
 	h.mu.Unlock()
 	h.wg.Wait()
-	h.srv.Close()
+	if h.srv != nil {
+		h.srv.Close()
+	}
 	_ = os.RemoveAll(h.base)
 }
 
