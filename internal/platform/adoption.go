@@ -102,7 +102,7 @@ func (c *Engine) periodicResync() {
 	rep.mu.Unlock()
 	for _, key := range adopt {
 		if c.ctx.Err() == nil {
-			c.queue.Add(key)
+			c.lane(key).Add(key)
 		}
 	}
 	c.forgetFailures(adopt)

@@ -85,8 +85,11 @@ func WithMaxWait(d time.Duration) Option { return func(o *options) { o.maxWait =
 // "cos://logs-1250000000/dlc"; a run's logs are at <prefix>/<run id>.
 func WithLogsLocation(prefix string) Option { return func(o *options) { o.logPrefix = prefix } }
 
-// WithWorkers sets how many goroutines run the reconcilers (default 8).
-// Zero starts none: the caller runs what is queued with Reconcile, as
+// WithWorkers sets how many goroutines run the reconcilers of clusters,
+// runs and schedules (default 8); the resource groups' (admission and
+// the quota's repair) have a quarter as many more of their own, at
+// least one, so that admitting a run never waits behind the steps of
+// the runs admitted before it. Zero starts none: the caller runs what is queued with Reconcile, as
 // dlctest.NewMemory does on its fake clock, so that every step is
 // deterministic.
 func WithWorkers(n int) Option {
@@ -225,7 +228,8 @@ type Engine struct {
 	order    *runOrder     // each job config's runs in list order (runorder.go)
 	load     *runLoad      // each cluster's active runs and last run end (placement.go)
 
-	queue   workqueue.TypedInterface[string]
+	queue   workqueue.TypedInterface[string] // the clusters', runs' and schedules' keys
+	admit   workqueue.TypedInterface[string] // the resource groups' keys: admission has a lane of its own (lanes.go)
 	limiter workqueue.TypedRateLimiter[string]
 	ctx     context.Context
 	cancel  context.CancelFunc
@@ -310,6 +314,7 @@ func New(opts ...Option) (*Engine, error) {
 	c := &Engine{o: o, store: o.backend, ray: o.backend, clock: o.clock, cat: o.catalogs, policy: o.policy,
 		cache: newCache(), queues: newQueues(queue.QueueOptions{MaxWait: o.maxWait}), finished: newFinishedRuns(), order: newRunOrder(), load: newRunLoad(), ctx: ctx, cancel: cancel, failures: map[string]int{}, timers: map[string]timer{}, repaired: map[string]time.Time{}, seen: map[string]map[string]seenHold{}, tombs: map[string]map[string]seenHold{}, dependents: map[string]string{}, steps: map[string]stepSeen{}, claimsSeen: map[string]claimSeen{}, lines: map[string]*accountLine{},
 		queue:   workqueue.NewTyped[string](),
+		admit:   workqueue.NewTyped[string](),
 		limiter: workqueue.NewTypedItemExponentialFailureRateLimiter[string](o.baseDelay, o.maxDelay)}
 	c.reconcilers = c.newReconcilers()
 	m, err := newMetrics(o.registerer, c)
@@ -357,7 +362,11 @@ func New(opts ...Option) (*Engine, error) {
 	}
 	for range o.workers {
 		c.wg.Add(1)
-		go c.worker()
+		go c.worker(c.queue)
+	}
+	for range admitWorkers(o.workers) {
+		c.wg.Add(1)
+		go c.worker(c.admit)
 	}
 	return c, nil
 }
@@ -376,6 +385,7 @@ func (c *Engine) Close() error {
 	}
 	c.mu.Unlock()
 	c.queue.ShutDown()
+	c.admit.ShutDown()
 	c.wg.Wait()
 	c.stopReplicas()
 	return nil

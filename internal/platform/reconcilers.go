@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/client-go/util/workqueue"
+
 	"github.com/aidlc/dlc/backend"
 	"github.com/aidlc/dlc/cluster"
 	"github.com/aidlc/dlc/errs"
@@ -77,7 +79,7 @@ func (c *Engine) onChange(ch backend.Change) {
 
 func (c *Engine) enqueue(key string) {
 	if c.ctx.Err() == nil && c.owns(key) {
-		c.queue.Add(key)
+		c.lane(key).Add(key)
 	}
 }
 
@@ -102,7 +104,7 @@ func (c *Engine) walk(see func(key, version string, owned bool)) {
 			key := kind + "/" + d.ID
 			owned := c.owns(key)
 			if owned && c.ctx.Err() == nil {
-				c.queue.Add(key)
+				c.lane(key).Add(key)
 			}
 			if see != nil {
 				see(key, d.Version, owned)
@@ -119,10 +121,10 @@ func (c *Engine) walk(see func(key, version string, owned bool)) {
 	c.enqueueRetained()
 }
 
-func (c *Engine) worker() {
+func (c *Engine) worker(q workqueue.TypedInterface[string]) {
 	defer c.wg.Done()
 	for {
-		key, shutdown := c.queue.Get()
+		key, shutdown := q.Get()
 		if shutdown {
 			return
 		}
@@ -136,8 +138,15 @@ func (c *Engine) worker() {
 // clock; with workers it only competes with them.
 func (c *Engine) Reconcile() int {
 	n := 0
-	for c.queue.Len() > 0 && c.ctx.Err() == nil {
-		key, shutdown := c.queue.Get()
+	for c.ctx.Err() == nil {
+		q := c.admit // admission first, as its own workers would
+		if q.Len() == 0 {
+			q = c.queue
+		}
+		if q.Len() == 0 {
+			break
+		}
+		key, shutdown := q.Get()
 		if shutdown {
 			break
 		}
@@ -151,7 +160,7 @@ func (c *Engine) Reconcile() int {
 // has a deadline (WithReconcileTimeout): a step that runs past it, a call
 // that hangs, is a failed step, and its worker goes on to other keys.
 func (c *Engine) process(key string) {
-	defer c.queue.Done(key)
+	defer c.lane(key).Done(key)
 	ctx, cancel := c.stepContext()
 	defer cancel()
 	owner, owned := c.owner(key)

@@ -51,13 +51,11 @@ func (c *Engine) reconcileResourceGroup(ctx context.Context, id string) (time.Du
 	if err != nil {
 		return 0, err
 	}
-	// Settle: past settleAt pending holds, write the documents of the
-	// holds changed since they were last settled (any client may; a
-	// document never goes back to an older change); drop those that have
-	// one from the account with the rest of this step's changes. Below
-	// it, the account keeps them: a step, or a write, settles nothing it
-	// need not.
-	changed, err := c.settle(ctx, a, len(a.Pending) >= c.o.settleAt)
+	// Settle, first half: the pending holds whose documents carry their
+	// change (this cache has them) leave the account with the rest of this
+	// step's changes. The documents are written at the end of the step,
+	// after the admission's write: admitting never waits for them.
+	changed, err := c.settle(ctx, a, false)
 	if err != nil {
 		return 0, err
 	}
@@ -228,6 +226,17 @@ func (c *Engine) reconcileResourceGroup(ctx context.Context, id string) (time.Du
 		}
 		if err := c.wait(ctx, r, job.InsufficientQuota, "waiting for quota in resource group "+id); err != nil {
 			c.requeued(id, queued[i:])
+			return 0, err
+		}
+	}
+	// Settle, second half: past settleAt pending holds, write the
+	// documents of the holds changed since they were last settled (any
+	// client may; a document never goes back to an older change). Their
+	// writes queue this group again, whose next step drops them from the
+	// account. Below settleAt the account keeps them: a step settles
+	// nothing it need not.
+	if len(a.Pending) >= c.o.settleAt {
+		if _, err := c.settle(ctx, a, true); err != nil {
 			return 0, err
 		}
 	}
