@@ -505,10 +505,11 @@ func (p *Provisioner) ClusterStatus(ctx context.Context, id string) (cluster.Obs
 	if rj == nil && len(rcs) == 0 {
 		return cluster.Observation{}, errs.NotFound("ray cluster", id)
 	}
-	pods, err := p.Pods(ctx, id)
+	raw, err := p.podsOf(ctx, id)
 	if err != nil {
 		return cluster.Observation{}, err
 	}
+	pods := clusterPods(raw)
 	var rc *rayv1.RayCluster
 	for i := range rcs {
 		if rj == nil || rcs[i].Name == rj.Status.RayClusterName {
@@ -524,6 +525,7 @@ func (p *Provisioner) ClusterStatus(ctx context.Context, id string) (cluster.Obs
 	if rj == nil {
 		o := clusterObservation(rc, now)
 		o.Pods, o.Autoscaled = pods, autoscaled(rc)
+		o.Queued = o.Queued || readyUnseen(rc, raw)
 		return o, nil
 	}
 	// KubeRay v1.5 leaves a RayJob's status.observedGeneration unset: the
@@ -539,7 +541,7 @@ func (p *Provisioner) ClusterStatus(ctx context.Context, id string) (cluster.Obs
 		o.Phase = cluster.PhaseReady
 	case rc != nil:
 		ro := clusterObservation(rc, now)
-		o.Phase, o.Reason, o.Queued = ro.Phase, ro.Reason, ro.Queued
+		o.Phase, o.Reason, o.Queued = ro.Phase, ro.Reason, ro.Queued || readyUnseen(rc, raw)
 		o.Autoscaled = autoscaled(rc)
 	}
 	return o, nil
@@ -624,6 +626,12 @@ func clusterObservation(rc *rayv1.RayCluster, now time.Time) cluster.Observation
 	case rc.Spec.Suspend != nil && *rc.Spec.Suspend:
 		if suspended {
 			o.Phase = cluster.PhaseSuspended
+		} else if meta.IsStatusConditionTrue(conds, string(rayv1.RayClusterSuspending)) {
+			// KubeRay suspends in two reconciles: the first says
+			// Suspending and deletes the pods, the second, from its
+			// queue, says Suspended. Until then the change waits on its
+			// backlog.
+			o.Queued = true
 		}
 	case suspended:
 	case provisioned && head != nil && head.Status == metav1.ConditionTrue:
@@ -1031,12 +1039,51 @@ func (p *Provisioner) Pods(ctx context.Context, clusterID string) ([]cluster.Pod
 	if err != nil {
 		return nil, err
 	}
+	return clusterPods(pods), nil
+}
+
+// readyUnseen reports whether every pod of a running RayCluster rc runs
+// and is ready, a head among them, while rc's status does not say it is
+// provisioned with a ready head yet: KubeRay learns of its pods' changes
+// through its queue, so the change waits on its backlog, not on the
+// cluster.
+func readyUnseen(rc *rayv1.RayCluster, pods []corev1.Pod) bool {
+	if rc == nil || rc.DeletionTimestamp != nil || ptr.Deref(rc.Spec.Suspend, false) || len(pods) == 0 {
+		return false
+	}
+	conds := rc.Status.Conditions
+	if meta.IsStatusConditionTrue(conds, string(rayv1.RayClusterProvisioned)) && meta.IsStatusConditionTrue(conds, string(rayv1.HeadPodReady)) {
+		return false
+	}
+	head := false
+	for i := range pods {
+		pod := &pods[i]
+		if pod.DeletionTimestamp != nil || pod.Status.Phase != corev1.PodRunning || !podReady(pod) {
+			return false
+		}
+		head = head || pod.Labels[rayLabelNodeType] == "head"
+	}
+	return head
+}
+
+// podReady reports whether pod's Ready condition is true.
+func podReady(pod *corev1.Pod) bool {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// clusterPods returns pods as the SDK shows them, by name.
+func clusterPods(pods []corev1.Pod) []cluster.Pod {
 	out := make([]cluster.Pod, 0, len(pods))
 	for i := range pods {
 		out = append(out, podOf(&pods[i]))
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out, nil
+	return out
 }
 
 // podsOf lists cluster clusterID's pods from the cache, by the cluster id

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/aidlc/dlc/cluster"
@@ -94,6 +95,64 @@ func TestObservationQueuedInBacklog(t *testing.T) {
 		rc.Status.ObservedGeneration = tc.observed
 		if o := clusterObservation(rc, time.Now()); o.Queued != tc.queued || o.Generation != tc.gen {
 			t.Errorf("observedGeneration %d of 3: queued %v generation %d, want %v %d", tc.observed, o.Queued, o.Generation, tc.queued, tc.gen)
+		}
+	}
+}
+
+// KubeRay's work on a RayCluster is in its backlog also after it observed
+// the spec: a suspension half made (Suspending, the second reconcile that
+// says Suspended still queued) and pods all ready that its status does not
+// say yet. Both read Queued, so that a step waiting on them has the
+// backlog's bound; a failed or unready pod, or a status that caught up,
+// does not.
+func TestObservationQueuedOnHalfDoneWork(t *testing.T) {
+	cond := func(typ string, ok bool) metav1.Condition {
+		c := metav1.Condition{Type: typ, Status: metav1.ConditionFalse}
+		if ok {
+			c.Status = metav1.ConditionTrue
+		}
+		return c
+	}
+	pod := func(name, role string, phase corev1.PodPhase, ready bool) corev1.Pod {
+		p := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{rayLabelNodeType: role}},
+			Status: corev1.PodStatus{Phase: phase}}
+		st := corev1.ConditionFalse
+		if ready {
+			st = corev1.ConditionTrue
+		}
+		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: st}}
+		return p
+	}
+	head, worker := pod("h", "head", corev1.PodRunning, true), pod("w", "worker", corev1.PodRunning, true)
+	for _, tc := range []struct {
+		name    string
+		suspend bool
+		conds   []metav1.Condition
+		pods    []corev1.Pod
+		queued  bool
+		phase   cluster.Phase
+	}{
+		{"suspending", true, []metav1.Condition{cond(string(rayv1.RayClusterSuspending), true)}, nil, true, cluster.PhasePending},
+		{"suspended", true, []metav1.Condition{cond(string(rayv1.RayClusterSuspended), true)}, nil, false, cluster.PhaseSuspended},
+		{"suspend, no condition yet", true, nil, nil, false, cluster.PhasePending},
+		{"pods ready, status behind", false, nil, []corev1.Pod{head, worker}, true, cluster.PhasePending},
+		{"pods ready, provisioned but head not said ready", false,
+			[]metav1.Condition{cond(string(rayv1.RayClusterProvisioned), true), cond(string(rayv1.HeadPodReady), false)},
+			[]corev1.Pod{head, worker}, true, cluster.PhaseFailed},
+		{"a worker not ready", false, nil, []corev1.Pod{head, pod("w", "worker", corev1.PodRunning, false)}, false, cluster.PhasePending},
+		{"a worker pending", false, nil, []corev1.Pod{head, pod("w", "worker", corev1.PodPending, false)}, false, cluster.PhasePending},
+		{"workers only", false, nil, []corev1.Pod{worker}, false, cluster.PhasePending},
+		{"no pods", false, nil, nil, false, cluster.PhasePending},
+		{"ready", false, []metav1.Condition{cond(string(rayv1.RayClusterProvisioned), true), cond(string(rayv1.HeadPodReady), true)},
+			[]corev1.Pod{head, worker}, false, cluster.PhaseReady},
+	} {
+		rc := &rayv1.RayCluster{Spec: rayv1.RayClusterSpec{Suspend: new(tc.suspend)}}
+		rc.Generation, rc.Status.ObservedGeneration = 2, 2
+		rc.Status.Conditions = tc.conds
+		o := clusterObservation(rc, time.Now())
+		queued := o.Queued || readyUnseen(rc, tc.pods)
+		if queued != tc.queued || o.Phase != tc.phase {
+			t.Errorf("%s: queued %v, phase %s; want %v, %s", tc.name, queued, o.Phase, tc.queued, tc.phase)
 		}
 	}
 }
