@@ -66,6 +66,13 @@ func (c *Engine) onChange(ch backend.Change) {
 			c.enqueue(kindResourceGroup + "/" + rg)
 		}
 	}
+	if d.Kind == kindRun && !ch.Deleted && d.Labels[labelPhase] == phasePending && d.Labels[labelState] == string(job.Queued) {
+		// A run queued for a resource group: the group's step admits it,
+		// in the admission lane, without waiting for the run's own step.
+		if rg, ok := strings.CutPrefix(d.Labels[labelTarget], targetResourceGroup); ok {
+			c.enqueue(kindResourceGroup + "/" + rg)
+		}
+	}
 	if d.Kind == kindJob && ch.Deleted {
 		// A run still waiting for a deleted config (its create died before
 		// its fence) fails, saying so (J17).
