@@ -275,6 +275,34 @@ func (c *Engine) settle(ctx context.Context, a *quota.Account, write bool) (bool
 	return changed, errors.Join(errList...)
 }
 
+// keySettle is the kind of the keys of settleReconciler's steps
+// ("settle/<resource group>"), which no stored document has.
+const keySettle = "settle"
+
+// settleReconciler writes the documents of a resource group's pending
+// holds, once settleAt of them are pending (the group's step queues it).
+// It runs in the lane of clusters and runs, not in the admission's: a
+// step writes up to maxMaterialise documents, which admitting must not
+// wait for. Their writes queue the group again, whose next step drops
+// them from the account with its other changes.
+type settleReconciler struct{ *Engine }
+
+func (r settleReconciler) reconcile(ctx context.Context, id string) (time.Duration, error) {
+	a, _, err := cached[quota.Account](ctx, r.Engine, kindResourceGroup, id)
+	if errs.IsNotFound(err) {
+		return 0, nil
+	}
+	if err != nil || len(a.Pending) < r.o.settleAt {
+		return 0, err
+	}
+	_, err = r.settle(ctx, a, true)
+	return 0, err
+}
+
+func (settleReconciler) giveUp(context.Context, string, string) error { return errRetry }
+
+func (settleReconciler) logKey() string { return "resourceGroup" }
+
 // maxMaterialise bounds the hold documents one settling step writes.
 const maxMaterialise = 256
 

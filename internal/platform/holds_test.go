@@ -74,9 +74,14 @@ func (h *holdsEngine) set(t *testing.T, holder string, r quota.Resources) {
 	}
 }
 
+// reconcile runs a step of the resource group, then one of its settling
+// (which writes the documents when enough holds are pending).
 func (h *holdsEngine) reconcile(t *testing.T) {
 	t.Helper()
 	if _, err := h.c.reconcileResourceGroup(t.Context(), "rg"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := (settleReconciler{h.c}).reconcile(t.Context(), "rg"); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -284,15 +289,15 @@ func TestPendingHoldsBounded(t *testing.T) {
 	h.failHolds = true
 	h.mu.Unlock()
 	h.set(t, "cls-late", quota.Cores(3))
-	if _, err := h.c.reconcileResourceGroup(t.Context(), "rg"); !errors.Is(err, errs.ErrUnavailable) {
-		t.Fatalf("a reconcile that cannot write the documents: %v, want it to fail (and be retried)", err)
+	if _, err := (settleReconciler{h.c}).reconcile(t.Context(), "rg"); !errors.Is(err, errs.ErrUnavailable) {
+		t.Fatalf("a settling step that cannot write the documents: %v, want it to fail (and be retried)", err)
 	}
 	h.mu.Lock()
 	h.failHolds = false
 	h.mu.Unlock()
-	// A step writes maxMaterialise documents at most, the oldest first;
-	// its write of the account brings the next step.
-	for range (quota.MaxPending + maxMaterialise - 1) / maxMaterialise {
+	// A settling step writes maxMaterialise documents at most, the oldest
+	// first; the group's next step drops them from the account.
+	for range (quota.MaxPending+maxMaterialise-1)/maxMaterialise + 1 {
 		h.reconcile(t)
 	}
 	a, docs = h.stored(t)

@@ -325,5 +325,6 @@ func (c *Engine) newReconcilers() map[string]reconciler {
 		kindRun:           runReconciler{c},
 		kindResourceGroup: resourceGroupReconciler{c},
 		kindJob:           jobReconciler{c},
+		keySettle:         settleReconciler{c},
 	}
 }

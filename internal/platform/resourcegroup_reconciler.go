@@ -53,8 +53,8 @@ func (c *Engine) reconcileResourceGroup(ctx context.Context, id string) (time.Du
 	}
 	// Settle, first half: the pending holds whose documents carry their
 	// change (this cache has them) leave the account with the rest of this
-	// step's changes. The documents are written at the end of the step,
-	// after the admission's write: admitting never waits for them.
+	// step's changes. The documents are written by a step of their own,
+	// queued at the end of this one: admitting never waits for them.
 	changed, err := c.settle(ctx, a, false)
 	if err != nil {
 		return 0, err
@@ -229,16 +229,12 @@ func (c *Engine) reconcileResourceGroup(ctx context.Context, id string) (time.Du
 			return 0, err
 		}
 	}
-	// Settle, second half: past settleAt pending holds, write the
-	// documents of the holds changed since they were last settled (any
-	// client may; a document never goes back to an older change). Their
-	// writes queue this group again, whose next step drops them from the
-	// account. Below settleAt the account keeps them: a step settles
-	// nothing it need not.
+	// Settle, second half: past settleAt pending holds, their documents
+	// are written by a step of their own, off the admission lane
+	// (settleReconciler). Below settleAt the account keeps them: nothing
+	// is settled that need not be.
 	if len(a.Pending) >= c.o.settleAt {
-		if _, err := c.settle(ctx, a, true); err != nil {
-			return 0, err
-		}
+		c.enqueue(keySettle + "/" + id)
 	}
 	return recheck, nil
 }
