@@ -614,3 +614,33 @@ func stalledReports(t *testing.T, reg *prometheus.Registry, id string) (forID, o
 	}
 	return forID, others
 }
+
+// With the work shared, a resource group's reservations are settled into
+// documents of their own by the replica that owns the group, whichever
+// replica made them: the settling step goes with its group.
+func TestReplicasSettleReservations(t *testing.T) {
+	rs := newReplicaSet(t, 2, 0)
+	settleWithin(t, time.Minute, "the replicas to see each other", func() (bool, string) { return rs.allSee(2), "" })
+	rs.group("rg-settle")
+	const n = 40 // past the 32 pending at which a group's holds are settled
+	var wg sync.WaitGroup
+	errc := make(chan error, n)
+	for i := range n {
+		wg.Go(func() {
+			if _, err := rs.createStart(rs.cls[i%2], fmt.Sprintf("settle_%02d", i), "rg-settle"); err != nil {
+				errc <- err
+			}
+		})
+	}
+	wg.Wait()
+	close(errc)
+	for err := range errc {
+		t.Fatal(err)
+	}
+	settleWithin(t, time.Minute, "the reservations to be settled", func() (bool, string) {
+		docs, err := rs.cs0.List(rs.ctx, "hold", nil)
+		u, uerr := rs.cls[1].ResourceGroups().Get(rs.ctx, "rg-settle")
+		return err == nil && uerr == nil && len(docs) >= 32 && len(u.Holders) == n,
+			fmt.Sprintf("%d hold documents (%v), %d holders (%v)", len(docs), err, len(u.Holders), uerr)
+	})
+}

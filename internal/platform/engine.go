@@ -86,10 +86,10 @@ func WithMaxWait(d time.Duration) Option { return func(o *options) { o.maxWait =
 func WithLogsLocation(prefix string) Option { return func(o *options) { o.logPrefix = prefix } }
 
 // WithWorkers sets how many goroutines run the reconcilers of clusters,
-// runs and schedules (default 8); the resource groups' (admission and
-// the quota's repair) have a quarter as many more of their own, at
-// least one, so that admitting a run never waits behind the steps of
-// the runs admitted before it. Zero starts none: the caller runs what is queued with Reconcile, as
+// runs and schedules (default 8); the resource groups' (admission, the
+// quota's repair, settling reservations) have a quarter as many more of
+// their own, at least two, so that admitting a run never waits behind
+// the steps of the runs admitted before it. Zero starts none: the caller runs what is queued with Reconcile, as
 // dlctest.NewMemory does on its fake clock, so that every step is
 // deterministic.
 func WithWorkers(n int) Option {

@@ -281,10 +281,10 @@ const keySettle = "settle"
 
 // settleReconciler writes the documents of a resource group's pending
 // holds, once settleAt of them are pending (the group's step queues it).
-// It runs in the lane of clusters and runs, not in the admission's: a
-// step writes up to maxMaterialise documents, which admitting must not
-// wait for. Their writes queue the group again, whose next step drops
-// them from the account with its other changes.
+// It is a step of its own, not part of the group's: it writes up to
+// maxMaterialise documents, which admitting must not wait for. Their
+// writes queue the group again, whose next step drops them from the
+// account with its other changes.
 type settleReconciler struct{ *Engine }
 
 func (r settleReconciler) reconcile(ctx context.Context, id string) (time.Duration, error) {

@@ -311,10 +311,13 @@ func mix64(x uint64) uint64 {
 // affinity is what decides a key's owner: the key itself, but for an
 // on-demand run and its cluster, which go with their resource group. Its
 // reconciler admits the group's queued runs and queues those it admitted,
-// which are then its own, as are the queued runs that ask it to look.
+// which are then its own, as are the queued runs that ask it to look. A
+// group's settling goes with the group too: its step queues it.
 func (c *Engine) affinity(key string) string {
 	kind, id, _ := strings.Cut(key, "/")
 	switch kind {
+	case keySettle:
+		return kindResourceGroup + "/" + id
 	case kindCluster:
 		run, ok := strings.CutPrefix(id, odPrefix)
 		if !ok {
