@@ -15,6 +15,7 @@ import (
 
 	"github.com/go-logr/logr"
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
+	rayutils "github.com/ray-project/kuberay/ray-operator/controllers/ray/utils"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -1058,22 +1059,12 @@ func readyUnseen(rc *rayv1.RayCluster, pods []corev1.Pod) bool {
 	head := false
 	for i := range pods {
 		pod := &pods[i]
-		if pod.DeletionTimestamp != nil || pod.Status.Phase != corev1.PodRunning || !podReady(pod) {
+		if pod.DeletionTimestamp != nil || !rayutils.IsRunningAndReady(pod) {
 			return false
 		}
 		head = head || pod.Labels[rayLabelNodeType] == "head"
 	}
 	return head
-}
-
-// podReady reports whether pod's Ready condition is true.
-func podReady(pod *corev1.Pod) bool {
-	for _, c := range pod.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }
 
 // clusterPods returns pods as the SDK shows them, by name.
