@@ -230,8 +230,8 @@ func (c *Engine) reconcileResourceGroup(ctx context.Context, id string) (time.Du
 		}
 	}
 	// Settle, second half: past settleAt pending holds, their documents
-	// are written by a step of their own (settleReconciler). Below settleAt the account keeps them: nothing
-	// is settled that need not be.
+	// are written by a step of their own (settleReconciler). Below
+	// settleAt the account keeps them: nothing is settled that need not be.
 	if len(a.Pending) >= c.o.settleAt {
 		c.enqueue(keySettle + "/" + id)
 	}
