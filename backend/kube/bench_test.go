@@ -1,15 +1,19 @@
 package kube_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/aidlc/dlc"
@@ -29,7 +33,12 @@ import (
 // third store's watch sees every run's reservation in the group. Ray is
 // the simulated one, with clusters that never come up, so that what is
 // measured is the admission (the scheduler's compare-and-swap on the
-// resource group) and not Ray.
+// resource group) and not Ray. It also reports the API server's requests
+// (its apiserver_request_total) per admitted run while the runs were
+// admitted, by all clients: writes (POST, PUT, PATCH, DELETE) and reads
+// (GET, LIST); the admissions' work that follows them in the background
+// (the runs' clusters made, the reservations settled) is counted as far
+// as it happened within the window.
 func BenchmarkOnDemandAdmissions(b *testing.B) {
 	const batch = 100
 	cp := kubetest.StartControlPlane(b)
@@ -105,6 +114,7 @@ func BenchmarkOnDemandAdmissions(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	requests := apiRequests(b, cp.Config())
 	var took, bareTook time.Duration
 	bareN := 0
 	b.ReportAllocs()
@@ -131,6 +141,7 @@ func BenchmarkOnDemandAdmissions(b *testing.B) {
 		bareN += batch
 		bareTook += time.Since(start)
 	}
+	before := requests()
 	for range b.N {
 		start := time.Now()
 		var wg sync.WaitGroup
@@ -167,7 +178,55 @@ func BenchmarkOnDemandAdmissions(b *testing.B) {
 		took += time.Since(start)
 	}
 	b.StopTimer()
+	after := requests()
+	b.ReportMetric((after.writes-before.writes)/float64(admitted), "api-writes/admission")
+	b.ReportMetric((after.reads-before.reads)/float64(admitted), "api-reads/admission")
 	b.ReportMetric(float64(admitted)/took.Seconds(), "admissions/s")
 	b.ReportMetric(float64(bareN)/bareTook.Seconds(), "bare-creates/s")
 	b.ReportMetric(float64(admitted)/took.Seconds()/(float64(bareN)/bareTook.Seconds()), "admissions/bare-create")
+}
+
+// apiCounts are the API server's requests served so far.
+type apiCounts struct{ writes, reads float64 }
+
+// apiRequests returns a function that reads the API server's
+// apiserver_request_total from its /metrics, summed by kind of verb.
+func apiRequests(b *testing.B, cfg *rest.Config) func() apiCounts {
+	b.Helper()
+	hc, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return func() apiCounts {
+		resp, err := hc.Get(strings.TrimSuffix(cfg.Host, "/") + "/metrics")
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer func() { _ = resp.Body.Close() }()
+		var out apiCounts
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			line := sc.Text()
+			if !strings.HasPrefix(line, "apiserver_request_total{") {
+				continue
+			}
+			i := strings.LastIndexByte(line, ' ')
+			v, err := strconv.ParseFloat(line[i+1:], 64)
+			if err != nil {
+				continue
+			}
+			switch {
+			case strings.Contains(line, `verb="POST"`), strings.Contains(line, `verb="PUT"`),
+				strings.Contains(line, `verb="PATCH"`), strings.Contains(line, `verb="DELETE"`):
+				out.writes += v
+			case strings.Contains(line, `verb="GET"`), strings.Contains(line, `verb="LIST"`):
+				out.reads += v
+			}
+		}
+		if err := sc.Err(); err != nil {
+			b.Fatal(err)
+		}
+		return out
+	}
 }
