@@ -526,7 +526,7 @@ func (p *Provisioner) ClusterStatus(ctx context.Context, id string) (cluster.Obs
 	if rj == nil {
 		o := clusterObservation(rc, now)
 		o.Pods, o.Autoscaled = pods, autoscaled(rc)
-		o.Queued = o.Queued || readyUnseen(rc, raw)
+		o.Queued = o.Queued || kubeRayOwes(rc, raw)
 		return o, nil
 	}
 	// KubeRay v1.5 leaves a RayJob's status.observedGeneration unset: the
@@ -542,7 +542,7 @@ func (p *Provisioner) ClusterStatus(ctx context.Context, id string) (cluster.Obs
 		o.Phase = cluster.PhaseReady
 	case rc != nil:
 		ro := clusterObservation(rc, now)
-		o.Phase, o.Reason, o.Queued = ro.Phase, ro.Reason, ro.Queued || readyUnseen(rc, raw)
+		o.Phase, o.Reason, o.Queued = ro.Phase, ro.Reason, ro.Queued || kubeRayOwes(rc, raw)
 		o.Autoscaled = autoscaled(rc)
 	}
 	return o, nil
@@ -1043,28 +1043,32 @@ func (p *Provisioner) Pods(ctx context.Context, clusterID string) ([]cluster.Pod
 	return clusterPods(pods), nil
 }
 
-// readyUnseen reports whether every pod of a running RayCluster rc runs
-// and is ready, a head among them, while rc's status does not say it is
-// provisioned with a ready head yet: KubeRay learns of its pods' changes
-// through its queue, so the change waits on its backlog, not on the
-// cluster.
-func readyUnseen(rc *rayv1.RayCluster, pods []corev1.Pod) bool {
-	if rc == nil || rc.DeletionTimestamp != nil || ptr.Deref(rc.Spec.Suspend, false) || len(pods) == 0 {
+// kubeRayOwes reports whether KubeRay has work on an unsuspended
+// RayCluster rc that its status does not show done yet, past a spec it has
+// observed: the pods it has not made (no head pod: it makes them in the
+// reconcile after the one that takes a suspension off, which comes from
+// its queue), or pods all running and ready that its status does not say
+// yet (it learns of its pods' changes through its queue). A step waiting
+// on either waits on the operator's backlog, not on the cluster. Pods that
+// exist and are not ready are the cluster's own progress.
+func kubeRayOwes(rc *rayv1.RayCluster, pods []corev1.Pod) bool {
+	if rc == nil || rc.DeletionTimestamp != nil || ptr.Deref(rc.Spec.Suspend, false) {
 		return false
 	}
 	conds := rc.Status.Conditions
 	if meta.IsStatusConditionTrue(conds, string(rayv1.RayClusterProvisioned)) && meta.IsStatusConditionTrue(conds, string(rayv1.HeadPodReady)) {
 		return false
 	}
-	head := false
+	head, ready := false, true
 	for i := range pods {
 		pod := &pods[i]
-		if pod.DeletionTimestamp != nil || !rayutils.IsRunningAndReady(pod) {
-			return false
+		if pod.DeletionTimestamp != nil {
+			continue
 		}
 		head = head || pod.Labels[rayLabelNodeType] == "head"
+		ready = ready && rayutils.IsRunningAndReady(pod)
 	}
-	return head
+	return !head || ready
 }
 
 // clusterPods returns pods as the SDK shows them, by name.

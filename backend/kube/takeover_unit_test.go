@@ -101,10 +101,11 @@ func TestObservationQueuedInBacklog(t *testing.T) {
 
 // KubeRay's work on a RayCluster is in its backlog also after it observed
 // the spec: a suspension half made (Suspending, the second reconcile that
-// says Suspended still queued) and pods all ready that its status does not
-// say yet. Both read Queued, so that a step waiting on them has the
-// backlog's bound; a failed or unready pod, or a status that caught up,
-// does not.
+// says Suspended still queued), an unsuspended cluster's pods not made yet
+// (no head pod), and pods all ready that its status does not say yet. All
+// read Queued, so that a step waiting on them has the backlog's bound;
+// pods on their way (pending, not ready), or a status that caught up, do
+// not.
 func TestObservationQueuedOnHalfDoneWork(t *testing.T) {
 	cond := func(typ string, ok bool) metav1.Condition {
 		c := metav1.Condition{Type: typ, Status: metav1.ConditionFalse}
@@ -141,8 +142,14 @@ func TestObservationQueuedOnHalfDoneWork(t *testing.T) {
 			[]corev1.Pod{head, worker}, true, cluster.PhaseFailed},
 		{"a worker not ready", false, nil, []corev1.Pod{head, pod("w", "worker", corev1.PodRunning, false)}, false, cluster.PhasePending},
 		{"a worker pending", false, nil, []corev1.Pod{head, pod("w", "worker", corev1.PodPending, false)}, false, cluster.PhasePending},
-		{"workers only", false, nil, []corev1.Pod{worker}, false, cluster.PhasePending},
-		{"no pods", false, nil, nil, false, cluster.PhasePending},
+		{"workers only: no head made yet", false, nil, []corev1.Pod{worker}, true, cluster.PhasePending},
+		{"no pods made yet", false, nil, nil, true, cluster.PhasePending},
+		{"the head pending", false, nil, []corev1.Pod{pod("h", "head", corev1.PodPending, false)}, false, cluster.PhasePending},
+		{"a head going, no other", false, nil, []corev1.Pod{func() corev1.Pod {
+			p := head
+			p.DeletionTimestamp = &metav1.Time{}
+			return p
+		}()}, true, cluster.PhasePending},
 		{"ready", false, []metav1.Condition{cond(string(rayv1.RayClusterProvisioned), true), cond(string(rayv1.HeadPodReady), true)},
 			[]corev1.Pod{head, worker}, false, cluster.PhaseReady},
 	} {
@@ -150,7 +157,7 @@ func TestObservationQueuedOnHalfDoneWork(t *testing.T) {
 		rc.Generation, rc.Status.ObservedGeneration = 2, 2
 		rc.Status.Conditions = tc.conds
 		o := clusterObservation(rc, time.Now())
-		queued := o.Queued || readyUnseen(rc, tc.pods)
+		queued := o.Queued || kubeRayOwes(rc, tc.pods)
 		if queued != tc.queued || o.Phase != tc.phase {
 			t.Errorf("%s: queued %v, phase %s; want %v, %s", tc.name, queued, o.Phase, tc.queued, tc.phase)
 		}
