@@ -11,6 +11,7 @@ import (
 
 	"github.com/go-logr/logr"
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
+	rayutils "github.com/ray-project/kuberay/ray-operator/controllers/ray/utils"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -108,7 +109,7 @@ func (l *RayLoop) headPod(pod *corev1.Pod, gone bool) {
 	if owner == nil || owner.Kind != "RayCluster" {
 		return
 	}
-	up := !gone && pod.DeletionTimestamp == nil && pod.Status.Phase == corev1.PodRunning && podReady(pod)
+	up := !gone && pod.DeletionTimestamp == nil && rayutils.IsRunningAndReady(pod)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	run, h := l.headPods[owner.UID], l.heads[owner.UID]
@@ -127,15 +128,6 @@ func (l *RayLoop) headPod(pod *corev1.Pod, gone bool) {
 			h.goDown()
 		}
 	}
-}
-
-func podReady(pod *corev1.Pod) bool {
-	for _, c := range pod.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }
 
 // Head returns the head stand-in of a RayCluster (by its UID), starting it
