@@ -151,11 +151,12 @@ func (l *RayLoop) Head(rc *rayv1.RayCluster) *RayHead {
 // serveHead routes /heads/<uid>/... to that RayCluster's head; a head not
 // started is not found, as a service of no cluster.
 func (l *RayLoop) serveHead(w http.ResponseWriter, r *http.Request) {
-	uid, _, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/heads/"), "/")
+	rest, ok := strings.CutPrefix(r.URL.Path, "/heads/")
+	uid, _, _ := strings.Cut(rest, "/")
 	l.mu.Lock()
 	h := l.heads[types.UID(uid)]
 	l.mu.Unlock()
-	if h == nil || !strings.HasPrefix(r.URL.Path, "/heads/") {
+	if !ok || h == nil {
 		http.NotFound(w, r)
 		return
 	}

@@ -89,9 +89,9 @@ func WithLogsLocation(prefix string) Option { return func(o *options) { o.logPre
 // runs and schedules (default 8); the resource groups' (admission, the
 // quota's repair, settling reservations) have a quarter as many more of
 // their own, at least two, so that admitting a run never waits behind
-// the steps of the runs admitted before it. Zero starts none: the caller runs what is queued with Reconcile, as
-// dlctest.NewMemory does on its fake clock, so that every step is
-// deterministic.
+// the steps of the runs admitted before it. Zero starts none: the caller
+// runs what is queued with Reconcile, as dlctest.NewMemory does on its
+// fake clock, so that every step is deterministic.
 func WithWorkers(n int) Option {
 	return func(o *options) { o.workers = max(n, 0) }
 }
