@@ -15,8 +15,11 @@ import (
 	ray "github.com/ray-project/kuberay/ray-operator/controllers/ray"
 	"github.com/ray-project/kuberay/ray-operator/controllers/ray/utils"
 	"github.com/ray-project/kuberay/ray-operator/controllers/ray/utils/dashboardclient"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -86,7 +89,10 @@ func (d dashboards) GetHttpProxyClient(manager.Manager) func(string, string, str
 // controller-runtime manager with metrics, health probes, webhooks and
 // leader election off. It creates the head and worker pods and the head
 // service of each RayCluster and keeps its status; pair it with a
-// [Kubelet], since no pod runs on a control plane without one.
+// [Kubelet], since no pod runs on a control plane without one. Its client
+// reads a RayCluster's pods and Services from an index by cluster, not by
+// scanning the namespace, so that thousands of clusters in one namespace
+// cost what KubeRay's own scale tests, spread over 100 namespaces, pay.
 type KubeRay struct {
 	// Manager is the manager the reconciler runs on; it has started. Use its
 	// client (cached) or its event recorder; do not add controllers to it.
@@ -153,6 +159,10 @@ func startKubeRay(cp *ControlPlane, o KubeRayOptions) (*KubeRay, error) {
 		// Several managers run in one test binary; their controllers share
 		// names.
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+		NewClient: func(c *rest.Config, o client.Options) (client.Client, error) {
+			cl, err := client.New(c, o)
+			return byCluster{cl}, err
+		},
 	}
 	if len(o.Namespaces) > 0 {
 		mo.Cache.DefaultNamespaces = map[string]cache.Config{}
@@ -165,6 +175,12 @@ func startKubeRay(cp *ControlPlane, o KubeRayOptions) (*KubeRay, error) {
 		return nil, fmt.Errorf("creating a manager: %w", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
+	for _, obj := range []client.Object{&corev1.Pod{}, &corev1.Service{}} {
+		if err := mgr.GetFieldIndexer().IndexField(ctx, obj, byClusterIndex, clusterLabel); err != nil {
+			cancel()
+			return nil, fmt.Errorf("indexing %T by RayCluster: %w", obj, err)
+		}
+	}
 	// NewReconciler registers a field index, which must happen before the
 	// manager starts.
 	if err := ray.NewReconciler(ctx, mgr, ray.RayClusterReconcilerOptions{}).SetupWithManager(mgr, 1); err != nil {
@@ -191,4 +207,40 @@ func startKubeRay(cp *ControlPlane, o KubeRayOptions) (*KubeRay, error) {
 func (k *KubeRay) stop() error {
 	k.cancel()
 	return <-k.done
+}
+
+// byClusterIndex indexes the operator's cached pods and Services by their
+// RayCluster (the ray.io/cluster label).
+const byClusterIndex = "dlctest.ray.io/cluster"
+
+func clusterLabel(o client.Object) []string {
+	if v, ok := o.GetLabels()[utils.RayClusterLabelKey]; ok {
+		return []string{v}
+	}
+	return nil
+}
+
+// byCluster is the operator's client. Every list of pods or Services KubeRay
+// makes selects one RayCluster's by label, and controller-runtime's cache
+// answers a label selector by scanning the namespace: O(N) per list, several
+// lists per reconcile, with N clusters in one namespace. byCluster reads
+// them from byClusterIndex instead; the label selector still filters what the
+// index returns, so the answer is the same. KubeRay's own clusterloader2 runs
+// spread their clusters over 10 or 100 namespaces; without the index, 10,000
+// clusters in one namespace bound a test by the operator's CPU.
+type byCluster struct{ client.Client }
+
+// List reads a list that selects one RayCluster's pods or Services by label
+// from the index; any other list as the client would.
+func (c byCluster) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	switch list.(type) {
+	case *corev1.PodList, *corev1.ServiceList:
+		lo := (&client.ListOptions{}).ApplyOptions(opts)
+		if lo.FieldSelector == nil && lo.LabelSelector != nil {
+			if name, ok := lo.LabelSelector.RequiresExactMatch(utils.RayClusterLabelKey); ok {
+				opts = append(opts[:len(opts):len(opts)], client.MatchingFields{byClusterIndex: name})
+			}
+		}
+	}
+	return c.Client.List(ctx, list, opts...)
 }

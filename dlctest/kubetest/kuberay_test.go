@@ -37,7 +37,7 @@ func TestKubeRayAndKubelet(t *testing.T) {
 	cp := kubetest.StartControlPlane(t)
 	ns := cp.NewNamespace(t)
 	began := time.Now()
-	cp.StartKubeRay(t, kubetest.KubeRayOptions{Namespaces: []string{ns}})
+	kr := cp.StartKubeRay(t, kubetest.KubeRayOptions{Namespaces: []string{ns}})
 	kubelet := cp.StartKubelet(t, ns)
 	t.Logf("KubeRay and kubelet up in %v", time.Since(began).Round(time.Millisecond))
 	c := cp.Client()
@@ -75,6 +75,26 @@ func TestKubeRayAndKubelet(t *testing.T) {
 	for _, p := range pods.Items {
 		if p.Status.Phase != corev1.PodRunning || p.Status.PodIP == "" {
 			t.Errorf("pod %s: phase %s, ip %q", p.Name, p.Status.Phase, p.Status.PodIP)
+		}
+	}
+	// The operator's client reads one cluster's pods and Services from an
+	// index; what it answers is what a label selector selects.
+	for _, tc := range []struct {
+		list   client.ObjectList
+		labels client.MatchingLabels
+		want   int
+	}{
+		{&corev1.PodList{}, client.MatchingLabels{"ray.io/cluster": "loop"}, 3},
+		{&corev1.PodList{}, client.MatchingLabels{"ray.io/cluster": "loop", "ray.io/node-type": "head"}, 1},
+		{&corev1.PodList{}, client.MatchingLabels{"ray.io/cluster": "other"}, 0},
+		{&corev1.PodList{}, client.MatchingLabels{"ray.io/node-type": "worker"}, 2},
+		{&corev1.ServiceList{}, client.MatchingLabels{"ray.io/cluster": "loop", "ray.io/node-type": "head"}, 1},
+	} {
+		if err := kr.Manager.GetClient().List(ctx(t), tc.list, client.InNamespace(ns), tc.labels); err != nil {
+			t.Fatalf("operator's List %T %v: %v", tc.list, tc.labels, err)
+		}
+		if n := meta.LenList(tc.list); n != tc.want {
+			t.Errorf("operator's List %T %v: %d items, want %d", tc.list, tc.labels, n, tc.want)
 		}
 	}
 	if kubelet.Marked() < 3 {
