@@ -222,7 +222,8 @@ type Engine struct {
 	policy  scheduler.Policy
 	cache   *cache
 	queues  *queues
-	metrics *metrics // nil: none registered
+	metrics *metrics    // nil: none registered
+	reads   latestReads // concurrent reads past the cache, coalesced
 
 	finished *finishedRuns // the finished runs by job config (retention.go)
 	order    *runOrder     // each job config's runs in list order (runorder.go)

@@ -316,17 +316,21 @@ func (b instrumented) Get(ctx context.Context, kind, id string) (backend.Doc, er
 }
 
 // latest reads kind/id past the store's cache where the store can.
+// Concurrent reads of one document share a read that began after each of
+// them was asked for (latestReads).
 func (c *Engine) latest(ctx context.Context, kind, id string) (backend.Doc, error) {
 	lr, ok := c.o.backend.(backend.LatestReader)
 	if !ok {
 		return c.store.Get(ctx, kind, id)
 	}
-	t := time.Now()
-	d, err := lr.GetLatest(ctx, kind, id)
-	if in, ok := c.store.(instrumented); ok {
-		in.done("store_get_latest", t, ignoreNotFound(err))
-	}
-	return d, err
+	return c.reads.get(ctx, kind, id, c.o.reconcileTime, func(ctx context.Context) (backend.Doc, error) {
+		t := time.Now()
+		d, err := lr.GetLatest(ctx, kind, id)
+		if in, ok := c.store.(instrumented); ok {
+			in.done("store_get_latest", t, ignoreNotFound(err))
+		}
+		return d, err
+	})
 }
 
 func (b instrumented) List(ctx context.Context, kind string, sel map[string]string) ([]backend.Doc, error) {
