@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -28,9 +29,11 @@ import (
 // two clients, each on a store of its own on one namespace (two replicas
 // of a service), admit into one resource group with room for all of them,
 // against the API server's own create rate measured first in the same run
-// (bare-creates/s, and the ratio admissions/bare-create):
-// each iteration submits a batch through both at once and waits until a
-// third store's watch sees every run's reservation in the group. Ray is
+// (bare-creates/s, and the ratio admissions/bare-create), until a third
+// store's watch sees every run's reservation in the group: in bursts
+// ("batch": a batch submitted at once, then waited for) and as a steady
+// stream ("stream": as many callers as a batch, each submitting its next
+// run as soon as its last create returns). Ray is
 // the simulated one, with clusters that never come up, so that what is
 // measured is the admission (the scheduler's compare-and-swap on the
 // resource group) and not Ray. It also reports the API server's requests
@@ -102,11 +105,10 @@ func BenchmarkOnDemandAdmissions(b *testing.B) {
 		b.Fatal(err)
 	}
 
-	var admitted int
 	// The API server's own write rate in the same run: as many
 	// ConfigMaps as a batch (what a name claim is), created by as many
 	// goroutines with a plain controller-runtime client without a
-	// client-side limit, in a namespace no client watches, b.N times.
+	// client-side limit, in a namespace no client watches, n times.
 	bareNS := cp.NewNamespace(b)
 	bareCfg := cp.Config()
 	bareCfg.QPS, bareCfg.Burst = -1, 0
@@ -114,58 +116,42 @@ func BenchmarkOnDemandAdmissions(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	requests := apiRequests(b, cp.Config())
-	var took, bareTook time.Duration
 	bareN := 0
-	b.ReportAllocs()
-	b.ResetTimer()
-	for range b.N {
+	bareRate := func(b *testing.B, n int) float64 {
 		start := time.Now()
-		var wg sync.WaitGroup
-		errc := make(chan error, batch)
-		for i := range batch {
-			name := fmt.Sprintf("bare-%06d", bareN+i)
-			wg.Go(func() {
-				cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: bareNS, Name: name},
-					Data: map[string]string{"owner": "cls-" + name}}
-				if err := bare.Create(ctx, cm); err != nil {
-					errc <- err
-				}
-			})
+		for range n {
+			var wg sync.WaitGroup
+			errc := make(chan error, batch)
+			for i := range batch {
+				name := fmt.Sprintf("bare-%06d", bareN+i)
+				wg.Go(func() {
+					cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: bareNS, Name: name},
+						Data: map[string]string{"owner": "cls-" + name}}
+					if err := bare.Create(ctx, cm); err != nil {
+						errc <- err
+					}
+				})
+			}
+			wg.Wait()
+			close(errc)
+			for err := range errc {
+				b.Fatalf("a bare create: %v", err)
+			}
+			bareN += batch
 		}
-		wg.Wait()
-		close(errc)
-		for err := range errc {
-			b.Fatalf("a bare create: %v", err)
-		}
-		bareN += batch
-		bareTook += time.Since(start)
+		return float64(n*batch) / time.Since(start).Seconds()
 	}
-	before := requests()
-	for range b.N {
-		start := time.Now()
-		var wg sync.WaitGroup
-		errc := make(chan error, batch)
-		for i := range batch {
-			wg.Go(func() {
-				if _, err := clients[i%2].Runs().Create(ctx, rec.ID, dlc.RunOptions{}); err != nil {
-					errc <- err
-				}
-			})
-		}
-		wg.Wait()
-		close(errc)
-		for err := range errc {
-			b.Fatal(err)
-		}
-		admitted += batch
+	admitted := 0
+	// awaitAdmitted waits until the watch has seen every run created so
+	// far admitted.
+	awaitAdmitted := func(b *testing.B) {
 		deadline := time.After(2 * time.Minute)
 		for {
 			mu.Lock()
 			n := holders
 			mu.Unlock()
 			if n >= admitted {
-				break
+				return
 			}
 			select {
 			case <-changed:
@@ -175,15 +161,87 @@ func BenchmarkOnDemandAdmissions(b *testing.B) {
 				b.Fatal(context.Cause(ctx))
 			}
 		}
-		took += time.Since(start)
 	}
-	b.StopTimer()
-	after := requests()
-	b.ReportMetric((after.writes-before.writes)/float64(admitted), "api-writes/admission")
-	b.ReportMetric((after.reads-before.reads)/float64(admitted), "api-reads/admission")
-	b.ReportMetric(float64(admitted)/took.Seconds(), "admissions/s")
-	b.ReportMetric(float64(bareN)/bareTook.Seconds(), "bare-creates/s")
-	b.ReportMetric(float64(admitted)/took.Seconds()/(float64(bareN)/bareTook.Seconds()), "admissions/bare-create")
+	create := func(i int) error {
+		_, err := clients[i%2].Runs().Create(ctx, rec.ID, dlc.RunOptions{})
+		return err
+	}
+	requests := apiRequests(b, cp.Config())
+	report := func(b *testing.B, runs int, took time.Duration, bare float64, before apiCounts) {
+		after := requests()
+		b.ReportMetric((after.writes-before.writes)/float64(runs), "api-writes/admission")
+		b.ReportMetric((after.reads-before.reads)/float64(runs), "api-reads/admission")
+		b.ReportMetric(float64(runs)/took.Seconds(), "admissions/s")
+		b.ReportMetric(bare, "bare-creates/s")
+		b.ReportMetric(float64(runs)/took.Seconds()/bare, "admissions/bare-create")
+	}
+
+	// batch: each iteration submits a batch through both clients at once
+	// and waits until every run of it is admitted: the latency of a burst.
+	b.Run("batch", func(b *testing.B) {
+		bare := bareRate(b, b.N)
+		before := requests()
+		var took time.Duration
+		b.ReportAllocs()
+		b.ResetTimer()
+		for range b.N {
+			start := time.Now()
+			var wg sync.WaitGroup
+			errc := make(chan error, batch)
+			for i := range batch {
+				wg.Go(func() {
+					if err := create(i); err != nil {
+						errc <- err
+					}
+				})
+			}
+			wg.Wait()
+			close(errc)
+			for err := range errc {
+				b.Fatal(err)
+			}
+			admitted += batch
+			awaitAdmitted(b)
+			took += time.Since(start)
+		}
+		b.StopTimer()
+		report(b, b.N*batch, took, bare, before)
+	})
+	// stream: b.N batches' worth of runs submitted by as many callers as a
+	// batch, each submitting its next run as soon as its last create
+	// returns, until every run is admitted: the rate a steady stream of
+	// submissions is admitted at.
+	b.Run("stream", func(b *testing.B) {
+		bare := bareRate(b, b.N)
+		before := requests()
+		total := b.N * batch
+		var next atomic.Int64
+		b.ReportAllocs()
+		b.ResetTimer()
+		start := time.Now()
+		var wg sync.WaitGroup
+		errc := make(chan error, batch)
+		for range batch {
+			wg.Go(func() {
+				for i := int(next.Add(1)) - 1; i < total; i = int(next.Add(1)) - 1 {
+					if err := create(i); err != nil {
+						errc <- err
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		close(errc)
+		for err := range errc {
+			b.Fatal(err)
+		}
+		admitted += total
+		awaitAdmitted(b)
+		took := time.Since(start)
+		b.StopTimer()
+		report(b, total, took, bare, before)
+	})
 }
 
 // apiCounts are the API server's requests served so far.
