@@ -63,18 +63,23 @@ func EditHold(ctx context.Context, s dlc.Store, rg, holder string, edit func(h q
 		return err
 	}
 	if _, ok := a.Pending[holder]; ok {
-		return EditStored(ctx, s, "resourcegroup", rg, func(data map[string]any, _ map[string]string) {
+		var bad error
+		err := EditStored(ctx, s, "resourcegroup", rg, func(data map[string]any, _ map[string]string) {
 			pending := Object(data, "pending")
 			var h quota.Hold
-			if raw, err := json.Marshal(pending[holder]); err == nil {
-				_ = json.Unmarshal(raw, &h)
+			if v, ok := pending[holder]; ok {
+				str, _ := v.(string)
+				if h, bad = quota.DecodeHold(str); bad != nil {
+					return // left as it is
+				}
 			}
 			if h, keep := edit(h); keep {
-				pending[holder] = h
+				pending[holder] = h.Encode()
 			} else {
 				delete(pending, holder)
 			}
 		})
+		return errors.Join(err, bad)
 	}
 	type holdDoc struct {
 		ResourceGroup string `json:"resourceGroup"`
@@ -148,7 +153,7 @@ func LeakHold(ctx context.Context, s dlc.Store, rg, holder string, h quota.Hold)
 		a.Seq++
 		h.Seq = a.Seq
 		if a.Pending == nil {
-			a.Pending = map[string]quota.Hold{}
+			a.Pending = quota.PendingHolds{}
 		}
 		a.Pending[holder] = h
 		a.Sum = a.Sum.Add(h.Resources)

@@ -1,6 +1,7 @@
 package quota_test
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -429,5 +430,72 @@ func TestAccountPendingAndSettle(t *testing.T) {
 	}
 	if !big.Release("h2") || big.Reserved() != quota.Cores(quota.MaxPending) {
 		t.Fatalf("a release past the bound: reserved %s", big.Reserved())
+	}
+}
+
+// TestPendingHoldsJSON: pending holds are one string each in JSON, read
+// back as they were; the objects earlier versions stored are read too; what
+// is not a hold is an error that says so, whatever its size.
+func TestPendingHoldsJSON(t *testing.T) {
+	since := time.Date(2026, 12, 5, 6, 0, 0, 500, time.FixedZone("CST", 8*3600))
+	p := quota.PendingHolds{
+		"cls-a": {Resources: quota.Resources{MilliCPU: 8000, Memory: 16 << 30, GPU: 1}, Since: since, Generation: 3, Seq: 42},
+		"od-b":  {},                                                       // a release
+		"bad":   {Resources: quota.Resources{MilliCPU: -1}, Since: since}, // as someone else may write it: kept, to be dropped as corrupt
+	}
+	b, err := json.Marshal(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var strs map[string]string
+	if err := json.Unmarshal(b, &strs); err != nil {
+		t.Fatalf("%s: not strings: %v", b, err)
+	}
+	if got, want := strs["cls-a"], "8000,17179869184,1,3,42,2026-12-04T22:00:00.0000005Z"; got != want {
+		t.Errorf("encoded %q, want %q", got, want)
+	}
+	var back quota.PendingHolds
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	for holder, h := range p {
+		if !back[holder].Same(h) || len(back) != len(p) {
+			t.Errorf("%s read back as %+v, want %+v", holder, back[holder], h)
+		}
+	}
+
+	for _, tc := range []struct {
+		name, json string
+		want       quota.Hold
+		err        string
+	}{
+		{"object, as stored before", `{"h":{"resources":{"milliCPU":4000,"memory":8,"gpu":0},"since":"2026-12-05T06:00:00Z","generation":2,"seq":7}}`,
+			quota.Hold{Resources: quota.Resources{MilliCPU: 4000, Memory: 8}, Since: time.Date(2026, 12, 5, 6, 0, 0, 0, time.UTC), Generation: 2, Seq: 7}, ""},
+		{"object kept as a string", `{"h":"{\"resources\":{\"milliCPU\":1,\"memory\":0,\"gpu\":0},\"since\":\"2026-12-05T06:00:00Z\"}"}`,
+			quota.Hold{Resources: quota.Resources{MilliCPU: 1}, Since: time.Date(2026, 12, 5, 6, 0, 0, 0, time.UTC)}, ""},
+		{"five fields", `{"h":"1,2,3,4,5"}`, quota.Hold{}, "is not milli-CPUs"},
+		{"seven fields", `{"h":"1,2,3,4,5,2026-12-05T06:00:00Z,6"}`, quota.Hold{}, "is not milli-CPUs"},
+		{"not a number", `{"h":"1,x,3,4,5,2026-12-05T06:00:00Z"}`, quota.Hold{}, "invalid syntax"},
+		{"past int64", `{"h":"1,99999999999999999999,3,4,5,2026-12-05T06:00:00Z"}`, quota.Hold{}, "out of range"},
+		{"not a date", `{"h":"1,2,3,4,5,yesterday"}`, quota.Hold{}, "cannot parse"},
+		{"huge", `{"h":"` + strings.Repeat("1", 1<<20) + `"}`, quota.Hold{}, "a hold of 1048576 bytes"},
+		{"a number", `{"h":7}`, quota.Hold{}, "pending hold of h"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var got quota.PendingHolds
+			err := json.Unmarshal([]byte(tc.json), &got)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("error %v, want one saying %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !got["h"].Same(tc.want) {
+				t.Errorf("read %+v, want %+v", got["h"], tc.want)
+			}
+		})
 	}
 }

@@ -190,18 +190,24 @@ func kindCases(t *testing.T) []kindCase {
 		status: func(o client.Object) {
 			g := o.(*v1.ResourceGroup)
 			h := v1.Resources{MilliCPU: 8000, Memory: 16 << 30, GPU: 1}
-			g.Status.Pending = map[string]v1.Hold{"c-1": {Resources: h, Since: stamp, Generation: 3, Seq: 7}}
+			g.Status.Pending = map[string]v1.Hold{"c-1": v1.Hold("8000,17179869184,1,3,7," + stamp)}
 			g.Status.Reserved, g.Status.Seq, g.Status.Settled = h, 7, "1234"
 		},
 		readBack: func(t *testing.T, got client.Object) {
-			if h := got.(*v1.ResourceGroup).Status.Pending["c-1"]; h.Generation != 3 || h.Seq != 7 || h.Resources.GPU != 1 || h.Since != stamp {
-				t.Errorf("hold read back as %+v", h)
+			if h := got.(*v1.ResourceGroup).Status.Pending["c-1"]; h != v1.Hold("8000,17179869184,1,3,7,"+stamp) {
+				t.Errorf("hold read back as %q", h)
 			}
 		},
 		invalid: map[string]func(client.Object){
 			"negative capacity": func(o client.Object) { o.(*v1.ResourceGroup).Spec.Capacity.MilliCPU = -1 },
 			"hold without since": func(o client.Object) {
-				o.(*v1.ResourceGroup).Status.Pending = map[string]v1.Hold{"c-2": {Resources: v1.Resources{GPU: 1}}}
+				o.(*v1.ResourceGroup).Status.Pending = map[string]v1.Hold{"c-2": "0,0,1,0,0"}
+			},
+			"negative hold": func(o client.Object) {
+				o.(*v1.ResourceGroup).Status.Pending = map[string]v1.Hold{"c-2": v1.Hold("0,0,-1,0,0," + stamp)}
+			},
+			"hold with a zone": func(o client.Object) {
+				o.(*v1.ResourceGroup).Status.Pending = map[string]v1.Hold{"c-2": "0,0,1,0,0,2026-12-05T06:00:00+08:00"}
 			},
 			"negative seq": func(o client.Object) { o.(*v1.ResourceGroup).Status.Seq = -1 },
 		},

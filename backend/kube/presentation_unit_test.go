@@ -71,9 +71,9 @@ func TestPresent(t *testing.T) {
 		Spec: v1alpha1.ResourceGroupSpec{Capacity: v1alpha1.Resources{MilliCPU: 64000, Memory: 256 * quota.GiB, GPU: 8}},
 		Status: v1alpha1.ResourceGroupStatus{Reserved: v1alpha1.Resources{MilliCPU: 12500, Memory: 48 * quota.GiB, GPU: 2},
 			Pending: map[string]v1alpha1.Hold{
-				"cls-a": {Resources: v1alpha1.Resources{MilliCPU: 8000, Memory: 32 * quota.GiB, GPU: 2}},
-				"od-b":  {Resources: v1alpha1.Resources{MilliCPU: 4500, Memory: 16 * quota.GiB}},
-				"od-c":  {}, // a release
+				"cls-a": v1alpha1.Hold(quota.Hold{Resources: quota.Resources{MilliCPU: 8000, Memory: 32 * quota.GiB, GPU: 2}}.Encode()),
+				"od-b":  v1alpha1.Hold(quota.Hold{Resources: quota.Resources{MilliCPU: 4500, Memory: 16 * quota.GiB}}.Encode()),
+				"od-c":  v1alpha1.Hold(quota.Hold{}.Encode()), // a release
 			}},
 	}
 	run := &v1alpha1.Run{Status: v1alpha1.RunStatus{StartedAt: "2026-03-14T09:00:00Z", FinishedAt: "2026-03-14T10:30:00Z"}}
