@@ -9,6 +9,7 @@ import (
 	"github.com/go-logr/logr"
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
 	"k8s.io/client-go/rest"
+	ctrlcache "sigs.k8s.io/controller-runtime/pkg/cache"
 )
 
 // Options configure New.
@@ -141,8 +142,36 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (*Backend, error) {
 // Ray's in.
 func (b *Backend) Namespace() string { return b.Provisioner.namespace }
 
-// Close stops the backend's informers and pollers.
+// Close stops the backend's informers and pollers and waits until they
+// have stopped (at most 10 s each), so that nothing of it runs after.
 func (b *Backend) Close() {
 	b.Provisioner.Close()
 	b.Store.Close()
+}
+
+// closeWait bounds how long a Close waits for what it stopped to end.
+const closeWait = 10 * time.Second
+
+// startCache starts c on a context of its own, derived from ctx, and
+// returns that context and the function that stops c: it cancels the
+// context and waits until c's informers have stopped, so that a closed
+// store or provisioner leaves nothing running that holds what it cached
+// (10,000 clusters are hundreds of MiB). The wait is bounded (closeWait):
+// a Close called from one of the informers' own handlers must not wait
+// for itself.
+func startCache(ctx context.Context, c ctrlcache.Cache) (context.Context, func()) {
+	run, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = c.Start(run) }()
+	return run, func() { cancel(); awaitStopped(done) }
+}
+
+// awaitStopped waits until done is closed, at most closeWait.
+func awaitStopped(done <-chan struct{}) {
+	t := time.NewTimer(closeWait)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+	}
 }

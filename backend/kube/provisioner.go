@@ -81,7 +81,7 @@ type Provisioner struct {
 	headTime  time.Duration
 	heads     *HeadGuard
 	log       logr.Logger
-	stop      context.CancelFunc
+	stop      func()
 	waitFor   time.Duration
 
 	mu       sync.Mutex
@@ -176,9 +176,8 @@ func newProvisioner(ctx context.Context, cfg *rest.Config, st *Store, o Options)
 		}
 		regs = append(regs, reg)
 	}
-	run, stop := context.WithCancel(ctx)
+	run, stop := startCache(ctx, cache)
 	p.stop = stop
-	go func() { _ = cache.Start(run) }()
 	timeout := o.Store.SyncTimeout
 	if timeout <= 0 {
 		timeout = time.Minute
@@ -199,11 +198,14 @@ func newProvisioner(ctx context.Context, cfg *rest.Config, st *Store, o Options)
 		stop()
 		return nil, errs.Unavailable("kube provisioner sync", fmt.Errorf("caches of namespace %s did not sync: %w", o.Namespace, context.Cause(sctx)))
 	}
-	go p.poller(run)
+	polling := make(chan struct{})
+	go func() { defer close(polling); p.poller(run) }()
+	p.stop = func() { stop(); awaitStopped(polling) }
 	return p, nil
 }
 
-// Close stops the provisioner's informers and its poller.
+// Close stops the provisioner's informers and its poller, and waits until
+// they have stopped (see startCache).
 func (p *Provisioner) Close() { p.stop() }
 
 // Observe calls f with "cluster" and the id of a cluster whose RayCluster,

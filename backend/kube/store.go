@@ -150,7 +150,7 @@ type Store struct {
 	cache     ctrlcache.Cache
 	namespace string
 	opts      StoreOptions
-	stop      context.CancelFunc
+	stop      func()
 	events    *eventRecorder // nil when StoreOptions.NoEvents
 	listPage  int64          // objects per page of a ListLatest
 
@@ -330,7 +330,7 @@ func NewStore(ctx context.Context, cfg *rest.Config, namespace string, opts Stor
 		}
 		regs = append(regs, reg)
 	}
-	run, stop := context.WithCancel(ctx)
+	run, stop := startCache(ctx, cache)
 	s.stop = stop
 	if !opts.NoEvents {
 		if s.events, err = newEventRecorder(run, cfg, namespace, scheme, opts.Logger); err != nil {
@@ -338,7 +338,6 @@ func NewStore(ctx context.Context, cfg *rest.Config, namespace string, opts Stor
 			return nil, err
 		}
 	}
-	go func() { _ = cache.Start(run) }()
 	sctx, cancel := context.WithTimeout(ctx, opts.SyncTimeout)
 	defer cancel()
 	if !cache.WaitForCacheSync(sctx) {
@@ -398,7 +397,8 @@ func syncError(ctx context.Context, c client.Client, namespace string, cause err
 
 // Close stops the store's informers (from then on its cache and its
 // watchers see no further changes) and its Events (any still queued may
-// be lost).
+// be lost), and waits until the informers have stopped (see startCache),
+// so that what they cached can be freed.
 func (s *Store) Close() { s.stop(); s.events.close() }
 
 // observe applies an informer event to the documents and tells watchers.
