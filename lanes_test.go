@@ -5,9 +5,12 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/aidlc/dlc"
 	"github.com/aidlc/dlc/backend/memory"
+	"github.com/aidlc/dlc/job"
+	"github.com/aidlc/dlc/quota"
 )
 
 // Admission has a lane of its own: with the one worker of clusters and
@@ -68,4 +71,68 @@ func TestAdmissionNotBehindOtherSteps(t *testing.T) {
 		u, err := rc.c.ResourceGroups().Get(rc.ctx, "rg-1")
 		return err == nil && !u.Reserved.IsZero(), fmt.Sprint(u.Reserved, err)
 	})
+}
+
+// TestAdmissionPastPendingRoom: more on-demand runs fit a resource group
+// than an account keeps reservation changes pending (quota.MaxPending):
+// every one is admitted, the pending ones settled out of the account to
+// make room, and none is told it waits for quota. An admission pass used
+// to admit all that fit, fail at the first hold past the bound, and write
+// nothing, the holds settled meanwhile included, so that no pass
+// succeeded again: the runs stayed queued for ever.
+func TestAdmissionPastPendingRoom(t *testing.T) {
+	const runs = quota.MaxPending + 200
+	never := memory.Delays{Create: time.Hour, Start: time.Hour, Hibernate: time.Hour, Delete: time.Hour,
+		Submit: time.Hour, Run: time.Hour}
+	b := memory.New(memory.Options{Delays: &never})
+	ctx := dlc.WithUser(t.Context(), "alice")
+	// The runs are stored by a client that admits nothing, so that the
+	// queue is that long when the admitting client first looks.
+	seed, err := dlc.New(dlc.WithBackend(b), dlc.WithWorkers(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := seed.ResourceGroups().Register(ctx, quota.Group{ID: "rg-big", Package: "pkg-1",
+		Capacity: quota.Resources{MilliCPU: 1 << 40, Memory: 1 << 50}}); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := dlc.NewJob("many").OnDemand("pkg-1", "rg-big").Priority(5).Image("ray-2.46.0-py310-cpu").
+		Head("head", "cu.4c8g").WorkerGroup("cpu", "cu.4c8g", 1, 1).
+		COSPackage("cos://jobs-1250000000/train.zip").Entrypoint("python train.py").Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := seed.Jobs().Create(ctx, cfg, dlc.SaveOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := make([]string, runs)
+	for i := range ids {
+		r, err := seed.Runs().Create(ctx, rec.ID, dlc.RunOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[i] = r.ID
+	}
+	_ = seed.Close()
+
+	c, err := dlc.New(dlc.WithBackend(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = c.Close() }()
+	want := quota.Resources{MilliCPU: runs * 8000, Memory: runs * 16 * quota.GiB} // a cu.4c8g head and worker each
+	settleWithin(t, 2*time.Minute, "every run admitted", func() (bool, string) {
+		u, err := c.ResourceGroups().Get(ctx, "rg-big")
+		return err == nil && u.Reserved == want, fmt.Sprintf("reserved %v of %v (%v)", u.Reserved, want, err)
+	})
+	for _, id := range ids {
+		r, err := c.Runs().Get(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.WaitReason == job.InsufficientQuota {
+			t.Fatalf("run %s was told it waits for quota (%s), with room for all", id, r.Message)
+		}
+	}
 }

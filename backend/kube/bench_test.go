@@ -157,7 +157,17 @@ func BenchmarkOnDemandAdmissions(b *testing.B) {
 			select {
 			case <-changed:
 			case <-deadline:
-				b.Fatalf("%d of %d runs admitted after 2 minutes", n, admitted)
+				st := store()
+				d, _ := st.Get(ctx, "resourcegroup", "rg")
+				var acc quota.Account
+				_ = json.Unmarshal(d.Data, &acc)
+				runs, _ := st.List(ctx, "run", nil)
+				states := map[string]int{}
+				for _, r := range runs {
+					states[r.Labels["state"]+"/"+r.Labels["phase"]]++
+				}
+				holds, _ := st.List(ctx, "hold", nil)
+				b.Fatalf("%d of %d runs admitted after 2 minutes: account seq %d, %d pending, sum %v; %d hold docs; runs %v", n, admitted, acc.Seq, len(acc.Pending), acc.Sum, len(holds), states)
 			case <-ctx.Done():
 				b.Fatal(context.Cause(ctx))
 			}

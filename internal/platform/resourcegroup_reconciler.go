@@ -163,7 +163,15 @@ func (c *Engine) reconcileResourceGroup(ctx context.Context, id string) (time.Du
 			}
 		}
 	}
-	admitted := c.queues.admit(q, func(q *queue.Queue) []queue.Item { return q.Admit(now, a.Allocatable()) })
+	// An admission adds a pending hold, and an account keeps at most
+	// quota.MaxPending: past that, what fits waits, still queued and not
+	// told to wait for quota, until the settling step (queued below) has
+	// written the documents of the pending ones and a later pass drops them.
+	// Admitting more than that room would fail the whole pass, and with it
+	// the drops of the holds settled meanwhile: no pass would ever succeed.
+	room := quota.MaxPending - len(a.Pending)
+	admitted := c.queues.admit(q, func(q *queue.Queue) []queue.Item { return q.AdmitUpTo(now, a.Allocatable(), room) })
+	full := len(admitted) >= room
 	for _, it := range admitted {
 		if _, err := a.Set(odClusterID(it.RunID), it.Demand, now); err != nil {
 			for _, it := range admitted {
@@ -212,7 +220,18 @@ func (c *Engine) reconcileResourceGroup(ctx context.Context, id string) (time.Du
 		c.metrics.admitted(id, now.Sub(it.Enqueued))
 		c.o.log.V(1).Info("run admitted", "run", it.RunID, "resourceGroup", id, "priority", it.Priority, "reserved", it.Demand.String())
 	}
-	// The rest of the newly queued wait for quota, and say so (J18).
+	// The rest of the newly queued wait for quota, and say so (J18); with
+	// no room left for pending holds, they are looked at again next pass.
+	if full {
+		var later []string
+		for _, runID := range queued {
+			if !in[runID] {
+				later = append(later, runID)
+			}
+		}
+		c.requeued(id, later)
+		queued = nil
+	}
 	for i, runID := range queued {
 		if in[runID] {
 			continue

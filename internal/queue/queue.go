@@ -212,7 +212,13 @@ func (q *Queue) Position(runID string) (int, bool) {
 // rest; its only allocation is the returned slice, of exactly the length
 // admitted.
 func (q *Queue) Admit(now time.Time, free quota.Resources) []Item {
-	if q.root == 0 {
+	return q.AdmitUpTo(now, free, math.MaxInt)
+}
+
+// AdmitUpTo is Admit, stopped after n items (none when n ≤ 0): what is
+// behind them stays queued, in its order.
+func (q *Queue) AdmitUpTo(now time.Time, free quota.Resources, n int) []Item {
+	if q.root == 0 || n <= 0 {
 		return nil
 	}
 	s := search{free: free}
@@ -222,7 +228,7 @@ func (q *Queue) Admit(now time.Time, free quota.Resources) []Item {
 	}
 	out := q.buf[:0]
 	var last node // the key of the last item admitted (it, left empty of links)
-	for q.root != 0 {
+	for q.root != 0 && len(out) < n {
 		var i int32
 		if len(out) == 0 {
 			i = q.first(q.root, &s)

@@ -460,3 +460,36 @@ func TestQueueAdmitNothingFitsDoesNotAllocate(t *testing.T) {
 		t.Errorf("Admit with nothing fitting allocates %v times", n)
 	}
 }
+
+// AdmitUpTo admits what Admit would, in its order, stopped after n; the
+// rest stays queued in its order.
+func TestQueueAdmitUpTo(t *testing.T) {
+	for _, tc := range []struct {
+		n          int
+		want, left string
+	}{
+		{-1, "", "p9,a,b,big,c"},
+		{0, "", "p9,a,b,big,c"},
+		{2, "p9,a", "b,big,c"},
+		{3, "p9,a,b", "big,c"},
+		{4, "p9,a,b,c", "big"}, // big does not fit what is left: c goes past it
+		{10, "p9,a,b,c", "big"},
+	} {
+		t.Run(fmt.Sprint(tc.n), func(t *testing.T) {
+			q := NewQueue(QueueOptions{})
+			mustPush(t, q,
+				Item{RunID: "a", Priority: 5, Seq: 1, Enqueued: t0, Demand: cpu(1)},
+				Item{RunID: "b", Priority: 5, Seq: 2, Enqueued: t0, Demand: cpu(1)},
+				Item{RunID: "big", Priority: 5, Seq: 3, Enqueued: t0, Demand: cpu(50)},
+				Item{RunID: "c", Priority: 5, Seq: 4, Enqueued: t0, Demand: cpu(1)},
+				Item{RunID: "p9", Priority: 9, Seq: 5, Enqueued: t0, Demand: cpu(1)},
+			)
+			if got := ids(q.AdmitUpTo(t0, cpu(10), tc.n)); got != tc.want {
+				t.Errorf("AdmitUpTo(%d) = %q, want %q", tc.n, got, tc.want)
+			}
+			if got := ids(q.Items()); got != tc.left {
+				t.Errorf("left %q, want %q", got, tc.left)
+			}
+		})
+	}
+}
