@@ -121,23 +121,12 @@ func BenchmarkOnDemandAdmissions(b *testing.B) {
 	bareRate := func(b *testing.B, n int) float64 {
 		start := time.Now()
 		for range n {
-			var wg sync.WaitGroup
-			errc := make(chan error, batch)
-			for i := range batch {
+			inParallel(b, batch, func(i int) error {
 				name := fmt.Sprintf("bare-%06d", bareN+i)
-				wg.Go(func() {
-					cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: bareNS, Name: name},
-						Data: map[string]string{"owner": "cls-" + name}}
-					if err := bare.Create(ctx, cm); err != nil {
-						errc <- err
-					}
-				})
-			}
-			wg.Wait()
-			close(errc)
-			for err := range errc {
-				b.Fatalf("a bare create: %v", err)
-			}
+				cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: bareNS, Name: name},
+					Data: map[string]string{"owner": "cls-" + name}}
+				return bare.Create(ctx, cm)
+			})
 			bareN += batch
 		}
 		return float64(n*batch) / time.Since(start).Seconds()
@@ -197,20 +186,7 @@ func BenchmarkOnDemandAdmissions(b *testing.B) {
 		b.ResetTimer()
 		for range b.N {
 			start := time.Now()
-			var wg sync.WaitGroup
-			errc := make(chan error, batch)
-			for i := range batch {
-				wg.Go(func() {
-					if err := create(i); err != nil {
-						errc <- err
-					}
-				})
-			}
-			wg.Wait()
-			close(errc)
-			for err := range errc {
-				b.Fatal(err)
-			}
+			inParallel(b, batch, create)
 			admitted += batch
 			awaitAdmitted(b)
 			took += time.Since(start)
@@ -230,29 +206,40 @@ func BenchmarkOnDemandAdmissions(b *testing.B) {
 		b.ReportAllocs()
 		b.ResetTimer()
 		start := time.Now()
-		var wg sync.WaitGroup
-		errc := make(chan error, batch)
-		for range batch {
-			wg.Go(func() {
-				for i := int(next.Add(1)) - 1; i < total; i = int(next.Add(1)) - 1 {
-					if err := create(i); err != nil {
-						errc <- err
-						return
-					}
+		inParallel(b, batch, func(int) error {
+			for i := int(next.Add(1)) - 1; i < total; i = int(next.Add(1)) - 1 {
+				if err := create(i); err != nil {
+					return err
 				}
-			})
-		}
-		wg.Wait()
-		close(errc)
-		for err := range errc {
-			b.Fatal(err)
-		}
+			}
+			return nil
+		})
 		admitted += total
 		awaitAdmitted(b)
 		took := time.Since(start)
 		b.StopTimer()
 		report(b, total, took, bare, before)
 	})
+}
+
+// inParallel calls f(0) … f(n-1) at once, each in a goroutine of its own,
+// and fails b with the first error any returned, once all have.
+func inParallel(b *testing.B, n int, f func(i int) error) {
+	b.Helper()
+	var wg sync.WaitGroup
+	errc := make(chan error, n)
+	for i := range n {
+		wg.Go(func() {
+			if err := f(i); err != nil {
+				errc <- err
+			}
+		})
+	}
+	wg.Wait()
+	close(errc)
+	for err := range errc {
+		b.Fatal(err)
+	}
 }
 
 // apiCounts are the API server's requests served so far.
