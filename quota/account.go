@@ -61,8 +61,8 @@ type Hold struct {
 // account keeps up to MaxPending of them in the one object every
 // reservation is a compare-and-swap of, and what a Kubernetes API server
 // spends on a write grows with the fields it validates and tracks (300
-// holds as objects made a ResourceGroup's status update 14 times slower
-// than with none). Holds as objects, as earlier versions stored them, are
+// holds as objects made a ResourceGroup's status update take 20 times as
+// long as with none; as strings, 3.7 times). Holds as objects, as earlier versions stored them, are
 // read too.
 type PendingHolds map[string]Hold
 
@@ -122,16 +122,9 @@ func DecodeHold(s string) (Hold, error) {
 		return Hold{}, fmt.Errorf("a hold of %d bytes", len(s))
 	}
 	if strings.HasPrefix(s, "{") {
-		var h struct {
-			Resources  Resources `json:"resources"`
-			Since      time.Time `json:"since"`
-			Generation int64     `json:"generation"`
-			Seq        int64     `json:"seq"`
-		}
-		if err := json.Unmarshal([]byte(s), &h); err != nil {
-			return Hold{}, err
-		}
-		return Hold(h), nil
+		var h Hold
+		err := json.Unmarshal([]byte(s), &h)
+		return h, err
 	}
 	f := strings.Split(s, ",")
 	if len(s) > maxEncodedHold || len(f) != 6 {
