@@ -67,6 +67,7 @@ func EditHold(ctx context.Context, s dlc.Store, rg, holder string, edit func(h q
 		err := EditStored(ctx, s, "resourcegroup", rg, func(data map[string]any, _ map[string]string) {
 			pending := Object(data, "pending")
 			var h quota.Hold
+			bad = nil // this attempt's
 			if v, ok := pending[holder]; ok {
 				str, _ := v.(string)
 				if h, bad = quota.DecodeHold(str); bad != nil {

@@ -177,7 +177,6 @@ func newProvisioner(ctx context.Context, cfg *rest.Config, st *Store, o Options)
 		regs = append(regs, reg)
 	}
 	run, stop := startCache(ctx, cache)
-	p.stop = stop
 	timeout := o.Store.SyncTimeout
 	if timeout <= 0 {
 		timeout = time.Minute
