@@ -25,14 +25,25 @@ import (
 // makes, by verb and resource: "create computeclusters",
 // "patch rayclusters", "update runs/status", "list pods", "watch …".
 type counter struct {
-	next     http.RoundTripper
 	mu       sync.Mutex
 	n        map[string]int
 	last     time.Time
 	inFlight int // requests sent and not yet answered, watches aside
 }
 
-func (c *counter) RoundTrip(req *http.Request) (*http.Response, error) {
+// counted is one transport's requests, counted by c: client-go wraps a
+// transport of its own for each client it builds (the backend builds some
+// after its caches have started), so each has its own next.
+type counted struct {
+	c    *counter
+	next http.RoundTripper
+}
+
+func (t counted) RoundTrip(req *http.Request) (*http.Response, error) {
+	return t.c.roundTrip(t.next, req)
+}
+
+func (c *counter) roundTrip(next http.RoundTripper, req *http.Request) (*http.Response, error) {
 	key := verbOf(req)
 	// A watch stays open; any other request is in flight until answered:
 	// on a loaded machine its answer can come after the change it made has
@@ -44,7 +55,7 @@ func (c *counter) RoundTrip(req *http.Request) (*http.Response, error) {
 		c.last = time.Now()
 		c.mu.Unlock()
 	}
-	resp, err := c.next.RoundTrip(req)
+	resp, err := next.RoundTrip(req)
 	if err == nil && resp.StatusCode >= 400 {
 		key += fmt.Sprintf(" (%d)", resp.StatusCode)
 	}
@@ -199,7 +210,7 @@ func TestRequestsPerOperation(t *testing.T) {
 	w.cp.BindAdmission(t, ns, filepath.Join("..", "..", "..", "config"))
 	elsewhere := rest.CopyConfig(cfg)
 	cnt := &counter{n: map[string]int{}}
-	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { cnt.next = rt; return cnt })
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return counted{cnt, rt} })
 	be, err := kube.New(t.Context(), cfg, kube.Options{Namespace: ns, Dashboard: w.loop.Dashboard, PollInterval: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
