@@ -251,8 +251,14 @@ func TestSkewedReplicaDoesNotTakeAFreshClaim(t *testing.T) {
 	var second error
 	tried := false
 	*h = func(ctx context.Context, w memory.Write, next func(context.Context) (string, error)) (string, error) {
-		if !tried && w.Op == memory.OpCreate && w.Doc.Kind == "cluster" {
-			tried = true // the claim is made; the cluster is on its way
+		if w.Op == memory.OpCreate && w.Doc.Kind == "cluster" && !tried {
+			tried = true // the cluster is on its way; its claim is made beside it
+			for i := 0; i < 5000; i++ {
+				if _, err := f.m.Backend.Get(ctx, "name", "cluster:同名"); err == nil {
+					break
+				}
+				time.Sleep(time.Millisecond)
+			}
 			_, second = ahead.Clusters().Create(f.ctx, f.spec("同名", 1, 1))
 		}
 		return next(ctx)

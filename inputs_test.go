@@ -88,6 +88,9 @@ func TestClaimOfAnUnreadableNameIsBounded(t *testing.T) {
 	if n := creates.Load(); n > 3 || time.Since(start) > 5*time.Second {
 		t.Fatalf("%d claim attempts in %v: want at most 3", n, time.Since(start))
 	}
+	// The cluster was stored while its name was being claimed, and is
+	// undone: deleted, saying why.
+	f.settle()
 	if l, _ := f.c.Clusters().List(f.ctx); len(l) != 0 {
 		t.Fatalf("a refused Create left clusters: %v", l)
 	}

@@ -33,7 +33,7 @@ func (clusterReconciler) logKey() string { return "cluster" }
 // observation of that generation moves the state on, quota is released
 // once Ray has let the compute go, and the runs that depend on the
 // cluster are queued to look again.
-func (c *Engine) reconcileCluster(ctx context.Context, id string) (time.Duration, error) {
+func (c *Engine) reconcileCluster(ctx context.Context, id string) (again time.Duration, err error) {
 	cl, err := c.getCluster(ctx, id)
 	if errs.IsNotFound(err) {
 		// Ray said something of a cluster that is not stored (deleted while
@@ -48,6 +48,11 @@ func (c *Engine) reconcileCluster(ctx context.Context, id string) (time.Duration
 	}
 	if err != nil {
 		return 0, err
+	}
+	if claim, err := c.checkNameClaim(ctx, cl); err != nil {
+		return 0, err
+	} else if claim > 0 {
+		defer func() { again = sooner(again, claim) }()
 	}
 	if !timedStep(cl.State) {
 		c.mu.Lock()

@@ -63,22 +63,37 @@ func (c *Engine) createCluster(ctx context.Context, spec *cluster.Spec, action, 
 		return nil, err
 	}
 	cl.Events = cluster.AppendEvent(nil, c.event(ctx, "user", action, msg))
-	if err := c.claimName(ctx, kindCluster, spec.Name, cl.ID); err != nil {
+	if err := c.nameFree(ctx, kindCluster, spec.Name, cl.ID); err != nil {
 		return nil, err
 	}
+	// The name is claimed while the cluster is stored: two writes in the
+	// time of one. A cluster whose claim fails is undone; one left without
+	// its claim by a client that died between the two is found by the
+	// cluster reconciler (checkNameClaim).
+	claimed := make(chan error, 1)
+	go func() { claimed <- c.claimName(ctx, kindCluster, spec.Name, cl.ID) }()
 	v, err := c.create(ctx, kindCluster, cl.ID, clusterLabels(cl), cl)
+	cerr := <-claimed
 	if err != nil {
-		if got, gerr := c.getFresh(ctx, cl.ID); gerr == nil {
-			if err := c.fenceNewCluster(ctx, got); err != nil {
-				return nil, err
-			}
-			return got, nil // created, though the reply was lost
-		} else if errs.IsNotFound(gerr) {
+		got, gerr := c.getFresh(ctx, cl.ID)
+		switch {
+		case gerr == nil && cerr != nil:
+			c.undoCreate(ctx, cl.ID, "its name could not be claimed: "+cerr.Error())
+			return nil, cerr
+		case gerr == nil:
+			cl, err = got, nil // created, though the reply was lost
+		case errs.IsNotFound(gerr) && cerr == nil:
 			c.releaseName(ctx, kindCluster, spec.Name, cl.ID)
 		}
-		return nil, err
+		if err != nil {
+			return nil, err
+		}
+	} else if cerr != nil {
+		c.undoCreate(ctx, cl.ID, "its name could not be claimed: "+cerr.Error())
+		return nil, cerr
+	} else {
+		cl.Version = v
 	}
-	cl.Version = v
 	if err := c.fenceNewCluster(ctx, cl); err != nil {
 		return nil, err
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/aidlc/dlc/cluster"
 	"github.com/aidlc/dlc/errs"
 )
 
@@ -79,6 +80,18 @@ func (c *Engine) claimName(ctx context.Context, kind, name, owner string) error 
 	}
 }
 
+// nameFree refuses, before anything is written, a name that the cache
+// shows claimed by another object of kind that has it: what claimName
+// would refuse once called. A name it lets through may still be taken by
+// the time claimName runs.
+func (c *Engine) nameFree(ctx context.Context, kind, name, owner string) error {
+	cl, _, err := fromCache[nameClaim](c, kindName, claimID(kind, name))
+	if err != nil || cl.Owner == owner || !c.ownsName(ctx, kind, name, cl.Owner) {
+		return nil
+	}
+	return errs.Conflict(kind, name, "the name is taken by "+kind+" "+cl.Owner)
+}
+
 // maxClaimsSeen bounds the claims a client remembers seeing without their
 // owner; past it, the oldest sightings are forgotten (and seen anew).
 const maxClaimsSeen = 4096
@@ -144,4 +157,55 @@ func (c *Engine) releaseName(ctx context.Context, kind, name, owner string) {
 		return
 	}
 	_ = c.store.Delete(context.WithoutCancel(ctx), kindName, id, v)
+}
+
+// checkNameClaim checks that cl holds the claim of its name, which its
+// create made beside storing it (createCluster): a cluster stored by a
+// client that died before its claim was made, or stored by someone else,
+// holds none. Looked up in the cache; when it is not there, cl is looked
+// at again after the repair grace (a claim on its way reaches the cache
+// later than the cluster may), and then on the store itself: a name
+// nobody holds is claimed for cl; a name another cluster holds and has
+// makes cl a duplicate, deleted as a create whose claim failed is, if it
+// was never started (one that was is left as it is, and logged: deleting
+// what runs is not a repair). It returns when to look again.
+// Temporary clusters hold no claim (their names are their runs').
+func (c *Engine) checkNameClaim(ctx context.Context, cl *cluster.Cluster) (time.Duration, error) {
+	if cl.Temporary || cl.State == cluster.Deleting {
+		return 0, nil
+	}
+	id := claimID(kindCluster, cl.Spec.Name)
+	if got, _, err := fromCache[nameClaim](c, kindName, id); err == nil && got.Owner == cl.ID {
+		return 0, nil
+	}
+	seen := "unclaimed:" + cl.ID
+	if age := c.claimAge(seen, ""); age < c.o.grace {
+		return c.o.grace - age, nil
+	}
+	got, _, err := fresh[nameClaim](ctx, c, kindName, id)
+	switch {
+	case err == nil && got.Owner == cl.ID:
+	case err != nil && !errs.IsNotFound(err):
+		return 0, err
+	case err == nil && c.ownsName(ctx, kindCluster, cl.Spec.Name, got.Owner):
+		why := "its name " + cl.Spec.Name + " is held by cluster " + got.Owner + ": its create did not claim it"
+		if cl.Generation > 1 || (cl.State != cluster.Creating && cl.State != cluster.Created) {
+			c.o.log.Error(errs.Conflict(kindCluster, cl.Spec.Name, why), "a cluster holds no claim of its name", "cluster", cl.ID)
+			return 0, nil
+		}
+		c.undoCreate(ctx, cl.ID, why)
+	default:
+		// Nobody holds it, or a claim whose owner has it not (stale):
+		// claimName makes it, or takes the stale one over.
+		if err := c.claimName(ctx, kindCluster, cl.Spec.Name, cl.ID); errors.Is(err, errs.ErrConflict) {
+			return c.o.grace, nil // taken meanwhile, or not yet stale: look again
+		} else if err != nil {
+			return 0, err
+		}
+		c.o.log.Info("claimed the name of a cluster that held no claim of it", "cluster", cl.ID, "name", cl.Spec.Name)
+	}
+	c.mu.Lock()
+	delete(c.claimsSeen, seen)
+	c.mu.Unlock()
+	return 0, nil
 }

@@ -1,0 +1,105 @@
+package dlc_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/aidlc/dlc"
+	"github.com/aidlc/dlc/backend"
+	"github.com/aidlc/dlc/backend/memory"
+	"github.com/aidlc/dlc/cluster"
+	"github.com/aidlc/dlc/dlctest"
+)
+
+// A cluster's name is claimed while the cluster is stored (two writes at
+// once). A name this client knows is taken is refused before either:
+// nothing is written.
+func TestCreateOfATakenNameWritesNothing(t *testing.T) {
+	var writes atomic.Int64
+	counting := atomic.Bool{}
+	f := newFixture(t, dlctest.MemoryOptions{Store: memory.StoreHooks{
+		Write: func(ctx context.Context, w memory.Write, next func(context.Context) (string, error)) (string, error) {
+			if counting.Load() {
+				writes.Add(1)
+			}
+			return next(ctx)
+		}}})
+	first, err := f.c.Clusters().Create(f.ctx, f.spec("taken", 1, 1))
+	f.must(err)
+	f.settle()
+	counting.Store(true)
+	c2 := f.m.NewClient() // another replica, whose cache has the claim too
+	for i, c := range []*dlc.Client{f.c, c2} {
+		_, err := c.Clusters().Create(f.ctx, f.spec("taken", 1, 1))
+		if !errors.Is(err, dlc.ErrConflict) || !strings.Contains(err.Error(), first.ID) {
+			t.Errorf("client %d: %v, want a conflict naming %s", i+1, err, first.ID)
+		}
+	}
+	if n := writes.Load(); n != 0 {
+		t.Errorf("refused creates wrote %d times", n)
+	}
+}
+
+// A client that dies between the cluster's write and its name's claim
+// leaves a cluster that holds no claim. The cluster reconciler finds it
+// (after the repair grace: a claim on its way reaches the cache later
+// than its cluster may): a name nobody holds is claimed for it, so that
+// no later create takes it; a never-started cluster whose name another
+// cluster holds is a duplicate, and deleted saying why; a started one is
+// left as it is.
+func TestClusterWithoutItsClaim(t *testing.T) {
+	var why atomic.Value // what the duplicate's delete said
+	f := newFixture(t, dlctest.MemoryOptions{Store: memory.StoreHooks{
+		Write: func(ctx context.Context, w memory.Write, next func(context.Context) (string, error)) (string, error) {
+			var cl cluster.Cluster
+			if w.Doc.ID == "cls-dup" && json.Unmarshal(w.Doc.Data, &cl) == nil && cl.State == cluster.Deleting {
+				why.Store(cl.Events[len(cl.Events)-1].Message)
+			}
+			return next(ctx)
+		}}})
+	held, err := f.c.Clusters().Create(f.ctx, f.spec("held", 1, 1))
+	f.must(err)
+	f.settle()
+	// stored copies a stored cluster under another id and name, as a
+	// create that died after its first write leaves it: no claim.
+	stored := func(id, name string, state cluster.State, generation int64) {
+		t.Helper()
+		d, err := f.m.Backend.Get(f.ctx, "cluster", held.ID)
+		f.must(err)
+		var cl cluster.Cluster
+		f.must(json.Unmarshal(d.Data, &cl))
+		cl.ID, cl.Spec.Name, cl.State, cl.Generation = id, name, state, generation
+		data, err := json.Marshal(cl)
+		f.must(err)
+		labels := map[string]string{}
+		for k, v := range d.Labels {
+			labels[k] = v
+		}
+		labels["state"] = string(state)
+		_, err = f.m.Backend.Create(f.ctx, backend.Doc{Kind: "cluster", ID: id, Labels: labels, Data: data})
+		f.must(err)
+	}
+	stored("cls-orphan", "orphan", cluster.Created, 1)
+	stored("cls-dup", "held", cluster.Created, 1)
+	stored("cls-dup-started", "held", cluster.Hibernated, 3)
+	f.settle()
+
+	if _, err := f.c.Clusters().Create(f.ctx, f.spec("orphan", 1, 1)); !errors.Is(err, dlc.ErrConflict) || !strings.Contains(err.Error(), "cls-orphan") {
+		t.Errorf("a create of the name of a cluster that held no claim: %v, want a conflict naming cls-orphan", err)
+	}
+	if _, err := f.c.Clusters().Get(f.ctx, "cls-dup"); !errors.Is(err, dlc.ErrNotFound) {
+		t.Errorf("the never-started duplicate: %v, want it deleted", err)
+	} else if w, _ := why.Load().(string); !strings.Contains(w, "held by cluster "+held.ID) {
+		t.Errorf("the duplicate's delete says %q", w)
+	}
+	if got, err := f.c.Clusters().Get(f.ctx, "cls-dup-started"); err != nil || got.State != cluster.Hibernated {
+		t.Errorf("the started duplicate: %v, %v, want it left hibernated", got, err)
+	}
+	if got, err := f.c.Clusters().Get(f.ctx, held.ID); err != nil || got.State != cluster.Created {
+		t.Errorf("the cluster that holds the name: %v, %v", got, err)
+	}
+}
