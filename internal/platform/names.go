@@ -162,14 +162,16 @@ func (c *Engine) releaseName(ctx context.Context, kind, name, owner string) {
 // checkNameClaim checks that cl holds the claim of its name, which its
 // create made beside storing it (createCluster): a cluster stored by a
 // client that died before its claim was made, or stored by someone else,
-// holds none. Looked up in the cache; when it is not there, cl is looked
-// at again after the repair grace (a claim on its way reaches the cache
-// later than the cluster may), and then on the store itself: a name
-// nobody holds is claimed for cl; a name another cluster holds and has
-// makes cl a duplicate, deleted as a create whose claim failed is, if it
-// was never started (one that was is left as it is, and logged: deleting
-// what runs is not a repair). It returns when to look again.
-// Temporary clusters hold no claim (their names are their runs').
+// holds none. Looked up in the cache; a cluster younger than the repair
+// grace is looked at again then (its claim may be on its way, and reach
+// the cache after the cluster). An older one is read again from the store
+// with its claim: a name nobody holds is claimed for it (should its
+// create's own claim be on its way after all, both claim for the same
+// owner, and both succeed); a name another cluster holds and has makes it
+// a duplicate, deleted as a create whose claim failed is, if it was never
+// started (one that was is left as it is, and logged: deleting what runs
+// is not a repair). It returns when to look again. Temporary clusters
+// hold no claim (their names are their runs').
 func (c *Engine) checkNameClaim(ctx context.Context, cl *cluster.Cluster) (time.Duration, error) {
 	if cl.Temporary || cl.State == cluster.Deleting {
 		return 0, nil
@@ -178,9 +180,19 @@ func (c *Engine) checkNameClaim(ctx context.Context, cl *cluster.Cluster) (time.
 	if got, _, err := fromCache[nameClaim](c, kindName, id); err == nil && got.Owner == cl.ID {
 		return 0, nil
 	}
-	seen := "unclaimed:" + cl.ID
-	if age := c.claimAge(seen, ""); age < c.o.grace {
-		return c.o.grace - age, nil
+	// Its age on this client's clock, from its creator's: a skew makes the
+	// repair come sooner or later, never wrong.
+	if age := c.clock.Now().Sub(cl.CreatedAt); age < c.o.grace {
+		return c.o.grace - max(age, 0), nil
+	}
+	cl, err := c.getFresh(ctx, cl.ID)
+	if errs.IsNotFound(err) {
+		return 0, nil
+	} else if err != nil {
+		return 0, err
+	}
+	if cl.Temporary || cl.State == cluster.Deleting || claimID(kindCluster, cl.Spec.Name) != id {
+		return 0, nil // it moved on (renamed, deleted): that version comes here too
 	}
 	got, _, err := fresh[nameClaim](ctx, c, kindName, id)
 	switch {
@@ -204,8 +216,5 @@ func (c *Engine) checkNameClaim(ctx context.Context, cl *cluster.Cluster) (time.
 		}
 		c.o.log.Info("claimed the name of a cluster that held no claim of it", "cluster", cl.ID, "name", cl.Spec.Name)
 	}
-	c.mu.Lock()
-	delete(c.claimsSeen, seen)
-	c.mu.Unlock()
 	return 0, nil
 }
