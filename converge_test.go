@@ -253,11 +253,13 @@ func TestSkewedReplicaDoesNotTakeAFreshClaim(t *testing.T) {
 	*h = func(ctx context.Context, w memory.Write, next func(context.Context) (string, error)) (string, error) {
 		if w.Op == memory.OpCreate && w.Doc.Kind == "cluster" && !tried {
 			tried = true // the cluster is on its way; its claim is made beside it
-			for i := 0; i < 5000; i++ {
+			for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(time.Millisecond) {
 				if _, err := f.m.Backend.Get(ctx, "name", "cluster:同名"); err == nil {
 					break
+				} else if time.Now().After(deadline) {
+					t.Error("the first create's claim was not made in 30 s")
+					break
 				}
-				time.Sleep(time.Millisecond)
 			}
 			_, second = ahead.Clusters().Create(f.ctx, f.spec("同名", 1, 1))
 		}
