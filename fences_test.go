@@ -79,7 +79,7 @@ func TestRaceJobDeleteInsideRunCreate(t *testing.T) {
 	var delErr error
 	fired := false
 	*h = func(ctx context.Context, w memory.Write, next func(context.Context) (string, error)) (string, error) {
-		if marked(ctx) && !fired && w.Op == memory.OpCreate && w.Doc.Kind == "run" {
+		if marked(ctx) && w.Op == memory.OpCreate && w.Doc.Kind == "run" && !fired {
 			fired = true
 			delErr = b.Jobs().Delete(f.ctx, rec.ID)
 		}
@@ -105,7 +105,7 @@ func TestRaceRunCreateInsideJobDelete(t *testing.T) {
 	var runErr error
 	fired := false
 	*h = func(ctx context.Context, w memory.Write, next func(context.Context) (string, error)) (string, error) {
-		if marked(ctx) && !fired && w.Op == memory.OpDelete && w.Doc.Kind == "job" {
+		if marked(ctx) && w.Op == memory.OpDelete && w.Doc.Kind == "job" && !fired {
 			fired = true
 			_, runErr = b.Runs().Create(f.ctx, rec.ID, dlc.RunOptions{})
 		}
@@ -134,7 +134,7 @@ func TestRaceRunCreateInsideJobDeleteLaggingCache(t *testing.T) {
 	var runErr error
 	fired := false
 	*h = func(ctx context.Context, w memory.Write, next func(context.Context) (string, error)) (string, error) {
-		if marked(ctx) && !fired && w.Op == memory.OpDelete && w.Doc.Kind == "job" {
+		if marked(ctx) && w.Op == memory.OpDelete && w.Doc.Kind == "job" && !fired {
 			fired = true
 			_, runErr = b.Runs().Create(f.ctx, rec.ID, dlc.RunOptions{})
 		}
@@ -166,7 +166,7 @@ func TestRaceRunCreateBeforeJobDeleteMark(t *testing.T) {
 	var runErr error
 	fired := false
 	*h = func(ctx context.Context, w memory.Write, next func(context.Context) (string, error)) (string, error) {
-		if marked(ctx) && !fired && w.Op == memory.OpUpdate && w.Doc.Kind == "job" {
+		if marked(ctx) && w.Op == memory.OpUpdate && w.Doc.Kind == "job" && !fired {
 			fired = true
 			r, runErr = b.Runs().Create(f.ctx, rec.ID, dlc.RunOptions{})
 		}
@@ -302,7 +302,7 @@ func TestRaceGroupDeleteInsideAddMembers(t *testing.T) {
 	var delErr error
 	fired := false
 	*h = func(ctx context.Context, w memory.Write, next func(context.Context) (string, error)) (string, error) {
-		if marked(ctx) && !fired && w.Op == memory.OpUpdate && w.Doc.Kind == "cluster" {
+		if marked(ctx) && w.Op == memory.OpUpdate && w.Doc.Kind == "cluster" && !fired {
 			fired = true
 			delErr = b.Groups().Delete(f.ctx, g, target)
 		}
@@ -329,7 +329,7 @@ func TestRaceAddMembersInsideGroupDelete(t *testing.T) {
 	var addErr error
 	fired := false
 	*h = func(ctx context.Context, w memory.Write, next func(context.Context) (string, error)) (string, error) {
-		if marked(ctx) && !fired && w.Op == memory.OpDelete && w.Doc.Kind == "group" {
+		if marked(ctx) && w.Op == memory.OpDelete && w.Doc.Kind == "group" && !fired {
 			fired = true
 			addErr = b.Groups().AddMembers(f.ctx, g, x.ID)
 		}
@@ -355,7 +355,7 @@ func TestRaceAddMembersInsideGroupDeleteLaggingCache(t *testing.T) {
 	var addErr error
 	fired := false
 	*h = func(ctx context.Context, w memory.Write, next func(context.Context) (string, error)) (string, error) {
-		if marked(ctx) && !fired && w.Op == memory.OpDelete && w.Doc.Kind == "group" {
+		if marked(ctx) && w.Op == memory.OpDelete && w.Doc.Kind == "group" && !fired {
 			fired = true
 			addErr = b.Groups().AddMembers(f.ctx, g, x.ID)
 		}
@@ -383,7 +383,7 @@ func TestRaceAddMembersBeforeGroupDeleteMark(t *testing.T) {
 	var addErr error
 	fired := false
 	*h = func(ctx context.Context, w memory.Write, next func(context.Context) (string, error)) (string, error) {
-		if marked(ctx) && !fired && w.Op == memory.OpUpdate && w.Doc.Kind == "group" {
+		if marked(ctx) && w.Op == memory.OpUpdate && w.Doc.Kind == "group" && !fired {
 			fired = true
 			addErr = b.Groups().AddMembers(f.ctx, g, x.ID)
 		}
@@ -411,7 +411,7 @@ func TestRaceClusterCreateInsideGroupDelete(t *testing.T) {
 	spec := f.spec("y", 1, 1)
 	spec.Groups = []string{g}
 	*h = func(ctx context.Context, w memory.Write, next func(context.Context) (string, error)) (string, error) {
-		if marked(ctx) && !fired && w.Op == memory.OpDelete && w.Doc.Kind == "group" {
+		if marked(ctx) && w.Op == memory.OpDelete && w.Doc.Kind == "group" && !fired {
 			fired = true
 			_, createErr = b.Clusters().Create(f.ctx, spec)
 		}
@@ -447,7 +447,7 @@ func TestRaceGroupDeleteInsideClusterCreate(t *testing.T) {
 	spec := f.spec("y", 1, 1)
 	spec.Groups = []string{g, f.grp}
 	*h = func(ctx context.Context, w memory.Write, next func(context.Context) (string, error)) (string, error) {
-		if marked(ctx) && !fired && w.Op == memory.OpCreate && w.Doc.Kind == "cluster" {
+		if marked(ctx) && w.Op == memory.OpCreate && w.Doc.Kind == "cluster" && !fired {
 			fired = true
 			delErr = b.Groups().Delete(f.ctx, g, target)
 		}
@@ -479,7 +479,7 @@ func TestRaceGroupDeleteInsideClusterEdit(t *testing.T) {
 	var delErr error
 	fired := false
 	*h = func(ctx context.Context, w memory.Write, next func(context.Context) (string, error)) (string, error) {
-		if marked(ctx) && !fired && w.Op == memory.OpUpdate && w.Doc.Kind == "cluster" {
+		if marked(ctx) && w.Op == memory.OpUpdate && w.Doc.Kind == "cluster" && !fired {
 			fired = true
 			delErr = b.Groups().Delete(f.ctx, g, target)
 		}
@@ -511,7 +511,7 @@ func TestRaceGroupDeleteTargetDeleted(t *testing.T) {
 	var delErr error
 	fired := false
 	*h = func(ctx context.Context, w memory.Write, next func(context.Context) (string, error)) (string, error) {
-		if marked(ctx) && !fired && w.Op == memory.OpUpdate && w.Doc.Kind == "cluster" {
+		if marked(ctx) && w.Op == memory.OpUpdate && w.Doc.Kind == "cluster" && !fired {
 			fired = true
 			delErr = b.Groups().Delete(f.ctx, target, f.grp)
 		}
@@ -588,7 +588,7 @@ func TestGroupDeleteRenamedMeanwhile(t *testing.T) {
 	var renameErr error
 	fired := false
 	*h = func(ctx context.Context, w memory.Write, next func(context.Context) (string, error)) (string, error) {
-		if marked(ctx) && !fired && w.Op == memory.OpUpdate && w.Doc.Kind == "cluster" {
+		if marked(ctx) && w.Op == memory.OpUpdate && w.Doc.Kind == "cluster" && !fired {
 			fired = true
 			_, renameErr = b.Groups().Rename(f.ctx, g, "renamed")
 		}

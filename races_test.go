@@ -70,7 +70,7 @@ func TestRaceTrueUpUndoesAutoscaleReservation(t *testing.T) {
 	cl := f.runningCluster("c1")
 	once := false
 	*h = func(ctx context.Context, w memory.Write, next func(context.Context) (string, error)) (string, error) {
-		if marked(ctx) && !once && w.Op == memory.OpUpdate && w.Doc.Kind == "cluster" {
+		if marked(ctx) && w.Op == memory.OpUpdate && w.Doc.Kind == "cluster" && !once {
 			once = true
 			b := f.m.NewClient() // another replica: its resync reconciles the running cluster
 			b.Reconcile()
@@ -99,7 +99,7 @@ func TestRaceConcurrentAutoscaleRestoreClobbers(t *testing.T) {
 	cl := f.runningCluster("c1")
 	once := false
 	*h = func(ctx context.Context, w memory.Write, next func(context.Context) (string, error)) (string, error) {
-		if marked(ctx) && !once && w.Op == memory.OpUpdate && w.Doc.Kind == "cluster" {
+		if marked(ctx) && w.Op == memory.OpUpdate && w.Doc.Kind == "cluster" && !once {
 			once = true
 			if _, err := f.c.Clusters().Autoscale(f.ctx, cl.ID, "cpu", 3); err != nil { // the other caller wins the race
 				t.Errorf("B: %v", err)
