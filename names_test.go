@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/aidlc/dlc"
 	"github.com/aidlc/dlc/backend"
@@ -53,7 +54,14 @@ func TestCreateOfATakenNameWritesNothing(t *testing.T) {
 // left as it is.
 func TestClusterWithoutItsClaim(t *testing.T) {
 	var why atomic.Value // what the duplicate's delete said
-	f := newFixture(t, dlctest.MemoryOptions{Store: memory.StoreHooks{
+	var startedReads atomic.Int64
+	f := newFixture(t, dlctest.MemoryOptions{Options: []dlc.Option{dlc.WithResync(5 * time.Minute)}, Store: memory.StoreHooks{
+		Read: func(ctx context.Context, kind, id string) error {
+			if kind == "cluster" && id == "cls-dup-started" {
+				startedReads.Add(1)
+			}
+			return nil
+		},
 		Write: func(ctx context.Context, w memory.Write, next func(context.Context) (string, error)) (string, error) {
 			var cl cluster.Cluster
 			if w.Doc.ID == "cls-dup" && json.Unmarshal(w.Doc.Data, &cl) == nil && cl.State == cluster.Deleting {
@@ -101,5 +109,16 @@ func TestClusterWithoutItsClaim(t *testing.T) {
 	}
 	if got, err := f.c.Clusters().Get(f.ctx, held.ID); err != nil || got.State != cluster.Created {
 		t.Errorf("the cluster that holds the name: %v, %v", got, err)
+	}
+	// The started duplicate is read again on the store once per 10
+	// minutes, not at each reconcile: three resyncs in 15 minutes read it
+	// at most twice.
+	startedReads.Store(0)
+	for range 3 {
+		f.m.Clock.Advance(5*time.Minute + time.Second)
+		f.m.Reconcile()
+	}
+	if n := startedReads.Load(); n == 0 || n > 2 {
+		t.Errorf("the started duplicate was read %d times on the store in 15 minutes, want 1 or 2", n)
 	}
 }

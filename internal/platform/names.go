@@ -159,6 +159,10 @@ func (c *Engine) releaseName(ctx context.Context, kind, name, owner string) {
 	_ = c.store.Delete(context.WithoutCancel(ctx), kindName, id, v)
 }
 
+// dupRecheck is how often a started cluster whose name another cluster
+// holds is looked at again on the store (and logged).
+const dupRecheck = 10 * time.Minute
+
 // checkNameClaim checks that cl holds the claim of its name, which its
 // create made beside storing it (createCluster): a cluster stored by a
 // client that died before its claim was made, or stored by someone else,
@@ -169,8 +173,9 @@ func (c *Engine) releaseName(ctx context.Context, kind, name, owner string) {
 // create's own claim be on its way after all, both claim for the same
 // owner, and both succeed); a name another cluster holds and has makes it
 // a duplicate, deleted as a create whose claim failed is, if it was never
-// started (one that was is left as it is, and logged: deleting what runs
-// is not a repair). It returns when to look again. Temporary clusters
+// started (one that was is left as it is, and logged, and read again on
+// the store only once per dupRecheck: deleting what runs is not a
+// repair). It returns when to look again. Temporary clusters
 // hold no claim (their names are their runs').
 func (c *Engine) checkNameClaim(ctx context.Context, cl *cluster.Cluster) (time.Duration, error) {
 	if cl.Temporary || cl.State == cluster.Deleting {
@@ -184,6 +189,15 @@ func (c *Engine) checkNameClaim(ctx context.Context, cl *cluster.Cluster) (time.
 	// repair come sooner or later, never wrong.
 	if age := c.clock.Now().Sub(cl.CreatedAt); age < c.o.grace {
 		return c.o.grace - max(age, 0), nil
+	}
+	// A started duplicate found before is read again (and logged) once per
+	// dupRecheck, not at each of its reconciles.
+	dup := "duplicate:" + cl.ID
+	c.mu.Lock()
+	seen, known := c.claimsSeen[dup]
+	c.mu.Unlock()
+	if known && c.clock.Now().Sub(seen.at) < dupRecheck {
+		return 0, nil
 	}
 	cl, err := c.getFresh(ctx, cl.ID)
 	if errs.IsNotFound(err) {
@@ -202,7 +216,11 @@ func (c *Engine) checkNameClaim(ctx context.Context, cl *cluster.Cluster) (time.
 	case err == nil && c.ownsName(ctx, kindCluster, cl.Spec.Name, got.Owner):
 		why := "its name " + cl.Spec.Name + " is held by cluster " + got.Owner + ": its create did not claim it"
 		if cl.Generation > 1 || (cl.State != cluster.Creating && cl.State != cluster.Created) {
-			c.o.log.Error(errs.Conflict(kindCluster, cl.Spec.Name, why), "a cluster holds no claim of its name", "cluster", cl.ID)
+			c.mu.Lock()
+			delete(c.claimsSeen, dup)
+			c.mu.Unlock()
+			c.claimAge(dup, "") // seen now
+			c.o.log.Error(errs.Conflict(kindCluster, cl.Spec.Name, why), "a started cluster holds no claim of its name; left as it is", "cluster", cl.ID)
 			return 0, nil
 		}
 		c.undoCreate(ctx, cl.ID, why)
