@@ -3,12 +3,14 @@ package dlc_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/aidlc/dlc"
 	"github.com/aidlc/dlc/backend/memory"
+	"github.com/aidlc/dlc/errs"
 	"github.com/aidlc/dlc/job"
 	"github.com/aidlc/dlc/quota"
 )
@@ -134,5 +136,74 @@ func TestAdmissionPastPendingRoom(t *testing.T) {
 		if r.WaitReason == job.InsufficientQuota {
 			t.Fatalf("run %s was told it waits for quota (%s), with room for all", id, r.Message)
 		}
+	}
+}
+
+// While a resource group keeps as many pending reservation changes as it
+// may and none can be settled (the store refuses their documents), a run
+// that fits is not admitted; what the run is told when asked why it waits
+// says so, rather than only that it fits.
+func TestPendingSaysAdmissionWaitsForSettling(t *testing.T) {
+	const runs = quota.MaxPending + 10
+	never := memory.Delays{Create: time.Hour, Start: time.Hour, Hibernate: time.Hour, Delete: time.Hour,
+		Submit: time.Hour, Run: time.Hour}
+	b := memory.New(memory.Options{Delays: &never, Store: memory.StoreHooks{
+		Write: func(ctx context.Context, w memory.Write, next func(context.Context) (string, error)) (string, error) {
+			if w.Doc.Kind == "hold" && w.Op == memory.OpCreate {
+				return "", errs.Unavailable("store create hold", fmt.Errorf("refused by the test"))
+			}
+			return next(ctx)
+		}}})
+	ctx := dlc.WithUser(t.Context(), "alice")
+	seed, err := dlc.New(dlc.WithBackend(b), dlc.WithWorkers(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := seed.ResourceGroups().Register(ctx, quota.Group{ID: "rg-big", Package: "pkg-1",
+		Capacity: quota.Resources{MilliCPU: 1 << 40, Memory: 1 << 50}}); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := dlc.NewJob("many").OnDemand("pkg-1", "rg-big").Priority(5).Image("ray-2.46.0-py310-cpu").
+		Head("head", "cu.4c8g").WorkerGroup("cpu", "cu.4c8g", 1, 1).
+		COSPackage("cos://jobs-1250000000/train.zip").Entrypoint("python train.py").Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := seed.Jobs().Create(ctx, cfg, dlc.SaveOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range runs {
+		if _, err := seed.Runs().Create(ctx, rec.ID, dlc.RunOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_ = seed.Close()
+
+	c, err := dlc.New(dlc.WithBackend(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = c.Close() }()
+	full := quota.Resources{MilliCPU: quota.MaxPending * 8000, Memory: quota.MaxPending * 16 * quota.GiB}
+	settleWithin(t, 2*time.Minute, "the pending reservation changes at their bound", func() (bool, string) {
+		u, err := c.ResourceGroups().Get(ctx, "rg-big")
+		return err == nil && u.Reserved == full, fmt.Sprintf("reserved %v of %v (%v)", u.Reserved, full, err)
+	})
+	waiting, err := c.ResourceGroups().Pending(ctx, "rg-big")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(waiting) != runs-quota.MaxPending {
+		t.Fatalf("%d runs wait, want %d", len(waiting), runs-quota.MaxPending)
+	}
+	for _, p := range waiting {
+		if !strings.Contains(p.Lacks, "pending reservation changes are settled") {
+			t.Errorf("run %s at %d: %q, want it to say that admission waits for the pending changes to be settled", p.RunID, p.Position, p.Lacks)
+		}
+	}
+	one, err := c.Runs().Pending(ctx, waiting[0].RunID)
+	if err != nil || one.Lacks != waiting[0].Lacks {
+		t.Errorf("the run's own Pending: %+v, %v; want the queue's entry %q", one, err, waiting[0].Lacks)
 	}
 }

@@ -51,7 +51,7 @@ func (s *RunService) Pending(ctx context.Context, id string) (*job.Pending, erro
 		if _, held := a.Hold(odClusterID(id)); !held {
 			if pos, ok := c.queues.position(rg, id, c.queueItem); ok {
 				if it, ok := c.queueItem(id); ok {
-					e := pendingEntry(r, rg, pos, it.Demand, a.Allocatable())
+					e := pendingEntry(r, rg, pos, it.Demand, a)
 					return &e, nil
 				}
 			}
@@ -77,7 +77,6 @@ func (s *ResourceGroupService) Pending(ctx context.Context, rg string) ([]job.Pe
 		return nil, err
 	}
 	items := c.queues.order(rg, c.queueItem)
-	free := a.Allocatable()
 	out := make([]job.Pending, 0, len(items))
 	for _, it := range items {
 		if _, held := a.Hold(odClusterID(it.RunID)); held {
@@ -87,19 +86,27 @@ func (s *ResourceGroupService) Pending(ctx context.Context, rg string) ([]job.Pe
 		if err != nil {
 			continue
 		}
-		out = append(out, pendingEntry(r, rg, len(out), it.Demand, free))
+		out = append(out, pendingEntry(r, rg, len(out), it.Demand, a))
 	}
 	return out, nil
 }
 
 // pendingEntry is waiting run r's entry in resource group rg's queue, with
-// ahead runs before it, needing demand where free can be allocated.
-func pendingEntry(r *job.Run, rg string, ahead int, demand, free quota.Resources) job.Pending {
+// ahead runs before it, needing demand where a's quota can be allocated.
+// A run that fits while a keeps as many pending reservation changes as it
+// may (quota.MaxPending) is told that admission waits for them to be
+// settled into their documents (resourcegroup_reconciler.go): derived
+// here, not written on the run.
+func pendingEntry(r *job.Run, rg string, ahead int, demand quota.Resources, a *quota.Account) job.Pending {
+	free := a.Allocatable()
 	p := job.Pending{RunID: r.ID, State: r.State, Reason: r.WaitReason, Message: r.Message, ResourceGroup: rg,
 		Position: ahead + 1, Ahead: ahead, Needs: demand, Allocatable: free}
-	if demand.Fits(free) {
+	switch {
+	case demand.Fits(free) && len(a.Pending) >= quota.MaxPending:
+		p.Lacks = fmt.Sprintf("fits: %s; admitted once some of the resource group's %d pending reservation changes are settled into their documents", lacks(demand, free), len(a.Pending))
+	case demand.Fits(free):
 		p.Lacks = "fits: " + lacks(demand, free)
-	} else {
+	default:
 		p.Lacks = lacks(demand, free)
 	}
 	return p
