@@ -84,40 +84,8 @@ func TestAdmissionNotBehindOtherSteps(t *testing.T) {
 // succeeded again: the runs stayed queued for ever.
 func TestAdmissionPastPendingRoom(t *testing.T) {
 	const runs = quota.MaxPending + 200
-	never := memory.Delays{Create: time.Hour, Start: time.Hour, Hibernate: time.Hour, Delete: time.Hour,
-		Submit: time.Hour, Run: time.Hour}
-	b := memory.New(memory.Options{Delays: &never})
+	b, ids := queuedOnDemand(t, runs, memory.StoreHooks{})
 	ctx := dlc.WithUser(t.Context(), "alice")
-	// The runs are stored by a client that admits nothing, so that the
-	// queue is that long when the admitting client first looks.
-	seed, err := dlc.New(dlc.WithBackend(b), dlc.WithWorkers(0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := seed.ResourceGroups().Register(ctx, quota.Group{ID: "rg-big", Package: "pkg-1",
-		Capacity: quota.Resources{MilliCPU: 1 << 40, Memory: 1 << 50}}); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := dlc.NewJob("many").OnDemand("pkg-1", "rg-big").Priority(5).Image("ray-2.46.0-py310-cpu").
-		Head("head", "cu.4c8g").WorkerGroup("cpu", "cu.4c8g", 1, 1).
-		COSPackage("cos://jobs-1250000000/train.zip").Entrypoint("python train.py").Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec, err := seed.Jobs().Create(ctx, cfg, dlc.SaveOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ids := make([]string, runs)
-	for i := range ids {
-		r, err := seed.Runs().Create(ctx, rec.ID, dlc.RunOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ids[i] = r.ID
-	}
-	_ = seed.Close()
-
 	c, err := dlc.New(dlc.WithBackend(b))
 	if err != nil {
 		t.Fatal(err)
@@ -145,40 +113,14 @@ func TestAdmissionPastPendingRoom(t *testing.T) {
 // says so, rather than only that it fits.
 func TestPendingSaysAdmissionWaitsForSettling(t *testing.T) {
 	const runs = quota.MaxPending + 10
-	never := memory.Delays{Create: time.Hour, Start: time.Hour, Hibernate: time.Hour, Delete: time.Hour,
-		Submit: time.Hour, Run: time.Hour}
-	b := memory.New(memory.Options{Delays: &never, Store: memory.StoreHooks{
+	b, _ := queuedOnDemand(t, runs, memory.StoreHooks{
 		Write: func(ctx context.Context, w memory.Write, next func(context.Context) (string, error)) (string, error) {
 			if w.Doc.Kind == "hold" && w.Op == memory.OpCreate {
 				return "", errs.Unavailable("store create hold", fmt.Errorf("refused by the test"))
 			}
 			return next(ctx)
-		}}})
+		}})
 	ctx := dlc.WithUser(t.Context(), "alice")
-	seed, err := dlc.New(dlc.WithBackend(b), dlc.WithWorkers(0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := seed.ResourceGroups().Register(ctx, quota.Group{ID: "rg-big", Package: "pkg-1",
-		Capacity: quota.Resources{MilliCPU: 1 << 40, Memory: 1 << 50}}); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := dlc.NewJob("many").OnDemand("pkg-1", "rg-big").Priority(5).Image("ray-2.46.0-py310-cpu").
-		Head("head", "cu.4c8g").WorkerGroup("cpu", "cu.4c8g", 1, 1).
-		COSPackage("cos://jobs-1250000000/train.zip").Entrypoint("python train.py").Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec, err := seed.Jobs().Create(ctx, cfg, dlc.SaveOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for range runs {
-		if _, err := seed.Runs().Create(ctx, rec.ID, dlc.RunOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	_ = seed.Close()
 
 	c, err := dlc.New(dlc.WithBackend(b))
 	if err != nil {
@@ -206,4 +148,45 @@ func TestPendingSaysAdmissionWaitsForSettling(t *testing.T) {
 	if err != nil || one.Lacks != waiting[0].Lacks {
 		t.Errorf("the run's own Pending: %+v, %v; want the queue's entry %q", one, err, waiting[0].Lacks)
 	}
+}
+
+// queuedOnDemand returns a memory backend (Ray never done, the store's
+// hooks h) holding resource group rg-big, of all but unbounded capacity,
+// and n queued on-demand runs into it, with their ids. The runs are
+// stored by a client that admits nothing, so that the queue is that long
+// when the admitting client first looks.
+func queuedOnDemand(t *testing.T, n int, h memory.StoreHooks) (*memory.Backend, []string) {
+	t.Helper()
+	never := memory.Delays{Create: time.Hour, Start: time.Hour, Hibernate: time.Hour, Delete: time.Hour,
+		Submit: time.Hour, Run: time.Hour}
+	b := memory.New(memory.Options{Delays: &never, Store: h})
+	ctx := dlc.WithUser(t.Context(), "alice")
+	seed, err := dlc.New(dlc.WithBackend(b), dlc.WithWorkers(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = seed.Close() }()
+	if _, err := seed.ResourceGroups().Register(ctx, quota.Group{ID: "rg-big", Package: "pkg-1",
+		Capacity: quota.Resources{MilliCPU: 1 << 40, Memory: 1 << 50}}); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := dlc.NewJob("many").OnDemand("pkg-1", "rg-big").Priority(5).Image("ray-2.46.0-py310-cpu").
+		Head("head", "cu.4c8g").WorkerGroup("cpu", "cu.4c8g", 1, 1).
+		COSPackage("cos://jobs-1250000000/train.zip").Entrypoint("python train.py").Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := seed.Jobs().Create(ctx, cfg, dlc.SaveOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := make([]string, n)
+	for i := range ids {
+		r, err := seed.Runs().Create(ctx, rec.ID, dlc.RunOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[i] = r.ID
+	}
+	return b, ids
 }
