@@ -76,23 +76,19 @@ func (c *Engine) createCluster(ctx context.Context, spec *cluster.Spec, action, 
 	cerr := <-claimed
 	if err != nil {
 		got, gerr := c.getFresh(ctx, cl.ID)
-		switch {
-		case gerr == nil && cerr != nil:
-			c.undoCreate(ctx, cl.ID, "its name could not be claimed: "+cerr.Error())
-			return nil, cerr
-		case gerr == nil:
-			cl, err = got, nil // created, though the reply was lost
-		case errs.IsNotFound(gerr) && cerr == nil:
-			c.releaseName(ctx, kindCluster, spec.Name, cl.ID)
-		}
-		if err != nil {
+		if gerr != nil {
+			if errs.IsNotFound(gerr) && cerr == nil {
+				c.releaseName(ctx, kindCluster, spec.Name, cl.ID)
+			}
 			return nil, err
 		}
-	} else if cerr != nil {
-		c.undoCreate(ctx, cl.ID, "its name could not be claimed: "+cerr.Error())
-		return nil, cerr
+		cl = got // created, though the reply was lost
 	} else {
 		cl.Version = v
+	}
+	if cerr != nil {
+		c.undoCreate(ctx, cl.ID, "its name could not be claimed: "+cerr.Error())
+		return nil, cerr
 	}
 	if err := c.fenceNewCluster(ctx, cl); err != nil {
 		return nil, err
