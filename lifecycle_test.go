@@ -3,6 +3,7 @@ package dlc_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -82,6 +83,41 @@ func TestScheduleEveryMinute(t *testing.T) {
 	st := got.ScheduleStatus
 	if st.Missed != 0 || st.LastRun != runs[9].ID || !st.NextTick.Equal(runs[9].Tick.Add(time.Minute)) {
 		t.Fatalf("schedule status %+v, want none missed, last run %s", st, runs[9].ID)
+	}
+}
+
+// L1: a schedule's step writes the config only when a tick is due. Every
+// write of a config comes back to its schedule's step; a step that
+// recorded how far it had looked (now) with no tick due wrote again each
+// time, a loop of writes as fast as the store took them (on the memory
+// store with a real clock, 28,000 a second). Here each write of the
+// config (an edit) between two ticks is the config's last write once the
+// steps have run, until the tick.
+func TestScheduleStepWritesOnlyTicks(t *testing.T) {
+	f := newFixture(t, lasting(10*time.Second, nil))
+	cl := f.runningCluster("c1")
+	rec := f.job(dlc.NewJob("hourly").OnCluster(cl.ID).Schedule("0 * * * *"))
+	f.m.Reconcile()
+	for i := range 5 {
+		f.m.Step(time.Second) // within the hour: no tick due
+		cur, err := f.c.Jobs().Get(f.ctx, rec.ID)
+		f.must(err)
+		cur.Config.Entrypoint = fmt.Sprintf("python main.py --edit %d", i)
+		edited, err := f.c.Jobs().Update(f.ctx, cur)
+		f.must(err)
+		f.m.Reconcile()
+		got, err := f.c.Jobs().Get(f.ctx, rec.ID)
+		f.must(err)
+		if got.Version != edited.Version {
+			t.Fatalf("edit %d: the config is at version %s after its step, the edit wrote %s (schedule status %+v)",
+				i, got.Version, edited.Version, got.ScheduleStatus)
+		}
+	}
+	f.m.Step(time.Hour) // the tick comes, and is recorded
+	got, err := f.c.Jobs().Get(f.ctx, rec.ID)
+	f.must(err)
+	if got.ScheduleStatus.LastRun == "" || got.ScheduleStatus.NextTick.IsZero() {
+		t.Fatalf("after an hour: schedule status %+v, want the tick's run and the next tick", got.ScheduleStatus)
 	}
 }
 

@@ -90,7 +90,11 @@ func (c *Engine) reconcileSchedule(ctx context.Context, id string) (time.Duratio
 		// Stored by someone else, unchecked: said once on the config.
 		return 0, c.noteOnJob(ctx, rec, "schedule-invalid", "the schedule does not parse, no run is started: "+err.Error())
 	}
-	if len(ticks.Start) == 0 && ticks.Missed == 0 && ticks.Through.Equal(last) {
+	if len(ticks.Start) == 0 && ticks.Missed == 0 && !ticks.Through.Before(now) {
+		// No tick due: nothing to record. Recording how far it looked
+		// (now) would be a write, and every write of the config comes
+		// back here, a little later: a loop of writes as fast as the store
+		// takes them.
 		return untilNext(ticks.Next, now), nil
 	}
 	next := rec.DeepCopy()
