@@ -107,6 +107,107 @@ func TestAdmissionPastPendingRoom(t *testing.T) {
 	}
 }
 
+// A resource group's pass tells the runs it cannot admit that they wait
+// for quota (J18), a bounded number at a time (a write each): room made
+// while a long backlog is being told is used by the group's next pass,
+// not once every run of the backlog has been written to. A pass used to
+// tell them all, one write after another, while the pass that would use
+// the room waited: 300 queued runs held a capacity raise for seconds on
+// the API server.
+func TestAdmissionNotBehindTellingABacklog(t *testing.T) {
+	const runs = 300
+	var (
+		mu      sync.Mutex
+		told    int
+		once    sync.Once
+		telling = make(chan struct{})
+		gate    = make(chan struct{})
+	)
+	b, _ := queuedOnDemand(t, runs, memory.StoreHooks{
+		Write: func(ctx context.Context, w memory.Write, next func(context.Context) (string, error)) (string, error) {
+			if w.Doc.Kind != "run" || w.Doc.Labels["state"] != string(job.Waiting) {
+				return next(ctx)
+			}
+			mu.Lock()
+			told++
+			mu.Unlock()
+			once.Do(func() { close(telling) })
+			select {
+			case <-gate:
+			case <-ctx.Done():
+				return "", ctx.Err()
+			}
+			return next(ctx)
+		}})
+	ctx := dlc.WithUser(t.Context(), "alice")
+	// The group has no room when the admitting client starts: a client
+	// without workers (it admits nothing) takes its capacity away.
+	owner, err := dlc.New(dlc.WithBackend(b), dlc.WithWorkers(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = owner.Close() }()
+	if _, err := owner.ResourceGroups().Register(ctx, quota.Group{ID: "rg-big", Package: "pkg-1"}); err != nil {
+		t.Fatal(err)
+	}
+	c, err := dlc.New(dlc.WithBackend(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = c.Close() }()
+	select {
+	case <-telling: // the first pass tells the backlog it waits, held here
+	case <-time.After(2 * time.Minute):
+		t.Fatal("no run was told it waits for quota after 2 minutes")
+	}
+	if _, err := owner.ResourceGroups().Register(ctx, quota.Group{ID: "rg-big", Package: "pkg-1",
+		Capacity: quota.Resources{MilliCPU: 1 << 40, Memory: 1 << 50}}); err != nil {
+		t.Fatal(err)
+	}
+	close(gate)
+	want := quota.Resources{MilliCPU: runs * 8000, Memory: runs * 16 * quota.GiB} // a cu.4c8g head and worker each
+	settleWithin(t, 2*time.Minute, "every run admitted", func() (bool, string) {
+		u, err := c.ResourceGroups().Get(ctx, "rg-big")
+		return err == nil && u.Reserved == want, fmt.Sprintf("reserved %v of %v (%v)", u.Reserved, want, err)
+	})
+	mu.Lock()
+	n := told
+	mu.Unlock()
+	if n > 64 {
+		t.Fatalf("%d of the %d runs were told they wait for quota before the room made was used; want one pass's, at most 64", n, runs)
+	}
+}
+
+// Every run a resource group cannot admit is told so (J18), however many
+// queue at once: those one pass leaves untold, the next tells.
+func TestEveryRunOfABacklogToldItWaits(t *testing.T) {
+	const runs = 150
+	b, ids := queuedOnDemand(t, runs, memory.StoreHooks{})
+	ctx := dlc.WithUser(t.Context(), "alice")
+	owner, err := dlc.New(dlc.WithBackend(b), dlc.WithWorkers(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = owner.Close() }()
+	if _, err := owner.ResourceGroups().Register(ctx, quota.Group{ID: "rg-big", Package: "pkg-1"}); err != nil {
+		t.Fatal(err)
+	}
+	c, err := dlc.New(dlc.WithBackend(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = c.Close() }()
+	settleWithin(t, 2*time.Minute, "every run told it waits for quota", func() (bool, string) {
+		for i, id := range ids {
+			r, err := c.Runs().Get(ctx, id)
+			if err != nil || r.State != job.Waiting || r.WaitReason != job.InsufficientQuota {
+				return false, fmt.Sprintf("%d of %d told; run %s: %v", i, runs, id, err)
+			}
+		}
+		return true, ""
+	})
+}
+
 // While a resource group keeps as many pending reservation changes as it
 // may and none can be settled (the store refuses their documents), a run
 // that fits is not admitted; what the run is told when asked why it waits

@@ -250,19 +250,12 @@ func (c *Engine) settle(ctx context.Context, a *quota.Account, write bool) (bool
 		err             error
 	}
 	results := make([]result, len(todo))
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, 8)
-	for i, holder := range todo {
+	parallel(len(todo), 8, func(i int) {
+		holder := todo[i]
 		p := a.Pending[holder]
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			v, err := c.putHold(ctx, a.ID, holder, p)
-			results[i] = result{holder: holder, version: v, seq: p.Seq, err: err}
-		}()
-	}
-	wg.Wait()
+		v, err := c.putHold(ctx, a.ID, holder, p)
+		results[i] = result{holder: holder, version: v, seq: p.Seq, err: err}
+	})
 	var errList []error
 	for _, r := range results {
 		switch {
@@ -273,6 +266,21 @@ func (c *Engine) settle(ctx context.Context, a *quota.Account, write bool) (bool
 		}
 	}
 	return changed, errors.Join(errList...)
+}
+
+// parallel calls f(0) … f(n-1), at most limit at a time, and returns
+// once every call has.
+func parallel(n, limit int, f func(i int)) {
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, limit)
+	for i := range n {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			f(i)
+		})
+	}
+	wg.Wait()
 }
 
 // keySettle is the kind of the keys of settleReconciler's steps

@@ -232,21 +232,39 @@ func (c *Engine) reconcileResourceGroup(ctx context.Context, id string) (time.Du
 		c.requeued(id, later)
 		queued = nil
 	}
-	for i, runID := range queued {
-		if in[runID] {
-			continue
+	// Each is a write of its run: a few at once, and a bounded number a
+	// pass (the rest are told by the passes that follow, at once), so
+	// that a pass, and a change of the group that comes meanwhile (room
+	// made), never waits behind a long backlog of them.
+	var tell []string
+	for _, runID := range queued {
+		if !in[runID] {
+			tell = append(tell, runID)
 		}
-		r, err := c.getRun(ctx, runID)
+	}
+	if len(tell) > maxToldPerPass {
+		c.requeued(id, tell[maxToldPerPass:])
+		c.enqueue(kindResourceGroup + "/" + id)
+		tell = tell[:maxToldPerPass]
+	}
+	failed := make([]error, len(tell))
+	parallel(len(tell), waitWriters, func(i int) {
+		r, err := c.getRun(ctx, tell[i])
 		if err != nil || r.State != job.Queued {
-			continue
+			return
 		}
 		if _, held := a.Hold(odClusterID(r.ID)); held {
-			continue
+			return
 		}
-		if err := c.wait(ctx, r, job.InsufficientQuota, "waiting for quota in resource group "+id); err != nil {
-			c.requeued(id, queued[i:])
-			return 0, err
+		failed[i] = c.wait(ctx, r, job.InsufficientQuota, "waiting for quota in resource group "+id)
+	})
+	for i, err := range failed {
+		if err != nil {
+			c.requeued(id, tell[i:i+1])
 		}
+	}
+	if err := errors.Join(failed...); err != nil {
+		return 0, err
 	}
 	// Settle, second half: past settleAt pending holds, their documents
 	// are written by a step of their own (settleReconciler). Below
@@ -256,6 +274,13 @@ func (c *Engine) reconcileResourceGroup(ctx context.Context, id string) (time.Du
 	}
 	return recheck, nil
 }
+
+// A resource group's pass tells at most maxToldPerPass of the runs newly
+// queued that they wait for quota, waitWriters at a time.
+const (
+	maxToldPerPass = 64
+	waitWriters    = 8
+)
 
 // holdReport is a live cluster whose reservation the quota reconciler
 // restored, or could not (err).
