@@ -104,8 +104,18 @@ func TestClusterWithoutItsClaim(t *testing.T) {
 	} else if w, _ := why.Load().(string); !strings.Contains(w, "held by cluster "+held.ID) {
 		t.Errorf("the duplicate's delete says %q", w)
 	}
-	if got, err := f.c.Clusters().Get(f.ctx, "cls-dup-started"); err != nil || got.State != cluster.Hibernated {
-		t.Errorf("the started duplicate: %v, %v, want it left hibernated", got, err)
+	got, err := f.c.Clusters().Get(f.ctx, "cls-dup-started")
+	if err != nil || got.State != cluster.Hibernated {
+		t.Fatalf("the started duplicate: %v, %v, want it left hibernated", got, err)
+	}
+	said := 0
+	for _, e := range got.Events {
+		if e.Action == "name-unclaimed" && strings.Contains(e.Message, "held by cluster "+held.ID) {
+			said++
+		}
+	}
+	if said != 1 {
+		t.Errorf("the started duplicate's log says %d times that its name is another's, want once: %+v", said, got.Events)
 	}
 	if got, err := f.c.Clusters().Get(f.ctx, held.ID); err != nil || got.State != cluster.Created {
 		t.Errorf("the cluster that holds the name: %v, %v", got, err)
@@ -120,5 +130,8 @@ func TestClusterWithoutItsClaim(t *testing.T) {
 	}
 	if n := startedReads.Load(); n == 0 || n > 2 {
 		t.Errorf("the started duplicate was read %d times on the store in 15 minutes, want 1 or 2", n)
+	}
+	if again, err := f.c.Clusters().Get(f.ctx, "cls-dup-started"); err != nil || again.Version != got.Version {
+		t.Errorf("the started duplicate was written again after its log said it once: %v, version %s then %s", err, got.Version, again.Version)
 	}
 }

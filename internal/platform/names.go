@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/aidlc/dlc/cluster"
@@ -163,6 +164,10 @@ func (c *Engine) releaseName(ctx context.Context, kind, name, owner string) {
 // holds is looked at again on the store (and logged).
 const dupRecheck = 10 * time.Minute
 
+// actionNameUnclaimed is the log entry of a started cluster whose name
+// another cluster holds.
+const actionNameUnclaimed = "name-unclaimed"
+
 // checkNameClaim checks that cl holds the claim of its name, which its
 // create made beside storing it (createCluster): a cluster stored by a
 // client that died before its claim was made, or stored by someone else,
@@ -173,7 +178,7 @@ const dupRecheck = 10 * time.Minute
 // create's own claim be on its way after all, both claim for the same
 // owner, and both succeed); a name another cluster holds and has makes it
 // a duplicate, deleted as a create whose claim failed is, if it was never
-// started (one that was is left as it is, and logged, and read again on
+// started (one that was is left as it is, logged and said in its log, and read again on
 // the store only once per dupRecheck: deleting what runs is not a
 // repair). It returns when to look again. Temporary clusters
 // hold no claim (their names are their runs').
@@ -221,6 +226,14 @@ func (c *Engine) checkNameClaim(ctx context.Context, cl *cluster.Cluster) (time.
 			c.mu.Unlock()
 			c.claimAge(dup, "") // seen now
 			c.o.log.Error(errs.Conflict(kindCluster, cl.Spec.Name, why), "a started cluster holds no claim of its name; left as it is", "cluster", cl.ID)
+			// Said on the cluster too, once: its log is where its owner
+			// looks.
+			msg := why + "; two clusters have one name until one of them is renamed or deleted"
+			if !slices.ContainsFunc(cl.Events, func(e cluster.Event) bool { return e.Action == actionNameUnclaimed && e.Message == msg }) {
+				if _, err := c.noteCluster(ctx, cl.ID, actionNameUnclaimed, msg); err != nil {
+					return 0, err
+				}
+			}
 			return 0, nil
 		}
 		c.undoCreate(ctx, cl.ID, why)
