@@ -178,10 +178,10 @@ const actionNameUnclaimed = "name-unclaimed"
 // create's own claim be on its way after all, both claim for the same
 // owner, and both succeed); a name another cluster holds and has makes it
 // a duplicate, deleted as a create whose claim failed is, if it was never
-// started (one that was is left as it is, logged and said in its log, and read again on
-// the store only once per dupRecheck: deleting what runs is not a
-// repair). It returns when to look again. Temporary clusters
-// hold no claim (their names are their runs').
+// started (one that was is left as it is, logged and said once in its own
+// log, and read again on the store only once per dupRecheck: deleting
+// what runs is not a repair). It returns when to look again. Temporary
+// clusters hold no claim (their names are their runs').
 func (c *Engine) checkNameClaim(ctx context.Context, cl *cluster.Cluster) (time.Duration, error) {
 	if cl.Temporary || cl.State == cluster.Deleting {
 		return 0, nil
