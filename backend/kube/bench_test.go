@@ -172,10 +172,11 @@ func BenchmarkOnDemandAdmissions(b *testing.B) {
 		return err
 	}
 	requests := apiRequests(b, cp.Config())
-	report := func(b *testing.B, runs int, took time.Duration, bare float64, before apiCounts) {
-		after := requests()
-		b.ReportMetric((after.writes-before.writes)/float64(runs), "api-writes/admission")
-		b.ReportMetric((after.reads-before.reads)/float64(runs), "api-reads/admission")
+	// report reports runs admitted in took, with the API requests served
+	// meanwhile (used).
+	report := func(b *testing.B, runs int, took time.Duration, bare float64, used apiCounts) {
+		b.ReportMetric(used.writes/float64(runs), "api-writes/admission")
+		b.ReportMetric(used.reads/float64(runs), "api-reads/admission")
 		b.ReportMetric(float64(runs)/took.Seconds(), "admissions/s")
 		b.ReportMetric(bare, "bare-creates/s")
 		b.ReportMetric(float64(runs)/took.Seconds()/bare, "admissions/bare-create")
@@ -197,7 +198,7 @@ func BenchmarkOnDemandAdmissions(b *testing.B) {
 			took += time.Since(start)
 		}
 		b.StopTimer()
-		report(b, b.N*batch, took, bare, before)
+		report(b, b.N*batch, took, bare, requests().minus(before))
 	})
 	// stream: b.N batches' worth of runs submitted by as many callers as a
 	// batch, each submitting its next run as soon as its last create
@@ -223,7 +224,7 @@ func BenchmarkOnDemandAdmissions(b *testing.B) {
 		awaitAdmitted(b)
 		took := time.Since(start)
 		b.StopTimer()
-		report(b, total, took, bare, before)
+		report(b, total, took, bare, requests().minus(before))
 	})
 	// drain: each iteration queues a backlog of runs, submitted through
 	// both clients, in a resource group of its own whose capacity is
@@ -234,10 +235,11 @@ func BenchmarkOnDemandAdmissions(b *testing.B) {
 	// (their clusters made, their runs placed, their holds settled) goes
 	// on meanwhile, as it would on a busy platform.
 	drained := 0 // resource groups made by drain so far, in every run of it
-	drain := func(b *testing.B, backlog int) {
+	b.Run("drain", func(b *testing.B) {
+		const backlog = quota.MaxPending / 2 // one pass admits it, no hold's document written first
 		bare := bareRate(b, b.N)
 		var took time.Duration
-		var before, after apiCounts
+		var used apiCounts
 		b.ReportAllocs()
 		b.StopTimer()
 		for range b.N {
@@ -269,7 +271,7 @@ func BenchmarkOnDemandAdmissions(b *testing.B) {
 			for _, c := range clients {
 				awaitQueued(b, c, rg, backlog)
 			}
-			before = requests()
+			before := requests()
 			b.StartTimer()
 			start := time.Now()
 			if _, err := clients[0].ResourceGroups().Register(ctx, quota.Group{ID: rg, Package: "pkg-1",
@@ -279,20 +281,12 @@ func BenchmarkOnDemandAdmissions(b *testing.B) {
 			awaitIn(b, rg, backlog)
 			took += time.Since(start)
 			b.StopTimer()
-			a := requests()
-			after.writes += a.writes - before.writes
-			after.reads += a.reads - before.reads
+			d := requests().minus(before)
+			used.writes += d.writes
+			used.reads += d.reads
 		}
-		runs := float64(b.N * backlog)
-		b.ReportMetric(after.writes/runs, "api-writes/admission")
-		b.ReportMetric(after.reads/runs, "api-reads/admission")
-		b.ReportMetric(runs/took.Seconds(), "admissions/s")
-		b.ReportMetric(bare, "bare-creates/s")
-		b.ReportMetric(runs/took.Seconds()/bare, "admissions/bare-create")
-	}
-	// A backlog of half the pending bound: one pass admits it without a
-	// hold's document written first.
-	b.Run("drain", func(b *testing.B) { drain(b, quota.MaxPending/2) })
+		report(b, b.N*backlog, took, bare, used)
+	})
 }
 
 // awaitQueued waits until client c's queue of resource group rg has n
@@ -341,6 +335,11 @@ func inParallel(b *testing.B, n int, f func(i int) error) {
 
 // apiCounts are the API server's requests served so far.
 type apiCounts struct{ writes, reads float64 }
+
+// minus returns the requests served since before.
+func (a apiCounts) minus(before apiCounts) apiCounts {
+	return apiCounts{writes: a.writes - before.writes, reads: a.reads - before.reads}
+}
 
 // apiRequests returns a function that reads the API server's
 // apiserver_request_total from its /metrics, summed by kind of verb.
