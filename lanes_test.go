@@ -140,21 +140,7 @@ func TestAdmissionNotBehindTellingABacklog(t *testing.T) {
 			return next(ctx)
 		}})
 	ctx := dlc.WithUser(t.Context(), "alice")
-	// The group has no room when the admitting client starts: a client
-	// without workers (it admits nothing) takes its capacity away.
-	owner, err := dlc.New(dlc.WithBackend(b), dlc.WithWorkers(0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = owner.Close() }()
-	if _, err := owner.ResourceGroups().Register(ctx, quota.Group{ID: "rg-big", Package: "pkg-1"}); err != nil {
-		t.Fatal(err)
-	}
-	c, err := dlc.New(dlc.WithBackend(b))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = c.Close() }()
+	owner, c := withoutRoom(t, b)
 	select {
 	case <-telling: // the first pass tells the backlog it waits, held here
 	case <-time.After(2 * time.Minute):
@@ -184,19 +170,7 @@ func TestEveryRunOfABacklogToldItWaits(t *testing.T) {
 	const runs = 150
 	b, ids := queuedOnDemand(t, runs, memory.StoreHooks{})
 	ctx := dlc.WithUser(t.Context(), "alice")
-	owner, err := dlc.New(dlc.WithBackend(b), dlc.WithWorkers(0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = owner.Close() }()
-	if _, err := owner.ResourceGroups().Register(ctx, quota.Group{ID: "rg-big", Package: "pkg-1"}); err != nil {
-		t.Fatal(err)
-	}
-	c, err := dlc.New(dlc.WithBackend(b))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = c.Close() }()
+	_, c := withoutRoom(t, b)
 	settleWithin(t, 2*time.Minute, "every run told it waits for quota", func() (bool, string) {
 		for i, id := range ids {
 			r, err := c.Runs().Get(ctx, id)
@@ -206,6 +180,26 @@ func TestEveryRunOfABacklogToldItWaits(t *testing.T) {
 		}
 		return true, ""
 	})
+}
+
+// withoutRoom takes away the room of the resource group queuedOnDemand
+// filled, through owner, a client without workers (it admits nothing),
+// and then starts c, a client that admits.
+func withoutRoom(t *testing.T, b *memory.Backend) (owner, c *dlc.Client) {
+	t.Helper()
+	owner, err := dlc.New(dlc.WithBackend(b), dlc.WithWorkers(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = owner.Close() })
+	if _, err := owner.ResourceGroups().Register(dlc.WithUser(t.Context(), "alice"), quota.Group{ID: "rg-big", Package: "pkg-1"}); err != nil {
+		t.Fatal(err)
+	}
+	if c, err = dlc.New(dlc.WithBackend(b)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return owner, c
 }
 
 // While a resource group keeps as many pending reservation changes as it
