@@ -117,9 +117,13 @@ func verbOf(req *http.Request) string {
 }
 
 // take returns the counts since the last take, once no request is in
-// flight and none has been made for quiet, and starts counting anew.
+// flight and none has been made for quiet, and starts counting anew. A
+// client that never falls quiet for 2 minutes (a step that writes
+// whenever it runs and is run again by its own write) fails t with what
+// it sent.
 func (c *counter) take(t *testing.T, quiet time.Duration) map[string]int {
 	t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		c.mu.Lock()
 		idle := time.Since(c.last)
@@ -132,8 +136,13 @@ func (c *counter) take(t *testing.T, quiet time.Duration) map[string]int {
 			c.mu.Unlock()
 			return n
 		}
+		if time.Now().After(deadline) {
+			writes, total, _ := writesAndLists(c.n)
+			c.mu.Unlock()
+			t.Fatalf("the client was never quiet for %s in 2 minutes: %d writes %v", quiet, total, writes)
+		}
 		c.mu.Unlock()
-		time.Sleep(quiet - idle)
+		time.Sleep(quiet - idle) // waits for the quiet it measures, not for something to happen
 	}
 }
 
@@ -356,6 +365,20 @@ func TestRequestsPerOperation(t *testing.T) {
 		return err == nil && len(cls) == 0, fmt.Sprint(len(cls), err)
 	})
 	check("an on-demand run", 15)
+
+	// A config scheduled a year ahead is saved once, and then nothing: no
+	// tick is due (a schedule's step once wrote the config whenever it
+	// ran, and ran again on its own write).
+	yearly, err := dlc.NewJob("counted-yearly").OnDemand("pkg-1", "rg").Priority(5).Image("ray-2.46.0-py310-cpu").
+		Head("head", "cu.4c8g").WorkerGroup("cpu", "cu.4c8g", 1, 1).
+		COSPackage("cos://jobs-1250000000/train.zip").Entrypoint("python train.py").Schedule("0 0 1 1 *").Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Jobs().Create(ctx, yearly, dlc.SaveOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	check("save a scheduled config", 1)
 	for _, f := range figures {
 		t.Log("requests: " + f)
 	}
