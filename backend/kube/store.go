@@ -118,7 +118,8 @@ type StoreOptions struct {
 // re-reads. Between the two writes readers and watchers (of this store
 // and of any other on the namespace) may see the new spec with the old
 // status. An update that changes nothing is still written (the API server
-// keeps the version) so that a stale version is a conflict.
+// keeps the version) so that a stale version is a conflict. An update at
+// a version older than the one the cache has is a conflict without a call.
 //
 // Labels and annotations are the store's: an update replaces any that
 // others put on the object. For kubectl alone, and derived from the
@@ -753,6 +754,13 @@ func (s *Store) Update(ctx context.Context, d backend.Doc) (string, error) {
 	s.mu.RLock()
 	cur, ok := s.docs[k.kind][d.ID]
 	s.mu.RUnlock()
+	if ok && cur.doc.Version != d.Version {
+		if c, err := resourceversion.CompareResourceVersion(cur.doc.Version, d.Version); err == nil && c > 0 {
+			// The cache has a later version of the object: the API server
+			// would refuse the write. Refused here, no call made.
+			return "", errs.Conflict(d.Kind, d.ID, "stale version: the object changed since it was read")
+		}
+	}
 	if ok && cur.initial != "" {
 		// Until the status is written, the main write keeps the initial
 		// status readers take it from; it is no change of the main part.

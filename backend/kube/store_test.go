@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/http"
 	"reflect"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -514,6 +516,59 @@ func TestStoreUpdateParts(t *testing.T) {
 	if _, err := put("", g); !errors.Is(err, errs.ErrConflict) {
 		t.Errorf("an update without a version: %v, want ErrConflict", err)
 	}
+}
+
+// An update at a version older than the one the store's cache has is a
+// conflict, as the API server would say, without asking it.
+func TestStoreStaleUpdateMakesNoCall(t *testing.T) {
+	cp := kubetest.StartControlPlane(t)
+	ns := cp.NewNamespace(t)
+	var puts atomic.Int64
+	cfg := cp.Config()
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return countPuts{rt, &puts} })
+	s, err := kube.NewStore(t.Context(), cfg, ns, kube.StoreOptions{NoEvents: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	ctx := t.Context()
+	g := &group.Group{ID: "grp-1", Name: "A", Policy: group.Random, Creator: "alice", CreatedAt: t0, UpdatedAt: t0}
+	put := func(version string) (string, error) {
+		return s.Update(ctx, backend.Doc{Kind: "group", ID: g.ID, Version: version, Data: mustJSON(t, g)})
+	}
+	v1, err := s.Create(ctx, backend.Doc{Kind: "group", ID: g.ID, Data: mustJSON(t, g)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.Name = "B"
+	v2, err := put(v1) // the store's cache has v2 once Update returns
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := puts.Load()
+	g.Name = "C"
+	if _, err := put(v1); !errors.Is(err, errs.ErrConflict) {
+		t.Fatalf("an update at %s with %s cached: %v, want ErrConflict", v1, v2, err)
+	}
+	if n := puts.Load() - before; n != 0 {
+		t.Errorf("the stale update made %d PUTs, want none", n)
+	}
+	if _, err := put(v2); err != nil {
+		t.Errorf("an update at the cached version %s: %v", v2, err)
+	}
+}
+
+// countPuts counts the PUT requests made through it.
+type countPuts struct {
+	rt http.RoundTripper
+	n  *atomic.Int64
+}
+
+func (c countPuts) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Method == http.MethodPut {
+		c.n.Add(1)
+	}
+	return c.rt.RoundTrip(r)
 }
 
 // TestStoreReplicas: two stores on one namespace, as two replicas of a
