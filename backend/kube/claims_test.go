@@ -22,17 +22,23 @@ import (
 	"github.com/aidlc/dlc/quota"
 )
 
-// countingTransport counts the API calls on ConfigMaps.
+// countingTransport counts the API calls that match.
 type countingTransport struct {
-	rt http.RoundTripper
-	n  *atomic.Int64
+	rt    http.RoundTripper
+	n     *atomic.Int64
+	match func(*http.Request) bool
 }
 
 func (c countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	if strings.Contains(r.URL.Path, "/configmaps") && r.URL.Query().Get("watch") != "true" {
+	if c.match(r) {
 		c.n.Add(1)
 	}
 	return c.rt.RoundTrip(r)
+}
+
+// onConfigMaps matches the calls on ConfigMaps but watches.
+func onConfigMaps(r *http.Request) bool {
+	return strings.Contains(r.URL.Path, "/configmaps") && r.URL.Query().Get("watch") != "true"
 }
 
 // A ConfigMap someone made under the name of a cluster name's claim (a
@@ -44,7 +50,7 @@ func TestForeignClaimConfigMap(t *testing.T) {
 	ns := cp.NewNamespace(t)
 	var calls atomic.Int64
 	cfg := cp.Config()
-	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return countingTransport{rt, &calls} })
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return countingTransport{rt, &calls, onConfigMaps} })
 	st, err := kube.NewStore(t.Context(), cfg, ns, kube.StoreOptions{NoEvents: true})
 	if err != nil {
 		t.Fatal(err)

@@ -525,7 +525,9 @@ func TestStoreStaleUpdateMakesNoCall(t *testing.T) {
 	ns := cp.NewNamespace(t)
 	var puts atomic.Int64
 	cfg := cp.Config()
-	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return countPuts{rt, &puts} })
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return countingTransport{rt, &puts, func(r *http.Request) bool { return r.Method == http.MethodPut }}
+	})
 	s, err := kube.NewStore(t.Context(), cfg, ns, kube.StoreOptions{NoEvents: true})
 	if err != nil {
 		t.Fatal(err)
@@ -556,19 +558,6 @@ func TestStoreStaleUpdateMakesNoCall(t *testing.T) {
 	if _, err := put(v2); err != nil {
 		t.Errorf("an update at the cached version %s: %v", v2, err)
 	}
-}
-
-// countPuts counts the PUT requests made through it.
-type countPuts struct {
-	rt http.RoundTripper
-	n  *atomic.Int64
-}
-
-func (c countPuts) RoundTrip(r *http.Request) (*http.Response, error) {
-	if r.Method == http.MethodPut {
-		c.n.Add(1)
-	}
-	return c.rt.RoundTrip(r)
 }
 
 // TestStoreReplicas: two stores on one namespace, as two replicas of a
