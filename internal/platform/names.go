@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/aidlc/dlc/cluster"
@@ -229,7 +228,7 @@ func (c *Engine) checkNameClaim(ctx context.Context, cl *cluster.Cluster) (time.
 			// Said on the cluster too, once: its log is where its owner
 			// looks.
 			msg := why + "; two clusters have one name until one of them is renamed or deleted"
-			if !slices.ContainsFunc(cl.Events, func(e cluster.Event) bool { return e.Action == actionNameUnclaimed && e.Message == msg }) {
+			if !logged(cl.Events, actionNameUnclaimed, msg) { // the cluster just read: noteCluster would read it again
 				if _, err := c.noteCluster(ctx, cl.ID, actionNameUnclaimed, msg); err != nil {
 					return 0, err
 				}

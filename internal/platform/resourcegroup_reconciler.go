@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -421,6 +422,11 @@ func (c *Engine) noteQuota(ctx context.Context, id, rg, action, msg string) erro
 	return err
 }
 
+// logged reports whether events has an entry of action saying msg.
+func logged(events []cluster.Event, action, msg string) bool {
+	return slices.ContainsFunc(events, func(e cluster.Event) bool { return e.Action == action && e.Message == msg })
+}
+
 // noteCluster adds a system entry to a cluster's event log, unless the
 // log already has the same one (a report repeated by every pass is
 // written once); wrote says whether it added it.
@@ -433,10 +439,8 @@ func (c *Engine) noteCluster(ctx context.Context, id, action, msg string) (wrote
 		if err != nil {
 			return false, err
 		}
-		for _, e := range cl.Events {
-			if e.Action == action && e.Message == msg {
-				return false, nil
-			}
+		if logged(cl.Events, action, msg) {
+			return false, nil
 		}
 		next := cl.DeepCopy()
 		next.Events = cluster.AppendEvent(next.Events, c.event(ctx, "system", action, msg))
