@@ -77,16 +77,11 @@ func TestRaceJobDeleteInsideRunCreate(t *testing.T) {
 	f, h, rec := onCluster(t)
 	b := f.m.NewClient()
 	var delErr error
-	fired := false
-	*h = func(ctx context.Context, w memory.Write, next func(context.Context) (string, error)) (string, error) {
-		if marked(ctx) && w.Op == memory.OpCreate && w.Doc.Kind == "run" && !fired {
-			fired = true
-			delErr = b.Jobs().Delete(f.ctx, rec.ID)
-		}
-		return next(ctx)
-	}
+	fired := inside(h, memory.OpCreate, "run", func() {
+		delErr = b.Jobs().Delete(f.ctx, rec.ID)
+	})
 	_, err := f.c.Runs().Create(context.WithValue(f.ctx, markKey{}, true), rec.ID, dlc.RunOptions{})
-	if !fired {
+	if !fired() {
 		t.Fatal("the hook never ran")
 	}
 	if delErr != nil {
@@ -103,18 +98,13 @@ func TestRaceRunCreateInsideJobDelete(t *testing.T) {
 	f, h, rec := onCluster(t)
 	b := f.m.NewClient()
 	var runErr error
-	fired := false
-	*h = func(ctx context.Context, w memory.Write, next func(context.Context) (string, error)) (string, error) {
-		if marked(ctx) && w.Op == memory.OpDelete && w.Doc.Kind == "job" && !fired {
-			fired = true
-			_, runErr = b.Runs().Create(f.ctx, rec.ID, dlc.RunOptions{})
-		}
-		return next(ctx)
-	}
+	fired := inside(h, memory.OpDelete, "job", func() {
+		_, runErr = b.Runs().Create(f.ctx, rec.ID, dlc.RunOptions{})
+	})
 	if err := f.c.Jobs().Delete(context.WithValue(f.ctx, markKey{}, true), rec.ID); err != nil {
 		t.Fatalf("delete: %v", err)
 	}
-	if !fired {
+	if !fired() {
 		t.Fatal("the hook never ran")
 	}
 	f.fencedRun(rec.ID, runErr, dlc.ErrState, "")
@@ -132,19 +122,14 @@ func TestRaceRunCreateInsideJobDeleteLaggingCache(t *testing.T) {
 	b, l := laggingReplica(f)
 	defer l.release()
 	var runErr error
-	fired := false
-	*h = func(ctx context.Context, w memory.Write, next func(context.Context) (string, error)) (string, error) {
-		if marked(ctx) && w.Op == memory.OpDelete && w.Doc.Kind == "job" && !fired {
-			fired = true
-			_, runErr = b.Runs().Create(f.ctx, rec.ID, dlc.RunOptions{})
-		}
-		return next(ctx)
-	}
+	fired := inside(h, memory.OpDelete, "job", func() {
+		_, runErr = b.Runs().Create(f.ctx, rec.ID, dlc.RunOptions{})
+	})
 	l.lag("job")
 	if err := f.c.Jobs().Delete(context.WithValue(f.ctx, markKey{}, true), rec.ID); err != nil {
 		t.Fatalf("delete: %v", err)
 	}
-	if !fired {
+	if !fired() {
 		t.Fatal("the hook never ran")
 	}
 	f.fencedRun(rec.ID, runErr, dlc.ErrState, "its job config is being deleted")
@@ -164,17 +149,12 @@ func TestRaceRunCreateBeforeJobDeleteMark(t *testing.T) {
 	defer l.release()
 	var r *job.Run
 	var runErr error
-	fired := false
-	*h = func(ctx context.Context, w memory.Write, next func(context.Context) (string, error)) (string, error) {
-		if marked(ctx) && w.Op == memory.OpUpdate && w.Doc.Kind == "job" && !fired {
-			fired = true
-			r, runErr = b.Runs().Create(f.ctx, rec.ID, dlc.RunOptions{})
-		}
-		return next(ctx)
-	}
+	fired := inside(h, memory.OpUpdate, "job", func() {
+		r, runErr = b.Runs().Create(f.ctx, rec.ID, dlc.RunOptions{})
+	})
 	l.lag("run")
 	err := a.Jobs().Delete(context.WithValue(f.ctx, markKey{}, true), rec.ID)
-	if !fired {
+	if !fired() {
 		t.Fatal("the hook never ran: the delete wrote no mark")
 	}
 	if runErr != nil {
@@ -300,16 +280,11 @@ func TestRaceGroupDeleteInsideAddMembers(t *testing.T) {
 	f, h, g, target, x := groupWorld(t)
 	b := f.m.NewClient()
 	var delErr error
-	fired := false
-	*h = func(ctx context.Context, w memory.Write, next func(context.Context) (string, error)) (string, error) {
-		if marked(ctx) && w.Op == memory.OpUpdate && w.Doc.Kind == "cluster" && !fired {
-			fired = true
-			delErr = b.Groups().Delete(f.ctx, g, target)
-		}
-		return next(ctx)
-	}
+	fired := inside(h, memory.OpUpdate, "cluster", func() {
+		delErr = b.Groups().Delete(f.ctx, g, target)
+	})
 	err := f.c.Groups().AddMembers(context.WithValue(f.ctx, markKey{}, true), g, x.ID)
-	if !fired {
+	if !fired() {
 		t.Fatal("the hook never ran")
 	}
 	f.must(delErr)
@@ -327,16 +302,11 @@ func TestRaceAddMembersInsideGroupDelete(t *testing.T) {
 	f, h, g, target, x := groupWorld(t)
 	b := f.m.NewClient()
 	var addErr error
-	fired := false
-	*h = func(ctx context.Context, w memory.Write, next func(context.Context) (string, error)) (string, error) {
-		if marked(ctx) && w.Op == memory.OpDelete && w.Doc.Kind == "group" && !fired {
-			fired = true
-			addErr = b.Groups().AddMembers(f.ctx, g, x.ID)
-		}
-		return next(ctx)
-	}
+	fired := inside(h, memory.OpDelete, "group", func() {
+		addErr = b.Groups().AddMembers(f.ctx, g, x.ID)
+	})
 	f.must(f.c.Groups().Delete(context.WithValue(f.ctx, markKey{}, true), g, target))
-	if !fired {
+	if !fired() {
 		t.Fatal("the hook never ran")
 	}
 	f.groupsOf(x.ID, f.grp)
@@ -353,17 +323,12 @@ func TestRaceAddMembersInsideGroupDeleteLaggingCache(t *testing.T) {
 	b, l := laggingReplica(f)
 	defer l.release()
 	var addErr error
-	fired := false
-	*h = func(ctx context.Context, w memory.Write, next func(context.Context) (string, error)) (string, error) {
-		if marked(ctx) && w.Op == memory.OpDelete && w.Doc.Kind == "group" && !fired {
-			fired = true
-			addErr = b.Groups().AddMembers(f.ctx, g, x.ID)
-		}
-		return next(ctx)
-	}
+	fired := inside(h, memory.OpDelete, "group", func() {
+		addErr = b.Groups().AddMembers(f.ctx, g, x.ID)
+	})
 	l.lag("group")
 	f.must(f.c.Groups().Delete(context.WithValue(f.ctx, markKey{}, true), g, target))
-	if !fired {
+	if !fired() {
 		t.Fatal("the hook never ran")
 	}
 	f.groupsOf(x.ID, f.grp)
@@ -381,17 +346,12 @@ func TestRaceAddMembersBeforeGroupDeleteMark(t *testing.T) {
 	a, l := laggingReplica(f) // the deleting replica: its cache will not show the new member
 	defer l.release()
 	var addErr error
-	fired := false
-	*h = func(ctx context.Context, w memory.Write, next func(context.Context) (string, error)) (string, error) {
-		if marked(ctx) && w.Op == memory.OpUpdate && w.Doc.Kind == "group" && !fired {
-			fired = true
-			addErr = b.Groups().AddMembers(f.ctx, g, x.ID)
-		}
-		return next(ctx)
-	}
+	fired := inside(h, memory.OpUpdate, "group", func() {
+		addErr = b.Groups().AddMembers(f.ctx, g, x.ID)
+	})
 	l.lag("cluster")
 	f.must(a.Groups().Delete(context.WithValue(f.ctx, markKey{}, true), g, target))
-	if !fired {
+	if !fired() {
 		t.Fatal("the hook never ran: the delete wrote no mark")
 	}
 	f.must(addErr)
@@ -407,19 +367,14 @@ func TestRaceClusterCreateInsideGroupDelete(t *testing.T) {
 	b, l := laggingReplica(f)
 	defer l.release()
 	var createErr error
-	fired := false
 	spec := f.spec("y", 1, 1)
 	spec.Groups = []string{g}
-	*h = func(ctx context.Context, w memory.Write, next func(context.Context) (string, error)) (string, error) {
-		if marked(ctx) && w.Op == memory.OpDelete && w.Doc.Kind == "group" && !fired {
-			fired = true
-			_, createErr = b.Clusters().Create(f.ctx, spec)
-		}
-		return next(ctx)
-	}
+	fired := inside(h, memory.OpDelete, "group", func() {
+		_, createErr = b.Clusters().Create(f.ctx, spec)
+	})
 	l.lag("group")
 	f.must(f.c.Groups().Delete(context.WithValue(f.ctx, markKey{}, true), g, target))
-	if !fired {
+	if !fired() {
 		t.Fatal("the hook never ran")
 	}
 	l.release()
@@ -443,18 +398,13 @@ func TestRaceGroupDeleteInsideClusterCreate(t *testing.T) {
 	f, h, g, target, _ := groupWorld(t)
 	b := f.m.NewClient()
 	var delErr error
-	fired := false
 	spec := f.spec("y", 1, 1)
 	spec.Groups = []string{g, f.grp}
-	*h = func(ctx context.Context, w memory.Write, next func(context.Context) (string, error)) (string, error) {
-		if marked(ctx) && w.Op == memory.OpCreate && w.Doc.Kind == "cluster" && !fired {
-			fired = true
-			delErr = b.Groups().Delete(f.ctx, g, target)
-		}
-		return next(ctx)
-	}
+	fired := inside(h, memory.OpCreate, "cluster", func() {
+		delErr = b.Groups().Delete(f.ctx, g, target)
+	})
 	_, err := f.c.Clusters().Create(context.WithValue(f.ctx, markKey{}, true), spec)
-	if !fired {
+	if !fired() {
 		t.Fatal("the hook never ran")
 	}
 	f.must(delErr)
@@ -477,19 +427,14 @@ func TestRaceGroupDeleteInsideClusterEdit(t *testing.T) {
 	f, h, g, target, x := groupWorld(t)
 	b := f.m.NewClient()
 	var delErr error
-	fired := false
-	*h = func(ctx context.Context, w memory.Write, next func(context.Context) (string, error)) (string, error) {
-		if marked(ctx) && w.Op == memory.OpUpdate && w.Doc.Kind == "cluster" && !fired {
-			fired = true
-			delErr = b.Groups().Delete(f.ctx, g, target)
-		}
-		return next(ctx)
-	}
+	fired := inside(h, memory.OpUpdate, "cluster", func() {
+		delErr = b.Groups().Delete(f.ctx, g, target)
+	})
 	in, err := f.c.Clusters().Get(f.ctx, x.ID)
 	f.must(err)
 	in.Spec.Groups = []string{g} // out of the fixture's group, into g
 	_, err = f.c.Clusters().Update(context.WithValue(f.ctx, markKey{}, true), in)
-	if !fired {
+	if !fired() {
 		t.Fatal("the hook never ran")
 	}
 	f.must(delErr)
@@ -509,16 +454,11 @@ func TestRaceGroupDeleteTargetDeleted(t *testing.T) {
 	f.must(f.c.Groups().RemoveMembers(f.ctx, f.grp, x.ID)) // x is in g alone
 	b := f.m.NewClient()
 	var delErr error
-	fired := false
-	*h = func(ctx context.Context, w memory.Write, next func(context.Context) (string, error)) (string, error) {
-		if marked(ctx) && w.Op == memory.OpUpdate && w.Doc.Kind == "cluster" && !fired {
-			fired = true
-			delErr = b.Groups().Delete(f.ctx, target, f.grp)
-		}
-		return next(ctx)
-	}
+	fired := inside(h, memory.OpUpdate, "cluster", func() {
+		delErr = b.Groups().Delete(f.ctx, target, f.grp)
+	})
 	err := f.c.Groups().Delete(context.WithValue(f.ctx, markKey{}, true), g, target)
-	if !fired {
+	if !fired() {
 		t.Fatal("the hook never ran")
 	}
 	f.must(delErr)
@@ -586,16 +526,11 @@ func TestGroupDeleteRenamedMeanwhile(t *testing.T) {
 	f.must(f.c.Groups().AddMembers(f.ctx, g, x.ID))
 	b := f.m.NewClient()
 	var renameErr error
-	fired := false
-	*h = func(ctx context.Context, w memory.Write, next func(context.Context) (string, error)) (string, error) {
-		if marked(ctx) && w.Op == memory.OpUpdate && w.Doc.Kind == "cluster" && !fired {
-			fired = true
-			_, renameErr = b.Groups().Rename(f.ctx, g, "renamed")
-		}
-		return next(ctx)
-	}
+	fired := inside(h, memory.OpUpdate, "cluster", func() {
+		_, renameErr = b.Groups().Rename(f.ctx, g, "renamed")
+	})
 	f.must(f.c.Groups().Delete(context.WithValue(f.ctx, markKey{}, true), g, target))
-	if !fired {
+	if !fired() {
 		t.Fatal("the hook never ran")
 	}
 	f.must(renameErr)

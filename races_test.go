@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -27,6 +28,23 @@ import (
 type markKey struct{}
 
 func marked(ctx context.Context) bool { v, _ := ctx.Value(markKey{}).(bool); return v }
+
+// inside sets *h to run f once, inside the first write of op on kind
+// made by a call marked with markKey, before that write is made, and
+// returns whether f has run. Op and kind are tested before the once:
+// writes of other kinds may come from other goroutines (a cluster's
+// create writes its name's claim beside it).
+func inside(h *func(ctx context.Context, w memory.Write, next func(context.Context) (string, error)) (string, error),
+	op memory.WriteOp, kind string, f func()) (fired func() bool) {
+	var done atomic.Bool
+	*h = func(ctx context.Context, w memory.Write, next func(context.Context) (string, error)) (string, error) {
+		if marked(ctx) && w.Op == op && w.Doc.Kind == kind && done.CompareAndSwap(false, true) {
+			f()
+		}
+		return next(ctx)
+	}
+	return done.Load
+}
 
 // hooked returns a fixture whose store Write hook calls *h (when set).
 func hooked(t *testing.T) (*fixture, *func(ctx context.Context, w memory.Write, next func(context.Context) (string, error)) (string, error)) {
@@ -68,15 +86,10 @@ func heldAndNeed(t *testing.T, f *fixture, id string) (held, need quota.Resource
 func TestRaceTrueUpUndoesAutoscaleReservation(t *testing.T) {
 	f, h := hooked(t)
 	cl := f.runningCluster("c1")
-	once := false
-	*h = func(ctx context.Context, w memory.Write, next func(context.Context) (string, error)) (string, error) {
-		if marked(ctx) && w.Op == memory.OpUpdate && w.Doc.Kind == "cluster" && !once {
-			once = true
-			b := f.m.NewClient() // another replica: its resync reconciles the running cluster
-			b.Reconcile()
-		}
-		return next(ctx)
-	}
+	inside(h, memory.OpUpdate, "cluster", func() {
+		b := f.m.NewClient() // another replica: its resync reconciles the running cluster
+		b.Reconcile()
+	})
 	res, err := f.c.Clusters().Autoscale(context.WithValue(f.ctx, markKey{}, true), cl.ID, "cpu", 3)
 	f.must(err)
 	f.settle()
@@ -97,16 +110,11 @@ func TestRaceTrueUpUndoesAutoscaleReservation(t *testing.T) {
 func TestRaceConcurrentAutoscaleRestoreClobbers(t *testing.T) {
 	f, h := hooked(t)
 	cl := f.runningCluster("c1")
-	once := false
-	*h = func(ctx context.Context, w memory.Write, next func(context.Context) (string, error)) (string, error) {
-		if marked(ctx) && w.Op == memory.OpUpdate && w.Doc.Kind == "cluster" && !once {
-			once = true
-			if _, err := f.c.Clusters().Autoscale(f.ctx, cl.ID, "cpu", 3); err != nil { // the other caller wins the race
-				t.Errorf("B: %v", err)
-			}
+	inside(h, memory.OpUpdate, "cluster", func() {
+		if _, err := f.c.Clusters().Autoscale(f.ctx, cl.ID, "cpu", 3); err != nil { // the other caller wins the race
+			t.Errorf("B: %v", err)
 		}
-		return next(ctx)
-	}
+	})
 	_, err := f.c.Clusters().Autoscale(context.WithValue(f.ctx, markKey{}, true), cl.ID, "cpu", 3)
 	f.must(err)
 	f.settle()
