@@ -117,20 +117,20 @@ func TestConcurrentOperations(t *testing.T) {
 	loaded := time.Now()
 
 	// Let what is in flight finish: the reconcilers run by themselves.
-	waitFor(t, 10*time.Second, func() bool {
+	settleWithin(t, 30*time.Second, "nothing transitional, no run queued", func() (bool, string) {
 		cls, _ := c.Clusters().List(f.ctx)
 		for _, cl := range cls {
 			if cl.State.Transitional() {
-				return false
+				return false, "cluster " + cl.ID + " " + string(cl.State)
 			}
 		}
 		runs, _ := c.Runs().List(f.ctx, dlc.RunListOptions{})
 		for _, r := range runs {
 			if r.State == job.Queued {
-				return false
+				return false, "run " + r.ID + " queued"
 			}
 		}
-		return true
+		return true, ""
 	})
 	t.Logf("settled %v after the load", time.Since(loaded))
 	runs, err := c.Runs().List(f.ctx, dlc.RunListOptions{})
@@ -157,7 +157,10 @@ func TestConcurrentOperations(t *testing.T) {
 	// No lost update: two writers of the same version, one wins.
 	cl, err := c.Clusters().Create(f.ctx, f.spec("contended", 1, 1))
 	f.must(err)
-	waitFor(t, 2*time.Second, func() bool { got, _ := c.Clusters().Get(f.ctx, cl.ID); return got.State == cluster.Created })
+	settleWithin(t, 30*time.Second, "the cluster created", func() (bool, string) {
+		got, err := c.Clusters().Get(f.ctx, cl.ID)
+		return err == nil && got.State == cluster.Created, fmt.Sprint(got, err)
+	})
 	read, _ := c.Clusters().Get(f.ctx, cl.ID)
 	var wins, conflicts atomic.Int64
 	var edits sync.WaitGroup
@@ -355,17 +358,6 @@ func TestTwoClientsShareOneStore(t *testing.T) {
 	f.settle()
 	if _, err := c1.Clusters().Create(ctx, f.spec("shared", 1, 1)); err != nil {
 		t.Fatalf("the name of a deleted cluster: %v", err)
-	}
-}
-
-func waitFor(t *testing.T, d time.Duration, ok func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatal("timed out waiting")
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }
 

@@ -102,17 +102,7 @@ func (rc *realClient) ended(id string) *job.Run {
 
 func (rc *realClient) until(what string, cond func() (bool, string)) {
 	rc.t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		ok, state := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			rc.t.Fatalf("after 30s, still waiting for %s: %s", what, state)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	settleWithin(rc.t, 30*time.Second, what, cond)
 }
 
 // A Ray call that hangs (honouring its context, as the backends' calls
