@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -171,6 +172,50 @@ func TestEveryRunOfABacklogToldItWaits(t *testing.T) {
 	b, ids := queuedOnDemand(t, runs, memory.StoreHooks{})
 	ctx := dlc.WithUser(t.Context(), "alice")
 	_, c := withoutRoom(t, b)
+	settleWithin(t, 2*time.Minute, "every run told it waits for quota", func() (bool, string) {
+		for i, id := range ids {
+			r, err := c.Runs().Get(ctx, id)
+			if err != nil || r.State != job.Waiting || r.WaitReason != job.InsufficientQuota {
+				return false, fmt.Sprintf("%d of %d told; run %s: %v", i, runs, id, err)
+			}
+		}
+		return true, ""
+	})
+}
+
+// A backlog whose runs cannot be told that they wait (the store refuses
+// the writes) is retried after a backoff, not in a loop: the pass that
+// leaves runs for the next one queues it only once its own writes are
+// made. Once the store takes the writes again, every run is told.
+func TestUntoldBacklogBacksOff(t *testing.T) {
+	const runs = 200
+	var refuse atomic.Bool
+	var tries atomic.Int64
+	b, ids := queuedOnDemand(t, runs, memory.StoreHooks{
+		Write: func(ctx context.Context, w memory.Write, next func(context.Context) (string, error)) (string, error) {
+			if refuse.Load() && w.Doc.Kind == "run" && w.Op == memory.OpUpdate {
+				tries.Add(1)
+				return "", errs.Unavailable("store update run", fmt.Errorf("refused by the test"))
+			}
+			return next(ctx)
+		}})
+	refuse.Store(true)
+	ctx := dlc.WithUser(t.Context(), "alice")
+	_, c := withoutRoom(t, b)
+	settleWithin(t, 2*time.Minute, "a pass that tries to tell the runs", func() (bool, string) {
+		return tries.Load() > 0, "no write of a run tried"
+	})
+	// Backing off from 10 ms (the default), the steps of the group in the
+	// next 2 s are about ten, each trying at most 64 writes: a loop makes
+	// thousands a second. A busy machine only makes fewer.
+	from := tries.Load()
+	time.Sleep(2 * time.Second)
+	n := tries.Load() - from
+	if n > 1500 {
+		t.Fatalf("%d refused writes of runs in 2 s: the group's pass is not backing off", n)
+	}
+	t.Logf("%d refused writes of runs in 2 s", n)
+	refuse.Store(false)
 	settleWithin(t, 2*time.Minute, "every run told it waits for quota", func() (bool, string) {
 		for i, id := range ids {
 			r, err := c.Runs().Get(ctx, id)

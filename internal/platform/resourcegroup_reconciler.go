@@ -243,9 +243,9 @@ func (c *Engine) reconcileResourceGroup(ctx context.Context, id string) (time.Du
 			tell = append(tell, runID)
 		}
 	}
-	if len(tell) > maxToldPerPass {
+	more := len(tell) > maxToldPerPass
+	if more {
 		c.requeued(id, tell[maxToldPerPass:])
-		c.enqueue(kindResourceGroup + "/" + id)
 		tell = tell[:maxToldPerPass]
 	}
 	failed := make([]error, len(tell))
@@ -265,7 +265,13 @@ func (c *Engine) reconcileResourceGroup(ctx context.Context, id string) (time.Du
 		}
 	}
 	if err := errors.Join(failed...); err != nil {
+		// The rest are told by the retry, after its backoff: queued now,
+		// the group would be stepped again at once, and a store that
+		// keeps refusing the writes would be asked in a loop.
 		return 0, err
+	}
+	if more {
+		c.enqueue(kindResourceGroup + "/" + id)
 	}
 	// Settle, second half: past settleAt pending holds, their documents
 	// are written by a step of their own (settleReconciler). Below
