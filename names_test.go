@@ -1,6 +1,7 @@
 package dlc_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -14,6 +15,7 @@ import (
 	"github.com/aidlc/dlc/backend/memory"
 	"github.com/aidlc/dlc/cluster"
 	"github.com/aidlc/dlc/dlctest"
+	"github.com/aidlc/dlc/errs"
 )
 
 // A cluster's name is claimed while the cluster is stored (two writes at
@@ -72,24 +74,9 @@ func TestClusterWithoutItsClaim(t *testing.T) {
 	held, err := f.c.Clusters().Create(f.ctx, f.spec("held", 1, 1))
 	f.must(err)
 	f.settle()
-	// stored copies a stored cluster under another id and name, as a
-	// create that died after its first write leaves it: no claim.
 	stored := func(id, name string, state cluster.State, generation int64) {
 		t.Helper()
-		d, err := f.m.Backend.Get(f.ctx, "cluster", held.ID)
-		f.must(err)
-		var cl cluster.Cluster
-		f.must(json.Unmarshal(d.Data, &cl))
-		cl.ID, cl.Spec.Name, cl.State, cl.Generation = id, name, state, generation
-		data, err := json.Marshal(cl)
-		f.must(err)
-		labels := map[string]string{}
-		for k, v := range d.Labels {
-			labels[k] = v
-		}
-		labels["state"] = string(state)
-		_, err = f.m.Backend.Create(f.ctx, backend.Doc{Kind: "cluster", ID: id, Labels: labels, Data: data})
-		f.must(err)
+		f.storedCopy(held.ID, id, name, state, generation)
 	}
 	stored("cls-orphan", "orphan", cluster.Created, 1)
 	stored("cls-dup", "held", cluster.Created, 1)
@@ -133,5 +120,61 @@ func TestClusterWithoutItsClaim(t *testing.T) {
 	}
 	if again, err := f.c.Clusters().Get(f.ctx, "cls-dup-started"); err != nil || again.Version != got.Version {
 		t.Errorf("the started duplicate was written again after its log said it once: %v, version %s then %s", err, got.Version, again.Version)
+	}
+}
+
+// storedCopy stores a copy of cluster src under another id and name, in
+// state at generation, as a create that died after its first write
+// leaves it: no claim of its name.
+func (f *fixture) storedCopy(src, id, name string, state cluster.State, generation int64) {
+	f.t.Helper()
+	d, err := f.m.Backend.Get(f.ctx, "cluster", src)
+	f.must(err)
+	var cl cluster.Cluster
+	f.must(json.Unmarshal(d.Data, &cl))
+	cl.ID, cl.Spec.Name, cl.State, cl.Generation = id, name, state, generation
+	data, err := json.Marshal(cl)
+	f.must(err)
+	labels := map[string]string{}
+	for k, v := range d.Labels {
+		labels[k] = v
+	}
+	labels["state"] = string(state)
+	_, err = f.m.Backend.Create(f.ctx, backend.Doc{Kind: "cluster", ID: id, Labels: labels, Data: data})
+	f.must(err)
+}
+
+// A started cluster whose name another holds says so in its log even when
+// the first write of that fails: the step's retry says it, not the
+// recheck ten minutes on (nor, without resyncs, never).
+func TestUnclaimedNameSaidAfterAFailedWrite(t *testing.T) {
+	var refused atomic.Int64
+	f := newFixture(t, dlctest.MemoryOptions{Options: []dlc.Option{dlc.WithResync(0)}, Store: memory.StoreHooks{
+		Write: func(ctx context.Context, w memory.Write, next func(context.Context) (string, error)) (string, error) {
+			if w.Doc.ID == "cls-dup-started" && w.Op == memory.OpUpdate && bytes.Contains(w.Doc.Data, []byte("name-unclaimed")) &&
+				refused.Add(1) == 1 {
+				return "", errs.Unavailable("store update cluster/cls-dup-started", errors.New("refused by the test"))
+			}
+			return next(ctx)
+		}}})
+	held, err := f.c.Clusters().Create(f.ctx, f.spec("held", 1, 1))
+	f.must(err)
+	f.settle()
+	f.storedCopy(held.ID, "cls-dup-started", "held", cluster.Hibernated, 3)
+	f.m.Clock.Advance(31 * time.Second) // past the repair grace
+	f.m.Settle(10*time.Millisecond, 1000)
+	if refused.Load() == 0 {
+		t.Fatal("the log's first write was not tried")
+	}
+	got, err := f.c.Clusters().Get(f.ctx, "cls-dup-started")
+	f.must(err)
+	said := 0
+	for _, e := range got.Events {
+		if e.Action == "name-unclaimed" {
+			said++
+		}
+	}
+	if said != 1 {
+		t.Errorf("after a refused first write, the started duplicate's log says %d times that its name is another's, want once", said)
 	}
 }

@@ -230,6 +230,9 @@ func (c *Engine) checkNameClaim(ctx context.Context, cl *cluster.Cluster) (time.
 			msg := why + "; two clusters have one name until one of them is renamed or deleted"
 			if !logged(cl.Events, actionNameUnclaimed, msg) { // the cluster just read: noteCluster would read it again
 				if _, err := c.noteCluster(ctx, cl.ID, actionNameUnclaimed, msg); err != nil {
+					c.mu.Lock()
+					delete(c.claimsSeen, dup) // not said yet: the retry says it
+					c.mu.Unlock()
 					return 0, err
 				}
 			}
