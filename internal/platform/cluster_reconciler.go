@@ -23,7 +23,14 @@ func (r clusterReconciler) reconcile(ctx context.Context, id string) (time.Durat
 }
 
 func (r clusterReconciler) giveUp(ctx context.Context, id, why string) error {
-	return r.clusterStepFailed(ctx, id, why)
+	changed, err := r.stepFailed(ctx, id, why)
+	if err == nil && !changed {
+		// Nothing to fall back to (abnormal already, created, hibernated,
+		// or gone): the steps go on, their backoff growing. Told nil, the
+		// caller would start it again from its first delay.
+		return errRetry
+	}
+	return err
 }
 
 func (clusterReconciler) logKey() string { return "cluster" }
@@ -405,32 +412,40 @@ func (c *Engine) trueUpHold(ctx context.Context, cl *cluster.Cluster, inRay *quo
 // to it. A deleting cluster has nowhere to fall back to: it records why
 // and goes on retrying.
 func (c *Engine) clusterStepFailed(ctx context.Context, id, why string, also ...func(*cluster.Cluster)) error {
+	_, err := c.stepFailed(ctx, id, why, also...)
+	return err
+}
+
+// stepFailed is clusterStepFailed, reporting whether the cluster turned
+// abnormal (false: it is gone, or a state that has nowhere to fall back
+// to).
+func (c *Engine) stepFailed(ctx context.Context, id, why string, also ...func(*cluster.Cluster)) (bool, error) {
 	for attempt := 0; ; attempt++ {
 		cl, v, err := fresh[cluster.Cluster](ctx, c, kindCluster, id)
 		if errs.IsNotFound(err) {
-			return nil
+			return false, nil
 		}
 		if err != nil {
-			return err
+			return false, err
 		}
 		cl.Version = v
 		next := cl.DeepCopy()
 		if cl.State == cluster.Deleting {
-			if cl.Reason == why {
-				return errors.New(why)
+			events, write := renote(cl.Events, c.event(ctx, "system", "delete-retrying", why), c.o.maxDelay)
+			if cl.Reason == why || !write {
+				return false, errors.New(why)
 			}
-			next.Reason = why
-			next.Events = cluster.AppendEvent(next.Events, c.event(ctx, "system", "delete-retrying", why))
+			next.Reason, next.Events = why, events
 			if err := c.putCluster(ctx, next, v); err == nil {
-				return errors.New(why)
+				return false, errors.New(why)
 			} else if !errors.Is(err, errs.ErrConflict) || attempt >= conflictRetries {
-				return err
+				return false, err
 			}
 			continue
 		}
 		to, ok, _ := advanceCluster(next, cluster.StepFailed)
 		if !ok {
-			return nil
+			return false, nil
 		}
 		next.Reason = why
 		for _, f := range also {
@@ -439,9 +454,29 @@ func (c *Engine) clusterStepFailed(ctx context.Context, id, why string, also ...
 		next.Events = cluster.AppendEvent(next.Events, c.event(ctx, "system", string(to), why))
 		err = c.putCluster(ctx, next, v)
 		if err == nil || !errors.Is(err, errs.ErrConflict) || attempt >= conflictRetries {
-			return err
+			return err == nil, err
 		}
 	}
+}
+
+// renote returns log with e said: appended, or, when the last event is one
+// of e's action already, put in its place, but only once that one is
+// older than every (the client's longest backoff) and says something
+// else. A failure said again at every retry would write its object at
+// every retry, and each write brings the object back to be stepped at
+// once, past the backoff: with a cause whose words change each time (an
+// ephemeral port, a request id), a loop; and the log would lose the rest
+// of its history to it. It reports whether log changed.
+func renote(log []cluster.Event, e cluster.Event, every time.Duration) ([]cluster.Event, bool) {
+	if n := len(log); n > 0 && log[n-1].Action == e.Action {
+		if last := log[n-1]; last.Message == e.Message || e.Time.Sub(last.Time) < every {
+			return log, false
+		}
+		out := slices.Clone(log)
+		out[n-1] = e
+		return out, true
+	}
+	return cluster.AppendEvent(log, e), true
 }
 
 // enqueueDependents queues the runs that a change of cl may move: those

@@ -43,14 +43,19 @@ func (r jobReconciler) reconcile(ctx context.Context, id string) (time.Duration,
 	return r.reconcileSchedule(ctx, id)
 }
 
-// giveUp records on the config that its schedule's steps kept failing;
-// the steps go on.
+// giveUp records on the config that its schedule's steps kept failing
+// (said again at most once per longest backoff: renote); the steps go
+// on, their backoff growing.
 func (r jobReconciler) giveUp(ctx context.Context, id, why string) error {
 	_, err := r.recordOnJob(ctx, id, func(rec *job.Record) bool {
-		rec.Events = cluster.AppendEvent(rec.Events, r.event(ctx, "system", "schedule-failing", why))
-		return true
+		var said bool
+		rec.Events, said = renote(rec.Events, r.event(ctx, "system", "schedule-failing", why), r.o.maxDelay)
+		return said
 	})
-	return err
+	if err != nil {
+		return err
+	}
+	return errRetry
 }
 
 func (jobReconciler) logKey() string { return "job" }
