@@ -170,17 +170,8 @@ func TestAdmissionNotBehindTellingABacklog(t *testing.T) {
 func TestEveryRunOfABacklogToldItWaits(t *testing.T) {
 	const runs = 150
 	b, ids := queuedOnDemand(t, runs, memory.StoreHooks{})
-	ctx := dlc.WithUser(t.Context(), "alice")
 	_, c := withoutRoom(t, b)
-	settleWithin(t, 2*time.Minute, "every run told it waits for quota", func() (bool, string) {
-		for i, id := range ids {
-			r, err := c.Runs().Get(ctx, id)
-			if err != nil || r.State != job.Waiting || r.WaitReason != job.InsufficientQuota {
-				return false, fmt.Sprintf("%d of %d told; run %s: %v", i, runs, id, err)
-			}
-		}
-		return true, ""
-	})
+	allToldTheyWait(t, c, ids)
 }
 
 // A backlog whose runs cannot be told that they wait (the store refuses
@@ -200,7 +191,6 @@ func TestUntoldBacklogBacksOff(t *testing.T) {
 			return next(ctx)
 		}})
 	refuse.Store(true)
-	ctx := dlc.WithUser(t.Context(), "alice")
 	_, c := withoutRoom(t, b)
 	settleWithin(t, 2*time.Minute, "a pass that tries to tell the runs", func() (bool, string) {
 		return tries.Load() > 0, "no write of a run tried"
@@ -216,11 +206,19 @@ func TestUntoldBacklogBacksOff(t *testing.T) {
 	}
 	t.Logf("%d refused writes of runs in 2 s", n)
 	refuse.Store(false)
+	allToldTheyWait(t, c, ids)
+}
+
+// allToldTheyWait waits until every run of ids has been told that it
+// waits for quota (J18).
+func allToldTheyWait(t *testing.T, c *dlc.Client, ids []string) {
+	t.Helper()
+	ctx := dlc.WithUser(t.Context(), "alice")
 	settleWithin(t, 2*time.Minute, "every run told it waits for quota", func() (bool, string) {
 		for i, id := range ids {
 			r, err := c.Runs().Get(ctx, id)
 			if err != nil || r.State != job.Waiting || r.WaitReason != job.InsufficientQuota {
-				return false, fmt.Sprintf("%d of %d told; run %s: %v", i, runs, id, err)
+				return false, fmt.Sprintf("%d of %d told; run %s: %v", i, len(ids), id, err)
 			}
 		}
 		return true, ""
