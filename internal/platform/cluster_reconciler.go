@@ -410,7 +410,7 @@ func (c *Engine) trueUpHold(ctx context.Context, cl *cluster.Cluster, inRay *quo
 // clusterStepFailed turns a cluster whose background step kept failing
 // abnormal, with why as the reason, and with the changes of also made
 // to it. A deleting cluster has nowhere to fall back to: it records why
-// and goes on retrying.
+// (at most once per longest backoff: renote) and goes on retrying.
 func (c *Engine) clusterStepFailed(ctx context.Context, id, why string, also ...func(*cluster.Cluster)) error {
 	_, err := c.stepFailed(ctx, id, why, also...)
 	return err
