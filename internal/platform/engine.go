@@ -259,6 +259,7 @@ type Engine struct {
 
 	watchMu  sync.Mutex                 // serialises changes of watchers
 	watchers atomic.Pointer[[]*watcher] // the watches on (watch.go); nil when none
+	loaded   atomic.Bool                // the store's snapshot is in the cache (runLoad keeps only ends of cached clusters after)
 }
 
 // New returns a client; with no options it runs on a new memory backend
@@ -341,6 +342,11 @@ func New(opts ...Option) (*Engine, error) {
 			c.observed(d, false)
 		}
 	}
+	// The snapshot's runs came in any order beside their clusters: the
+	// ends kept of clusters it does not have are dropped now, and later
+	// ones as they come (observeRunEnd).
+	c.loaded.Store(true)
+	c.load.keepOnly(func(id string) bool { _, ok := c.cache.get(kindCluster, id); return ok })
 	if c.rep != nil {
 		c.startReplicas(snap)
 	}

@@ -32,7 +32,15 @@ func (c *Engine) observeRunEnd(d backend.Doc, obj any) {
 	if !c.load.observe(d, r) {
 		return
 	}
-	if cd, ok := c.cache.get(kindCluster, r.ClusterID); ok && cd.Labels[labelState] == string(cluster.Running) {
+	cd, ok := c.cache.get(kindCluster, r.ClusterID)
+	if !ok && c.loaded.Load() {
+		// An ended run written again after its cluster's delete (its
+		// retry recorded, its cleanup): nothing would forget the end kept
+		// for a cluster that is gone.
+		c.load.forget(r.ClusterID)
+		return
+	}
+	if ok && cd.Labels[labelState] == string(cluster.Running) {
 		if cl, _, err := sharedObject[cluster.Cluster](c, cd); err == nil && cl.Spec.IdleTimeoutSeconds > 0 {
 			c.enqueue(kindCluster + "/" + r.ClusterID)
 		}

@@ -83,6 +83,17 @@ func (l *runLoad) ended(clusterID string) time.Time {
 	return l.lastEnd[clusterID]
 }
 
+// keepOnly drops the ends kept of the clusters for which live is false.
+func (l *runLoad) keepOnly(live func(clusterID string) bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for id := range l.lastEnd {
+		if !live(id) {
+			delete(l.lastEnd, id)
+		}
+	}
+}
+
 // forget drops what is kept of a deleted cluster.
 func (l *runLoad) forget(clusterID string) {
 	l.mu.Lock()

@@ -52,6 +52,13 @@ func (c *Engine) onChange(ch backend.Change) {
 			c.mu.Lock()
 			delete(c.dependents, d.ID)
 			delete(c.steps, d.ID) // also on a client that no longer owns it
+			for rg, byHolder := range c.seen {
+				// Its hold's sightings (holdAge), kept also by a client
+				// that does not own the group and so never trims them.
+				if delete(byHolder, d.ID); len(byHolder) == 0 {
+					delete(c.seen, rg)
+				}
+			}
 			c.mu.Unlock()
 			c.load.forget(d.ID)
 		} else if cl, ok := obj.(*cluster.Cluster); ok {
