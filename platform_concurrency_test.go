@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -406,5 +407,40 @@ func TestAddMembersAllOrNone(t *testing.T) {
 	}
 	if got, _ := f.c.Clusters().Get(f.ctx, a.ID); slices.Contains(got.Spec.Groups, g2.ID) {
 		t.Fatalf("a kept the group: %v", got.Spec.Groups)
+	}
+}
+
+// A put-back that fails too is not dropped: the error names the cluster
+// the add left changed, beside the failure that stopped it.
+func TestAddMembersPutBackFailureSaid(t *testing.T) {
+	var second atomic.Value // the second cluster's id, once made
+	second.Store("")
+	var down atomic.Value // the ids whose updates fail
+	down.Store(map[string]bool{})
+	f := newFixture(t, dlctest.MemoryOptions{Store: memory.StoreHooks{
+		Write: func(ctx context.Context, w memory.Write, next func(context.Context) (string, error)) (string, error) {
+			if w.Op == memory.OpUpdate && down.Load().(map[string]bool)[w.Doc.ID] {
+				return "", errs.Unavailable("update "+w.Doc.ID, errors.New("injected"))
+			}
+			v, err := next(ctx)
+			if b := second.Load().(string); err == nil && b != "" && w.Op == memory.OpUpdate && w.Doc.Kind == "cluster" &&
+				w.Doc.ID != b && strings.Contains(string(w.Doc.Data), "now in") {
+				// The first cluster's add is written: from now on its
+				// writes fail (its put-back), and the second's (its add).
+				down.Store(map[string]bool{w.Doc.ID: true, b: true})
+			}
+			return v, err
+		}}})
+	a, err := f.c.Clusters().Create(f.ctx, f.spec("a", 1, 1))
+	f.must(err)
+	b, err := f.c.Clusters().Create(f.ctx, f.spec("b", 1, 1))
+	f.must(err)
+	f.settle()
+	g, err := f.c.Groups().Create(f.ctx, "g")
+	f.must(err)
+	second.Store(b.ID)
+	err = f.c.Groups().AddMembers(f.ctx, g.ID, a.ID, b.ID)
+	if !errors.Is(err, dlc.ErrUnavailable) || !strings.Contains(err.Error(), "cluster "+a.ID+" was changed and could not be put back") {
+		t.Fatalf("add whose put-back failed: %v, want it to name %s", err, a.ID)
 	}
 }

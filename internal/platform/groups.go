@@ -271,15 +271,22 @@ func (c *Engine) changeMembers(ctx context.Context, groupID string, ids []string
 			return true, nil
 		})
 		if err != nil {
-			// All or none: put back what was changed.
+			// All or none: put back what was changed. A put-back that fails
+			// too is said, with the cluster it left changed.
+			failed := []error{err}
 			for _, d := range changed {
-				_ = c.editCluster(context.WithoutCancel(ctx), d.id, func(cl *cluster.Cluster) (bool, error) {
+				if perr := c.editCluster(context.WithoutCancel(ctx), d.id, func(cl *cluster.Cluster) (bool, error) {
 					cl.Spec.Groups = d.before
 					cl.Events = cluster.AppendEvent(cl.Events, c.event(ctx, "system", "groups", "put back: now in "+joinSorted(d.before)))
 					return true, nil
-				})
+				}); perr != nil {
+					failed = append(failed, fmt.Errorf("cluster %s was changed and could not be put back (it is in %s): %w", d.id, joinSorted(d.written), perr))
+				}
 			}
-			return err
+			if len(failed) == 1 {
+				return err
+			}
+			return errors.Join(failed...)
 		}
 		if before != nil {
 			changed = append(changed, groupsChange{id, before, written})
