@@ -1,16 +1,20 @@
 package dlc_test
 
 import (
+	"context"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/aidlc/dlc"
+	"github.com/aidlc/dlc/backend/memory"
 	"github.com/aidlc/dlc/cluster"
 	"github.com/aidlc/dlc/dlctest"
+	"github.com/aidlc/dlc/errs"
 	"github.com/aidlc/dlc/job"
 	"github.com/aidlc/dlc/quota"
 )
@@ -114,6 +118,36 @@ func TestForeignEditRemovedHoldIsRestored(t *testing.T) {
 		t.Fatalf("starting a second cluster on the quota in use = %v, want ErrQuota", err)
 	}
 	f.must(f.c.CheckQuota(f.ctx))
+}
+
+// A restore's note on the cluster whose write fails is said by a later
+// pass, not lost: the pass stops before the account is written, and the
+// next finds the hold missing again.
+func TestForeignEditRestoreNoteRetried(t *testing.T) {
+	var refused atomic.Int64
+	f := newFixture(t, dlctest.MemoryOptions{Store: memory.StoreHooks{
+		Write: func(ctx context.Context, w memory.Write, next func(context.Context) (string, error)) (string, error) {
+			if w.Doc.Kind == "cluster" && w.Op == memory.OpUpdate && strings.Contains(string(w.Doc.Data), "quota-restored") &&
+				refused.Add(1) == 1 {
+				return "", errs.Unavailable("store update cluster", errors.New("refused by the test"))
+			}
+			return next(ctx)
+		}}})
+	a, _ := f.twoClusters("rg-one", 8, 24, "a", "b")
+	f.startNow(a.ID)
+	f.editHold("rg-one", a.ID, removeHold)
+	f.settle()
+	if refused.Load() == 0 {
+		t.Fatal("the note's write was not tried")
+	}
+	u, err := f.c.ResourceGroups().Get(f.ctx, "rg-one")
+	f.must(err)
+	if got := u.Holders[a.ID]; got != (quota.Resources{MilliCPU: 8000, Memory: 24 * quota.GiB}) {
+		t.Fatalf("hold of the running cluster after the edit = %s, want it restored", got)
+	}
+	if n := strings.Count(f.events(a.ID), "quota-restored"); n != 1 {
+		t.Errorf("the restore is in the cluster's log %d times, want once:\n%s", n, f.events(a.ID))
+	}
 }
 
 // Item 4, when the quota went to another cluster before the restore: the

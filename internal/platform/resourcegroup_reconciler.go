@@ -104,6 +104,17 @@ func (c *Engine) reconcileResourceGroup(ctx context.Context, id string) (time.Du
 	if err != nil {
 		return 0, err
 	}
+	// Said on each cluster before the account is written: a note that
+	// fails stops the pass, and the next finds the hold missing again and
+	// says it then; written after, a failed note was never said (the next
+	// pass finds nothing to restore). A note said already is not repeated.
+	for _, r := range restored {
+		c.o.log.Info("restored a reservation that a live cluster needs and its resource group lacked", "cluster", r.cluster, "resourceGroup", id, "reserved", r.need.String())
+		if err := c.noteQuota(ctx, r.cluster, id, "quota-restored", fmt.Sprintf(
+			"its reservation in resource group %s was missing or short (changed outside the platform): %s reserved again", id, r.need)); err != nil {
+			return 0, err
+		}
+	}
 	changed = changed || len(restored) > 0
 	for h, hold := range a.Holds() {
 		if !due {
@@ -199,13 +210,6 @@ func (c *Engine) reconcileResourceGroup(ctx context.Context, id string) (time.Du
 			return 0, err
 		} else if fv != v {
 			short = nil
-		}
-	}
-	for _, r := range restored {
-		c.o.log.Info("restored a reservation that a live cluster needs and its resource group lacked", "cluster", r.cluster, "resourceGroup", id, "reserved", r.need.String())
-		if err := c.noteQuota(ctx, r.cluster, id, "quota-restored", fmt.Sprintf(
-			"its reservation in resource group %s was missing or short (changed outside the platform): %s reserved again", id, r.need)); err != nil {
-			return 0, err
 		}
 	}
 	for _, r := range short {
