@@ -12,6 +12,7 @@ import (
 	"errors"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 	"github.com/aidlc/dlc/backend/memory"
 	"github.com/aidlc/dlc/cluster"
 	"github.com/aidlc/dlc/dlctest"
+	"github.com/aidlc/dlc/errs"
 	"github.com/aidlc/dlc/job"
 )
 
@@ -559,5 +561,57 @@ func TestRunOfADeletedConfigFromACrashedCreateFails(t *testing.T) {
 	f.settle()
 	if got := f.run(r.ID); got.State != job.Failed || !strings.Contains(got.Message, "job config was deleted") {
 		t.Fatalf("a waiting run of a deleted config: %s %q, want failed", got.State, got.Message)
+	}
+}
+
+// A create fenced off by its group's delete whose undo fails too: the
+// caller hears that the cluster is still stored, naming it, and the
+// cluster's log says that its group does not exist, once.
+func TestCreateUndoFailureSaid(t *testing.T) {
+	f, h, g, target, _ := groupWorld(t)
+	b := f.m.NewClient()
+	var delErr error
+	var fired, refused atomic.Bool
+	*h = func(ctx context.Context, w memory.Write, next func(context.Context) (string, error)) (string, error) {
+		if marked(ctx) && w.Op == memory.OpCreate && w.Doc.Kind == "cluster" && fired.CompareAndSwap(false, true) {
+			delErr = b.Groups().Delete(f.ctx, g, target)
+		}
+		if marked(ctx) && w.Op == memory.OpUpdate && w.Doc.Kind == "cluster" && fired.Load() && refused.CompareAndSwap(false, true) {
+			return "", errs.Unavailable("store update cluster", errors.New("refused by the test"))
+		}
+		return next(ctx)
+	}
+	spec := f.spec("y", 1, 1)
+	spec.Groups = []string{g, f.grp}
+	_, err := f.c.Clusters().Create(context.WithValue(f.ctx, markKey{}, true), spec)
+	f.must(delErr)
+	if !refused.Load() {
+		t.Fatal("the undo was not refused")
+	}
+	if !errors.Is(err, dlc.ErrInvalid) || !strings.Contains(err.Error(), "was stored and could not be deleted again") {
+		t.Fatalf("a create whose undo failed: %v, want C2 and the cluster it left", err)
+	}
+	f.settle()
+	f.m.Clock.Advance(6 * time.Minute) // a resync
+	f.settle()
+	d := f.dangling()
+	if len(d) != 1 {
+		t.Fatalf("clusters in deleted groups: %v, want the one left", d)
+	}
+	cls, err := f.c.Clusters().List(f.ctx)
+	f.must(err)
+	for _, cl := range cls {
+		if cl.Spec.Name != "y" {
+			continue
+		}
+		said := 0
+		for _, e := range cl.Events {
+			if e.Action == "group-missing" && strings.Contains(e.Message, g) {
+				said++
+			}
+		}
+		if said != 1 {
+			t.Errorf("the cluster left in a deleted group says so %d times in its log, want once: %+v", said, cl.Events)
+		}
 	}
 }

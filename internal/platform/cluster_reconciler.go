@@ -61,6 +61,9 @@ func (c *Engine) reconcileCluster(ctx context.Context, id string) (again time.Du
 	} else if claim > 0 {
 		defer func() { again = sooner(again, claim) }()
 	}
+	if err := c.checkGroups(ctx, cl); err != nil {
+		return 0, err
+	}
 	if !timedStep(cl.State) {
 		c.mu.Lock()
 		delete(c.steps, id)

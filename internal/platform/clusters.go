@@ -87,7 +87,9 @@ func (c *Engine) createCluster(ctx context.Context, spec *cluster.Spec, action, 
 		cl.Version = v
 	}
 	if cerr != nil {
-		c.undoCreate(ctx, cl.ID, "its name could not be claimed: "+cerr.Error())
+		if uerr := c.undoCreate(ctx, cl.ID, "its name could not be claimed: "+cerr.Error()); uerr != nil {
+			return nil, errors.Join(cerr, uerr) // and the cluster reconciler claims the name or undoes it (checkNameClaim)
+		}
 		return nil, cerr
 	}
 	if err := c.fenceNewCluster(ctx, cl); err != nil {
@@ -125,21 +127,29 @@ func (c *Engine) fenceNewCluster(ctx context.Context, cl *cluster.Cluster) error
 		if _, err := c.groupLive(ctx, g, "create a cluster in"); errs.IsNotFound(err) || errors.Is(err, errs.ErrState) {
 			l = append(l, errs.Invalid(errs.NewPath("groups").Index(i), "C2", g, "this cluster group was deleted, or began to be, while the cluster was being created"))
 		} else if err != nil {
-			c.undoCreate(ctx, cl.ID, "could not check that its groups were not being deleted: "+err.Error())
+			if uerr := c.undoCreate(ctx, cl.ID, "could not check that its groups were not being deleted: "+err.Error()); uerr != nil {
+				return errors.Join(err, uerr)
+			}
 			return err
 		}
 	}
 	if len(l) == 0 {
 		return nil
 	}
-	c.undoCreate(ctx, cl.ID, "a group it was created in was deleted meanwhile")
+	// An undo that fails is said to the caller, who holds the cluster's
+	// id in the error; the cluster's own log says that its group is gone
+	// (checkGroups).
+	if uerr := c.undoCreate(ctx, cl.ID, "a group it was created in was deleted meanwhile"); uerr != nil {
+		return errors.Join(l.ToError(), uerr)
+	}
 	return l.ToError()
 }
 
 // undoCreate deletes a cluster whose create failed after it was stored,
 // as a forced delete does (the cluster reconciler releases its name and
-// whatever Ray has of it), saying why in its log.
-func (c *Engine) undoCreate(ctx context.Context, id, why string) {
+// whatever Ray has of it), saying why in its log. It returns an error
+// naming the cluster, stored still, when that fails.
+func (c *Engine) undoCreate(ctx context.Context, id, why string) error {
 	_, err := retryStale(context.WithoutCancel(ctx), c, id, func(ctx context.Context, cl *cluster.Cluster) (struct{}, error) {
 		if cl.State == cluster.Deleting {
 			return struct{}{}, nil
@@ -154,7 +164,9 @@ func (c *Engine) undoCreate(ctx context.Context, id, why string) {
 	})
 	if err != nil {
 		c.o.log.Error(err, "a cluster whose create failed could not be deleted", "cluster", id)
+		return fmt.Errorf("cluster %s was stored and could not be deleted again (%s): %w", id, why, err)
 	}
+	return nil
 }
 
 // getFresh reads a cluster from the store itself.

@@ -301,6 +301,40 @@ func (c *Engine) changeMembers(ctx context.Context, groupID string, ids []string
 	return nil
 }
 
+// actionGroupMissing is the log entry of a cluster one of whose groups
+// does not exist.
+const actionGroupMissing = "group-missing"
+
+// checkGroups finds a cluster in a group that does not exist: one put
+// into it (created, edited, added) while the group was deleted, whose
+// undo failed then (the caller was told; nothing else would look again),
+// or one whose group someone deleted outside the platform. It says so in
+// the cluster's log, once: which group it belongs in is its owner's to
+// say (an edit, or a delete), and the platform deletes nothing for it. It
+// reads the store only for a group the cache has not.
+func (c *Engine) checkGroups(ctx context.Context, cl *cluster.Cluster) error {
+	if cl.Temporary || cl.State == cluster.Deleting {
+		return nil
+	}
+	for _, g := range cl.Spec.Groups {
+		msg := "its cluster group " + g + " does not exist (deleted while the cluster was put into it, or outside the platform): edit its groups"
+		if _, ok := c.cache.get(kindGroup, g); ok || logged(cl.Events, actionGroupMissing, msg) {
+			continue
+		}
+		if _, err := c.freshGroup(ctx, g); !errs.IsNotFound(err) {
+			if err != nil {
+				return err
+			}
+			continue // the cache lags its create
+		}
+		c.o.log.Error(errs.NotFound("group", g), "a cluster is in a group that does not exist", "cluster", cl.ID)
+		if _, err := c.noteCluster(ctx, cl.ID, actionGroupMissing, msg); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // groupsChange is one cluster's groups as a change found them (before)
 // and as it wrote them.
 type groupsChange struct {

@@ -238,7 +238,9 @@ func (c *Engine) checkNameClaim(ctx context.Context, cl *cluster.Cluster) (time.
 			}
 			return 0, nil
 		}
-		c.undoCreate(ctx, cl.ID, why)
+		if err := c.undoCreate(ctx, cl.ID, why); err != nil {
+			return 0, err
+		}
 	default:
 		// Nobody holds it, or a claim whose owner has it not (stale):
 		// claimName makes it, or takes the stale one over.
