@@ -92,22 +92,21 @@ func (s *ResourceGroupService) List(ctx context.Context) ([]quota.Usage, error) 
 // version: a hold changes only through a change of its account, so its
 // settled holds were then as read. An account that keeps changing is
 // read again, three times at most, and then left out (it is in use: its
-// next audit sees it).
-func (c *Engine) storeAccounts(ctx context.Context) ([]*quota.Account, error) {
-	var out []*quota.Account
+// next audit sees it); busy names those left out.
+func (c *Engine) storeAccounts(ctx context.Context) (out []*quota.Account, busy map[string]bool, err error) {
 	want := map[string]bool(nil) // nil: every one
 	for range 3 {
 		before, err := c.store.List(ctx, kindResourceGroup, nil)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		holdDocs, err := c.store.List(ctx, kindHold, nil)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		after, err := c.store.List(ctx, kindResourceGroup, nil)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		holds := map[string]quota.HoldMap{}
 		for _, d := range holdDocs {
@@ -135,17 +134,17 @@ func (c *Engine) storeAccounts(ctx context.Context) ([]*quota.Account, error) {
 			}
 			a, err := decode[quota.Account](d)
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			a.Bind(holds[a.ID])
 			out = append(out, a)
 		}
 		if len(moved) == 0 {
-			break
+			return out, nil, nil
 		}
 		want = moved
 	}
-	return out, nil
+	return out, want, nil
 }
 
 // datedAhead is how far ahead of this client's clock a hold may be dated
@@ -168,7 +167,7 @@ const datedAhead = time.Hour
 // as an edit from outside the platform leaves it, lets the group hand out
 // quota in use. It returns every problem found.
 func (c *Engine) CheckQuota(ctx context.Context) error {
-	docs, err := c.storeAccounts(ctx)
+	docs, busy, err := c.storeAccounts(ctx)
 	if err != nil {
 		return err
 	}
@@ -272,6 +271,9 @@ func (c *Engine) CheckQuota(ctx context.Context) error {
 			continue
 		}
 		a := accounts[cl.Live.ResourceGroup]
+		if a == nil && busy[cl.Live.ResourceGroup] {
+			continue // its account kept changing while read: the next audit
+		}
 		if a == nil {
 			bad = append(bad, fmt.Sprintf("cluster %s is %s in resource group %s, which does not exist", cl.ID, cl.State, cl.Live.ResourceGroup))
 			continue
