@@ -3,6 +3,7 @@ package dlc_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -119,3 +120,30 @@ func TestFailingStepsBackOff(t *testing.T) {
 // failures counts what TestFailingStepsBackOff's hooks refused: Ray's
 // status and delete calls, and the store's creates of runs.
 type failures struct{ status, creates, deletes atomic.Int64 }
+
+// A delete that Ray accepts and never finishes leaves the cluster
+// deleting (there is nothing to fall back to), but not without a reason:
+// after a step's time it says that Ray still has it, once.
+func TestDeleteRayNeverFinishesSaysWhy(t *testing.T) {
+	f := newFixture(t, dlctest.MemoryOptions{Delays: &memory.Delays{Delete: 1000 * time.Hour}})
+	cl := f.runningCluster("c1")
+	f.must(f.c.Clusters().Delete(f.ctx, cl.ID, dlc.DeleteOptions{}))
+	f.settle()
+	for range 6 {
+		f.m.Step(30 * time.Minute)
+	}
+	got, err := f.c.Clusters().Get(f.ctx, cl.ID)
+	f.must(err)
+	if got.State != cluster.Deleting || !strings.Contains(got.Reason, "Ray has not removed it") {
+		t.Fatalf("a cluster whose delete Ray never finishes, 3 hours on: %s, reason %q", got.State, got.Reason)
+	}
+	said := 0
+	for _, e := range got.Events {
+		if e.Action == "delete-retrying" {
+			said++
+		}
+	}
+	if said != 1 {
+		t.Errorf("its log says %d times that Ray still has it, want once", said)
+	}
+}

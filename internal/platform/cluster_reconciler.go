@@ -288,7 +288,16 @@ func (c *Engine) reconcileDelete(ctx context.Context, cl *cluster.Cluster) (time
 	_, err := c.ray.ClusterStatus(ctx, cl.ID)
 	switch {
 	case err == nil:
-		return c.o.stepTime, nil // Ray says when it is gone; look again at the latest then
+		// Ray says when it is gone; looked at again at the latest after a
+		// step's time. Past that, the cluster says that Ray still has it:
+		// the delete goes on (there is nothing to fall back to), but not
+		// without a reason.
+		if took := c.clock.Now().Sub(deletingSince(cl)); took >= c.o.stepTime {
+			if err := c.noteDeleting(ctx, cl.ID, fmt.Sprintf("Ray has not removed it %s after its delete; still waiting for Ray", c.o.stepTime)); err != nil {
+				return 0, err
+			}
+		}
+		return c.o.stepTime, nil
 	case !errs.IsNotFound(err):
 		return 0, err
 	}
@@ -434,17 +443,10 @@ func (c *Engine) stepFailed(ctx context.Context, id, why string, also ...func(*c
 		cl.Version = v
 		next := cl.DeepCopy()
 		if cl.State == cluster.Deleting {
-			events, write := renote(cl.Events, c.event(ctx, "system", "delete-retrying", why), c.o.maxDelay)
-			if cl.Reason == why || !write {
-				return false, errors.New(why)
-			}
-			next.Reason, next.Events = why, events
-			if err := c.putCluster(ctx, next, v); err == nil {
-				return false, errors.New(why)
-			} else if !errors.Is(err, errs.ErrConflict) || attempt >= conflictRetries {
+			if err := c.noteDeleting(ctx, id, why); err != nil {
 				return false, err
 			}
-			continue
+			return false, errors.New(why)
 		}
 		to, ok, _ := advanceCluster(next, cluster.StepFailed)
 		if !ok {
@@ -460,6 +462,41 @@ func (c *Engine) stepFailed(ctx context.Context, id, why string, also ...func(*c
 			return err == nil, err
 		}
 	}
+}
+
+// noteDeleting records on a deleting cluster why it is still there: its
+// reason, and an entry of its log, said again at most once per longest
+// backoff (renote).
+func (c *Engine) noteDeleting(ctx context.Context, id, why string) error {
+	for attempt := 0; ; attempt++ {
+		cl, v, err := fresh[cluster.Cluster](ctx, c, kindCluster, id)
+		if errs.IsNotFound(err) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		events, write := renote(cl.Events, c.event(ctx, "system", "delete-retrying", why), c.o.maxDelay)
+		if cl.State != cluster.Deleting || cl.Reason == why || !write {
+			return nil
+		}
+		next := cl.DeepCopy()
+		next.Reason, next.Events = why, events
+		if err := c.putCluster(ctx, next, v); err == nil || !errors.Is(err, errs.ErrConflict) || attempt >= conflictRetries {
+			return err
+		}
+	}
+}
+
+// deletingSince returns when a deleting cluster's delete was asked for:
+// its log's last delete, or its last change when the log has none.
+func deletingSince(cl *cluster.Cluster) time.Time {
+	for i := len(cl.Events) - 1; i >= 0; i-- {
+		if cl.Events[i].Action == "delete" {
+			return cl.Events[i].Time
+		}
+	}
+	return cl.UpdatedAt
 }
 
 // renote returns log with e said: appended, or, when the last event is one
