@@ -293,7 +293,7 @@ func (c *Engine) reconcileDelete(ctx context.Context, cl *cluster.Cluster) (time
 		// the delete goes on (there is nothing to fall back to), but not
 		// without a reason.
 		if took := c.clock.Now().Sub(deletingSince(cl)); took >= c.o.stepTime {
-			if err := c.noteDeleting(ctx, cl.ID, fmt.Sprintf("Ray has not removed it %s after its delete; still waiting for Ray", c.o.stepTime)); err != nil {
+			if err := c.noteDeleting(ctx, cl, fmt.Sprintf("Ray has not removed it %s after its delete; still waiting for Ray", c.o.stepTime)); err != nil {
 				return 0, err
 			}
 		}
@@ -443,7 +443,7 @@ func (c *Engine) stepFailed(ctx context.Context, id, why string, also ...func(*c
 		cl.Version = v
 		next := cl.DeepCopy()
 		if cl.State == cluster.Deleting {
-			if err := c.noteDeleting(ctx, id, why); err != nil {
+			if err := c.noteDeleting(ctx, cl, why); err != nil {
 				return false, err
 			}
 			return false, errors.New(why)
@@ -464,25 +464,24 @@ func (c *Engine) stepFailed(ctx context.Context, id, why string, also ...func(*c
 	}
 }
 
-// noteDeleting records on a deleting cluster why it is still there: its
-// reason, and an entry of its log, said again at most once per longest
-// backoff (renote).
-func (c *Engine) noteDeleting(ctx context.Context, id, why string) error {
+// noteDeleting records on deleting cluster cl (as read, at cl.Version)
+// why it is still there: its reason, and an entry of its log, said again
+// at most once per longest backoff (renote). A conflict reads it again.
+func (c *Engine) noteDeleting(ctx context.Context, cl *cluster.Cluster, why string) error {
 	for attempt := 0; ; attempt++ {
-		cl, v, err := fresh[cluster.Cluster](ctx, c, kindCluster, id)
-		if errs.IsNotFound(err) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
 		events, write := renote(cl.Events, c.event(ctx, "system", "delete-retrying", why), c.o.maxDelay)
 		if cl.State != cluster.Deleting || cl.Reason == why || !write {
 			return nil
 		}
 		next := cl.DeepCopy()
 		next.Reason, next.Events = why, events
-		if err := c.putCluster(ctx, next, v); err == nil || !errors.Is(err, errs.ErrConflict) || attempt >= conflictRetries {
+		err := c.putCluster(ctx, next, cl.Version)
+		if err == nil || !errors.Is(err, errs.ErrConflict) || attempt >= conflictRetries {
+			return err
+		}
+		if cl, err = c.getFresh(ctx, cl.ID); errs.IsNotFound(err) {
+			return nil
+		} else if err != nil {
 			return err
 		}
 	}
