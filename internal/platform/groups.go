@@ -310,8 +310,10 @@ const actionGroupMissing = "group-missing"
 // undo failed then (the caller was told; nothing else would look again),
 // or one whose group someone deleted outside the platform. It says so in
 // the cluster's log, once: which group it belongs in is its owner's to
-// say (an edit, or a delete), and the platform deletes nothing for it. It
-// reads the store only for a group the cache has not.
+// say (an edit, or a delete), and the platform deletes nothing for it. A
+// group the cache has is taken as there without decoding it; one it has
+// not is read as every read by id is (cached: the store, unless the watch
+// saw it deleted).
 func (c *Engine) checkGroups(ctx context.Context, cl *cluster.Cluster) error {
 	if cl.Temporary || cl.State == cluster.Deleting {
 		return nil
@@ -321,7 +323,7 @@ func (c *Engine) checkGroups(ctx context.Context, cl *cluster.Cluster) error {
 		if _, ok := c.cache.get(kindGroup, g); ok || logged(cl.Events, actionGroupMissing, msg) {
 			continue
 		}
-		if _, err := c.freshGroup(ctx, g); !errs.IsNotFound(err) {
+		if _, _, err := cached[group.Group](ctx, c, kindGroup, g); !errs.IsNotFound(err) {
 			if err != nil {
 				return err
 			}
