@@ -390,15 +390,22 @@ func (c *Engine) holdAge(rg, holder string, h quota.Hold, now time.Time) time.Du
 // seeHolds records when this client first saw each of a's holds as it is
 // now, and forgets the holds a has no more.
 func (c *Engine) seeHolds(rg string, a *quota.Account, now time.Time) {
+	c.forgetHolds(rg, a)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for holder, h := range a.Holds() {
+		c.seeHoldLocked(rg, holder, h, now)
+	}
+}
+
+// forgetHolds forgets the sightings of the holds a has no more.
+func (c *Engine) forgetHolds(rg string, a *quota.Account) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for holder := range c.seen[rg] {
 		if _, ok := a.Hold(holder); !ok {
 			delete(c.seen[rg], holder)
 		}
-	}
-	for holder, h := range a.Holds() {
-		c.seeHoldLocked(rg, holder, h, now)
 	}
 	if len(c.seen[rg]) == 0 {
 		delete(c.seen, rg)

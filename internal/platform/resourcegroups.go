@@ -179,10 +179,10 @@ func (c *Engine) CheckQuota(ctx context.Context) error {
 			bad = append(bad, err.Error())
 		}
 		accounts[a.ID] = a
-		// Seen here, on a client that may not own the group, its holds
-		// are also forgotten here once gone (the owner's pass does so for
-		// its own).
-		c.seeHolds(a.ID, a, now)
+		// Seen here (holdAge, below), on a client that may not own the
+		// group, its holds are also forgotten here once gone (the owner's
+		// pass does so for its own).
+		c.forgetHolds(a.ID, a)
 		for h, hold := range a.Holds() {
 			if hold.Since.After(now.Add(datedAhead)) {
 				bad = append(bad, fmt.Sprintf("resource group %s: %s holds %s since %s, in the future",
