@@ -137,13 +137,7 @@ func TestDeleteRayNeverFinishesSaysWhy(t *testing.T) {
 	if got.State != cluster.Deleting || !strings.Contains(got.Reason, "Ray has not removed it") {
 		t.Fatalf("a cluster whose delete Ray never finishes, 3 hours on: %s, reason %q", got.State, got.Reason)
 	}
-	said := 0
-	for _, e := range got.Events {
-		if e.Action == "delete-retrying" {
-			said++
-		}
-	}
-	if said != 1 {
+	if said := entries(got.Events, "delete-retrying", ""); said != 1 {
 		t.Errorf("its log says %d times that Ray still has it, want once", said)
 	}
 }

@@ -604,13 +604,7 @@ func TestCreateUndoFailureSaid(t *testing.T) {
 		if cl.Spec.Name != "y" {
 			continue
 		}
-		said := 0
-		for _, e := range cl.Events {
-			if e.Action == "group-missing" && strings.Contains(e.Message, g) {
-				said++
-			}
-		}
-		if said != 1 {
+		if said := entries(cl.Events, "group-missing", g); said != 1 {
 			t.Errorf("the cluster left in a deleted group says so %d times in its log, want once: %+v", said, cl.Events)
 		}
 	}

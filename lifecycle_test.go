@@ -166,13 +166,7 @@ func TestScheduleConcurrency(t *testing.T) {
 			if tc.missed > 0 {
 				events, err := f.c.Jobs().Events(f.ctx, rec.ID)
 				f.must(err)
-				n := 0
-				for _, e := range events {
-					if e.Action == "tick-skipped" && strings.Contains(e.Message, "concurrency policy Forbid") {
-						n++
-					}
-				}
-				if n != tc.missed {
+				if n := entries(events, "tick-skipped", "concurrency policy Forbid"); n != tc.missed {
 					t.Fatalf("%d skipped ticks recorded, want %d: %+v", n, tc.missed, events)
 				}
 			}
@@ -459,13 +453,7 @@ func TestScheduleForeignEdit(t *testing.T) {
 	}
 	events, err := f.c.Jobs().Events(f.ctx, rec.ID)
 	f.must(err)
-	n := 0
-	for _, e := range events {
-		if e.Action == "schedule-invalid" {
-			n++
-		}
-	}
-	if n != 1 {
+	if n := entries(events, "schedule-invalid", ""); n != 1 {
 		t.Fatalf("%d schedule-invalid entries, want 1: %+v", n, events)
 	}
 }

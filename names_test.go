@@ -95,13 +95,7 @@ func TestClusterWithoutItsClaim(t *testing.T) {
 	if err != nil || got.State != cluster.Hibernated {
 		t.Fatalf("the started duplicate: %v, %v, want it left hibernated", got, err)
 	}
-	said := 0
-	for _, e := range got.Events {
-		if e.Action == "name-unclaimed" && strings.Contains(e.Message, "held by cluster "+held.ID) {
-			said++
-		}
-	}
-	if said != 1 {
+	if said := entries(got.Events, "name-unclaimed", "held by cluster "+held.ID); said != 1 {
 		t.Errorf("the started duplicate's log says %d times that its name is another's, want once: %+v", said, got.Events)
 	}
 	if got, err := f.c.Clusters().Get(f.ctx, held.ID); err != nil || got.State != cluster.Created {
@@ -168,13 +162,7 @@ func TestUnclaimedNameSaidAfterAFailedWrite(t *testing.T) {
 	}
 	got, err := f.c.Clusters().Get(f.ctx, "cls-dup-started")
 	f.must(err)
-	said := 0
-	for _, e := range got.Events {
-		if e.Action == "name-unclaimed" {
-			said++
-		}
-	}
-	if said != 1 {
+	if said := entries(got.Events, "name-unclaimed", ""); said != 1 {
 		t.Errorf("after a refused first write, the started duplicate's log says %d times that its name is another's, want once", said)
 	}
 }

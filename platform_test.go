@@ -2,6 +2,7 @@ package dlc_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -121,4 +122,16 @@ func TestSmokeGroupRun(t *testing.T) {
 
 func quotaGroup(id string, cores int64) quota.Group {
 	return quota.Group{ID: id, Package: "pkg-1", Capacity: quota.Resources{MilliCPU: cores * 1000, Memory: cores * 4 * quota.GiB, GPU: 0}}
+}
+
+// entries counts the entries of log whose action is action and whose
+// message contains saying ("": any).
+func entries(log []cluster.Event, action, saying string) int {
+	n := 0
+	for _, e := range log {
+		if e.Action == action && strings.Contains(e.Message, saying) {
+			n++
+		}
+	}
+	return n
 }
