@@ -12,6 +12,7 @@ import (
 	"errors"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -419,6 +420,56 @@ func TestRaceGroupDeleteInsideClusterCreate(t *testing.T) {
 	}
 	if cls, _ := f.c.Clusters().List(f.ctx); len(cls) != 1 {
 		t.Fatalf("clusters %d, want only x: the undone create is not deleted", len(cls))
+	}
+}
+
+// A cluster's create reads its groups beside its write (the G6 fence off
+// the caller's path). Here the read is made first, finds the group live,
+// and then the whole group delete, through another replica, falls before
+// the cluster's write: the delete's list of members cannot see the
+// cluster, and the read saw no mark. The write returned more than the
+// fence's window (a second) after the read began, since the delete waits
+// that long after its mark: the create reads its groups again, finds the
+// group gone and is undone. Before the delete's wait and the create's
+// check of the window, the cluster was left in the deleted group.
+func TestRaceGroupDeleteAfterClusterCreateReadIt(t *testing.T) {
+	var g atomic.Value // the group to delete, once made
+	read := make(chan struct{})
+	var readOnce sync.Once
+	f, h := hookedWith(t, dlctest.MemoryOptions{Store: memory.StoreHooks{
+		Read: func(ctx context.Context, kind, id string) error {
+			if marked(ctx) && kind == "group" && id != "" && id == g.Load() {
+				readOnce.Do(func() { close(read) })
+			}
+			return nil
+		}}})
+	gg, err := f.c.Groups().Create(f.ctx, "to-delete")
+	f.must(err)
+	tg, err := f.c.Groups().Create(f.ctx, "target")
+	f.must(err)
+	g.Store(gg.ID)
+	b := f.m.NewClient()
+	var delErr error
+	fired := inside(h, memory.OpCreate, "cluster", func() {
+		<-read // the create's read of the group is made (or being made: then it finds the mark, and the create is undone all the same)
+		delErr = b.Groups().Delete(f.ctx, gg.ID, tg.ID)
+	})
+	spec := f.spec("y", 1, 1)
+	spec.Groups = []string{gg.ID}
+	_, err = f.c.Clusters().Create(context.WithValue(f.ctx, markKey{}, true), spec)
+	if !fired() {
+		t.Fatal("the hook never ran")
+	}
+	f.must(delErr)
+	f.settle()
+	if d := f.dangling(); len(d) > 0 {
+		t.Fatalf("clusters left in deleted groups: %v", d)
+	}
+	if !errors.Is(err, dlc.ErrInvalid) || !strings.Contains(err.Error(), "C2") {
+		t.Fatalf("create into a group deleted meanwhile: %v, want ErrInvalid (C2)", err)
+	}
+	if cls, _ := f.c.Clusters().List(f.ctx); len(cls) != 0 {
+		t.Fatalf("clusters %d, want none: the undone create is not deleted", len(cls))
 	}
 }
 

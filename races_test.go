@@ -51,20 +51,20 @@ func hooked(t *testing.T) (*fixture, *func(ctx context.Context, w memory.Write, 
 	return hookedWith(t, dlctest.MemoryOptions{})
 }
 
-// hookedWith is hooked with the fixture's other options o.
+// hookedWith is hooked with the fixture's other options o (its store's
+// Read hook kept).
 func hookedWith(t *testing.T, o dlctest.MemoryOptions) (*fixture, *func(ctx context.Context, w memory.Write, next func(context.Context) (string, error)) (string, error)) {
 	var mu sync.Mutex
 	var h func(ctx context.Context, w memory.Write, next func(context.Context) (string, error)) (string, error)
-	o.Store = memory.StoreHooks{
-		Write: func(ctx context.Context, w memory.Write, next func(context.Context) (string, error)) (string, error) {
-			mu.Lock()
-			hh := h
-			mu.Unlock()
-			if hh != nil {
-				return hh(ctx, w, next)
-			}
-			return next(ctx)
-		}}
+	o.Store.Write = func(ctx context.Context, w memory.Write, next func(context.Context) (string, error)) (string, error) {
+		mu.Lock()
+		hh := h
+		mu.Unlock()
+		if hh != nil {
+			return hh(ctx, w, next)
+		}
+		return next(ctx)
+	}
 	f := newFixture(t, o)
 	return f, &h
 }

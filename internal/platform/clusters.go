@@ -66,13 +66,21 @@ func (c *Engine) createCluster(ctx context.Context, spec *cluster.Spec, action, 
 	if err := c.nameFree(ctx, kindCluster, spec.Name, cl.ID); err != nil {
 		return nil, err
 	}
-	// The name is claimed while the cluster is stored: two writes in the
-	// time of one. A cluster whose claim fails is undone; one left without
-	// its claim by a client that died between the two is found by the
-	// cluster reconciler (checkNameClaim).
+	// The name is claimed while the cluster is stored, and its groups are
+	// read for the G6 fence (fenceNewCluster) while it is written: three
+	// calls in the time of one. A cluster whose claim fails is undone; one
+	// left without its claim by a client that died between the two is
+	// found by the cluster reconciler (checkNameClaim).
+	began := time.Now() // real time, not c.clock: see joinWindow
 	claimed := make(chan error, 1)
 	go func() { claimed <- c.claimName(ctx, kindCluster, spec.Name, cl.ID) }()
+	read := make(chan []error, 1)
+	go func() { read <- c.groupsLive(ctx, spec.Groups, "create a cluster in") }()
 	v, err := c.create(ctx, kindCluster, cl.ID, clusterLabels(cl), cl)
+	early := <-read
+	if err != nil || !withinJoinWindow(began, time.Now()) {
+		early = nil // read again after the write
+	}
 	cerr := <-claimed
 	if err != nil {
 		got, gerr := c.getFresh(ctx, cl.ID)
@@ -92,7 +100,7 @@ func (c *Engine) createCluster(ctx context.Context, spec *cluster.Spec, action, 
 		}
 		return nil, cerr
 	}
-	if err := c.fenceNewCluster(ctx, cl); err != nil {
+	if err := c.fenceNewCluster(ctx, cl, early); err != nil {
 		return nil, err
 	}
 	return cl, nil
@@ -121,10 +129,22 @@ func (c *Engine) newCluster(ctx context.Context, spec *cluster.Spec, id string) 
 // meanwhile, the create is undone (the cluster is deleted, as a forced
 // delete does, saying why) and fails as a create into a missing group
 // does (C2). A read that fails undoes it too: the caller gets an error.
-func (c *Engine) fenceNewCluster(ctx context.Context, cl *cluster.Cluster) error {
+// early holds the reads made beside the cluster's write (groupsLive, in
+// the order of its groups) when that write returned within joinWindow of
+// their start, and nil when they do not count; an early read that failed
+// is made again.
+func (c *Engine) fenceNewCluster(ctx context.Context, cl *cluster.Cluster, early []error) error {
+	if slices.ContainsFunc(early, func(err error) bool {
+		return err != nil && !errs.IsNotFound(err) && !errors.Is(err, errs.ErrState)
+	}) {
+		early = nil
+	}
+	if early == nil {
+		early = c.groupsLive(ctx, cl.Spec.Groups, "create a cluster in")
+	}
 	var l errs.List
 	for i, g := range cl.Spec.Groups {
-		if _, err := c.groupLive(ctx, g, "create a cluster in"); errs.IsNotFound(err) || errors.Is(err, errs.ErrState) {
+		if err := early[i]; errs.IsNotFound(err) || errors.Is(err, errs.ErrState) {
 			l = append(l, errs.Invalid(errs.NewPath("groups").Index(i), "C2", g, "this cluster group was deleted, or began to be, while the cluster was being created"))
 		} else if err != nil {
 			if uerr := c.undoCreate(ctx, cl.ID, "could not check that its groups were not being deleted: "+err.Error()); uerr != nil {

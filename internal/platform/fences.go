@@ -1,6 +1,9 @@
 package platform
 
-import "time"
+import (
+	"context"
+	"time"
+)
 
 // Deletes fenced against concurrent creates. A delete that is refused
 // while something depends on the object (a job config's runs, J17) or
@@ -27,11 +30,50 @@ import "time"
 // after that it is ignored, and whoever meets it takes it off by
 // compare-and-swap (so that a delete that was only slow conflicts, and
 // looks again). Time decides only when a mark stops blocking creates,
-// never whether a dependent is missed, with one exception: a group delete
+// never whether a dependent is missed, with two exceptions: a cluster
+// create's early read of its groups (below) rests on two clients' clocks
+// measuring a second alike within a tenth; and a group delete
 // whose target is deleted meanwhile puts the members it moved back into
 // the group, and if it has by then run for longer than markLife and
 // another delete of the group has taken the mark over, that delete may
 // miss them.
+
+// A cluster's create does not wait for its write before it reads its
+// groups: it reads them beside the write (the read's round trip is then
+// off the caller's path), and the group's delete waits joinWindow after
+// its mark before it lists the members. That is still linearisable, with
+// time measured as an interval on each client's own clock, never compared
+// across clocks. The create takes the time (began) before it sends the
+// read, and counts the read only if its write returned within joinWindow
+// of began: the write took effect at the latest then. If the read found
+// no mark, the mark was made after began, and the delete lists the
+// members at least joinWindow after its mark, so after the write: the
+// list sees the cluster. A write that took longer (a slow API server, a
+// paused process) makes the create read its groups again after it, as
+// before. Both clocks must measure a second alike within a tenth (the
+// delete waits 11/10 of joinWindow; quartz drifts by parts per million),
+// and the create's must not stop while its process runs on: a machine's
+// monotonic clock stops while the machine sleeps, so the create checks the
+// interval on the wall clock too (a suspended machine's wall clock is set
+// forward when it wakes).
+//
+// An edit or AddMembers that puts clusters into a group reads it after
+// its write (fenceJoins), as before: they are rarer, and their readers
+// wait for them less.
+
+// joinWindow bounds how long after its read a create's write may return
+// for the read to count (see above); a group's delete waits a tenth more
+// after its mark.
+const joinWindow = time.Second
+
+// withinJoinWindow reports whether a write that returned at done, for a
+// read begun at began (both time.Now() of this process), counts the read:
+// no more than joinWindow between them on the monotonic clock and on the
+// wall clock.
+func withinJoinWindow(began, done time.Time) bool {
+	wall := done.Round(0).Sub(began.Round(0))
+	return done.Sub(began) <= joinWindow && wall >= 0 && wall <= joinWindow
+}
 
 // markLife is how long a delete's mark holds.
 const markLife = 2 * time.Minute
@@ -45,4 +87,16 @@ func (c *Engine) markHeld(at time.Time) bool {
 	}
 	age := c.clock.Now().Sub(at)
 	return age < markLife && age > -markLife
+}
+
+// sleepCtx waits d of real time, or until ctx is done (its error).
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }

@@ -3,6 +3,7 @@ package platform
 import (
 	"slices"
 	"testing"
+	"time"
 )
 
 // TestPutBackGroups: what taking a cluster out of a group deleted while it
@@ -30,6 +31,33 @@ func TestPutBackGroups(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			if got := putBackGroups(c.cur, c.before, c.written, c.into, c.target); !slices.Equal(got, c.want) {
 				t.Errorf("putBackGroups(%v, %v, %v, %s, %s) = %v, want %v", c.cur, c.before, c.written, c.into, c.target, got, c.want)
+			}
+		})
+	}
+}
+
+// TestWithinJoinWindow: a create's read beside its write counts only if
+// the write returned within joinWindow of the read's start on both clocks
+// (the wall clock catches a machine that slept, whose monotonic clock
+// stopped).
+func TestWithinJoinWindow(t *testing.T) {
+	began := time.Now()
+	wall := began.Round(0) // without a monotonic reading: Sub uses the wall clock
+	for _, c := range []struct {
+		name        string
+		began, done time.Time
+		want        bool
+	}{
+		{"at once", began, began, true},
+		{"within", began, began.Add(joinWindow / 2), true},
+		{"at the window", began, began.Add(joinWindow), true},
+		{"beyond", began, began.Add(joinWindow + time.Millisecond), false},
+		{"wall clock beyond (slept)", wall, wall.Add(2 * joinWindow), false},
+		{"wall clock set back", wall, wall.Add(-time.Second), false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if got := withinJoinWindow(c.began, c.done); got != c.want {
+				t.Errorf("withinJoinWindow(+%v) = %v, want %v", c.done.Sub(c.began), got, c.want)
 			}
 		})
 	}

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/aidlc/dlc/cluster"
@@ -400,6 +401,18 @@ func (c *Engine) groupLive(ctx context.Context, id, op string) (target string, e
 	}
 }
 
+// groupsLive checks groups with groupLive (op as there), all at once, and
+// returns their errors in the order of ids.
+func (c *Engine) groupsLive(ctx context.Context, ids []string, op string) []error {
+	out := make([]error, len(ids))
+	var wg sync.WaitGroup
+	for i, id := range ids {
+		wg.Go(func() { _, out[i] = c.groupLive(ctx, id, op) })
+	}
+	wg.Wait()
+	return out
+}
+
 // takeOut undoes what changes wrote into the groups of their clusters,
 // for a group (into) that was deleted, or whose delete (into target, when
 // known) is in progress, while they were put into it: each cluster's
@@ -551,6 +564,12 @@ func (s *GroupService) Delete(ctx context.Context, id, targetID string) error {
 				return notFoundAs(err, "group", id)
 			}
 			mark = marked.Deleting
+			// A create that read the group just before the mark may
+			// still be writing its cluster (see joinWindow).
+			if err := sleepCtx(ctx, joinWindow+joinWindow/10); err != nil {
+				c.unmarkGroup(ctx, g, fence)
+				return err
+			}
 		}
 		if err := c.moveMembers(ctx, id, targetID); err != nil {
 			c.unmarkGroup(ctx, g, fence)
