@@ -399,25 +399,9 @@ func TestRaceClusterCreateInsideGroupDelete(t *testing.T) {
 // stored, finds its group gone and is undone.
 func TestRaceGroupDeleteInsideClusterCreate(t *testing.T) {
 	f, h, g, target, _ := groupWorld(t)
-	b := f.m.NewClient()
-	var delErr error
 	spec := f.spec("y", 1, 1)
 	spec.Groups = []string{g, f.grp}
-	fired := inside(h, memory.OpCreate, "cluster", func() {
-		delErr = b.Groups().Delete(f.ctx, g, target)
-	})
-	_, err := f.c.Clusters().Create(context.WithValue(f.ctx, markKey{}, true), spec)
-	if !fired() {
-		t.Fatal("the hook never ran")
-	}
-	f.must(delErr)
-	f.settle()
-	if d := f.dangling(); len(d) > 0 {
-		t.Fatalf("clusters left in deleted groups: %v", d)
-	}
-	if !errors.Is(err, dlc.ErrInvalid) {
-		t.Fatalf("create into a group deleted meanwhile: %v, want ErrInvalid (C2)", err)
-	}
+	createUndoneByGroupDelete(t, f, h, spec, g, target, nil)
 	if cls, _ := f.c.Clusters().List(f.ctx); len(cls) != 1 {
 		t.Fatalf("clusters %d, want only x: the undone create is not deleted", len(cls))
 	}
@@ -448,15 +432,32 @@ func TestRaceGroupDeleteAfterClusterCreateReadIt(t *testing.T) {
 	tg, err := f.c.Groups().Create(f.ctx, "target")
 	f.must(err)
 	g.Store(gg.ID)
+	spec := f.spec("y", 1, 1)
+	spec.Groups = []string{gg.ID}
+	// The create's read of the group is made (or being made: then it
+	// finds the mark, and the create is undone all the same).
+	createUndoneByGroupDelete(t, f, h, spec, gg.ID, tg.ID, read)
+	if cls, _ := f.c.Clusters().List(f.ctx); len(cls) != 0 {
+		t.Fatalf("clusters %d, want none: the undone create is not deleted", len(cls))
+	}
+}
+
+// createUndoneByGroupDelete creates spec with the whole delete of group
+// g into target, through another replica, inside the cluster's write
+// (once wait, when not nil, is closed), and checks that the create failed
+// C2 and that no cluster is left in a deleted group.
+func createUndoneByGroupDelete(t *testing.T, f *fixture, h *func(ctx context.Context, w memory.Write, next func(context.Context) (string, error)) (string, error),
+	spec *cluster.Spec, g, target string, wait <-chan struct{}) {
+	t.Helper()
 	b := f.m.NewClient()
 	var delErr error
 	fired := inside(h, memory.OpCreate, "cluster", func() {
-		<-read // the create's read of the group is made (or being made: then it finds the mark, and the create is undone all the same)
-		delErr = b.Groups().Delete(f.ctx, gg.ID, tg.ID)
+		if wait != nil {
+			<-wait
+		}
+		delErr = b.Groups().Delete(f.ctx, g, target)
 	})
-	spec := f.spec("y", 1, 1)
-	spec.Groups = []string{gg.ID}
-	_, err = f.c.Clusters().Create(context.WithValue(f.ctx, markKey{}, true), spec)
+	_, err := f.c.Clusters().Create(context.WithValue(f.ctx, markKey{}, true), spec)
 	if !fired() {
 		t.Fatal("the hook never ran")
 	}
@@ -467,9 +468,6 @@ func TestRaceGroupDeleteAfterClusterCreateReadIt(t *testing.T) {
 	}
 	if !errors.Is(err, dlc.ErrInvalid) || !strings.Contains(err.Error(), "C2") {
 		t.Fatalf("create into a group deleted meanwhile: %v, want ErrInvalid (C2)", err)
-	}
-	if cls, _ := f.c.Clusters().List(f.ctx); len(cls) != 0 {
-		t.Fatalf("clusters %d, want none: the undone create is not deleted", len(cls))
 	}
 }
 
