@@ -442,6 +442,73 @@ func TestRaceGroupDeleteAfterClusterCreateReadIt(t *testing.T) {
 	}
 }
 
+type deleteKey struct{}
+
+// The case the group delete's wait is for: the create's read finds no
+// mark; the delete, through another replica, marks; the cluster's write
+// lands while the delete waits (well within the window of the read). The
+// delete's list, after its wait, sees the cluster and moves it into the
+// target; both succeed. (On a machine so slow that the write returned more
+// than the window after the read, the create reads again, finds the mark,
+// and is undone: also no cluster left in a deleted group.) A delete that
+// listed before its wait would miss the cluster: the write waits for the
+// delete's list, or for half the window.
+func TestRaceClusterWrittenDuringGroupDeleteWait(t *testing.T) {
+	var g atomic.Value // the group to delete, once made
+	read, marked_, listed := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	var readOnce, markOnce, listOnce sync.Once
+	f, h := hookedWith(t, dlctest.MemoryOptions{Store: memory.StoreHooks{
+		Read: func(ctx context.Context, kind, id string) error {
+			switch {
+			case marked(ctx) && kind == "group" && id != "" && id == g.Load():
+				readOnce.Do(func() { close(read) })
+			case ctx.Value(deleteKey{}) != nil && kind == "cluster" && id == "":
+				listOnce.Do(func() { close(listed) })
+			}
+			return nil
+		}}})
+	gg, err := f.c.Groups().Create(f.ctx, "to-delete")
+	f.must(err)
+	tg, err := f.c.Groups().Create(f.ctx, "target")
+	f.must(err)
+	g.Store(gg.ID)
+	b := f.m.NewClient()
+	delCtx := context.WithValue(f.ctx, deleteKey{}, true)
+	deleted := make(chan error, 1)
+	*h = func(ctx context.Context, w memory.Write, next func(context.Context) (string, error)) (string, error) {
+		switch {
+		case ctx.Value(deleteKey{}) != nil && w.Op == memory.OpUpdate && w.Doc.Kind == "group" && w.Doc.ID == gg.ID:
+			v, err := next(ctx) // the delete's first write of the group: its mark
+			markOnce.Do(func() { close(marked_) })
+			return v, err
+		case marked(ctx) && w.Op == memory.OpCreate && w.Doc.Kind == "cluster":
+			go func() { <-read; deleted <- b.Groups().Delete(delCtx, gg.ID, tg.ID) }()
+			<-marked_
+			select { // half the window (joinWindow, internal/platform/fences.go)
+			case <-listed:
+			case <-time.After(500 * time.Millisecond):
+			}
+		}
+		return next(ctx)
+	}
+	spec := f.spec("y", 1, 1)
+	spec.Groups = []string{gg.ID}
+	cl, err := f.c.Clusters().Create(context.WithValue(f.ctx, markKey{}, true), spec)
+	f.must(<-deleted)
+	f.settle()
+	if d := f.dangling(); len(d) > 0 {
+		t.Fatalf("clusters left in deleted groups: %v", d)
+	}
+	switch {
+	case err == nil:
+		f.groupsOf(cl.ID, tg.ID)
+	case errors.Is(err, dlc.ErrInvalid) && strings.Contains(err.Error(), "C2"):
+		t.Log("the write came after the window: the create read its group again and was undone")
+	default:
+		t.Fatalf("create: %v", err)
+	}
+}
+
 // createUndoneByGroupDelete creates spec with the whole delete of group
 // g into target, through another replica, inside the cluster's write
 // (once wait, when not nil, is closed), and checks that the create failed
@@ -453,7 +520,11 @@ func createUndoneByGroupDelete(t *testing.T, f *fixture, h *func(ctx context.Con
 	var delErr error
 	fired := inside(h, memory.OpCreate, "cluster", func() {
 		if wait != nil {
-			<-wait
+			select {
+			case <-wait:
+			case <-time.After(30 * time.Second):
+				t.Error("what the delete waits for never came")
+			}
 		}
 		delErr = b.Groups().Delete(f.ctx, g, target)
 	})
@@ -532,8 +603,10 @@ func TestRaceGroupDeleteTargetDeleted(t *testing.T) {
 // and a delete proceeds.
 func TestGroupDeleteMarkExpires(t *testing.T) {
 	f, h, g, target, x := groupWorld(t)
+	var died atomic.Bool // at its delete of the group: nothing it writes after lands
 	*h = func(ctx context.Context, w memory.Write, next func(context.Context) (string, error)) (string, error) {
-		if marked(ctx) && w.Op == memory.OpDelete && w.Doc.Kind == "group" {
+		if marked(ctx) && w.Doc.Kind == "group" && (w.Op == memory.OpDelete || died.Load()) {
+			died.Store(true)
 			return "", errors.New("injected: the deleting process died")
 		}
 		return next(ctx)
@@ -567,6 +640,38 @@ func TestGroupDeleteMarkExpires(t *testing.T) {
 	}
 	f.must(f.c.Groups().Delete(f.ctx, g, target))
 	f.groupsOf(x.ID, f.grp, target)
+}
+
+// A group delete that fails after its mark takes the mark off, though
+// the group was written meanwhile (here: renamed through another replica
+// while the delete waited, and the delete's caller gave up). Before, the
+// mark was taken off by a write over the version the mark made, which
+// the rename had moved on: it stayed, and refused members and creates
+// into the group for two minutes.
+func TestFailedGroupDeleteTakesItsMarkOff(t *testing.T) {
+	f, h, g, target, x := groupWorld(t)
+	b := f.m.NewClient()
+	ctx, cancel := context.WithCancel(context.WithValue(f.ctx, markKey{}, true))
+	defer cancel()
+	var renameErr error
+	*h = func(hctx context.Context, w memory.Write, next func(context.Context) (string, error)) (string, error) {
+		v, err := next(hctx)
+		if marked(hctx) && w.Op == memory.OpUpdate && w.Doc.Kind == "group" && err == nil && ctx.Err() == nil {
+			_, renameErr = b.Groups().Rename(f.ctx, g, "renamed") // the mark is written; the delete waits
+			cancel()
+		}
+		return v, err
+	}
+	if err := f.c.Groups().Delete(ctx, g, target); !errors.Is(err, context.Canceled) {
+		t.Fatalf("a delete given up while it waited: %v, want context.Canceled", err)
+	}
+	f.must(renameErr)
+	got, err := f.c.Groups().Get(f.ctx, g)
+	f.must(err)
+	if !got.Deleting.IsZero() || got.Name != "renamed" {
+		t.Fatalf("after the failed delete: %q, mark %+v; want renamed, no mark", got.Name, got.Deleting)
+	}
+	f.must(f.c.Groups().AddMembers(f.ctx, g, x.ID))
 }
 
 // A rename of the group while its delete moves the members makes the

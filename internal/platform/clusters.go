@@ -77,9 +77,13 @@ func (c *Engine) createCluster(ctx context.Context, spec *cluster.Spec, action, 
 	read := make(chan []error, 1)
 	go func() { read <- c.groupsLive(ctx, spec.Groups, "create a cluster in") }()
 	v, err := c.create(ctx, kindCluster, cl.ID, clusterLabels(cl), cl)
-	early := <-read
-	if err != nil || !withinJoinWindow(began, time.Now()) {
-		early = nil // read again after the write
+	done := time.Now()
+	var early []error // nil: read again after the write
+	if err == nil {
+		early = <-read
+		if !withinJoinWindow(began, done) {
+			early = nil
+		}
 	}
 	cerr := <-claimed
 	if err != nil {

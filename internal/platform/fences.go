@@ -55,7 +55,12 @@ import (
 // and the create's must not stop while its process runs on: a machine's
 // monotonic clock stops while the machine sleeps, so the create checks the
 // interval on the wall clock too (a suspended machine's wall clock is set
-// forward when it wakes).
+// forward when it wakes). What neither catches: a virtual machine paused
+// between the read and the write's return whose both clocks stand still
+// and whose wall clock is set right only later. And during an upgrade
+// from a version whose group delete does not wait, a delete through an
+// old client may miss a create through a new one (the cluster, in a
+// group that is gone, says so in its log: checkGroups).
 //
 // An edit or AddMembers that puts clusters into a group reads it after
 // its write (fenceJoins), as before: they are rarer, and their readers
@@ -71,8 +76,14 @@ const joinWindow = time.Second
 // no more than joinWindow between them on the monotonic clock and on the
 // wall clock.
 func withinJoinWindow(began, done time.Time) bool {
-	wall := done.Round(0).Sub(began.Round(0))
-	return done.Sub(began) <= joinWindow && wall >= 0 && wall <= joinWindow
+	return inJoinWindow(done.Sub(began), done.Round(0).Sub(began.Round(0)))
+}
+
+// inJoinWindow reports whether an interval measured as mono on the
+// monotonic clock and as wall on the wall clock is within joinWindow on
+// both.
+func inJoinWindow(mono, wall time.Duration) bool {
+	return mono >= 0 && mono <= joinWindow && wall >= 0 && wall <= joinWindow
 }
 
 // markLife is how long a delete's mark holds.

@@ -41,24 +41,28 @@ func TestPutBackGroups(t *testing.T) {
 // (the wall clock catches a machine that slept, whose monotonic clock
 // stopped).
 func TestWithinJoinWindow(t *testing.T) {
-	began := time.Now()
-	wall := began.Round(0) // without a monotonic reading: Sub uses the wall clock
 	for _, c := range []struct {
-		name        string
-		began, done time.Time
-		want        bool
+		name       string
+		mono, wall time.Duration
+		want       bool
 	}{
-		{"at once", began, began, true},
-		{"within", began, began.Add(joinWindow / 2), true},
-		{"at the window", began, began.Add(joinWindow), true},
-		{"beyond", began, began.Add(joinWindow + time.Millisecond), false},
-		{"wall clock beyond (slept)", wall, wall.Add(2 * joinWindow), false},
-		{"wall clock set back", wall, wall.Add(-time.Second), false},
+		{"at once", 0, 0, true},
+		{"within", joinWindow / 2, joinWindow / 2, true},
+		{"at the window", joinWindow, joinWindow, true},
+		{"beyond", joinWindow + time.Millisecond, joinWindow + time.Millisecond, false},
+		{"slept: the monotonic clock stood still", joinWindow / 2, 2 * joinWindow, false},
+		{"wall clock set back", joinWindow / 2, -time.Second, false},
+		{"wall clock set forward", joinWindow / 2, time.Hour, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			if got := withinJoinWindow(c.began, c.done); got != c.want {
-				t.Errorf("withinJoinWindow(+%v) = %v, want %v", c.done.Sub(c.began), got, c.want)
+			if got := inJoinWindow(c.mono, c.wall); got != c.want {
+				t.Errorf("inJoinWindow(%v, %v) = %v, want %v", c.mono, c.wall, got, c.want)
 			}
 		})
+	}
+	// withinJoinWindow measures both from time.Now() readings.
+	began := time.Now()
+	if !withinJoinWindow(began, began.Add(joinWindow/2)) || withinJoinWindow(began, began.Add(2*joinWindow)) {
+		t.Error("withinJoinWindow does not measure from its readings")
 	}
 }

@@ -540,17 +540,25 @@ func (s *GroupService) Delete(ctx context.Context, id, targetID string) error {
 		return errs.List{errs.Invalid("target", "G6", targetID, "name another existing group to move the members into")}.ToError()
 	}
 	var mark group.Deletion // this delete's, once written
+	// failed takes this delete's mark off, if it wrote one, and returns
+	// err: a delete that fails leaves nothing that blocks creates.
+	failed := func(err error) error {
+		if !mark.IsZero() {
+			c.unmarkGroup(ctx, id, mark)
+		}
+		return err
+	}
 	for attempt := 0; ; attempt++ {
 		g, err := c.freshGroup(ctx, id)
 		if err != nil {
-			return err
+			return failed(err)
 		}
-		own := !mark.IsZero() && g.Deleting.At.Equal(mark.At) && g.Deleting.By == mark.By && g.Deleting.Target == mark.Target
+		own := !mark.IsZero() && sameMark(g.Deleting, mark)
 		if c.markHeld(g.Deleting.At) && !own {
-			return groupDeleting(g, "delete")
+			return groupDeleting(g, "delete") // not this delete's mark (a mark of its own taken off meanwhile is not put back)
 		}
 		if err := c.checkTarget(ctx, targetID); err != nil {
-			return err
+			return failed(err)
 		}
 		fence := g.Version // carries this delete's mark (written before, then a rename) or gets it now
 		if !own {
@@ -561,26 +569,24 @@ func (s *GroupService) Delete(ctx context.Context, id, targetID string) error {
 				continue
 			}
 			if err != nil {
-				return notFoundAs(err, "group", id)
+				return failed(notFoundAs(err, "group", id))
 			}
 			mark = marked.Deleting
 			// A create that read the group just before the mark may
 			// still be writing its cluster (see joinWindow).
 			if err := sleepCtx(ctx, joinWindow+joinWindow/10); err != nil {
-				c.unmarkGroup(ctx, g, fence)
-				return err
+				return failed(err)
 			}
 		}
 		if err := c.moveMembers(ctx, id, targetID); err != nil {
-			c.unmarkGroup(ctx, g, fence)
-			return err
+			return failed(err)
 		}
 		err = c.store.Delete(ctx, kindGroup, id, fence)
 		if errors.Is(err, errs.ErrConflict) && attempt < conflictRetries {
 			continue // written meanwhile (a rename, a mark taken off): mark and look again
 		}
 		if err != nil {
-			return notFoundAs(err, "group", id)
+			return failed(notFoundAs(err, "group", id))
 		}
 		c.releaseName(ctx, kindGroup, g.Name, id)
 		return nil
@@ -646,17 +652,38 @@ func (c *Engine) moveMembers(ctx context.Context, id, target string) error {
 	return err
 }
 
-// unmarkGroup takes the mark of a failed delete off: it writes g (the
-// group as it was read before the mark) over fence (the version the mark
-// made). A conflict means someone else wrote the group since: the mark,
-// if any, is theirs. Any other failure leaves the mark until it is no
-// longer held.
-func (c *Engine) unmarkGroup(ctx context.Context, g *group.Group, fence string) {
-	next := g.DeepCopy()
-	next.Deleting = group.Deletion{}
-	if _, err := c.update(context.WithoutCancel(ctx), kindGroup, g.ID, fence, nil, next); err != nil {
-		c.o.log.V(1).Info("a failed delete's mark stays until it expires", "group", g.ID, "error", err.Error())
+// unmarkGroup takes the mark of a failed delete off the group id: mark,
+// if the group carries it still, by compare-and-swap on the group as it
+// is now (a rename or a policy change meanwhile kept the mark), read
+// again after a conflict. Another delete's mark is left alone. A failure
+// leaves the mark until it is no longer held (markLife), and is logged.
+func (c *Engine) unmarkGroup(ctx context.Context, id string, mark group.Deletion) {
+	ctx = context.WithoutCancel(ctx)
+	for attempt := 0; ; attempt++ {
+		g, err := c.freshGroup(ctx, id)
+		if errs.IsNotFound(err) {
+			return
+		}
+		if err == nil {
+			if !sameMark(g.Deleting, mark) {
+				return
+			}
+			next := g.DeepCopy()
+			next.Deleting = group.Deletion{}
+			if _, err = c.update(ctx, kindGroup, id, g.Version, nil, next); err == nil {
+				return
+			}
+		}
+		if !errors.Is(err, errs.ErrConflict) || attempt >= conflictRetries {
+			c.o.log.V(1).Info("a failed delete's mark stays until it expires", "group", id, "error", err.Error())
+			return
+		}
 	}
+}
+
+// sameMark reports whether a and b are one delete's mark.
+func sameMark(a, b group.Deletion) bool {
+	return a.At.Equal(b.At) && a.By == b.By && a.Target == b.Target
 }
 
 func joinSorted(list []string) string {
