@@ -216,6 +216,20 @@ func WithRunRetention(maxAge time.Duration, perJob int) Option {
 	return platform.WithRunRetention(maxAge, perJob)
 }
 
+// WithRunStartTimeout sets how long Ray may keep a run's job pending after
+// it accepted it (the driver not started: Ray reports the job PENDING)
+// before the run fails saying so, its job stopped on Ray (default
+// DefaultRunStartTimeout, an hour; 0: no bound). Ray's own limit
+// (RAY_JOB_START_TIMEOUT_SECONDS on the head, 15 min by default) fails the
+// job first, with Ray's reason, where a head keeps to it; this bound is
+// for a head that does not. It is measured from when a client recorded
+// Ray's acceptance (Run.RayAcceptedAt), on that client's clock. A
+// negative value makes New fail with ErrInvalid.
+func WithRunStartTimeout(d time.Duration) Option { return platform.WithRunStartTimeout(d) }
+
+// DefaultRunStartTimeout is WithRunStartTimeout's default: an hour.
+const DefaultRunStartTimeout = platform.DefaultRunStartTimeout
+
 // The defaults of WithRunRetention.
 const (
 	// DefaultRunRetention is how long a finished run is kept: 7 days.

@@ -182,6 +182,11 @@ type Run struct {
 	// Ray having no record of it means Ray lost it (a head that restarted),
 	// and the run fails saying so: a run is submitted at most once.
 	RaySubmitted bool `json:"raySubmitted,omitempty"`
+	// RayAcceptedAt is when a client recorded that Ray accepted the job,
+	// on its clock: from then on Ray may keep the job pending (its driver
+	// not started) only so long (dlc.WithRunStartTimeout). Zero for a run
+	// whose acceptance was recorded with its start, or before this field.
+	RayAcceptedAt time.Time `json:"rayAcceptedAt,omitzero"`
 	// LogTail is the end of the run's logs, kept when it ended (Ray's
 	// record of them goes with its cluster): at most MaxLogTailLines lines
 	// and MaxLogTailBytes bytes; LogsKept says they were kept (none were

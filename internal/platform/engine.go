@@ -58,6 +58,9 @@ type options struct {
 	retention     retention
 	// runRetryBase and runRetryMax are a failed run's retry backoff (L3).
 	runRetryBase, runRetryMax time.Duration
+	// runStartTime bounds how long Ray may keep an accepted job pending
+	// (0: no bound).
+	runStartTime time.Duration
 }
 
 // WithBackend sets the backend; the default is a new memory backend.
@@ -112,6 +115,21 @@ func WithRetries(retries int, base, max time.Duration) Option {
 func WithRunRetryBackoff(base, max time.Duration) Option {
 	return func(o *options) { o.runRetryBase, o.runRetryMax = base, max }
 }
+
+// DefaultRunStartTimeout is how long, unless WithRunStartTimeout says
+// otherwise, Ray may keep a job it accepted pending (its driver not
+// started) before the run fails: an hour, four times Ray's own limit
+// (RAY_JOB_START_TIMEOUT_SECONDS, 15 min by default), so that a head that
+// keeps to its limit fails the job first, with its own reason.
+const DefaultRunStartTimeout = time.Hour
+
+// WithRunStartTimeout sets how long Ray may keep a run's job pending
+// after it accepted it (its driver not started: Ray reports the job
+// PENDING) before the run fails saying so, its job stopped on Ray (default
+// DefaultRunStartTimeout; 0: no bound). It is measured from when a client
+// recorded Ray's acceptance (job.Run.RayAcceptedAt), on that client's
+// clock. A negative value makes New fail with ErrInvalid.
+func WithRunStartTimeout(d time.Duration) Option { return func(o *options) { o.runStartTime = d } }
 
 // WithRepairGrace sets how long a reservation whose holder no longer
 // justifies it (deleted, hibernated, ended: left by a crash between two
@@ -269,12 +287,15 @@ type Engine struct {
 func New(opts ...Option) (*Engine, error) {
 	o := options{workers: 8, retries: 8, baseDelay: 10 * time.Millisecond, maxDelay: 30 * time.Second,
 		grace: 30 * time.Second, settleAt: 32, holdsWait: 5 * time.Second, headroom: 1, stepTime: 10 * time.Minute, reconcileTime: 2 * time.Minute, log: logr.Discard(), resync: 5 * time.Minute, shareTTL: -1,
-		retention: retention{maxAge: DefaultRunRetention, perJob: DefaultRunsPerJob}}
+		retention: retention{maxAge: DefaultRunRetention, perJob: DefaultRunsPerJob}, runStartTime: DefaultRunStartTimeout}
 	for _, f := range opts {
 		f(&o)
 	}
 	if err := o.retention.validate(); err != nil {
 		return nil, fmt.Errorf("dlc: %w", err)
+	}
+	if o.runStartTime < 0 {
+		return nil, fmt.Errorf("dlc: %w", errs.List{errs.Invalid(errs.NewPath("WithRunStartTimeout"), "", o.runStartTime, "must not be negative (0: no bound)")}.ToError())
 	}
 	if o.shareTTL < 0 {
 		o.shareTTL = 0

@@ -57,7 +57,8 @@ func (c *Engine) reconcileRun(ctx context.Context, id string) (time.Duration, er
 	if r.State == job.Queued || r.State == job.Waiting {
 		return untilDeadline, c.placeRun(ctx, r)
 	}
-	return untilDeadline, c.followRun(ctx, r)
+	untilStart, err := c.followRun(ctx, r)
+	return sooner(untilDeadline, untilStart), err
 }
 
 // retryRun submits the next attempt of failed run r (L3) once its
@@ -162,7 +163,8 @@ func (c *Engine) place(ctx context.Context, r *job.Run, cl *cluster.Cluster, pla
 	if err != nil || !ok {
 		return err
 	}
-	return c.followRun(ctx, next)
+	_, err = c.followRun(ctx, next) // what it writes queues the run again
+	return err
 }
 
 // placeOnDemand: a run whose resource group has admitted it (its
@@ -225,22 +227,25 @@ func (c *Engine) onDemandCluster(r *job.Run) (*cluster.Cluster, error) {
 
 // followRun moves a placed run with its cluster and its Ray job: it
 // submits the job once the cluster runs (Ray keys it by the run id, so a
-// retry never starts it twice), and records what Ray reports.
-func (c *Engine) followRun(ctx context.Context, r *job.Run) error {
+// retry never starts it twice), and records what Ray reports. A job Ray
+// accepted and keeps pending fails the run after the start timeout
+// (WithRunStartTimeout); until then followRun returns how long is left,
+// for the run to be looked at again then.
+func (c *Engine) followRun(ctx context.Context, r *job.Run) (time.Duration, error) {
 	cl, err := c.getCluster(ctx, r.ClusterID)
 	switch {
 	case errs.IsNotFound(err) || (err == nil && cl.State == cluster.Deleting):
 		_, err = c.endRun(ctx, r, job.Fail, fmt.Sprintf("cluster %s was deleted", r.ClusterID))
-		return err
+		return 0, err
 	case err != nil:
-		return err
+		return 0, err
 	case cl.State == cluster.Abnormal:
 		_, err = c.endRun(ctx, r, job.Fail, fmt.Sprintf("cluster %s is abnormal: %s", cl.ID, cl.Reason))
-		return err
+		return 0, err
 	case cl.State != cluster.Running && cl.Temporary:
-		return nil // its on-demand cluster is still starting
+		return 0, nil // its on-demand cluster is still starting
 	case cl.State != cluster.Running && !r.RaySubmitted && r.State == job.Provisioning:
-		return c.displace(ctx, r, cl)
+		return 0, c.displace(ctx, r, cl)
 	}
 	// A run Ray has accepted follows what Ray says of it, whatever its
 	// cluster does now (a hibernate ends it on Ray's side).
@@ -250,7 +255,7 @@ func (c *Engine) followRun(ctx context.Context, r *job.Run) error {
 			// Submitted at most once: a job Ray accepted and forgot (a head
 			// that restarted) is not submitted again.
 			_, err = c.endRun(ctx, r, job.Fail, "Ray has no record of the job any more")
-			return err
+			return 0, err
 		}
 		// Fenced on the cluster's generation: Ray refuses the submit
 		// (a conflict, retried once the cache has the newer cluster) when
@@ -258,27 +263,22 @@ func (c *Engine) followRun(ctx context.Context, r *job.Run) error {
 		// placement decided on a cluster that another replica has since
 		// hibernated is displaced, not submitted.
 		if err := c.ray.SubmitRun(ctx, r, cl); err != nil {
-			return err
+			return 0, err
 		}
 		// A stop stored while the submit was on its way has already tried
 		// to stop a job Ray did not have yet: stop it now.
 		if now, err := c.getRun(ctx, r.ID); err == nil && !now.State.Live() {
-			return c.ray.StopRun(ctx, r.ID)
+			return 0, c.ray.StopRun(ctx, r.ID)
 		}
 		obs, err = c.ray.RunStatus(ctx, r.ID)
 	}
 	if err != nil {
-		return err
+		return 0, err
 	}
 	obs = obs.Bounded() // what a Ray head says is stored: bounded, whatever the backend
 	t := obs.Trigger()
 	if t == "" {
-		if r.RaySubmitted {
-			return nil
-		}
-		next := r.DeepCopy()
-		next.RaySubmitted = true
-		return c.putRun(ctx, next, r.Version) // a conflict reads the run again: the next look records it
+		return c.pending(ctx, r)
 	}
 	var kept []string
 	keptOK := false
@@ -307,12 +307,38 @@ func (c *Engine) followRun(ctx context.Context, r *job.Run) error {
 		}
 	})
 	if err != nil || !ok {
-		return err
+		return 0, err
 	}
 	if !next.State.Live() {
-		return c.cleanupRun(ctx, next)
+		return 0, c.cleanupRun(ctx, next)
 	}
-	return nil
+	return 0, nil
+}
+
+// pending is followRun's step for a run whose job Ray has and keeps
+// pending (submitted, its driver not started): the first look records
+// that Ray accepted it, and when; a run still provisioning the start
+// timeout after that fails, saying so (its cleanup stops the job on Ray).
+// It returns how long is left until then.
+func (c *Engine) pending(ctx context.Context, r *job.Run) (time.Duration, error) {
+	now := c.clock.Now()
+	if !r.RaySubmitted || (r.RayAcceptedAt.IsZero() && r.State == job.Provisioning) {
+		next := r.DeepCopy()
+		next.RaySubmitted = true
+		next.RayAcceptedAt = now
+		// A conflict reads the run again: the next look records it.
+		return c.o.runStartTime, c.putRun(ctx, next, r.Version)
+	}
+	if r.State != job.Provisioning || c.o.runStartTime == 0 {
+		return 0, nil
+	}
+	if left := r.RayAcceptedAt.Add(c.o.runStartTime).Sub(now); left > 0 {
+		return left, nil
+	}
+	_, err := c.endRun(ctx, r, job.Fail, fmt.Sprintf(
+		"Ray accepted the job %s ago and has not started its driver (Ray reports it pending): given up after the run start timeout (%s)",
+		now.Sub(r.RayAcceptedAt).Round(time.Second), c.o.runStartTime))
+	return 0, err
 }
 
 // displace sends a run placed on a cluster that no longer runs, and whose

@@ -88,6 +88,11 @@ type RunStatus struct {
 	// Ray having no record of it fails the run; it is never submitted again.
 	// +optional
 	RaySubmitted bool `json:"raySubmitted,omitempty"`
+	// RayAcceptedAt is when a client recorded that Ray accepted the job
+	// (job.Run.RayAcceptedAt).
+	// +kubebuilder:validation:Format=date-time
+	// +optional
+	RayAcceptedAt string `json:"rayAcceptedAt,omitempty"`
 	// NextAttempt is the run that retries this one (L3).
 	// +optional
 	NextAttempt string `json:"nextAttempt,omitempty"`
