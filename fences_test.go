@@ -417,13 +417,37 @@ func TestRaceGroupDeleteInsideClusterCreate(t *testing.T) {
 // group gone and is undone. Before the delete's wait and the create's
 // check of the window, the cluster was left in the deleted group.
 func TestRaceGroupDeleteAfterClusterCreateReadIt(t *testing.T) {
-	var g atomic.Value // the group to delete, once made
-	read := make(chan struct{})
-	var readOnce sync.Once
-	f, h := hookedWith(t, dlctest.MemoryOptions{Store: memory.StoreHooks{
+	f, h, g, target, read, _ := readWorld(t)
+	spec := f.spec("y", 1, 1)
+	spec.Groups = []string{g}
+	// The create's read of the group is made (or being made: then it
+	// finds the mark, and the create is undone all the same).
+	createUndoneByGroupDelete(t, f, h, spec, g, target, read)
+	if cls, _ := f.c.Clusters().List(f.ctx); len(cls) != 0 {
+		t.Fatalf("clusters %d, want none: the undone create is not deleted", len(cls))
+	}
+}
+
+// deleteKey marks a group delete's context, for readWorld's hook.
+type deleteKey struct{}
+
+// readWorld is a fixture with a group to delete (g) and a target for its
+// members, whose store closes read at the first read of g by a call marked
+// with markKey (a cluster's create reading its group), and listed at the
+// first list of clusters by a call marked with deleteKey (a group
+// delete's list of the members).
+func readWorld(t *testing.T) (f *fixture, h *func(ctx context.Context, w memory.Write, next func(context.Context) (string, error)) (string, error),
+	g, target string, read, listed <-chan struct{}) {
+	var gid atomic.Value // g, once made
+	r, l := make(chan struct{}), make(chan struct{})
+	var readOnce, listOnce sync.Once
+	f, h = hookedWith(t, dlctest.MemoryOptions{Store: memory.StoreHooks{
 		Read: func(ctx context.Context, kind, id string) error {
-			if marked(ctx) && kind == "group" && id != "" && id == g.Load() {
-				readOnce.Do(func() { close(read) })
+			switch {
+			case marked(ctx) && kind == "group" && id != "" && id == gid.Load():
+				readOnce.Do(func() { close(r) })
+			case ctx.Value(deleteKey{}) != nil && kind == "cluster" && id == "":
+				listOnce.Do(func() { close(l) })
 			}
 			return nil
 		}}})
@@ -431,18 +455,9 @@ func TestRaceGroupDeleteAfterClusterCreateReadIt(t *testing.T) {
 	f.must(err)
 	tg, err := f.c.Groups().Create(f.ctx, "target")
 	f.must(err)
-	g.Store(gg.ID)
-	spec := f.spec("y", 1, 1)
-	spec.Groups = []string{gg.ID}
-	// The create's read of the group is made (or being made: then it
-	// finds the mark, and the create is undone all the same).
-	createUndoneByGroupDelete(t, f, h, spec, gg.ID, tg.ID, read)
-	if cls, _ := f.c.Clusters().List(f.ctx); len(cls) != 0 {
-		t.Fatalf("clusters %d, want none: the undone create is not deleted", len(cls))
-	}
+	gid.Store(gg.ID)
+	return f, h, gg.ID, tg.ID, r, l
 }
-
-type deleteKey struct{}
 
 // The case the group delete's wait is for: the create's read finds no
 // mark; the delete, through another replica, marks; the cluster's write
@@ -454,36 +469,21 @@ type deleteKey struct{}
 // listed before its wait would miss the cluster: the write waits for the
 // delete's list, or for half the window.
 func TestRaceClusterWrittenDuringGroupDeleteWait(t *testing.T) {
-	var g atomic.Value // the group to delete, once made
-	read, marked_, listed := make(chan struct{}), make(chan struct{}), make(chan struct{})
-	var readOnce, markOnce, listOnce sync.Once
-	f, h := hookedWith(t, dlctest.MemoryOptions{Store: memory.StoreHooks{
-		Read: func(ctx context.Context, kind, id string) error {
-			switch {
-			case marked(ctx) && kind == "group" && id != "" && id == g.Load():
-				readOnce.Do(func() { close(read) })
-			case ctx.Value(deleteKey{}) != nil && kind == "cluster" && id == "":
-				listOnce.Do(func() { close(listed) })
-			}
-			return nil
-		}}})
-	gg, err := f.c.Groups().Create(f.ctx, "to-delete")
-	f.must(err)
-	tg, err := f.c.Groups().Create(f.ctx, "target")
-	f.must(err)
-	g.Store(gg.ID)
+	f, h, g, target, read, listed := readWorld(t)
+	markWritten := make(chan struct{})
+	var markOnce sync.Once
 	b := f.m.NewClient()
 	delCtx := context.WithValue(f.ctx, deleteKey{}, true)
 	deleted := make(chan error, 1)
 	*h = func(ctx context.Context, w memory.Write, next func(context.Context) (string, error)) (string, error) {
 		switch {
-		case ctx.Value(deleteKey{}) != nil && w.Op == memory.OpUpdate && w.Doc.Kind == "group" && w.Doc.ID == gg.ID:
+		case ctx.Value(deleteKey{}) != nil && w.Op == memory.OpUpdate && w.Doc.Kind == "group" && w.Doc.ID == g:
 			v, err := next(ctx) // the delete's first write of the group: its mark
-			markOnce.Do(func() { close(marked_) })
+			markOnce.Do(func() { close(markWritten) })
 			return v, err
 		case marked(ctx) && w.Op == memory.OpCreate && w.Doc.Kind == "cluster":
-			go func() { <-read; deleted <- b.Groups().Delete(delCtx, gg.ID, tg.ID) }()
-			<-marked_
+			go func() { <-read; deleted <- b.Groups().Delete(delCtx, g, target) }()
+			<-markWritten
 			select { // half the window (joinWindow, internal/platform/fences.go)
 			case <-listed:
 			case <-time.After(500 * time.Millisecond):
@@ -492,7 +492,7 @@ func TestRaceClusterWrittenDuringGroupDeleteWait(t *testing.T) {
 		return next(ctx)
 	}
 	spec := f.spec("y", 1, 1)
-	spec.Groups = []string{gg.ID}
+	spec.Groups = []string{g}
 	cl, err := f.c.Clusters().Create(context.WithValue(f.ctx, markKey{}, true), spec)
 	f.must(<-deleted)
 	f.settle()
@@ -501,7 +501,7 @@ func TestRaceClusterWrittenDuringGroupDeleteWait(t *testing.T) {
 	}
 	switch {
 	case err == nil:
-		f.groupsOf(cl.ID, tg.ID)
+		f.groupsOf(cl.ID, target)
 	case errors.Is(err, dlc.ErrInvalid) && strings.Contains(err.Error(), "C2"):
 		t.Log("the write came after the window: the create read its group again and was undone")
 	default:
