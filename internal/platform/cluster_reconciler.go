@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -108,7 +109,7 @@ func (c *Engine) reconcileCluster(ctx context.Context, id string) (again time.Du
 				return 0, c.trueUpHold(ctx, cl, &inRay)
 			}
 		}
-		return 0, nil
+		return 0, c.fenceForeignGeneration(ctx, cl.ID, obs.Generation)
 	}
 	if errs.IsNotFound(err) || obs.Generation != cl.Generation {
 		if cl.State == cluster.Starting {
@@ -589,6 +590,32 @@ func podRequests(pods []cluster.Pod) quota.Resources {
 		sum = sum.Add(p.Requests.Max(quota.Resources{}))
 	}
 	return sum
+}
+
+// maxForeignGeneration bounds the generation Ray may claim to follow
+// that fenceForeignGeneration moves a cluster up to.
+const maxForeignGeneration = math.MaxInt64 / 2
+
+// fenceForeignGeneration is the cluster reconciler's step when Ray follows
+// generation rayGen, newer than the cluster as read. A read behind the
+// store is followed by the newer version, which queues the cluster again.
+// But if the store itself is behind (the RayCluster written from outside
+// the platform, a store restored from a backup), no version ever comes,
+// and Ray, fenced against older generations, would never take the
+// cluster's again: its generation is moved past Ray's (fenceOff, saying
+// why), and the next step applies it. A generation past any the platform
+// could reach is refused, as a failed step: retried, then recorded.
+func (c *Engine) fenceForeignGeneration(ctx context.Context, id string, rayGen int64) error {
+	cur, err := c.getFresh(ctx, id)
+	if err != nil || cur.Generation >= rayGen {
+		return ignoreNotFound(err)
+	}
+	if rayGen >= maxForeignGeneration {
+		return fmt.Errorf("cluster %s: Ray says it follows generation %d, which the platform never wrote and cannot pass: replace what Ray has of it (its RayCluster was written from outside the platform)", id, rayGen)
+	}
+	_, err = c.fenceOff(ctx, cur, rayGen+1, "generation-fenced", fmt.Sprintf(
+		"Ray follows generation %d of it, which the platform never wrote (written outside it): generation %d takes Ray back to the cluster as stored", rayGen, rayGen+1))
+	return err
 }
 
 // sooner returns the sooner of two "look again after" durations, where 0

@@ -242,8 +242,13 @@ func (c *Engine) followRun(ctx context.Context, r *job.Run) (time.Duration, erro
 	case cl.State == cluster.Abnormal:
 		_, err = c.endRun(ctx, r, job.Fail, fmt.Sprintf("cluster %s is abnormal: %s", cl.ID, cl.Reason))
 		return 0, err
-	case cl.State != cluster.Running && cl.Temporary:
+	case cl.Temporary && cl.State == cluster.Starting:
 		return 0, nil // its on-demand cluster is still starting
+	case cl.Temporary && cl.State != cluster.Running:
+		// No operation takes an on-demand cluster anywhere else: what Ray
+		// said of it (abnormal, then suspended: hibernated) is no way back.
+		_, err = c.endRun(ctx, r, job.Fail, fmt.Sprintf("its on-demand cluster %s is %s: it will not run the job", cl.ID, cl.State))
+		return 0, err
 	case cl.State != cluster.Running && !r.RaySubmitted && r.State == job.Provisioning:
 		return 0, c.displace(ctx, r, cl)
 	}
