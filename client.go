@@ -223,8 +223,9 @@ func WithRunRetention(maxAge time.Duration, perJob int) Option {
 // (RAY_JOB_START_TIMEOUT_SECONDS on the head, 15 min by default) fails the
 // job first, with Ray's reason, where a head keeps to it; this bound is
 // for a head that does not. It is measured from when a client recorded
-// Ray's acceptance (Run.RayAcceptedAt), on that client's clock. A
-// negative value makes New fail with ErrInvalid.
+// Ray's acceptance (Run.RayAcceptedAt), on that client's clock (a client
+// whose clock is ahead of it by a good part of the bound ends the run that
+// much early). A negative value makes New fail with ErrInvalid.
 func WithRunStartTimeout(d time.Duration) Option { return platform.WithRunStartTimeout(d) }
 
 // DefaultRunStartTimeout is WithRunStartTimeout's default: an hour.

@@ -74,3 +74,36 @@ func TestRunStartTimeoutNegative(t *testing.T) {
 		t.Fatalf("New with a negative run start timeout: %v, want ErrInvalid", err)
 	}
 }
+
+// An ended run whose cleanup keeps failing (Ray refuses to stop its job)
+// keeps retrying, there being nothing to fall back to, and its log says
+// why: one entry, replaced at most once per longest backoff (30 s), not
+// one per attempt. Its retry (L3) waits for the cleanup (two drivers are
+// never run at once). Before, the run's log said nothing of it.
+func TestRunCleanupRetryingSaysWhy(t *testing.T) {
+	stopRefused := true
+	f := newFixture(t, dlctest.MemoryOptions{Delays: &memory.Delays{Submit: 1000 * time.Hour},
+		Options: []dlc.Option{dlc.WithRunStartTimeout(10 * time.Minute)},
+		Ray: memory.RayHooks{Call: func(_ context.Context, call, id string) error {
+			if call == memory.CallStopRun && stopRefused {
+				return errors.New("ray: 500 internal error stopping the job")
+			}
+			return nil
+		}}})
+	cl := f.runningCluster("c1")
+	rec := f.job(dlc.NewJob("j").OnCluster(cl.ID).Retries(1))
+	r := f.start(rec.ID)
+	f.m.Settle(time.Minute, 60)
+	r = f.run(r.ID)
+	if r.State != job.Failed || r.RayDone || r.NextAttempt != "" {
+		t.Fatalf("run %s, Ray done %v, next attempt %q: want failed, its cleanup pending, no retry yet", r.State, r.RayDone, r.NextAttempt)
+	}
+	if n := entries(r.Events, "cleanup-retrying", "500 internal error stopping the job"); n != 1 {
+		t.Fatalf("%d cleanup-retrying entries in the run's log, want 1:\n%+v", n, r.Events)
+	}
+	stopRefused = false // Ray stops the job again: the cleanup ends, the retry comes
+	f.m.Settle(time.Minute, 60)
+	if r = f.run(r.ID); !r.RayDone || r.NextAttempt == "" {
+		t.Fatalf("once Ray stops the job: Ray done %v, next attempt %q", r.RayDone, r.NextAttempt)
+	}
+}

@@ -128,7 +128,9 @@ const DefaultRunStartTimeout = time.Hour
 // PENDING) before the run fails saying so, its job stopped on Ray (default
 // DefaultRunStartTimeout; 0: no bound). It is measured from when a client
 // recorded Ray's acceptance (job.Run.RayAcceptedAt), on that client's
-// clock. A negative value makes New fail with ErrInvalid.
+// clock (a client whose clock is ahead of it by a good part of the bound
+// ends the run that much early). A negative value makes New fail with
+// ErrInvalid.
 func WithRunStartTimeout(d time.Duration) Option { return func(o *options) { o.runStartTime = d } }
 
 // WithRepairGrace sets how long a reservation whose holder no longer

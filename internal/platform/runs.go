@@ -546,10 +546,33 @@ func (c *Engine) failRun(ctx context.Context, id, why string) error {
 		return err
 	}
 	if !r.State.Live() {
-		return errors.New(why) // an ended run's cleanup keeps retrying
+		// An ended run's cleanup (its job stopped on Ray, its cluster
+		// released) has nothing to fall back to: it keeps retrying, and
+		// the run's log says why, at most once per longest backoff.
+		if err := c.noteCleanupRetrying(ctx, r, why); err != nil {
+			return err
+		}
+		return errRetry
 	}
 	_, err = c.endRun(ctx, r, job.Fail, why)
 	return err
+}
+
+// noteCleanupRetrying records in ended run r's log that its cleanup keeps
+// failing, and why (renote: once, and again only after the longest
+// backoff or when the reason changes). A conflict leaves it to the next
+// time the steps give up.
+func (c *Engine) noteCleanupRetrying(ctx context.Context, r *job.Run, why string) error {
+	events, write := renote(r.Events, c.event(ctx, "system", "cleanup-retrying", why), c.o.maxDelay)
+	if !write {
+		return nil
+	}
+	next := r.DeepCopy()
+	next.Events = events
+	if err := c.putRun(ctx, next, r.Version); err != nil && !errors.Is(err, errs.ErrConflict) {
+		return err
+	}
+	return nil
 }
 
 // wait records why a run waits (J18), writing only when that changes.
