@@ -3,8 +3,9 @@ package platform
 import (
 	"context"
 	"errors"
-
+	"math/rand/v2"
 	"sync/atomic"
+	"time"
 
 	"github.com/aidlc/dlc/errs"
 	"github.com/aidlc/dlc/quota"
@@ -22,6 +23,10 @@ import (
 // be one after the other: each sees the account as the ones before it
 // in the batch left it. Across clients nothing changes: the
 // compare-and-swap decides.
+
+// maxConflictPause bounds the random pause of a batch whose write
+// conflicted (writeAccount).
+const maxConflictPause = 100 * time.Millisecond
 
 // accountOp is one change of a resource group's account (changeAccount)
 // waiting for its batch.
@@ -78,7 +83,7 @@ func (c *Engine) changeAccount(ctx context.Context, rg string, f func(*quota.Acc
 	batch := l.ops
 	l.ops = nil
 	c.linesMu.Unlock()
-	c.writeAccount(rg, batch)
+	batch = c.writeAccount(rg, l, batch)
 	c.linesMu.Lock()
 	if len(l.ops) > 0 {
 		next := l.ops[0]
@@ -100,8 +105,13 @@ func (c *Engine) changeAccount(ctx context.Context, rg string, f func(*quota.Acc
 // writeAccount applies a batch of changes to resource group rg, in order,
 // and writes them in one compare-and-swap, each change's result in its
 // op. A change whose caller has gone is not applied. A change that fails
-// is left out of the write; a write that fails fails every change.
-func (c *Engine) writeAccount(rg string, batch []*accountOp) {
+// is left out of the write; a write that fails fails every change. After
+// a conflict (another client wrote the account) it waits a random time
+// up to twice the refused write's, so that clients that conflicted do not
+// meet again at once, and the changes that came on line l meanwhile join
+// the batch: it returns the batch as written, for their callers to be
+// woken.
+func (c *Engine) writeAccount(rg string, l *accountLine, batch []*accountOp) []*accountOp {
 	ops := make([]*accountOp, 0, len(batch))
 	for _, op := range batch {
 		if op.err = op.ctx.Err(); op.err == nil {
@@ -109,7 +119,7 @@ func (c *Engine) writeAccount(rg string, batch []*accountOp) {
 		}
 	}
 	if len(ops) == 0 {
-		return
+		return batch
 	}
 	ctx, cancel := batchContext(ops)
 	defer cancel()
@@ -127,7 +137,7 @@ func (c *Engine) writeAccount(rg string, batch []*accountOp) {
 	}
 	if err != nil {
 		fail(err)
-		return
+		return batch
 	}
 	for attempt := 0; ; attempt++ {
 		// The holds the batch decides on are the account's: its pending
@@ -135,7 +145,7 @@ func (c *Engine) writeAccount(rg string, batch []*accountOp) {
 		// the account settled them.
 		if err := c.awaitHolds(ctx, a); err != nil {
 			fail(err)
-			return
+			return batch
 		}
 		// Every write of the account settles what it can: the pending
 		// holds whose documents the cache has. Past half the bound it
@@ -172,7 +182,7 @@ func (c *Engine) writeAccount(rg string, batch []*accountOp) {
 			fa, fv, err := fresh[quota.Account](ctx, c, kindResourceGroup, rg)
 			if err != nil {
 				fail(err)
-				return
+				return batch
 			}
 			fromStore = true
 			if fv != v {
@@ -181,8 +191,9 @@ func (c *Engine) writeAccount(rg string, batch []*accountOp) {
 			}
 		}
 		if last == nil && !(settled && force) {
-			return // nothing to write: each op has the account as it was given
+			return batch // nothing to write: each op has the account as it was given
 		}
+		sent := time.Now()
 		nv, err := c.update(ctx, kindResourceGroup, rg, v, nil, work)
 		if err == nil {
 			for _, op := range ops {
@@ -198,15 +209,31 @@ func (c *Engine) writeAccount(rg string, batch []*accountOp) {
 					noteWrite(op.ctx, kindResourceGroup, rg, nv)
 				}
 			}
-			return
+			return batch
 		}
 		if !errors.Is(err, errs.ErrConflict) || attempt >= conflictRetries {
 			fail(err)
-			return
+			return batch
 		}
+		if took := time.Since(sent); took > 0 {
+			if err := sleepCtx(ctx, rand.N(min(2*took, maxConflictPause))); err != nil {
+				fail(err)
+				return batch
+			}
+		}
+		c.linesMu.Lock()
+		more := l.ops
+		l.ops = nil
+		c.linesMu.Unlock()
+		for _, op := range more {
+			if op.err = op.ctx.Err(); op.err == nil {
+				ops = append(ops, op)
+			}
+		}
+		batch = append(batch, more...)
 		if a, v, err = fresh[quota.Account](ctx, c, kindResourceGroup, rg); err != nil {
 			fail(err)
-			return
+			return batch
 		}
 		fromStore = true
 	}
