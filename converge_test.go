@@ -85,9 +85,7 @@ func TestAbnormalFollowsRay(t *testing.T) {
 // of the one that started the cluster does not fail the start at once
 // (before, it compared its clock with the stored date of the start).
 func TestStepTimeoutIgnoresClockSkew(t *testing.T) {
-	d := memory.Delays{Create: time.Millisecond, Start: 5 * time.Minute, Hibernate: time.Millisecond,
-		Delete: time.Millisecond, Submit: time.Millisecond, Run: time.Millisecond}
-	f := newFixture(t, dlctest.MemoryOptions{Delays: &d})
+	f := newFixture(t, dlctest.MemoryOptions{Delays: startTakes(5 * time.Minute)})
 	ahead := f.m.NewSkewedClient(11 * time.Minute)
 	cl, err := f.c.Clusters().Create(f.ctx, f.spec("偏", 1, 1))
 	f.must(err)
@@ -134,9 +132,7 @@ func TestStepTimeoutBacklog(t *testing.T) {
 		{"no operator at all", 3 * time.Hour, cluster.Abnormal},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			d := memory.Delays{Create: time.Millisecond, Start: tc.start, Hibernate: time.Millisecond,
-				Delete: time.Millisecond, Submit: time.Millisecond, Run: time.Millisecond}
-			f := newFixture(t, dlctest.MemoryOptions{Delays: &d})
+			f := newFixture(t, dlctest.MemoryOptions{Delays: startTakes(tc.start)})
 			b := &backlogRay{Backend: f.m.Backend}
 			b.backlog.Store(true)
 			c := f.m.NewClient(dlc.WithBackend(b))
@@ -282,4 +278,11 @@ func TestSkewedReplicaDoesNotTakeAFreshClaim(t *testing.T) {
 	if named != 1 {
 		t.Fatalf("%d clusters named 同名, want 1 (%s)", named, first.ID)
 	}
+}
+
+// startTakes is the simulated Ray's delays with a start taking d and
+// every other step a millisecond.
+func startTakes(d time.Duration) *memory.Delays {
+	return &memory.Delays{Create: time.Millisecond, Start: d, Hibernate: time.Millisecond,
+		Delete: time.Millisecond, Submit: time.Millisecond, Run: time.Millisecond}
 }

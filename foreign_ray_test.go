@@ -24,8 +24,6 @@ import (
 // A generation past any the platform could reach is a failed step: the
 // cluster turns abnormal, saying why.
 func TestRayAheadOfTheStore(t *testing.T) {
-	slowStart := &memory.Delays{Create: time.Millisecond, Start: time.Minute, Hibernate: time.Millisecond,
-		Delete: time.Millisecond, Submit: time.Millisecond, Run: time.Millisecond}
 	for _, c := range []struct {
 		name    string
 		running bool  // the foreign write comes on a running cluster (else a starting one)
@@ -37,7 +35,7 @@ func TestRayAheadOfTheStore(t *testing.T) {
 		{"a generation that cannot be passed", false, 1 << 62, cluster.Abnormal},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			f := newFixture(t, dlctest.MemoryOptions{Delays: slowStart})
+			f := newFixture(t, dlctest.MemoryOptions{Delays: startTakes(time.Minute)})
 			var cl *cluster.Cluster
 			if c.running {
 				cl = f.runningCluster("ahead")
@@ -98,9 +96,7 @@ func (s suspendedRay) ClusterStatus(ctx context.Context, id string) (cluster.Obs
 // cluster but running for "still starting", and stayed provisioning for
 // ever.
 func TestOnDemandRunOnHibernatedCluster(t *testing.T) {
-	d := &memory.Delays{Create: time.Millisecond, Start: time.Minute, Hibernate: time.Millisecond,
-		Delete: time.Millisecond, Submit: time.Millisecond, Run: time.Millisecond}
-	f, h := hookedWith(t, dlctest.MemoryOptions{Delays: d,
+	f, h := hookedWith(t, dlctest.MemoryOptions{Delays: startTakes(time.Minute),
 		Ray: memory.RayHooks{ClusterStart: func(c *cluster.Cluster) error {
 			if c.Temporary {
 				return errors.New("no nodes")
