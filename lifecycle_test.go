@@ -504,3 +504,24 @@ func TestScheduleEdited(t *testing.T) {
 		t.Fatalf("%d runs (want 2 before the edit and 2 after, on the 5-minute ticks)", len(runs))
 	}
 }
+
+// A job config that someone else edited in the store into a container
+// image on an existing cluster (which Ray refuses beside the package,
+// J10) fails its run at once, saying why, on the memory backend as on
+// Kubernetes: refused before the submit, never retried as a step.
+func TestRunRefusedBeforeSubmit(t *testing.T) {
+	f := newFixture(t, lasting(time.Second, nil))
+	cl := f.runningCluster("c1")
+	rec := f.job(dlc.NewJob("j").OnCluster(cl.ID))
+	if err := dlctest.EditStored(f.ctx, f.m.Backend, "job", rec.ID, func(data map[string]any, _ map[string]string) {
+		dlctest.Object(dlctest.Object(data, "config"), "runtimeEnv")["container"] = "ccr.ccs.tencentyun.com/me/job:1"
+	}); err != nil {
+		t.Fatal(err)
+	}
+	r := f.start(rec.ID)
+	f.settle()
+	r = f.run(r.ID)
+	if r.State != job.Failed || !strings.Contains(r.Message, "J10") || !strings.Contains(r.Message, "cannot be submitted") {
+		t.Fatalf("%s: %q", r.State, r.Message)
+	}
+}

@@ -169,6 +169,14 @@ func (b *Builder) IdleTimeout(d time.Duration) *Builder {
 	return b
 }
 
+// RayToken turns on Ray's token authentication (Ray >= 2.52) with the
+// token in key of Secret secret (named SecretEnvPrefix…): see
+// Spec.RayToken.
+func (b *Builder) RayToken(secret, key string) *Builder {
+	b.spec.RayToken = &SecretKeyRef{Secret: secret, Key: key}
+	return b
+}
+
 // Build returns a copy of the spec and every problem with it, checked
 // against the default catalogs.
 func (b *Builder) Build() (*Spec, error) { return b.BuildWith(Catalogs{}) }

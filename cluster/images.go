@@ -80,7 +80,7 @@ func (c ImageCatalog) problem(image string) string {
 var defaultImages = func() ImageCatalog {
 	m := map[string]string{}
 	for _, v := range []struct{ ray, py string }{
-		{"2.46.0", "py310"}, {"2.46.0", "py311"}, {"2.41.0", "py310"}, {"2.41.0", "py39"},
+		{"2.52.0", "py311"}, {"2.46.0", "py310"}, {"2.46.0", "py311"}, {"2.41.0", "py310"}, {"2.41.0", "py39"},
 	} {
 		for _, flavour := range []string{"cpu", "gpu"} {
 			tag := v.ray + "-" + v.py

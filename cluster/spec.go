@@ -70,6 +70,12 @@ type Spec struct {
 	// run submitted to it afterwards waits, as on any hibernated cluster
 	// (J18), until someone starts it.
 	IdleTimeoutSeconds int `json:"idleTimeoutSeconds,omitempty"`
+	// RayToken, when set, turns on Ray's token authentication (Ray >=
+	// 2.52, RAY_AUTH_MODE=token) with the token held in this key of a
+	// Secret (its name starts with SecretEnvPrefix): every node gets it
+	// from the Secret, and the platform sends it with each call to the
+	// cluster's Jobs API (C10).
+	RayToken *SecretKeyRef `json:"rayToken,omitempty"`
 }
 
 // MaxIdleTimeout is the longest idle timeout, in seconds (30 days).
@@ -168,6 +174,9 @@ func (s *Spec) DeepCopy() *Spec {
 	c.Environment = *s.Environment.DeepCopy()
 	c.Mounts = slices.Clone(s.Mounts)
 	c.Advanced = maps.Clone(s.Advanced)
+	if s.RayToken != nil {
+		c.RayToken = new(*s.RayToken)
+	}
 	return &c
 }
 

@@ -97,6 +97,7 @@ func (s *Spec) Problems(c Catalogs) errs.List {
 	l = append(l, s.Environment.Problems(c, clusterRules)...)
 	l = append(l, storage.ValidateMounts(errs.NewPath("mounts"), "C9", s.Mounts)...)
 	l = append(l, check.Advanced(errs.NewPath("advanced"), "C10", MaxAdvanced, s.Advanced)...)
+	l = append(l, s.rayTokenProblems(c)...)
 	if t := s.IdleTimeoutSeconds; t < 0 || t > MaxIdleTimeout {
 		l = append(l, errs.Invalid(errs.NewPath("idleTimeoutSeconds"), "L4", t,
 			fmt.Sprintf("must be 0 (never hibernated for idling) to %d seconds", MaxIdleTimeout)))
@@ -219,4 +220,71 @@ func (t *Template) Problems(c Catalogs) errs.List {
 		l = append(l, errs.Invalid(dp, "C6", t.Description, "a description is valid UTF-8 without NUL"))
 	}
 	return append(l, t.Environment.Problems(c, clusterRules)...)
+}
+
+// MinTokenRay is the first Ray version with token authentication
+// (RAY_AUTH_MODE=token).
+const MinTokenRay = "2.52"
+
+// rayTokenProblems checks RayToken (C10): a Secret key as a variable's,
+// a built-in image of a Ray that has token authentication, and no node
+// group setting the variables it sets.
+func (s *Spec) rayTokenProblems(c Catalogs) errs.List {
+	if s.RayToken == nil {
+		return nil
+	}
+	p := errs.NewPath("rayToken")
+	l := check.SecretName(p.Child("secret"), "C10", s.RayToken.Secret, SecretEnvPrefix)
+	l = append(l, check.SecretKey(p.Child("key"), "C10", s.RayToken.Key)...)
+	if _, ok := c.Images.Lookup(s.Image); ok {
+		if v, ok := RayVersion(s.Image); ok && !versionAtLeast(v, MinTokenRay) {
+			l = append(l, errs.Invalid(p, "C10", s.Image,
+				fmt.Sprintf("image %s runs Ray %s, which has no token authentication (Ray >= %s)", s.Image, v, MinTokenRay)))
+		}
+	}
+	groups := []NodeGroup{s.Head.NodeGroup}
+	for _, w := range s.Workers {
+		groups = append(groups, w.NodeGroup)
+	}
+	for _, g := range groups {
+		for _, k := range RayTokenEnv {
+			_, plain := g.Env[k]
+			_, secret := g.SecretEnv[k]
+			if plain || secret {
+				l = append(l, errs.Invalid(p, "C10", k, "node group "+g.Name+" sets "+k+", which rayToken sets on every node"))
+			}
+		}
+	}
+	return l
+}
+
+// RayTokenEnv are the variables a cluster's RayToken sets on every node.
+var RayTokenEnv = []string{"RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH"}
+
+// RayVersion returns the Ray version ("2.46") of a built-in image name
+// ("ray-2.46.0-py310-cpu"), and whether the name says one.
+func RayVersion(image string) (string, bool) {
+	rest, ok := strings.CutPrefix(image, "ray-")
+	if !ok {
+		return "", false
+	}
+	ver, _, _ := strings.Cut(rest, "-")
+	parts := strings.Split(ver, ".")
+	if len(parts) < 2 {
+		return "", false
+	}
+	for _, n := range parts[:2] {
+		if _, err := strconv.Atoi(n); err != nil {
+			return "", false
+		}
+	}
+	return parts[0] + "." + parts[1], true
+}
+
+// versionAtLeast compares two "major.minor" versions.
+func versionAtLeast(v, min string) bool {
+	var a, b, c, d int
+	_, _ = fmt.Sscanf(v, "%d.%d", &a, &b)
+	_, _ = fmt.Sscanf(min, "%d.%d", &c, &d)
+	return a > c || (a == c && b >= d)
 }

@@ -264,6 +264,22 @@ func TestSpecValidate(t *testing.T) {
 		{"L4 idle timeout", func(s *cluster.Spec) { s.IdleTimeoutSeconds = 1800 }, nil},
 		{"L4 negative idle timeout", func(s *cluster.Spec) { s.IdleTimeoutSeconds = -1 }, []want{{"idleTimeoutSeconds", "L4"}}},
 		{"L4 idle timeout over 30 days", func(s *cluster.Spec) { s.IdleTimeoutSeconds = cluster.MaxIdleTimeout + 1 }, []want{{"idleTimeoutSeconds", "L4"}}},
+		{"C10 Ray token on Ray 2.52", func(s *cluster.Spec) {
+			s.Image, s.RayToken = "ray-2.52.0-py311-cpu", &cluster.SecretKeyRef{Secret: "dlc-env-ray-token", Key: "token"}
+		}, nil},
+		{"C10 Ray token on a custom image (its Ray unknown)", func(s *cluster.Spec) {
+			s.Image, s.RayToken = "ccr.ccs.tencentyun.com/team/ray:2.53.0", &cluster.SecretKeyRef{Secret: "dlc-env-ray-token", Key: "token"}
+		}, nil},
+		{"C10 Ray token on Ray 2.46 (no token auth before 2.52)", func(s *cluster.Spec) {
+			s.RayToken = &cluster.SecretKeyRef{Secret: "dlc-env-ray-token", Key: "token"}
+		}, []want{{"rayToken", "C10"}}},
+		{"C10 Ray token from another Secret, bad key", func(s *cluster.Spec) {
+			s.Image, s.RayToken = "ray-2.52.0-py311-cpu", &cluster.SecretKeyRef{Secret: "kube-root-ca", Key: "a/b"}
+		}, []want{{"rayToken.secret", "C10"}, {"rayToken.key", "C10"}}},
+		{"C10 Ray token and a node group setting RAY_AUTH_TOKEN", func(s *cluster.Spec) {
+			s.Image, s.RayToken = "ray-2.52.0-py311-cpu", &cluster.SecretKeyRef{Secret: "dlc-env-ray-token", Key: "token"}
+			s.Workers[0].Env = map[string]string{"RAY_AUTH_TOKEN": "x"}
+		}, []want{{"rayToken", "C10"}}},
 		{"C10 valid advanced", func(s *cluster.Spec) { s.Advanced = map[string]string{"object-store-memory": "1000000000"} }, nil},
 		{"C10 21 advanced params", func(s *cluster.Spec) {
 			s.Advanced = map[string]string{}

@@ -1,7 +1,8 @@
 // Package errs holds the typed errors that every dlc package returns: the
 // sentinels (ErrNotFound, ErrConflict, ErrInvalid, ErrState, ErrQuota,
 // ErrUnavailable), the error types that carry detail (FieldError,
-// StateError, NotFoundError, ConflictError, QuotaError, UnavailableError) and the field paths that validation reports.
+// StateError, NotFoundError, ConflictError, QuotaError, UnavailableError,
+// RefusedError) and the field paths that validation reports.
 //
 // Callers usually reach these through package dlc, which re-exports them.
 // Every error here works with errors.Is against its sentinel and with
@@ -140,3 +141,25 @@ func (e *QuotaError) Is(target error) bool { return target == ErrQuota }
 
 // IsNotFound reports whether err is errors.Is ErrNotFound.
 func IsNotFound(err error) bool { return errors.Is(err, ErrNotFound) }
+
+// RefusedError says that a backend's far side (a Ray head) answered a
+// request with a refusal that no retry changes: the request itself breaks
+// one of its rules (Ray's runtime environment validation, an unknown
+// field). It is errors.Is ErrInvalid. Reason is what the far side said,
+// clipped.
+type RefusedError struct {
+	Op     string // the refused call, e.g. "submit ray job run-1"
+	Status int    // the far side's status code, when it answered over HTTP
+	Reason string // what it said
+}
+
+// Error implements error.
+func (e *RefusedError) Error() string {
+	if e.Status != 0 {
+		return fmt.Sprintf("%s: refused (%d): %s", e.Op, e.Status, e.Reason)
+	}
+	return e.Op + ": refused: " + e.Reason
+}
+
+// Is reports whether target is ErrInvalid.
+func (e *RefusedError) Is(target error) bool { return target == ErrInvalid }

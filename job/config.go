@@ -93,7 +93,11 @@ type OnDemand struct {
 // RuntimeEnv is a run's Ray runtime environment (J10): dependencies,
 // environment variables and a container image, without changing the
 // cluster's image. Pip and Conda exclude each other, and a container
-// excludes both, as in Ray.
+// excludes both, as in Ray. A container image is for on-demand runs only:
+// their cluster is the run's own and runs it on every node
+// (Config.RunEnvironment); Ray takes a job's image_uri only without a
+// working_dir, so a run on an existing cluster cannot bring its package
+// into one.
 type RuntimeEnv struct {
 	Pip     []string          `json:"pip,omitempty"`     // pip requirements, e.g. "torch>=2.0"
 	Conda   []string          `json:"conda,omitempty"`   // conda dependencies
@@ -102,7 +106,7 @@ type RuntimeEnv struct {
 	// Secret (on-demand runs only: a run on an existing cluster or group
 	// gets Secrets from the cluster's own secretEnvVars).
 	SecretEnv map[string]cluster.SecretKeyRef `json:"secretEnvVars,omitempty"`
-	Container string                          `json:"container,omitempty"` // an image the job's workers run in (Ray's image_uri)
+	Container string                          `json:"container,omitempty"` // an image an on-demand run's cluster runs on every node, in place of its environment's image
 }
 
 // IsZero reports whether nothing is set.
@@ -159,6 +163,22 @@ func (o *OnDemand) EffectivePriority() int {
 		return DefaultPriority
 	}
 	return *o.Priority
+}
+
+// RunEnvironment returns a deep copy of the environment an on-demand
+// run's cluster runs: its OnDemand.Environment, every node on the
+// runtime environment's container image when it names one (Ray cannot
+// take a package into a job's image_uri: the image is the cluster's). The
+// zero Environment for a run on an existing cluster or group.
+func (c *Config) RunEnvironment() cluster.Environment {
+	if c.OnDemand == nil {
+		return cluster.Environment{}
+	}
+	env := c.OnDemand.Environment.DeepCopy()
+	if c.Runtime.Container != "" {
+		env.Image = c.Runtime.Container
+	}
+	return *env
 }
 
 // DeepCopy returns a copy of c that shares nothing with it.

@@ -56,6 +56,7 @@ func (c *Config) Problems(cat cluster.Catalogs) errs.List {
 			}
 		}
 	}
+	l = append(l, c.SubmitProblems()...)
 	if c.OnDemand == nil && len(c.Runtime.SecretEnv) > 0 {
 		l = append(l, errs.Forbidden(errs.NewPath("runtimeEnv").Child("secretEnvVars"), "J10",
 			"only an on-demand run takes variables from Secrets: a run on an existing cluster or cluster group is submitted to the cluster's Ray Jobs API, which cannot read Secrets; set secretEnvVars on the cluster's node groups instead, and the run inherits them"))
@@ -153,4 +154,19 @@ func dependencyProblems(p errs.Path, deps []string, what string) errs.List {
 		}
 	}
 	return l
+}
+
+// SubmitProblems returns what Ray's Jobs API would refuse of a run of c
+// submitted to an existing cluster (a backend checks it again before it
+// submits a run whose config was stored before the rule): a container
+// image, which Ray takes (as image_uri) only with config and env_vars
+// (runtime_env.py, RuntimeEnv), never beside the working_dir that carries
+// the job's package (J5). Nil for an on-demand run, whose container is
+// its cluster's image (RunEnvironment).
+func (c *Config) SubmitProblems() errs.List {
+	if c.OnDemand != nil || c.Runtime.Container == "" {
+		return nil
+	}
+	return errs.List{errs.Forbidden(errs.NewPath("runtimeEnv").Child("container"), "J10",
+		"a run on an existing cluster or cluster group cannot run in a container image of its own: Ray takes image_uri only with config and env_vars (runtime_env.py, RuntimeEnv), never beside the working_dir that carries the job's package (J5); use an on-demand run, whose cluster runs the image")}
 }

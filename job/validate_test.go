@@ -81,6 +81,10 @@ func TestConfigValidate(t *testing.T) {
 		{"J5 both sources", func(c *job.Config) { c.Package.Local = "./job.zip" }, []want{{"package", "J5"}}},
 		{"J5 bad COS URL", func(c *job.Config) { c.Package = storage.COSPackage("s3://bucket/job.zip") }, []want{{"package.cos", "J5"}}},
 		{"J5 COS bucket without appid", func(c *job.Config) { c.Package = storage.COSPackage("cos://jobs/job.zip") }, []want{{"package.cos", "J5"}}},
+		{"J5 COS key not a .zip (Ray fetches only .zip)", func(c *job.Config) { c.Package = storage.COSPackage("cos://jobs-1250000000/pkg/job") },
+			[]want{{"package.cos", "J5"}}},
+		{"J5 COS key .ZIP (Ray's check is case-sensitive)", func(c *job.Config) { c.Package = storage.COSPackage("cos://jobs-1250000000/pkg/job.ZIP") },
+			[]want{{"package.cos", "J5"}}},
 		{"J5 entrypoint required", func(c *job.Config) { c.Entrypoint = " " }, []want{{"entrypoint", "J5"}}},
 		{"J5 entrypoint one line", func(c *job.Config) { c.Entrypoint = "python a.py\nrm -rf /" }, []want{{"entrypoint", "J5"}}},
 		// J7
@@ -109,7 +113,15 @@ func TestConfigValidate(t *testing.T) {
 		{"J10 valid runtime env", func(c *job.Config) {
 			c.Runtime = job.RuntimeEnv{Pip: []string{"torch>=2.0"}, EnvVars: map[string]string{"RAY_DEDUP_LOGS": "0"}}
 		}, nil},
-		{"J10 valid container", func(c *job.Config) { c.Runtime.Container = "ccr.ccs.tencentyun.com/me/job:1" }, nil},
+		{"J10 valid container on demand", func(c *job.Config) { c.Runtime.Container = "ccr.ccs.tencentyun.com/me/job:1" }, nil},
+		{"J10 container on an existing cluster (Ray: image_uri only with config and env_vars)", func(c *job.Config) {
+			c.OnDemand, c.Cluster = nil, "cls-1"
+			c.Runtime.Container = "ccr.ccs.tencentyun.com/me/job:1"
+		}, []want{{"runtimeEnv.container", "J10"}}},
+		{"J10 container on a group", func(c *job.Config) {
+			c.OnDemand, c.Group = nil, "grp-1"
+			c.Runtime.Container = "ccr.ccs.tencentyun.com/me/job:1"
+		}, []want{{"runtimeEnv.container", "J10"}}},
 		{"J10 pip and conda", func(c *job.Config) {
 			c.Runtime = job.RuntimeEnv{Pip: []string{"a"}, Conda: []string{"b"}}
 		}, []want{{"runtimeEnv.conda", "J10"}}},

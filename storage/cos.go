@@ -27,13 +27,12 @@ const (
 	// DefaultWorkingDirExpiry is how long a presigned working_dir URL is
 	// valid when WorkingDirOptions.Expiry is zero: an hour. The URL is a
 	// bearer credential for the package, readable by whoever can read the
-	// RayJob (runtimeEnvYAML) or the Ray job's metadata, so it lives only
-	// as long as Ray may still fetch the package: for a run submitted to
-	// a cluster's Jobs API, the moment after the submission; for an
-	// on-demand run's RayJob, rendered when the run is admitted (the queue
-	// wait does not count), until KubeRay submits it once the cluster is
-	// up, which an hour covers with room for image pulls and node
-	// scale-up.
+	// RayJob (runtimeEnvYAML) or the Ray job's runtime env. Ray fetches a
+	// working_dir lazily, on each node when it first starts a worker of the
+	// job (an autoscaled node hours after the submit), so a run's URL must
+	// live as long as the run may add nodes: the Kubernetes backend asks
+	// for the run's deadline, or a week (kube.PackageUse.For), not this
+	// default.
 	DefaultWorkingDirExpiry = time.Hour
 	// MaxCOSDirectory is the largest central directory that
 	// COSClient.InspectZIP reads (with ranged GETs); a larger one is only
@@ -586,38 +585,38 @@ func (r *cosReaderAt) fetch(off int64, n int) ([]byte, error) {
 // WorkingDirOptions say how a run reaches its package.
 type WorkingDirOptions struct {
 	// Expiry is how long a presigned URL stays valid; 0 means
-	// DefaultWorkingDirExpiry (an hour). It must cover the time until Ray
-	// downloads the package: right after the submission for a run on an
-	// existing cluster (minutes are enough), the start of its cluster for
-	// an on-demand run, whose RayJob is rendered at admission, not when
-	// the run is queued. Keep it short: the URL grants the package to
-	// whoever reads it.
+	// DefaultWorkingDirExpiry (an hour). It must cover every download Ray
+	// makes: each node fetches the package when it first starts a worker
+	// of the job, for as long as the job runs (an autoscaled node, hours
+	// after the submit). The URL grants the package to whoever reads it.
 	Expiry time.Duration
 	// ClusterCredentials says the cluster reads COS with credentials of
-	// its own; the working_dir is then the object's URI, not a URL that
-	// carries a signature.
+	// its own; the working_dir is then the object's s3:// URI, not a URL
+	// that carries a signature: Ray reads it through COS's S3-compatible
+	// endpoint (its s3 protocol, boto3 and smart_open in the image) when
+	// the cluster sets AWS_ENDPOINT_URL_S3 to
+	// https://cos.<region>.myqcloud.com and AWS_ACCESS_KEY_ID and
+	// AWS_SECRET_ACCESS_KEY (from a Secret). Ray knows no cos:// protocol.
 	ClusterCredentials bool
-	// Scheme is the URI scheme used with ClusterCredentials: "cos"
-	// (cos://bucket/key, the default) or "s3" (s3://bucket/key, which
-	// Ray reads natively through COS's S3-compatible endpoint when the
-	// cluster sets AWS_ENDPOINT_URL to https://cos.<region>.myqcloud.com).
+	// Scheme is the URI scheme used with ClusterCredentials: "s3" (the
+	// default, s3://bucket/key). "cos" is refused: Ray would refuse it.
 	Scheme string
 }
 
 // WorkingDir returns what a run puts in runtime_env.working_dir for a
 // package in COS: a presigned GET URL valid for opt.Expiry, or with
-// opt.ClusterCredentials the object's URI. The URL carries a signature
-// (and, for temporary credentials, their session token, as COS requires),
-// never the secret key.
+// opt.ClusterCredentials the object's s3:// URI. The URL carries a
+// signature (and, for temporary credentials, their session token, as COS
+// requires), never the secret key.
 func (c *COSClient) WorkingDir(ctx context.Context, obj COSObject, opt WorkingDirOptions) (string, error) {
 	if opt.ClusterCredentials {
 		switch opt.Scheme {
-		case "", "cos":
-			return obj.URI(), nil
-		case "s3":
+		case "", "s3":
 			return "s3://" + obj.Bucket + "/" + obj.Key, nil
+		case "cos":
+			return "", errors.New("storage: Ray cannot fetch a cos:// working_dir (its protocols are https, s3, gs, gcs, file: protocol.py); use the s3 scheme")
 		}
-		return "", fmt.Errorf("storage: working_dir scheme %q is not cos or s3", opt.Scheme)
+		return "", fmt.Errorf("storage: working_dir scheme %q is not s3", opt.Scheme)
 	}
 	if opt.Expiry < 0 {
 		return "", fmt.Errorf("storage: a presigned URL's expiry must be positive, not %v", opt.Expiry)

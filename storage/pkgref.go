@@ -62,8 +62,17 @@ func (p Package) Validate(fp errs.Path) errs.List {
 		}
 		return nil
 	}
-	if _, err := ParseCOSURL(p.COS); err != nil {
+	o, err := ParseCOSURL(p.COS)
+	if err != nil {
 		return errs.List{errs.Invalid(fp.Child("cos"), "J5", p.COS, err.Error())}
+	}
+	if !strings.HasSuffix(o.Key, ".zip") {
+		// Ray takes a remote working_dir only as a .zip (validation.py,
+		// parse_and_validate_working_dir: "Only .zip files supported for
+		// remote URIs."), judged by the URL's path: a presigned URL's path
+		// is the object key.
+		return errs.List{errs.Invalid(fp.Child("cos"), "J5", p.COS,
+			"the object key must end in .zip: Ray fetches a package from a URL only when its path ends so (UploadPackage names its objects <sha256>.zip)")}
 	}
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/go-logr/logr"
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/rest"
 	ctrlcache "sigs.k8s.io/controller-runtime/pkg/cache"
 )
@@ -49,6 +50,17 @@ type Options struct {
 	// it timed out, doubling with each timeout in a row (default
 	// DefaultHeadBackoff, 15 s).
 	HeadBackoff time.Duration
+	// LogTimeout bounds a call that reads a run's logs from its head
+	// (default DefaultLogTimeout, a minute: Ray answers a log whole). Log
+	// reads have a guard of their own, apart from the control calls: a
+	// slow or large log never opens the breaker of Submit, Status, Stop.
+	LogTimeout time.Duration
+	// RayTokens reads a cluster's Ray token (Ray's token authentication,
+	// cluster.Spec.RayToken) from the Secret key its RayCluster names; nil
+	// means SecretTokens on the backend's own client, which needs "get" on
+	// Secrets in the namespace (config/rbac's optional Role
+	// dlc-backend-ray-tokens). The token is sent as X-Ray-Authorization.
+	RayTokens func(ctx context.Context, namespace string, ref corev1.SecretKeySelector) (string, error)
 	// Store configures the store.
 	Store StoreOptions
 	// Logger receives what the backend does not return (a failed Event);

@@ -205,6 +205,13 @@ func tailLogs(r io.Reader, limit int64, keep int) (string, error) {
 	case err != nil:
 		return "", err
 	}
+	return t.text(cutEnd, limit), nil
+}
+
+// text is what t kept as valid UTF-8: after a line saying how many bytes
+// before it were cut, if any, and before one saying the answer was not
+// read to its end, when cutEnd.
+func (t *tail) text(cutEnd bool, limit int64) string {
 	var b strings.Builder
 	text := t.bytes()
 	// Cut at a rune's start, so that what is shown is valid text.
@@ -219,7 +226,29 @@ func tailLogs(r io.Reader, limit int64, keep int) (string, error) {
 	if cutEnd {
 		fmt.Fprintf(&b, "\n[dlc: logs cut: the Ray head's answer is over %d bytes; the logs after that were not read]\n", limit)
 	}
-	return b.String(), nil
+	return b.String()
+}
+
+// tailRaw reads a log's raw bytes from r, keeping only the last keep
+// bytes and reading at most limit, and returns them as tailLogs does
+// (Ray's log API streams the file as it is, with no JSON around it):
+// bytes that are not UTF-8 as U+FFFD, a line saying how much was cut from
+// the front, and one saying the rest was not read past limit.
+func tailRaw(r io.Reader, limit int64, keep int) (string, error) {
+	t := &tail{keep: keep}
+	buf := make([]byte, 32<<10)
+	lr := io.LimitReader(r, limit)
+	for {
+		n, err := lr.Read(buf)
+		t.write(buf[:n]...)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return "", err
+		}
+	}
+	return t.text(t.total >= limit, limit), nil
 }
 
 // tail keeps the last keep bytes written to it.

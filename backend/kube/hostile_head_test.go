@@ -123,7 +123,7 @@ func hangingHead(t *testing.T) (*httptest.Server, *atomic.Int64) {
 func TestJobsClientHeadNeverAnswers(t *testing.T) {
 	head, _ := hangingHead(t)
 	const timeout = 200 * time.Millisecond
-	c := &kube.JobsClient{Base: head.URL, HTTP: &http.Client{}, Timeout: timeout}
+	c := &kube.JobsClient{Base: head.URL, HTTP: &http.Client{}, Timeout: timeout, LogTimeout: timeout}
 	for _, op := range jobsOps {
 		start := time.Now()
 		err := op.do(t.Context(), c)
@@ -297,7 +297,7 @@ func TestJobsClientLogsTail(t *testing.T) {
 				t.Errorf("%d bytes, not the tail of the logs", len(got))
 			}
 		}},
-		{"over the read bound: what was read, saying so", func(w io.Writer) {
+		{"over the read bound (64 MiB here): what was read, saying so", func(w io.Writer) {
 			_, _ = io.WriteString(w, `{"logs": "`)
 			chunk := strings.Repeat(`0123456789abcdef\n`, 1<<12)
 			for range (70 << 20) / len(chunk) {
@@ -314,6 +314,9 @@ func TestJobsClientLogsTail(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			if strings.HasPrefix(tc.name, "over the read bound") {
+				defer kube.SetMaxLogRead(64 << 20)()
+			}
 			got, err := logsHead(t, tc.answer).Logs(t.Context(), "run-1")
 			if err != nil {
 				t.Fatal(err)
@@ -351,7 +354,7 @@ func TestObservationOfAHostileHead(t *testing.T) {
 			}},
 		{"end_time past year 9999", utiltypes.RayJobInfo{JobStatus: rayv1.JobStatusSucceeded, StartTime: started, EndTime: year10000},
 			job.Succeeded, func(t *testing.T, o job.Observation) {
-				if !o.EndedAt.IsZero() || o.StartedAt.IsZero() {
+				if !o.EndedAt.IsZero() || !o.StartedAt.IsZero() { // start_time is Ray's acceptance: never a start
 					t.Errorf("%+v", o)
 				}
 			}},

@@ -89,7 +89,7 @@ func TestLargestValidSpecFits(t *testing.T) {
 	}
 	cfg := job.Config{Name: worst(job.MaxNameLen), Tags: worstTags(),
 		OnDemand:   &job.OnDemand{ResourcePackage: spec.ResourcePackage, ResourceGroup: spec.ResourceGroup, Environment: worstEnvironment()},
-		Package:    storage.COSPackage("cos://jobs-1250000000/" + strings.Repeat("k", storage.MaxPackageRefLen-23)),
+		Package:    storage.COSPackage("cos://jobs-1250000000/" + strings.Repeat("k", storage.MaxPackageRefLen-27) + ".zip"),
 		Entrypoint: worst(job.MaxEntrypointLen), Mounts: worstMounts(), Advanced: worstAdvanced(),
 		Runtime: job.RuntimeEnv{Pip: make([]string, job.MaxDependencies), EnvVars: worstGroup("x").Env}}
 	for i := range cfg.Runtime.Pip {

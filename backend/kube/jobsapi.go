@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
 	utiltypes "github.com/ray-project/kuberay/ray-operator/controllers/ray/utils/types"
@@ -47,9 +48,27 @@ type JobsClient struct {
 	Timeout time.Duration
 	// Guard, when set, isolates this head from the others it guards: at
 	// most one call to a head at a time, and none for a while after one
-	// timed out (see HeadGuard).
+	// timed out (see HeadGuard). It gates the control calls (Submit,
+	// Status, Stop).
 	Guard *HeadGuard
+	// LogGuard, when set, does for Logs what Guard does for the control
+	// calls, apart from them: a log read that is slow or times out never
+	// holds up, nor opens the breaker of, the calls that follow a run.
+	LogGuard *HeadGuard
+	// LogTimeout bounds a Logs call (a log can be large, and Ray answers
+	// it whole); 0 means DefaultLogTimeout.
+	LogTimeout time.Duration
+	// Token, when set, is the cluster's Ray token (Ray's token
+	// authentication, RAY_AUTH_MODE=token, Ray >= 2.52), sent with every
+	// call as "X-Ray-Authorization: Bearer <token>": the header Ray reads
+	// for requests that come through a proxy, which the API server's
+	// service proxy lets through (it takes Authorization for itself).
+	Token string
 }
+
+// DefaultLogTimeout is how long a Logs call may take when
+// JobsClient.LogTimeout is zero.
+const DefaultLogTimeout = time.Minute
 
 // DefaultHeadTimeout is how long a call to a Ray head may take when
 // JobsClient.Timeout (Options.HeadTimeout) is zero.
@@ -73,7 +92,10 @@ func ServiceProxyURL(cfg *rest.Config, namespace, service string) (string, error
 // runtime environment (working_dir the package's URL), and metadata
 // naming the run and the job config.
 func RunRequest(r *job.Run, o RenderOptions) (*utiltypes.RayJobRequest, error) {
-	env, err := runtimeEnv(&r.Config, o)
+	if err := r.Config.SubmitProblems().ToError(); err != nil {
+		return nil, err
+	}
+	env, err := runtimeEnv(&r.Config, r.ID, o)
 	if err != nil {
 		return nil, err
 	}
@@ -104,8 +126,33 @@ func (c *JobsClient) Submit(ctx context.Context, req *utiltypes.RayJobRequest) e
 	return c.fail("submit", req.SubmissionId, status, resp)
 }
 
+// JobInfo is what Ray's Jobs API answers of a job (JobDetails in
+// Ray's pydantic_models.py): KubeRay's RayJobInfo and the fields of
+// JobDetails it does not carry.
+type JobInfo struct {
+	utiltypes.RayJobInfo
+	// DriverAgentHTTPAddress is the address of the agent on the node that
+	// runs the job's driver (http://<node ip>:<port>), set once the
+	// driver runs: a job whose driver's node is gone has lost its driver.
+	DriverAgentHTTPAddress string `json:"driver_agent_http_address,omitempty"`
+	// DriverNodeID is the Ray node id of that node.
+	DriverNodeID string `json:"driver_node_id,omitempty"`
+	// DriverExitCode is the entrypoint's exit code, once it exited.
+	DriverExitCode *int `json:"driver_exit_code,omitempty"`
+}
+
+// DriverIP returns the IP of the node that runs the job's driver, from
+// DriverAgentHTTPAddress, or "" when Ray does not say.
+func (i *JobInfo) DriverIP() string {
+	u, err := url.Parse(i.DriverAgentHTTPAddress)
+	if err != nil || u.Host == "" {
+		return ""
+	}
+	return u.Hostname()
+}
+
 // Status returns what the head knows of a job.
-func (c *JobsClient) Status(ctx context.Context, id string) (*utiltypes.RayJobInfo, error) {
+func (c *JobsClient) Status(ctx context.Context, id string) (*JobInfo, error) {
 	status, resp, err := c.do(ctx, http.MethodGet, "/api/jobs/"+url.PathEscape(id), nil)
 	if err != nil {
 		return nil, err
@@ -113,7 +160,7 @@ func (c *JobsClient) Status(ctx context.Context, id string) (*utiltypes.RayJobIn
 	if status != http.StatusOK {
 		return nil, c.fail("status", id, status, resp)
 	}
-	var info utiltypes.RayJobInfo
+	var info JobInfo
 	if err := json.Unmarshal(resp, &info); err != nil {
 		return nil, fmt.Errorf("kube: job %s: the head answered %q: %w", id, clip(resp), err)
 	}
@@ -123,18 +170,59 @@ func (c *JobsClient) Status(ctx context.Context, id string) (*utiltypes.RayJobIn
 // Logs returns a job's logs so far: all of them up to MaxLogBytes, else
 // their last MaxLogBytes after a line saying how much was cut. At most
 // maxLogRead bytes of the head's answer are read; logs that go on past
-// that end with a line saying so. Logs waits for a call to the same head
-// that is in flight (within Timeout) rather than failing as busy: it is a
-// user's call, not a reconcile step.
+// that end with a line saying so. Bytes that are not UTF-8 read as U+FFFD.
+//
+// Logs goes apart from the control calls: through LogGuard, within
+// LogTimeout, so that a large log (Ray answers it whole, as one JSON
+// string) neither waits behind nor opens the breaker of Submit, Status and
+// Stop. Ray answers 500 for a driver log that is not UTF-8 (its log client
+// reads the file as text): Logs then reads the file through Ray's log API
+// instead (/api/v0/logs/file, raw bytes) and decodes what it can.
 func (c *JobsClient) Logs(ctx context.Context, id string) (string, error) {
 	path := "/api/jobs/" + url.PathEscape(id) + "/logs"
 	var logs string
-	status, resp, err := c.call(ctx, http.MethodGet, path, nil, true, func(status int, body io.Reader) ([]byte, error) {
+	status, resp, err := c.call(ctx, http.MethodGet, path, nil, laneLogs, func(status int, body io.Reader) ([]byte, error) {
 		if status != http.StatusOK {
 			return readBounded(body)
 		}
 		var err error
 		logs, err = tailLogs(body, maxLogRead, MaxLogBytes)
+		return nil, err
+	})
+	if err != nil {
+		return "", err
+	}
+	if status == http.StatusInternalServerError && notUTF8(resp) {
+		return c.rawLogs(ctx, id)
+	}
+	if status != http.StatusOK {
+		return "", c.fail("logs", id, status, resp)
+	}
+	return logs, nil
+}
+
+// notUTF8 reports whether a 500 answer of Ray's logs endpoint is its
+// failure to read a log file that is not UTF-8 (Python's
+// UnicodeDecodeError: "'utf-8' codec can't decode byte ...").
+func notUTF8(body []byte) bool {
+	s := string(body)
+	return strings.Contains(s, "UnicodeDecodeError") || strings.Contains(s, "codec can't decode")
+}
+
+// rawLogs reads a job's driver log through Ray's log API
+// (GET /api/v0/logs/file?submission_id=<id>&lines=-1, state_head.py
+// get_logs), which streams the file's bytes as they are: format=text asks
+// Ray 2.41 for no framing (it prefixes each chunk with "1" by default);
+// 2.46 on sends raw bytes anyway. It keeps the end as Logs does.
+func (c *JobsClient) rawLogs(ctx context.Context, id string) (string, error) {
+	path := "/api/v0/logs/file?submission_id=" + url.QueryEscape(id) + "&lines=-1&format=text"
+	var logs string
+	status, resp, err := c.call(ctx, http.MethodGet, path, nil, laneLogs, func(status int, body io.Reader) ([]byte, error) {
+		if status != http.StatusOK {
+			return readBounded(body)
+		}
+		var err error
+		logs, err = tailRaw(body, maxLogRead, MaxLogBytes)
 		return nil, err
 	})
 	if err != nil {
@@ -146,14 +234,14 @@ func (c *JobsClient) Logs(ctx context.Context, id string) (string, error) {
 	return logs, nil
 }
 
-// Stop stops a job; stopping a job that has ended, or that the head does
-// not know, is not an error.
+// Stop stops a job; stopping a job that has ended, or that Ray says it
+// does not know, is not an error.
 func (c *JobsClient) Stop(ctx context.Context, id string) error {
 	status, resp, err := c.do(ctx, http.MethodPost, "/api/jobs/"+url.PathEscape(id)+"/stop", nil)
 	switch {
 	case err != nil:
 		return err
-	case status == http.StatusOK || status == http.StatusNotFound:
+	case status == http.StatusOK || (status == http.StatusNotFound && rayNotFound(resp)):
 		return nil
 	}
 	return c.fail("stop", id, status, resp)
@@ -178,7 +266,8 @@ func UnknownStatus(st rayv1.JobStatus) bool {
 
 // Observation says what a job's status means for its run, bounded
 // (job.Observation.Bounded): a message clipped to job.MaxMessage, keeping
-// its end, and times before the Unix epoch or past year 9999 dropped. A
+// its end, and times before the Unix epoch or past year 9999 dropped. It
+// has no StartedAt: Ray's start_time is when Ray accepted the job. A
 // status that is none of Ray's fails the run, saying which status the
 // head reported: a head that answers outside the API is not waited on for
 // ever.
@@ -189,7 +278,10 @@ func Observation(info *utiltypes.RayJobInfo) job.Observation {
 		st, o.Message = job.Failed, unknownStatusMessage(info.JobStatus)
 	}
 	o.State = st
-	o.StartedAt, o.EndedAt = rayTime(info.StartTime), rayTime(info.EndTime)
+	// Not StartedAt: Ray sets start_time when it accepts the job, PENDING
+	// (job_manager.py, submit_job), not when the driver starts. The run
+	// starts when it is first seen RUNNING.
+	o.EndedAt = rayTime(info.EndTime)
 	return o.Bounded()
 }
 
@@ -215,11 +307,13 @@ const maxResponse = 16 << 20
 // last bytes, after a line saying how much was cut.
 const MaxLogBytes = 8 << 20
 
-// maxLogRead bounds what is read of a logs answer.
-const maxLogRead = 64 << 20
+// maxLogRead bounds what is read of a logs answer: Ray answers a log
+// whole, and its end is what matters, so the bound is large; the memory
+// held stays 2*MaxLogBytes (tailLogs, tailRaw) and the time LogTimeout.
+var maxLogRead int64 = 1 << 30
 
 func (c *JobsClient) do(ctx context.Context, method, path string, body []byte) (int, []byte, error) {
-	return c.call(ctx, method, path, body, false, func(_ int, r io.Reader) ([]byte, error) { return readBounded(r) })
+	return c.call(ctx, method, path, body, laneControl, func(_ int, r io.Reader) ([]byte, error) { return readBounded(r) })
 }
 
 // readBounded reads an answer of at most maxResponse bytes; a longer one
@@ -232,21 +326,37 @@ func readBounded(r io.Reader) ([]byte, error) {
 // the 3xx answer itself is returned, and call turns it into an error.
 func noRedirect(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 
-// call makes one request within the call's deadline, through the guard,
-// and reads the answer with read; wait says whether to wait for a call to
-// the same head in flight (else it fails as busy).
-func (c *JobsClient) call(ctx context.Context, method, path string, body []byte, wait bool,
+// lane is which of a head's two paths a call takes: the control calls
+// (Submit, Status, Stop), which fail at once as busy while another is in
+// flight, or the log reads, which wait their turn; each has its guard and
+// its deadline.
+type lane int
+
+const (
+	laneControl lane = iota
+	laneLogs
+)
+
+// call makes one request within its lane's deadline, through its lane's
+// guard, and reads the answer with read.
+func (c *JobsClient) call(ctx context.Context, method, path string, body []byte, ln lane,
 	read func(status int, body io.Reader) ([]byte, error)) (int, []byte, error) {
 	op := "ray jobs api " + method + " " + path
-	timeout := c.Timeout
+	timeout, guard, wait := c.Timeout, c.Guard, false
 	if timeout <= 0 {
 		timeout = DefaultHeadTimeout
+	}
+	if ln == laneLogs {
+		timeout, guard, wait = c.LogTimeout, c.LogGuard, true
+		if timeout <= 0 {
+			timeout = DefaultLogTimeout
+		}
 	}
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	outcome := callFailed
-	if c.Guard != nil {
-		leave, err := c.Guard.enter(cctx, c.Base, wait)
+	if guard != nil {
+		leave, err := guard.enter(cctx, c.Base, wait)
 		if err != nil {
 			if ctx.Err() != nil {
 				return 0, nil, ctx.Err()
@@ -266,6 +376,9 @@ func (c *JobsClient) call(ctx context.Context, method, path string, body []byte,
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
+	}
+	if c.Token != "" {
+		req.Header.Set("X-Ray-Authorization", "Bearer "+c.Token)
 	}
 	failed := func(err error) error {
 		switch {
@@ -303,20 +416,49 @@ func (c *JobsClient) call(ctx context.Context, method, path string, body []byte,
 func (c *JobsClient) fail(op, id string, status int, body []byte) error {
 	detail := fmt.Sprintf("ray jobs api: %s job %s: %d %s: %s", op, id, status, http.StatusText(status), clip(body))
 	switch {
-	case status == http.StatusNotFound:
+	case status == http.StatusNotFound && rayNotFound(body):
 		return fmt.Errorf("%w (%s)", errs.NotFound("ray job", id), detail)
+	case status == http.StatusNotFound:
+		// Not Ray's answer: the API server's service proxy's (a JSON
+		// Status: no such Service, no endpoints) or something else on the
+		// way. The head is unreachable, which is no word on the job.
+		return errs.Unavailable(op+" ray job "+id, fmt.Errorf("the Ray head is unreachable (%s)", detail))
+	case status == http.StatusUnauthorized || status == http.StatusForbidden:
+		// The cluster's token is wrong or missing (Ray's token auth), or
+		// the proxy refused us: no word on the job; retried while the
+		// credential may be put right, within the step's bound.
+		return errs.Unavailable(op+" ray job "+id, fmt.Errorf("the Ray head refused the credential (%s)", detail))
 	case status == http.StatusTooManyRequests || status >= 500:
 		return errs.Unavailable(op+" ray job "+id, errors.New(detail))
+	case status >= 400:
+		return &errs.RefusedError{Op: "ray jobs api: " + op + " job " + id, Status: status, Reason: clip(body)}
 	}
 	return errors.New(detail)
 }
 
-// clip shortens what a head answered for an error message.
+// rayNotFound reports whether a 404 answer is Ray's own word that it has
+// no such job: the text "Job <id> does not exist" (job_head.py answers an
+// unknown job so), not the JSON Status of the API server's proxy.
+func rayNotFound(body []byte) bool {
+	s := strings.TrimSpace(string(body))
+	return !strings.HasPrefix(s, "{") && strings.Contains(s, "does not exist")
+}
+
+// clip shortens what a head answered for an error message: its start and
+// its end, where a Python traceback puts the exception, with what was cut
+// between them said.
 func clip(b []byte) string {
-	const n = 300
+	const head, tail = 200, 800
 	s := strings.TrimSpace(string(b))
-	if len(s) > n {
-		return s[:n] + "…"
+	if len(s) <= head+tail+40 {
+		return strings.ToValidUTF8(s, "\uFFFD")
 	}
-	return s
+	start, end := head, len(s)-tail
+	for start > 0 && !utf8.RuneStart(s[start]) {
+		start--
+	}
+	for end < len(s) && !utf8.RuneStart(s[end]) {
+		end++
+	}
+	return strings.ToValidUTF8(fmt.Sprintf("%s[… %d bytes cut …]%s", s[:start], end-start, s[end:]), "\uFFFD")
 }

@@ -80,6 +80,9 @@ type Provisioner struct {
 	poll      time.Duration
 	headTime  time.Duration
 	heads     *HeadGuard
+	logTime   time.Duration
+	logHeads  *HeadGuard // log reads: a guard apart from the control calls'
+	tokens    func(ctx context.Context, namespace string, ref corev1.SecretKeySelector) (string, error)
 	log       logr.Logger
 	stop      func()
 	waitFor   time.Duration
@@ -119,6 +122,7 @@ func newProvisioner(ctx context.Context, cfg *rest.Config, st *Store, o Options)
 		c: c, cache: cache, store: st, namespace: o.Namespace, render: o.Render,
 		manager: o.FieldManager, dashboard: o.Dashboard, poll: o.PollInterval, log: o.Logger,
 		headTime: o.HeadTimeout, heads: &HeadGuard{Backoff: o.HeadBackoff},
+		logTime: o.LogTimeout, logHeads: &HeadGuard{Backoff: o.HeadBackoff}, tokens: o.RayTokens,
 		waitFor: o.Store.WriteWait,
 		polled:  map[string]bool{}, rechecks: map[string]time.Time{}, tick: make(chan struct{}),
 	}
@@ -134,6 +138,9 @@ func newProvisioner(ctx context.Context, cfg *rest.Config, st *Store, o Options)
 	}
 	if p.log.GetSink() == nil {
 		p.log = logr.Discard()
+	}
+	if p.tokens == nil {
+		p.tokens = (&SecretTokens{Client: c}).Token
 	}
 	if p.dashboard == nil {
 		hc, err := rest.HTTPClientFor(cfg)
@@ -261,6 +268,7 @@ func (p *Provisioner) poller(ctx context.Context) {
 		case <-t.C:
 		}
 		p.heads.Prune()
+		p.logHeads.Prune()
 		p.mu.Lock()
 		ids := make([]string, 0, len(p.polled))
 		for id := range p.polled {
@@ -912,11 +920,70 @@ func (p *Provisioner) RunStatus(ctx context.Context, runID string) (job.Observat
 			return job.Observation{}, err
 		}
 	}
-	o := Observation(info)
+	if lost, err := p.driverLost(ctx, r.ClusterID, info); err != nil {
+		return job.Observation{}, err
+	} else if lost != "" {
+		// Ray says RUNNING until its job manager, made lazily by the
+		// head's agent, recovers the job; a stop makes it (and the job
+		// has no supervisor to stop).
+		if err := jc.Stop(ctx, runID); err != nil {
+			return job.Observation{}, err
+		}
+		return job.Observation{State: job.Failed, Message: lost}.Bounded(), nil
+	}
+	o := Observation(&info.RayJobInfo)
 	if !o.State.Terminal() {
 		p.pollLater(runID)
 	}
 	return o, nil
+}
+
+// LostDriverMessage is what Ray's job manager writes of a job whose
+// supervisor (and so its driver) is gone when it recovers the jobs it
+// finds running (job_manager.py, _recover_running_jobs).
+const LostDriverMessage = "Unexpected error occurred: failed to get job supervisor."
+
+// driverLost says why a job Ray reports running has lost its driver, or
+// "" when it has not: its driver's node (the IP in
+// driver_agent_http_address) is no running pod of the cluster any more —
+// the head was replaced, and with it the driver, which Ray runs on the
+// head. Ray's GET reads the job store and answers RUNNING until the job
+// manager recovers it, which happens only on the agent's next submit,
+// stop or logs call (job_agent.py). The cache says where to look; a
+// fresh list of the cluster's pods decides, so a new pod the cache has
+// not seen yet never fails a run.
+func (p *Provisioner) driverLost(ctx context.Context, clusterID string, info *JobInfo) (string, error) {
+	ip := info.DriverIP()
+	if ip == "" || (info.JobStatus != rayv1.JobStatusRunning && info.JobStatus != rayv1.JobStatusPending) {
+		return "", nil
+	}
+	cached, err := p.podsOf(ctx, clusterID)
+	if err != nil {
+		return "", err
+	}
+	if runsAt(cached, ip) {
+		return "", nil
+	}
+	var live corev1.PodList
+	if err := p.c.List(ctx, &live, client.InNamespace(p.namespace), client.MatchingLabels{KeyClusterID: clusterID}); err != nil {
+		return "", apiError("list pods", "cluster", clusterID, err)
+	}
+	if runsAt(live.Items, ip) {
+		return "", nil
+	}
+	return fmt.Sprintf("the job's driver was lost: its node %s runs no more (the Ray head was replaced); Ray reports it running until its job manager recovers it: %s",
+		ip, LostDriverMessage), nil
+}
+
+// runsAt reports whether one of pods runs at ip.
+func runsAt(pods []corev1.Pod, ip string) bool {
+	for i := range pods {
+		pod := &pods[i]
+		if pod.DeletionTimestamp == nil && pod.Status.Phase == corev1.PodRunning && pod.Status.PodIP == ip {
+			return true
+		}
+	}
+	return false
 }
 
 // rayJobObservation says what a RayJob's status means for its run. Its
@@ -937,9 +1004,8 @@ func rayJobObservation(rj *rayv1.RayJob) job.Observation {
 	default:
 		o.State = rayJobStates[st.JobStatus]
 	}
-	if t := st.RayJobStatusInfo.StartTime; t != nil {
-		o.StartedAt = t.UTC()
-	}
+	// Not StartedAt: KubeRay copies Ray's start_time, which is when Ray
+	// accepted the job, not when its driver started.
 	if t := st.RayJobStatusInfo.EndTime; t != nil {
 		o.EndedAt = t.UTC()
 	} else if t := st.EndTime; t != nil && o.State.Terminal() {
@@ -1014,13 +1080,20 @@ func headReady(rc *rayv1.RayCluster) bool {
 	return rc.DeletionTimestamp == nil && meta.IsStatusConditionTrue(rc.Status.Conditions, string(rayv1.HeadPodReady))
 }
 
-// jobs returns the Jobs API client of a RayCluster's head.
+// jobs returns the Jobs API client of a RayCluster's head, with the
+// cluster's Ray token when it has token authentication.
 func (p *Provisioner) jobs(ctx context.Context, rc *rayv1.RayCluster) (*JobsClient, error) {
 	base, hc, err := p.dashboard(ctx, rc)
 	if err != nil {
 		return nil, errs.Unavailable("reach the dashboard of RayCluster "+rc.Name, err)
 	}
-	return &JobsClient{Base: base, HTTP: hc, Timeout: p.headTime, Guard: p.heads}, nil
+	jc := &JobsClient{Base: base, HTTP: hc, Timeout: p.headTime, Guard: p.heads, LogGuard: p.logHeads, LogTimeout: p.logTime}
+	if ref := RayTokenOf(rc); ref != nil {
+		if jc.Token, err = p.tokens(ctx, rc.Namespace, *ref); err != nil {
+			return nil, err
+		}
+	}
+	return jc, nil
 }
 
 // headService is the name of a RayCluster's head service.

@@ -2,6 +2,10 @@ package kube
 
 import (
 	"fmt"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
 
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -25,8 +29,10 @@ import (
 //
 // The runtime environment (runtimeEnvYAML) holds working_dir, the job
 // package's URL (from o.WorkingDir, or a COS package's URI as it is),
-// and the run's pip or conda dependencies, env_vars and container image
-// (image_uri). With o.SuspendRayJob the RayJob is suspended, for a run
+// and the run's pip or conda dependencies and env_vars. A container image
+// in the runtime environment is the image of every node of the RayJob's
+// cluster (job.Config.RunEnvironment), not Ray's image_uri, which Ray
+// refuses beside a working_dir. With o.SuspendRayJob the RayJob is suspended, for a run
 // that waits for admission.
 //
 // Runs on an existing cluster or a cluster group do not render: they go
@@ -51,12 +57,13 @@ func renderRayJob(r *job.Run, o RenderOptions, replicas map[string]int) (*rayv1.
 	if err := cfg.ValidateWith(o.catalogs()); err != nil {
 		return nil, err
 	}
-	runtimeEnv, err := runtimeEnvYAML(cfg, o)
+	runtimeEnv, err := runtimeEnvYAML(cfg, r.ID, o)
 	if err != nil {
 		return nil, err
 	}
 	ids := idLabels(map[string]string{KeyRunID: r.ID, KeyJobID: r.JobID})
-	env := &cfg.OnDemand.Environment
+	runEnv := cfg.RunEnvironment() // the runtime env's container, if any, is every node's image
+	env := &runEnv
 	spec, err := renderClusterSpec(clusterInput{
 		env: env, path: "onDemand.environment", rules: cluster.JobRules, replicas: replicas,
 		mounts: cfg.Mounts, mountRule: "J9",
@@ -118,8 +125,8 @@ const keepFinishedSeconds = 60
 
 // runtimeEnvYAML renders a run's Ray runtime environment (J5, J10) as
 // YAML with sorted keys; "" when there is nothing to set.
-func runtimeEnvYAML(cfg *job.Config, o RenderOptions) (string, error) {
-	m, err := runtimeEnv(cfg, o)
+func runtimeEnvYAML(cfg *job.Config, runID string, o RenderOptions) (string, error) {
+	m, err := runtimeEnv(cfg, runID, o)
 	if err != nil || len(m) == 0 {
 		return "", err
 	}
@@ -131,11 +138,11 @@ func runtimeEnvYAML(cfg *job.Config, o RenderOptions) (string, error) {
 }
 
 // runtimeEnv is a run's Ray runtime environment (J10): the package as
-// working_dir, pip or conda, env_vars, and a container as image_uri.
-func runtimeEnv(cfg *job.Config, o RenderOptions) (map[string]any, error) {
+// working_dir, pip or conda, env_vars.
+func runtimeEnv(cfg *job.Config, runID string, o RenderOptions) (map[string]any, error) {
 	m := map[string]any{}
 	if !cfg.Package.IsZero() {
-		dir, err := workingDir(cfg, o)
+		dir, err := workingDir(cfg, runID, o)
 		if err != nil {
 			return nil, err
 		}
@@ -151,23 +158,77 @@ func runtimeEnv(cfg *job.Config, o RenderOptions) (map[string]any, error) {
 	if len(rt.EnvVars) > 0 {
 		m["env_vars"] = rt.EnvVars
 	}
-	if rt.Container != "" {
-		m["image_uri"] = rt.Container
-	}
+	// No image_uri: Ray takes it only with config and env_vars, never with
+	// a working_dir (runtime_env.py); an on-demand run's container is its
+	// cluster's image instead (job.Config.RunEnvironment), and a run on an
+	// existing cluster may not have one (J10).
 	return m, nil
 }
 
-func workingDir(cfg *job.Config, o RenderOptions) (string, error) {
-	if o.WorkingDir != nil {
-		dir, err := o.WorkingDir(cfg.Package)
-		if err != nil {
-			return "", fmt.Errorf("kube: the URL of job package %s: %w", cfg.Package, err)
+// workingDir is the working_dir of run runID's package, as a URI Ray
+// takes (rayWorkingDirProblem), valid for as long as a node of the run
+// may fetch it (packageUse).
+func workingDir(cfg *job.Config, runID string, o RenderOptions) (string, error) {
+	if o.WorkingDir == nil {
+		if cfg.Package.COS == "" {
+			return "", errs.List{errs.Invalid("package.local", "J5", cfg.Package.Local,
+				"a Ray cluster cannot read a local package: upload it to COS first, or give the backend a way to serve it (RenderOptions.WorkingDir)")}.ToError()
 		}
-		return dir, nil
+		return "", errs.List{errs.Invalid("package.cos", "J5", cfg.Package.COS,
+			"Ray cannot fetch a cos:// URI (it knows https, s3, gs, gcs and file: protocol.py): give the backend RenderOptions.WorkingDir, e.g. kube.COSWorkingDir, which presigns an HTTPS URL")}.ToError()
 	}
-	if cfg.Package.COS == "" {
-		return "", errs.List{errs.Invalid("package.local", "J5", cfg.Package.Local,
-			"a Ray cluster cannot read a local package: upload it to COS first, or give the backend a way to serve it (RenderOptions.WorkingDir)")}.ToError()
+	dir, err := o.WorkingDir(packageUse(cfg, runID, o))
+	if err != nil {
+		return "", fmt.Errorf("kube: the URL of job package %s: %w", cfg.Package, err)
 	}
-	return cfg.Package.COS, nil
+	if msg := rayWorkingDirProblem(dir); msg != "" {
+		return "", errs.List{errs.Invalid("package", "J5", redactQuery(dir), "RenderOptions.WorkingDir returned a working_dir Ray refuses: "+msg)}.ToError()
+	}
+	return dir, nil
+}
+
+// packageUse is what RenderOptions.WorkingDir is asked for run runID:
+// its package, for as long as its deadline and PackageGrace when it has
+// one, else for the options' PackageLifetime.
+func packageUse(cfg *job.Config, runID string, o RenderOptions) PackageUse {
+	use := PackageUse{Package: cfg.Package, RunID: runID, For: o.PackageLifetime}
+	if use.For <= 0 {
+		use.For = DefaultPackageLifetime
+	}
+	if d := cfg.ActiveDeadlineSeconds; d > 0 {
+		use.For = min(use.For, time.Duration(d)*time.Second+PackageGrace)
+	}
+	return use
+}
+
+// rayRemoteSchemes are the schemes of the remote URIs Ray fetches a
+// working_dir from (protocol.py, Protocol.remote_protocols, at 2.41 and
+// 2.46: https, s3, gs, file; gcs is Ray's own package store; plain http
+// only on newer Ray).
+var rayRemoteSchemes = []string{"https", "s3", "gs", "gcs", "file"}
+
+// rayWorkingDirProblem says why Ray would refuse dir as a job's
+// working_dir, or "" when it takes it: a URI of one of its protocols whose
+// path ends in .zip (validation.py, parse_and_validate_working_dir; gcs
+// names its packages _ray_pkg_<hash>.zip).
+func rayWorkingDirProblem(dir string) string {
+	u, err := url.Parse(dir)
+	switch {
+	case err != nil:
+		return "not a URI: " + err.Error()
+	case !slices.Contains(rayRemoteSchemes, u.Scheme):
+		return fmt.Sprintf("Ray fetches a working_dir only by the protocols %s, not %q", strings.Join(rayRemoteSchemes, ", "), u.Scheme)
+	case !strings.HasSuffix(u.Path, ".zip"):
+		return "Ray fetches a remote working_dir only when the URL's path ends in .zip"
+	}
+	return ""
+}
+
+// redactQuery returns a URL without its query, where a presigned URL
+// keeps its signature.
+func redactQuery(s string) string {
+	if i := strings.IndexByte(s, '?'); i >= 0 {
+		return s[:i] + "?…"
+	}
+	return s
 }

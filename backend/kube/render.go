@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -84,18 +86,68 @@ type RenderOptions struct {
 	// password. The admission policies of config/admission admit only a
 	// Secret whose name starts with "dlc-redis".
 	RedisPassword *corev1.SecretKeySelector
-	// WorkingDir returns the URL that a Ray head fetches a job package
-	// from (the runtime environment's working_dir), e.g. a pre-signed
-	// HTTPS URL of a COS object. When nil, a COS package's URI is used as
-	// it is, and a local package cannot render. It is called when a run is
-	// submitted to a cluster's Jobs API, and when an on-demand run's
-	// RayJob is applied, at admission: a presigned URL needs to live only
-	// until the head fetched the package (storage.DefaultWorkingDirExpiry,
-	// an hour, covers the on-demand cluster's start).
-	WorkingDir func(pkg storage.Package) (string, error)
+	// WorkingDir returns the URI that Ray fetches a job package from (the
+	// runtime environment's working_dir), valid for use.For: e.g. a
+	// presigned HTTPS URL of a COS object (COSWorkingDir). Ray fetches it
+	// lazily, on every node when it first starts a worker of the job (an
+	// autoscaled worker, hours after the submit), not once at submission.
+	// It must be a URI Ray takes: https, s3, gs, gcs or file, with a path
+	// ending in .zip; anything else is refused (J5) before it is sent. When
+	// nil, no package renders: Ray cannot fetch a cos:// URI. It is called
+	// when a run is submitted to a cluster's Jobs API, and when an
+	// on-demand run's RayJob is applied, at admission.
+	WorkingDir func(use PackageUse) (string, error)
+	// PackageLifetime is how long a run's package URL must stay valid when
+	// the run has no deadline (PackageUse.For); 0 means
+	// DefaultPackageLifetime. A run with a deadline asks for its deadline
+	// and PackageGrace.
+	PackageLifetime time.Duration
 	// SuspendRayJob renders RayJobs with suspend: true, for a run that
 	// waits for admission (as Kueue does); admission clears it.
 	SuspendRayJob bool
+}
+
+// PackageUse is what RenderOptions.WorkingDir is asked for: a run's job
+// package, and how long from now a node of the run may first fetch it.
+type PackageUse struct {
+	// Package is the run's job package.
+	Package storage.Package
+	// RunID is the run's id.
+	RunID string
+	// For is how long the URI must stay valid: the run's deadline
+	// (activeDeadlineSeconds, counted from its submission, so at most what
+	// is left of it) and PackageGrace, or RenderOptions.PackageLifetime
+	// for a run without one.
+	For time.Duration
+}
+
+// DefaultPackageLifetime is how long a package URL of a run without a
+// deadline is valid when RenderOptions.PackageLifetime is zero: a week.
+// A node of such a run that starts later than that cannot fetch the
+// package; give long runs a deadline, or a longer lifetime.
+const DefaultPackageLifetime = 7 * 24 * time.Hour
+
+// PackageGrace is what a run with a deadline asks for beyond it: the
+// URL outlives the run's end by that much.
+const PackageGrace = 15 * time.Minute
+
+// COSWorkingDir returns a RenderOptions.WorkingDir that turns a package in
+// COS into what c.WorkingDir gives for it: a presigned HTTPS URL valid for
+// PackageUse.For (o.Expiry is replaced), or, with o.ClusterCredentials,
+// its s3:// URI. A local package is refused: upload it first.
+func COSWorkingDir(c *storage.COSClient, o storage.WorkingDirOptions) func(PackageUse) (string, error) {
+	return func(use PackageUse) (string, error) {
+		if use.Package.COS == "" {
+			return "", fmt.Errorf("kube: package %s is not in COS: upload it first (storage.COSClient.UploadPackage)", use.Package)
+		}
+		obj, err := storage.ParseCOSURL(use.Package.COS)
+		if err != nil {
+			return "", err
+		}
+		opt := o
+		opt.Expiry = use.For
+		return c.WorkingDir(context.Background(), obj, opt)
+	}
 }
 
 func (o RenderOptions) catalogs() cluster.Catalogs {
@@ -164,7 +216,7 @@ func RenderRayCluster(c *cluster.Cluster, o RenderOptions) (*rayv1.RayCluster, e
 		env: env, path: envPath, rules: cluster.Rules{Image: "C5", Head: "C7", Workers: "C8"},
 		replicas: c.Replicas, mounts: c.Spec.Mounts, mountRule: "C9",
 		advanced: c.Spec.Advanced, advancedRule: "C10", maxAdvanced: cluster.MaxAdvanced,
-		podLabels: ids,
+		podLabels: ids, rayToken: c.Spec.RayToken,
 	}, o)
 	if err != nil {
 		return nil, err
@@ -207,6 +259,9 @@ type clusterInput struct {
 	// on-demand run's runtime environment (runtimeEnv.secretEnvVars), so
 	// that its driver, on the head, and its workers have them.
 	secretEnv map[string]cluster.SecretKeyRef
+	// rayToken, when set, turns on Ray's token authentication on every
+	// node (and the autoscaler), the token from this Secret key.
+	rayToken *cluster.SecretKeyRef
 }
 
 // renderClusterSpec renders a compute environment as a RayClusterSpec,
@@ -245,7 +300,7 @@ func renderClusterSpec(in clusterInput, o RenderOptions) (*rayv1.RayClusterSpec,
 		HeadGroupSpec: rayv1.HeadGroupSpec{
 			RayStartParams: groupStartParams(start, env.Head.Resources),
 			Labels:         cloneOrNil(env.Head.Labels),
-			Template:       podTemplate(HeadContainer, image, env.Head.NodeGroup, head, in.podLabels, mounts, in.secretEnv),
+			Template:       podTemplate(HeadContainer, image, env.Head.NodeGroup, head, in.podLabels, mounts, in.secretEnv, in.rayToken),
 		},
 		EnableInTreeAutoscaling: ptr.To(false),
 	}
@@ -274,14 +329,14 @@ func renderClusterSpec(in clusterInput, o RenderOptions) (*rayv1.RayClusterSpec,
 			NumOfHosts:     1,
 			RayStartParams: groupStartParams(start, w.Resources),
 			Labels:         cloneOrNil(w.Labels),
-			Template:       podTemplate(WorkerContainer, image, w.NodeGroup, ns, in.podLabels, mounts, in.secretEnv),
+			Template:       podTemplate(WorkerContainer, image, w.NodeGroup, ns, in.podLabels, mounts, in.secretEnv, in.rayToken),
 		})
 	}
 	if *spec.EnableInTreeAutoscaling {
 		// KubeRay adds the autoscaler container to the head with no security
 		// context of its own, and runs the head as a ServiceAccount of the
 		// cluster's that the autoscaler's token comes from.
-		spec.AutoscalerOptions = &rayv1.AutoscalerOptions{SecurityContext: containerSecurity()}
+		spec.AutoscalerOptions = &rayv1.AutoscalerOptions{SecurityContext: containerSecurity(), Env: rayTokenEnv(in.rayToken)}
 		spec.HeadGroupSpec.Template.Spec.AutomountServiceAccountToken = nil
 	}
 	if env.Head.HighAvailability {
@@ -298,7 +353,7 @@ func renderClusterSpec(in clusterInput, o RenderOptions) (*rayv1.RayClusterSpec,
 // Secrets, and runSecrets, are references (valueFrom.secretKeyRef): the
 // values never appear in the rendered object.
 func podTemplate(container, image string, g cluster.NodeGroup, ns quota.NodeSpec,
-	ids map[string]string, mounts RenderedMounts, runSecrets map[string]cluster.SecretKeyRef) corev1.PodTemplateSpec {
+	ids map[string]string, mounts RenderedMounts, runSecrets map[string]cluster.SecretKeyRef, token *cluster.SecretKeyRef) corev1.PodTemplateSpec {
 	res := corev1.ResourceList{
 		corev1.ResourceCPU:    *resource.NewQuantity(ns.CPU, resource.DecimalSI),
 		corev1.ResourceMemory: *resource.NewQuantity(ns.MemoryGB*quota.GiB, resource.BinarySI),
@@ -322,6 +377,7 @@ func podTemplate(container, image string, g cluster.NodeGroup, ns quota.NodeSpec
 				LocalObjectReference: corev1.LocalObjectReference{Name: ref.Secret}, Key: ref.Key}}})
 		}
 	}
+	c.Env = append(c.Env, rayTokenEnv(token)...)
 	labels := map[string]string{KeyNodeGroup: g.Name}
 	for k, v := range ids {
 		labels[k] = v
@@ -339,6 +395,46 @@ func podTemplate(container, image string, g cluster.NodeGroup, ns quota.NodeSpec
 	}
 	mounts.ApplyTo(&t.Spec)
 	return t
+}
+
+// rayTokenEnv are the variables that turn on Ray's token authentication
+// (RAY_AUTH_MODE=token, the token in RAY_AUTH_TOKEN from its Secret key);
+// none when ref is nil.
+func rayTokenEnv(ref *cluster.SecretKeyRef) []corev1.EnvVar {
+	if ref == nil {
+		return nil
+	}
+	return []corev1.EnvVar{
+		{Name: "RAY_AUTH_MODE", Value: "token"},
+		{Name: "RAY_AUTH_TOKEN", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+			LocalObjectReference: corev1.LocalObjectReference{Name: ref.Secret}, Key: ref.Key}}},
+	}
+}
+
+// RayTokenOf returns the Secret key a RayCluster's head takes its Ray
+// token from (RAY_AUTH_TOKEN on the head container, as RenderRayCluster
+// renders a cluster's RayToken), or nil when it runs without token
+// authentication.
+func RayTokenOf(rc *rayv1.RayCluster) *corev1.SecretKeySelector {
+	for _, c := range rc.Spec.HeadGroupSpec.Template.Spec.Containers {
+		if c.Name != HeadContainer {
+			continue
+		}
+		mode := ""
+		var ref *corev1.SecretKeySelector
+		for _, e := range c.Env {
+			switch {
+			case e.Name == "RAY_AUTH_MODE":
+				mode = e.Value
+			case e.Name == "RAY_AUTH_TOKEN" && e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil:
+				ref = e.ValueFrom.SecretKeyRef
+			}
+		}
+		if mode == "token" {
+			return ref
+		}
+	}
+	return nil
 }
 
 // kubeRayEnv are the environment variables that KubeRay v1.5.0 refuses
@@ -389,6 +485,9 @@ func reservedEnvProblems(p errs.Path, rule, k string) errs.List {
 	}
 	if k == PodNameEnv {
 		return errs.List{errs.Forbidden(p, rule, k+" is set by the platform (dynamic mount sub-paths)")}
+	}
+	if slices.Contains(cluster.RayTokenEnv, k) {
+		return errs.List{errs.Forbidden(p, rule, k+" is set by the platform: Ray's token authentication comes from the cluster's rayToken")}
 	}
 	return nil
 }

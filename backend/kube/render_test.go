@@ -167,8 +167,8 @@ func queuedRun() *job.Run {
 func jobOpts() kube.RenderOptions {
 	return kube.RenderOptions{
 		VolumeResolver: kube.PVCResolver{},
-		WorkingDir: func(p storage.Package) (string, error) {
-			o, err := storage.ParseCOSURL(p.COS)
+		WorkingDir: func(u kube.PackageUse) (string, error) {
+			o, err := storage.ParseCOSURL(u.Package.COS)
 			if err != nil {
 				return "", err
 			}
@@ -407,8 +407,16 @@ func TestRenderMeaning(t *testing.T) {
 		},
 		"rayjob-queued": func(t *testing.T, obj client.Object) {
 			s := obj.(*rayv1.RayJob).Spec
-			if !s.Suspend || !strings.Contains(s.RuntimeEnvYAML, "image_uri: ccr.ccs.tencentyun.com/team-a/deps:1.4") {
+			// The container is every node's image, not Ray's image_uri, which
+			// Ray refuses beside a working_dir (runtime_env.py).
+			if !s.Suspend || strings.Contains(s.RuntimeEnvYAML, "image_uri") || !strings.Contains(s.RuntimeEnvYAML, "working_dir") {
 				t.Errorf("suspend %v, runtime env %q", s.Suspend, s.RuntimeEnvYAML)
+			}
+			cs := s.RayClusterSpec
+			for _, tmpl := range append([]corev1.PodTemplateSpec{cs.HeadGroupSpec.Template}, cs.WorkerGroupSpecs[0].Template) {
+				if img := tmpl.Spec.Containers[0].Image; img != "ccr.ccs.tencentyun.com/team-a/deps:1.4" {
+					t.Errorf("image %s, want the run's container", img)
+				}
 			}
 		},
 	}
@@ -520,8 +528,23 @@ func TestRenderRefuses(t *testing.T) {
 			o.WorkingDir = nil
 		}}, path: "package.local"},
 		{name: "working dir error", tweak: tweak{run: func(_ *job.Run, o *kube.RenderOptions) {
-			o.WorkingDir = func(storage.Package) (string, error) { return "", errOther }
+			o.WorkingDir = func(kube.PackageUse) (string, error) { return "", errOther }
 		}}, is: errOther},
+		{name: "COS package without a way to serve it (Ray has no cos://)", tweak: tweak{run: func(_ *job.Run, o *kube.RenderOptions) {
+			o.WorkingDir = nil
+		}}, path: "package.cos"},
+		{name: "working dir Ray refuses: cos://", tweak: tweak{run: func(r *job.Run, o *kube.RenderOptions) {
+			o.WorkingDir = func(u kube.PackageUse) (string, error) { return u.Package.COS, nil }
+		}}, path: "package"},
+		{name: "working dir Ray refuses: http (2.41, 2.46)", tweak: tweak{run: func(r *job.Run, o *kube.RenderOptions) {
+			o.WorkingDir = func(kube.PackageUse) (string, error) { return "http://127.0.0.1:9/job.zip", nil }
+		}}, path: "package"},
+		{name: "working dir Ray refuses: not a .zip path", tweak: tweak{run: func(r *job.Run, o *kube.RenderOptions) {
+			o.WorkingDir = func(kube.PackageUse) (string, error) { return "https://h.example/get?f=job.zip", nil }
+		}}, path: "package"},
+		{name: "working dir Ray refuses: a local path", tweak: tweak{run: func(r *job.Run, o *kube.RenderOptions) {
+			o.WorkingDir = func(kube.PackageUse) (string, error) { return "/tmp/job.zip", nil }
+		}}, path: "package"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

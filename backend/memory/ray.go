@@ -329,6 +329,11 @@ func (r *Ray) SubmitRun(ctx context.Context, run *job.Run, c *cluster.Cluster) e
 	if err := r.call(ctx, CallSubmitRun, run.ID); err != nil {
 		return err
 	}
+	// What Ray's Jobs API would not run (a container beside the package),
+	// as the Kubernetes backend refuses it before it submits.
+	if err := run.Config.SubmitProblems().ToError(); err != nil {
+		return err
+	}
 	run = run.DeepCopy()
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -12,22 +12,37 @@
 // hash/crc64 with the ECMA table: reflected, all-ones initial value and
 // final XOR, also known as CRC-64/XZ), in decimal.
 //
-// What it does not model: authentication (signatures are not checked),
-// ACLs, versioning as COS does it, CRC headers of copied objects, and
-// COS's minimum part size (gofakes3 accepts small parts).
+// It keeps a clock of its own (Now, Advance) and refuses a presigned URL,
+// a request that carries COS's signature in its query string (q-sign-time,
+// q-key-time, ... as cos-go-sdk-v5's GetPresignedURL builds it), once that
+// clock is outside the signature's time window, as COS does: 403
+// AccessDenied "Request has expired". A test plays "two hours later" with
+// Advance(2*time.Hour) and finds an hour's URL expired. A URL presigned
+// by a client with an endpoint override has the endpoint's host
+// (127.0.0.1), not the bucket's, so it finds its bucket only on a server
+// with one bucket (DefaultBucket, or a single WithBuckets).
+//
+// With WithTLS it serves HTTPS, as COS does and as Ray requires of a
+// working_dir URL; Client returns an *http.Client that trusts it.
+//
+// What it does not model: authentication (a signature's HMAC is not
+// checked, only a query signature's time window), ACLs, versioning as COS
+// does it, CRC headers of copied objects, and COS's minimum part size
+// (gofakes3 accepts small parts).
 //
 // A test of code that uploads job packages through the SDK points the
 // SDK's COS client at it:
 //
-//	srv := cosfake.New(t, cosfake.WithBuckets("jobs-1250000000"))
+//	srv := cosfake.New(t, cosfake.WithBuckets("jobs-1250000000"), cosfake.WithTLS())
 //	cc, err := storage.NewCOSClient(storage.COSOptions{Anonymous: true,
-//		Region: cosfake.DefaultRegion, Endpoint: srv.URL})
+//		Region: cosfake.DefaultRegion, Endpoint: srv.URL, HTTPClient: srv.Client()})
 //	c, err := dlc.New(dlc.WithCOS(cc))
 //	// ... then read back what was uploaded: srv.Object("jobs-1250000000", key)
 package cosfake
 
 import (
 	"bytes"
+	"crypto/x509"
 	"fmt"
 	"hash"
 	"hash/crc64"
@@ -40,6 +55,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/johannesboyne/gofakes3"
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
@@ -61,6 +77,11 @@ const (
 	OpListObjects     = "GetBucket"
 	OpHeadBucket      = "HeadBucket"
 	OpUnknownBucketOp = "Other"
+	// OpExpired counts requests refused because their query signature
+	// (a presigned URL) had expired by the server's clock. Such a request
+	// is counted here only, not under its operation: it does not reach
+	// the fake.
+	OpExpired = "Expired"
 )
 
 // TB is the part of testing.TB that New needs.
@@ -73,6 +94,7 @@ type TB interface {
 type config struct {
 	buckets    []string
 	middleware []func(http.Handler) http.Handler
+	tls        bool
 }
 
 // Option configures a Server.
@@ -90,6 +112,14 @@ func WithMiddleware(h func(http.Handler) http.Handler) Option {
 	return func(c *config) { c.middleware = append(c.middleware, h) }
 }
 
+// WithTLS makes the server serve HTTPS (with httptest's self-signed
+// certificate for 127.0.0.1): Server.URL is then https://127.0.0.1:<port>.
+// Clients must trust the certificate: use Server.Client, or
+// Server.CertPool in a transport of your own.
+func WithTLS() Option {
+	return func(c *config) { c.tls = true }
+}
+
 // DefaultBucket is the bucket a server has when WithBuckets is not given.
 const DefaultBucket = "jobs-1250000000"
 
@@ -98,8 +128,8 @@ const DefaultRegion = "ap-guangzhou"
 
 // Server is a running fake. Close it when done (New does that for you).
 type Server struct {
-	// URL is the server's loopback address, http://127.0.0.1:<port>:
-	// the endpoint to send requests to.
+	// URL is the server's loopback address, http://127.0.0.1:<port>
+	// (https:// with WithTLS): the endpoint to send requests to.
 	URL string
 	// Backend is the in-memory store behind the fake.
 	Backend *s3mem.Backend
@@ -110,6 +140,7 @@ type Server struct {
 	mu     sync.Mutex
 	counts map[string]int
 	crcs   map[string]uint64 // "<bucket>/<key>" → CRC-64 of the object
+	offset time.Duration     // of the server's clock from time.Now
 }
 
 // Start starts a server on 127.0.0.1.
@@ -122,17 +153,21 @@ func Start(opts ...Option) (*Server, error) {
 		c.buckets = []string{DefaultBucket}
 	}
 	s := &Server{
-		Backend: s3mem.New(),
 		buckets: c.buckets,
 		counts:  map[string]int{},
 		crcs:    map[string]uint64{},
 	}
+	clock := serverClock{s}
+	s.Backend = s3mem.New(s3mem.WithTimeSource(clock))
 	for _, b := range c.buckets {
 		if err := s.Backend.CreateBucket(b); err != nil {
 			return nil, fmt.Errorf("cosfake: create bucket %s: %w", b, err)
 		}
 	}
-	fake := gofakes3.New(s.Backend, gofakes3.WithoutVersioning())
+	// The skew check only looks at AWS's x-amz-date, which COS clients
+	// do not send; with the clock advanced it would refuse AWS clients.
+	fake := gofakes3.New(s.Backend, gofakes3.WithoutVersioning(),
+		gofakes3.WithTimeSource(clock), gofakes3.WithTimeSkewLimit(0))
 	var h http.Handler = &front{s: s, next: fake.Server()}
 	for _, m := range c.middleware {
 		h = m(h)
@@ -142,7 +177,11 @@ func Start(opts ...Option) (*Server, error) {
 		return nil, fmt.Errorf("cosfake: %w", err)
 	}
 	s.srv = &httptest.Server{Listener: l, Config: &http.Server{Handler: h}}
-	s.srv.Start()
+	if c.tls {
+		s.srv.StartTLS()
+	} else {
+		s.srv.Start()
+	}
 	s.URL = s.srv.URL
 	return s, nil
 }
@@ -161,6 +200,54 @@ func New(tb TB, opts ...Option) *Server {
 // Close stops the server.
 func (s *Server) Close() { s.srv.Close() }
 
+// Client returns an HTTP client for the server: with WithTLS it trusts the
+// server's certificate (and no other), otherwise it is a plain client.
+// Each call returns a new *http.Client, which the caller may change; they
+// share one transport, whose connections Close closes.
+func (s *Server) Client() *http.Client {
+	c := *s.srv.Client()
+	return &c
+}
+
+// CertPool returns a pool holding the server's certificate, for a
+// transport of one's own (tls.Config.RootCAs), or nil when the server
+// does not serve TLS.
+func (s *Server) CertPool() *x509.CertPool {
+	cert := s.srv.Certificate()
+	if cert == nil {
+		return nil
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(cert)
+	return pool
+}
+
+// Now returns the time on the server's clock: time.Now() moved by every
+// Advance so far. Presigned URLs expire, and objects get their
+// Last-Modified time, by this clock.
+func (s *Server) Now() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return time.Now().Add(s.offset)
+}
+
+// Advance moves the server's clock forward by d (back, if d is negative),
+// as if that much time had passed for the server only: a test plays "two
+// hours later" with Advance(2*time.Hour), after which a URL presigned for
+// an hour is refused as expired. Clients' clocks do not move: requests
+// that the SDK signs in their Authorization header are not checked.
+func (s *Server) Advance(d time.Duration) {
+	s.mu.Lock()
+	s.offset += d
+	s.mu.Unlock()
+}
+
+// serverClock is the server's clock as gofakes3's TimeSource.
+type serverClock struct{ s *Server }
+
+func (c serverClock) Now() time.Time                  { return c.s.Now() }
+func (c serverClock) Since(t time.Time) time.Duration { return c.s.Now().Sub(t) }
+
 // Host returns the virtual host name of a bucket in DefaultRegion, which
 // is what requests for it carry in their Host header.
 func Host(bucket string) string { return bucket + ".cos." + DefaultRegion + ".myqcloud.com" }
@@ -168,11 +255,11 @@ func Host(bucket string) string { return bucket + ".cos." + DefaultRegion + ".my
 // SDKClient returns an unauthenticated cos-go-sdk-v5 client for one
 // bucket of the server, for checking what a test left behind (list
 // multipart uploads, read an object) or for comparing with the SDK's own
-// upload. CRC checking stays on.
+// upload. A nil hc means Client(). CRC checking stays on.
 func (s *Server) SDKClient(bucket string, hc *http.Client) *cos.Client {
 	u, _ := url.Parse(s.URL)
 	if hc == nil {
-		hc = &http.Client{}
+		hc = s.Client()
 	}
 	c := cos.NewClient(&cos.BaseURL{BucketURL: u}, hc)
 	c.Host = Host(bucket)
@@ -215,9 +302,11 @@ func (s *Server) Object(bucket, key string) ([]byte, error) {
 	return io.ReadAll(o.Contents)
 }
 
-// PutObject stores an object directly, as if it had been uploaded.
+// PutObject stores an object directly, as if it had been uploaded (at
+// Now, its Last-Modified time).
 func (s *Server) PutObject(bucket, key string, data []byte) error {
-	if _, err := s.Backend.PutObject(bucket, key, map[string]string{}, bytes.NewReader(data), int64(len(data)), nil); err != nil {
+	meta := map[string]string{"Last-Modified": s.Now().UTC().Format(http.TimeFormat)}
+	if _, err := s.Backend.PutObject(bucket, key, meta, bytes.NewReader(data), int64(len(data)), nil); err != nil {
 		return err
 	}
 	s.setCRC(bucket, key, crc64.Checksum(data, crcTable))
@@ -309,6 +398,14 @@ func (f *front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	key := strings.TrimPrefix(r.URL.Path, "/")
+	if msg, ok := f.s.checkQuerySignature(r); !ok {
+		io.Copy(io.Discard, r.Body)
+		if msg == msgExpired {
+			f.s.count(OpExpired)
+		}
+		writeError(w, http.StatusForbidden, "AccessDenied", msg)
+		return
+	}
 	op := operation(r, key)
 	f.s.count(op)
 
@@ -357,6 +454,80 @@ func (f *front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !hw.wrote {
 		hw.WriteHeader(http.StatusOK)
 	}
+}
+
+// The messages of COS's 403 AccessDenied for a query signature.
+const (
+	msgExpired = "Request has expired"
+	msgInvalid = "Invalid Authorization"
+)
+
+// checkQuerySignature checks the time window of a query signature (a
+// presigned URL), not its HMAC: the server's clock, in Unix seconds, must
+// be within q-sign-time and q-key-time ("start;end"). A request without
+// one passes. cos-go-sdk-v5 puts the signature's fields in the query, or
+// with PresignedURLOptions.SignMerged all of them in one "sign" parameter.
+// It returns the message to refuse the request with, and false, when the
+// request must be refused.
+func (s *Server) checkQuerySignature(r *http.Request) (string, bool) {
+	// Split by hand: url.ParseQuery drops pairs with a raw ';', which
+	// the times hold (the SDK escapes it, a hand-made URL may not).
+	q := map[string]string{}
+	for _, kv := range strings.Split(r.URL.RawQuery, "&") {
+		k, v, _ := strings.Cut(kv, "=")
+		k, err1 := url.QueryUnescape(k)
+		v, err2 := url.QueryUnescape(v)
+		if err1 == nil && err2 == nil {
+			if _, seen := q[k]; !seen {
+				q[k] = v
+			}
+		}
+	}
+	fields := map[string]string{}
+	for _, k := range []string{"q-sign-algorithm", "q-sign-time", "q-key-time"} {
+		if v, ok := q[k]; ok {
+			fields[k] = v
+		}
+	}
+	if sign := q["sign"]; len(fields) == 0 && strings.Contains(sign, "q-sign-time=") {
+		// The whole Authorization string: k=v pairs joined with '&'.
+		for _, kv := range strings.Split(sign, "&") {
+			if k, v, ok := strings.Cut(kv, "="); ok {
+				if u, err := url.QueryUnescape(v); err == nil {
+					v = u
+				}
+				fields[k] = v
+			}
+		}
+	}
+	if len(fields) == 0 {
+		return "", true
+	}
+	now := s.Now().Unix()
+	for _, k := range []string{"q-sign-time", "q-key-time"} {
+		start, end, ok := parseWindow(fields[k])
+		switch {
+		case !ok:
+			return msgInvalid, false
+		case now < start || now > end:
+			return msgExpired, false
+		}
+	}
+	return "", true
+}
+
+// parseWindow parses "start;end" in Unix seconds.
+func parseWindow(v string) (start, end int64, ok bool) {
+	a, b, ok := strings.Cut(v, ";")
+	if !ok {
+		return 0, 0, false
+	}
+	start, err1 := strconv.ParseInt(a, 10, 64)
+	end, err2 := strconv.ParseInt(b, 10, 64)
+	if err1 != nil || err2 != nil || start > end {
+		return 0, 0, false
+	}
+	return start, end, true
 }
 
 // crcReader computes the CRC-64 of what it reads.

@@ -9,11 +9,13 @@
 //
 // # Ray head stand-in
 //
-// [NewRayHead] starts an HTTP server on loopback that speaks the part of
-// the Ray Jobs REST API the SDK uses (submit with submission_id, status,
-// logs, stop) and runs each entrypoint as a real local process in its
-// unpacked working_dir, so packages, entrypoints, logs and exit codes are
-// real without a Ray wheel:
+// [NewRayHead] starts an HTTP server on loopback that speaks Ray's Jobs
+// REST API (submit, status, logs, stop, delete), the state API's driver
+// log and token authentication, and refuses what a real Ray refuses, with
+// Ray's codes and texts, as Ray 2.41, 2.46 or 2.52
+// ([RayHeadOptions].RayVersion). It runs each entrypoint as a real local
+// process in its unpacked working_dir, so packages, entrypoints, logs and
+// exit codes are real without a Ray wheel:
 //
 //	head := kubetest.NewRayHead(t, kubetest.RayHeadOptions{})
 //	c := &kube.JobsClient{Base: head.URL}
@@ -67,8 +69,11 @@
 // stand-in that completes KubeRay's Redis-cleanup Jobs, so that a RayCluster
 // with GCS fault tolerance can be deleted ([ControlPlane.StartRedisCleanupJobs]),
 // and a Ray head stand-in per RayCluster, which follows its head pod: down
-// (503, its running drivers lost) while no head pod runs, up again with
-// its job records when a new one does. Give its [RayLoop.Dashboard] to
+// (503, its running drivers lost) while no head pod runs, up again when a
+// new one does (with its job records if the cluster has GCS fault
+// tolerance, with none if not), and hears of each worker pod that joins
+// (see [RayHead.NodeJoined]). The head stand-in refuses what a real Ray
+// head refuses, as a given Ray version ([RayHeadOptions].RayVersion). Give its [RayLoop.Dashboard] to
 // kube.Options.Dashboard and the Kubernetes backend submits, watches and
 // stops real local processes through KubeRay's objects:
 //

@@ -27,7 +27,7 @@ import (
 // through the Ray loop's whole life: it becomes ready with KubeRay's
 // Redis-cleanup finalizer; its head pod, deleted, is replaced, the head
 // stand-in goes down and comes back with its job records, the running
-// job's driver lost; deleted, the cluster is gone once the Job stand-in
+// job's driver lost (failed once a stop makes the new job manager); deleted, the cluster is gone once the Job stand-in
 // has completed KubeRay's cleanup Job, and the Job goes with it.
 func TestRayLoopHighAvailability(t *testing.T) {
 	cp := kubetest.StartControlPlane(t)
@@ -93,6 +93,16 @@ func TestRayLoopHighAvailability(t *testing.T) {
 		}
 		return isReady(p) && !head.Down(), string(p.Status.Phase)
 	})
+	// The GCS in Redis kept the record: RUNNING until a call makes the new
+	// head's job manager, whose recovery fails it.
+	if info, s := jobStatus(); info.JobStatus != rayv1.JobStatusRunning {
+		t.Errorf("the job whose driver was on the old head, before any job manager call: %s", s)
+	}
+	resp, err = hc.Post(head.URL+"/api/jobs/long/stop", "application/json", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
 	if info, s := jobStatus(); info.JobStatus != rayv1.JobStatusFailed || info.Message != kubetest.LostDriver {
 		t.Errorf("the job whose driver was on the old head: %s", s)
 	}

@@ -12,7 +12,8 @@ import (
 )
 
 // A head that goes down answers 503 and loses its running drivers; back
-// up, it still has every job's record, the lost ones FAILED with
+// up, it still has every job's record, the lost ones still RUNNING until a
+// call makes the new job manager, whose recovery fails them with
 // LostDriver.
 func TestRayHeadDownAndUp(t *testing.T) {
 	h := NewRayHead(t, RayHeadOptions{})
@@ -69,15 +70,23 @@ func TestRayHeadDownAndUp(t *testing.T) {
 	h.mu.Lock()
 	long := h.jobs["long"]
 	h.mu.Unlock()
-	wait("the lost driver's process to end", func() bool {
-		h.mu.Lock()
-		defer h.mu.Unlock()
-		return rayv1.IsJobTerminal(long.info.JobStatus)
-	})
+	<-long.done // the lost driver's process has ended
 
-	h.goUp()
+	h.goUp("")
+	if code, l := status("long"); code != http.StatusOK || l.JobStatus != rayv1.JobStatusRunning {
+		t.Errorf("the lost job, back up, before any job manager call: %d %s %q", code, l.JobStatus, l.Message)
+	}
+	resp, err := hc.Post(h.URL+"/api/jobs/long/stop", "application/json", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stop utiltypes.RayJobStopResponse
+	if err := json.NewDecoder(resp.Body).Decode(&stop); err != nil || stop.Stopped {
+		t.Errorf("stop of the lost job: %+v, %v; want stopped false", stop, err)
+	}
+	resp.Body.Close()
 	if code, l := status("long"); code != http.StatusOK || l.JobStatus != rayv1.JobStatusFailed || l.Message != LostDriver {
-		t.Errorf("the lost job, back up: %d %s %q", code, l.JobStatus, l.Message)
+		t.Errorf("the lost job, after the stop: %d %s %q", code, l.JobStatus, l.Message)
 	}
 	if code, d := status("done"); code != http.StatusOK || d.JobStatus != rayv1.JobStatusSucceeded {
 		t.Errorf("the finished job, back up: %d %s", code, d.JobStatus)

@@ -47,9 +47,9 @@ const (
 // names.
 type Kubelet struct {
 	*standIn
-	// heads, when set, hears of every head pod's add, update and delete
-	// (gone), in the informer's order.
-	heads func(pod *corev1.Pod, gone bool)
+	// rayPods, when set, hears of every Ray head and worker pod's add,
+	// update and delete (gone), in the informer's order.
+	rayPods func(pod *corev1.Pod, gone bool)
 
 	mu     sync.Mutex
 	nextIP int
@@ -87,16 +87,16 @@ func (cp *ControlPlane) StartKubelet(t TestingT, namespaces ...string) *Kubelet 
 	return k
 }
 
-func startKubelet(cp *ControlPlane, namespaces []string, heads func(pod *corev1.Pod, gone bool)) (*Kubelet, error) {
+func startKubelet(cp *ControlPlane, namespaces []string, rayPods func(pod *corev1.Pod, gone bool)) (*Kubelet, error) {
 	si, err := newStandIn(cp, "dlctest-kubelet", namespaces, nil)
 	if err != nil {
 		return nil, err
 	}
-	k := &Kubelet{standIn: si, heads: heads, ips: map[types.UID]string{}, breaks: map[int]podBreak{}}
+	k := &Kubelet{standIn: si, rayPods: rayPods, ips: map[types.UID]string{}, breaks: map[int]podBreak{}}
 	enqueue := func(obj any) {
 		if pod, ok := obj.(*corev1.Pod); ok {
 			k.add(pod)
-			k.headEvent(pod, false)
+			k.rayPodEvent(pod, false)
 		}
 	}
 	if err := k.handle(&corev1.Pod{}, toolscache.ResourceEventHandlerFuncs{
@@ -107,7 +107,7 @@ func startKubelet(cp *ControlPlane, namespaces []string, heads func(pod *corev1.
 				obj = tomb.Obj
 			}
 			if pod, ok := obj.(*corev1.Pod); ok {
-				k.headEvent(pod, true)
+				k.rayPodEvent(pod, true)
 			}
 		},
 	}); err != nil {
@@ -120,10 +120,15 @@ func startKubelet(cp *ControlPlane, namespaces []string, heads func(pod *corev1.
 	return k, nil
 }
 
-// headEvent tells k.heads of a Ray head pod's event.
-func (k *Kubelet) headEvent(pod *corev1.Pod, gone bool) {
-	if k.heads != nil && pod.Labels[utils.RayNodeTypeLabelKey] == string(rayv1.HeadNode) {
-		k.heads(pod, gone)
+// rayPodEvent tells k.rayPods of a Ray head or worker pod's event (by
+// its label ray.io/node-type).
+func (k *Kubelet) rayPodEvent(pod *corev1.Pod, gone bool) {
+	if k.rayPods == nil {
+		return
+	}
+	switch rayv1.RayNodeType(pod.Labels[utils.RayNodeTypeLabelKey]) {
+	case rayv1.HeadNode, rayv1.WorkerNode:
+		k.rayPods(pod, gone)
 	}
 }
 

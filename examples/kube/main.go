@@ -10,11 +10,12 @@
 // The cluster needs KubeRay (its operator and CRDs) and, in the
 // namespace, our CRDs and the backend's RBAC: `kubectl apply -k config`
 // (config/kustomization.yaml names the namespace), or -install-crds with
-// an administrator's credentials. The job package is the -package URI,
-// given to Ray as its working_dir; a real platform presigns it (see
-// kube.RenderOptions.WorkingDir and storage.COSClient.WorkingDir).
+// an administrator's credentials. The job package is the -package object in
+// COS (its key ends in .zip), which Ray fetches by a presigned HTTPS URL
+// (kube.COSWorkingDir: Ray knows no cos://), signed with the COS
+// credentials in TENCENTCLOUD_SECRET_ID and TENCENTCLOUD_SECRET_KEY.
 //
-//	go run ./examples/kube -namespace dlc-system -package cos://jobs-1250000000/wordcount.zip
+//	go run ./examples/kube -namespace dlc-system -region ap-guangzhou -package cos://jobs-1250000000/wordcount.zip
 package main
 
 import (
@@ -38,6 +39,7 @@ import (
 	"github.com/aidlc/dlc/group"
 	"github.com/aidlc/dlc/job"
 	"github.com/aidlc/dlc/quota"
+	"github.com/aidlc/dlc/storage"
 )
 
 // options are the example's flags, and what a test sets besides.
@@ -46,7 +48,10 @@ type options struct {
 	InstallCRDs bool
 	Package     string // the job package's cos:// URI
 	Entrypoint  string
-	Timeout     time.Duration
+	// WorkingDir is kube.RenderOptions.WorkingDir: how Ray fetches the
+	// package.
+	WorkingDir func(kube.PackageUse) (string, error)
+	Timeout    time.Duration
 	// Dashboard and PollInterval are kube.Options'; nil and 0 mean its
 	// defaults (the API server's service proxy, 2 s).
 	Dashboard    func(ctx context.Context, rc *rayv1.RayCluster) (string, *http.Client, error)
@@ -60,7 +65,14 @@ func main() {
 	flag.StringVar(&o.Package, "package", "cos://jobs-1250000000/wordcount.zip", "the job package (a ZIP in COS)")
 	flag.StringVar(&o.Entrypoint, "entrypoint", "python main.py", "the job's entrypoint")
 	flag.DurationVar(&o.Timeout, "timeout", 15*time.Minute, "how long the whole story may take")
+	region := flag.String("region", "ap-guangzhou", "the COS region of the package's bucket")
 	flag.Parse()
+	cos, err := storage.NewCOSClient(storage.COSOptions{Region: *region}) // credentials from the environment
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "kube:", err)
+		os.Exit(1)
+	}
+	o.WorkingDir = kube.COSWorkingDir(cos, storage.WorkingDirOptions{})
 	rules := clientcmd.NewDefaultClientConfigLoadingRules() // $KUBECONFIG, else ~/.kube/config
 	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
 	if err == nil {
@@ -81,7 +93,8 @@ func run(ctx context.Context, cfg *rest.Config, o options, out io.Writer) error 
 		}
 		fmt.Fprintln(out, "== dlc's CRDs installed")
 	}
-	be, err := kube.New(ctx, cfg, kube.Options{Namespace: o.Namespace, Dashboard: o.Dashboard, PollInterval: o.PollInterval})
+	be, err := kube.New(ctx, cfg, kube.Options{Namespace: o.Namespace, Dashboard: o.Dashboard, PollInterval: o.PollInterval,
+		Render: kube.RenderOptions{WorkingDir: o.WorkingDir}})
 	if err != nil {
 		return err
 	}

@@ -4,17 +4,23 @@ import (
 	"archive/zip"
 	"bytes"
 	"context"
+	"fmt"
 	"io"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/aidlc/dlc/backend/kube"
+	"github.com/aidlc/dlc/dlctest/cosfake"
 	"github.com/aidlc/dlc/dlctest/kubetest"
+	"github.com/aidlc/dlc/storage"
 )
 
 // The example's whole story on an envtest control plane with Ray in the
 // loop (KubeRay's reconcilers, a kubelet stand-in, a Ray head stand-in
-// per cluster, the job package served for its cos:// URI).
+// per cluster), the job package in a COS (S3-compatible) server on
+// loopback, fetched by the heads through presigned HTTPS URLs.
 func TestExample(t *testing.T) {
 	var pkg bytes.Buffer
 	zw := zip.NewWriter(&pkg)
@@ -28,17 +34,39 @@ func TestExample(t *testing.T) {
 	if err := zw.Close(); err != nil {
 		t.Fatal(err)
 	}
+	srv := cosfake.New(t, cosfake.WithTLS())
+	if err := srv.PutObject(cosfake.DefaultBucket, "hello.zip", pkg.Bytes()); err != nil {
+		t.Fatal(err)
+	}
+	cos, err := storage.NewCOSClient(storage.COSOptions{Region: cosfake.DefaultRegion, Endpoint: srv.URL, HTTPClient: srv.Client(),
+		Credentials: storage.Credentials{SecretID: "AKIDexample", SecretKey: "example-secret"}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	cp := kubetest.StartControlPlane(t)
 	ns := cp.NewNamespace(t)
 	loop := cp.StartRayLoop(t, kubetest.LoopOptions{Namespaces: []string{ns},
 		Fetch: func(ctx context.Context, url string) (io.ReadCloser, error) {
-			return io.NopCloser(bytes.NewReader(pkg.Bytes())), nil
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+			if err != nil {
+				return nil, err
+			}
+			resp, err := srv.Client().Do(req)
+			if err != nil {
+				return nil, err
+			}
+			if resp.StatusCode != http.StatusOK {
+				resp.Body.Close()
+				return nil, fmt.Errorf("GET %s", resp.Status)
+			}
+			return resp.Body, nil
 		}})
 	// Twice, as a user runs it again: the second run finds the resource
 	// group and the cluster group the first left.
 	for i := range 2 {
 		var out bytes.Buffer
-		o := options{Namespace: ns, InstallCRDs: i == 0, Package: "cos://jobs-1250000000/hello.zip",
+		o := options{Namespace: ns, InstallCRDs: i == 0, Package: "cos://" + cosfake.DefaultBucket + "/hello.zip",
+			WorkingDir: kube.COSWorkingDir(cos, storage.WorkingDirOptions{}),
 			Entrypoint: "python main.py", Timeout: 3 * time.Minute, Dashboard: loop.Dashboard, PollInterval: 100 * time.Millisecond}
 		start := time.Now()
 		err = run(t.Context(), cp.Config(), o, &out)

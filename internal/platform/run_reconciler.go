@@ -213,7 +213,8 @@ func (c *Engine) placeOnDemand(ctx context.Context, r *job.Run) error {
 func (c *Engine) onDemandCluster(r *job.Run) (*cluster.Cluster, error) {
 	od := r.Config.OnDemand
 	now := c.clock.Now()
-	env := od.Environment.DeepCopy()
+	runEnv := r.Config.RunEnvironment() // the runtime env's container, if any, is its image
+	env := &runEnv
 	cl := &cluster.Cluster{ID: odClusterID(r.ID), Generation: 1, Creator: r.Creator, CreatedAt: now, UpdatedAt: now,
 		Temporary: true, OwnerRun: r.ID, Replicas: env.MinReplicas(), QuotaGroup: od.ResourceGroup,
 		Live: &cluster.Live{ResourceGroup: od.ResourceGroup, Environment: *env.DeepCopy()},
@@ -267,7 +268,13 @@ func (c *Engine) followRun(ctx context.Context, r *job.Run) (time.Duration, erro
 		// it follows a newer generation than the cluster read here, so a
 		// placement decided on a cluster that another replica has since
 		// hibernated is displaced, not submitted.
-		if err := c.ray.SubmitRun(ctx, r, cl); err != nil {
+		if err := c.ray.SubmitRun(ctx, r, cl); errors.Is(err, errs.ErrInvalid) {
+			// Refused before or by Ray for what the job is (a package Ray
+			// cannot fetch, a request it refuses): no retry of the step
+			// changes that.
+			_, err = c.endRun(ctx, r, job.Fail, job.ClipMessage("the job cannot be submitted: "+err.Error()))
+			return 0, err
+		} else if err != nil {
 			return 0, err
 		}
 		// A stop stored while the submit was on its way has already tried

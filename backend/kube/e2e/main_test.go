@@ -9,9 +9,10 @@ import (
 	"archive/zip"
 	"bytes"
 	"context"
+	"fmt"
 	"io"
+	"net/http"
 	"os"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -20,7 +21,9 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/aidlc/dlc/backend/kube"
+	"github.com/aidlc/dlc/dlctest/cosfake"
 	"github.com/aidlc/dlc/dlctest/kubetest"
+	"github.com/aidlc/dlc/storage"
 )
 
 func TestMain(m *testing.M) {
@@ -68,10 +71,17 @@ var (
 	theWorld  *world
 )
 
-// world is the control plane with Ray in the loop in every namespace.
+// world is the control plane with Ray in the loop in every namespace,
+// and a COS (S3-compatible, HTTPS) server on loopback that serves the job
+// packages: Ray fetches a package only from a URI of its protocols (a
+// presigned https URL here), never cos://.
 type world struct {
 	cp   *kubetest.ControlPlane
 	loop *kubetest.RayLoop
+	cos  *cosfake.Server
+	// presign is the backends' RenderOptions.WorkingDir: a presigned URL
+	// of the package, for as long as the run asks.
+	presign func(kube.PackageUse) (string, error)
 }
 
 // getWorld starts the world on first use (skipping t when the envtest
@@ -81,7 +91,32 @@ func getWorld(t testing.TB) *world {
 	cp := kubetest.StartControlPlane(t)
 	worldOnce.Do(func() {
 		pkg.TB = t
-		theWorld = &world{cp: cp, loop: cp.StartRayLoop(&pkg, kubetest.LoopOptions{Fetch: fetch})}
+		srv, err := cosfake.Start(cosfake.WithTLS())
+		if err != nil {
+			t.Fatal(err)
+		}
+		pkg.Cleanup(srv.Close)
+		cos, err := storage.NewCOSClient(storage.COSOptions{Region: cosfake.DefaultRegion, Endpoint: srv.URL, HTTPClient: srv.Client(),
+			Credentials: storage.Credentials{SecretID: "AKIDe2e", SecretKey: "e2e-secret"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		presign := kube.COSWorkingDir(cos, storage.WorkingDirOptions{})
+		w := &world{cp: cp, cos: srv}
+		w.presign = func(u kube.PackageUse) (string, error) {
+			// Any package these tests name holds scripts: put it there on
+			// first use.
+			if obj, err := storage.ParseCOSURL(u.Package.COS); err == nil {
+				if _, err := srv.Object(obj.Bucket, obj.Key); err != nil {
+					if err := srv.PutObject(obj.Bucket, obj.Key, zipOnce()); err != nil {
+						return "", err
+					}
+				}
+			}
+			return presign(u)
+		}
+		w.loop = cp.StartRayLoop(&pkg, kubetest.LoopOptions{Fetch: fetchWith(srv.Client())})
+		theWorld = w
 	})
 	if theWorld == nil {
 		t.Fatal("the world failed to start")
@@ -97,6 +132,9 @@ func (w *world) backend(t testing.TB, o kube.Options) *kube.Backend {
 	}
 	if o.Dashboard == nil {
 		o.Dashboard = w.loop.Dashboard
+	}
+	if o.Render.WorkingDir == nil {
+		o.Render.WorkingDir = w.presign
 	}
 	if o.PollInterval == 0 {
 		o.PollInterval = 50 * time.Millisecond
@@ -143,11 +181,22 @@ func zipOf(files map[string]string) []byte {
 	return buf.Bytes()
 }
 
-// fetch serves a cos:// package from scripts, and fetches anything else
-// (the S3-compatible server's presigned URLs) over HTTP.
-func fetch(ctx context.Context, url string) (io.ReadCloser, error) {
-	if strings.HasPrefix(url, "cos://") {
-		return io.NopCloser(bytes.NewReader(zipOnce())), nil
+// fetchWith is the head stand-ins' Fetch: an HTTP GET with hc (which
+// trusts the COS server's certificate).
+func fetchWith(hc *http.Client) func(ctx context.Context, url string) (io.ReadCloser, error) {
+	return func(ctx context.Context, url string) (io.ReadCloser, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return nil, err
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			return nil, err
+		}
+		if resp.StatusCode != http.StatusOK {
+			resp.Body.Close()
+			return nil, fmt.Errorf("GET working_dir: %s", resp.Status)
+		}
+		return resp.Body, nil
 	}
-	return kubetest.FetchHTTP(ctx, url)
 }

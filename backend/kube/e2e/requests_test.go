@@ -220,7 +220,8 @@ func TestRequestsPerOperation(t *testing.T) {
 	elsewhere := rest.CopyConfig(cfg)
 	cnt := &counter{n: map[string]int{}}
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return counted{cnt, rt} })
-	be, err := kube.New(t.Context(), cfg, kube.Options{Namespace: ns, Dashboard: w.loop.Dashboard, PollInterval: 50 * time.Millisecond})
+	be, err := kube.New(t.Context(), cfg, kube.Options{Namespace: ns, Dashboard: w.loop.Dashboard, PollInterval: 50 * time.Millisecond,
+		Render: kube.RenderOptions{WorkingDir: w.presign}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,6 +28,17 @@ type Environment struct {
 	WorkerGroups []runtime.RawExtension `json:"workerGroups,omitempty"`
 }
 
+// SecretKeyRef names a key of a Secret in the namespace, as
+// cluster.SecretKeyRef.
+type SecretKeyRef struct {
+	// Secret is the Secret's name.
+	// +kubebuilder:validation:MinLength=1
+	Secret string `json:"secret"`
+	// Key is the key in the Secret.
+	// +kubebuilder:validation:MinLength=1
+	Key string `json:"key"`
+}
+
 // ComputeClusterSpec is what the user asks of a compute cluster, as
 // cluster.Spec, and what is fixed at its creation.
 type ComputeClusterSpec struct {
@@ -66,6 +77,10 @@ type ComputeClusterSpec struct {
 	// +kubebuilder:validation:Maximum=2592000
 	// +optional
 	IdleTimeoutSeconds int32 `json:"idleTimeoutSeconds,omitempty"`
+	// RayToken names the key of a Secret that holds the cluster's Ray
+	// token (Ray's token authentication), as cluster.Spec.RayToken.
+	// +optional
+	RayToken *SecretKeyRef `json:"rayToken,omitempty"`
 	// Temporary marks an on-demand cluster, owned by the run OwnerRun.
 	// +optional
 	Temporary bool `json:"temporary,omitempty"`
