@@ -228,6 +228,28 @@ func WithRunRetention(maxAge time.Duration, perJob int) Option {
 // much early). A negative value makes New fail with ErrInvalid.
 func WithRunStartTimeout(d time.Duration) Option { return platform.WithRunStartTimeout(d) }
 
+// WithScheduleFloor sets the shortest time a job config's schedule (L1)
+// may leave between two of its ticks (default DefaultScheduleFloor, a
+// minute; 0: no floor). A config whose schedule fires more often (the
+// six-field "* * * * * *" fires every second) is refused when saved
+// (ErrInvalid, rule L1), and one stored so by someone else starts nothing
+// and says so in its log. A negative value makes New fail with ErrInvalid.
+func WithScheduleFloor(d time.Duration) Option { return platform.WithScheduleFloor(d) }
+
+// DefaultScheduleFloor is WithScheduleFloor's default: a minute.
+const DefaultScheduleFloor = platform.DefaultScheduleFloor
+
+// WithMaxUnfinishedRuns bounds how many runs of one job config may not
+// have ended when its schedule starts another (default
+// DefaultMaxUnfinishedRuns, 100; 0: no bound): a tick beyond is skipped
+// and recorded in the config's log (tick-skipped), so that a schedule
+// whose runs wait, on a cluster that does not run, leaves a bounded number
+// of them. A negative value makes New fail with ErrInvalid.
+func WithMaxUnfinishedRuns(n int) Option { return platform.WithMaxUnfinishedRuns(n) }
+
+// DefaultMaxUnfinishedRuns is WithMaxUnfinishedRuns's default: 100.
+const DefaultMaxUnfinishedRuns = platform.DefaultMaxUnfinishedRuns
+
 // DefaultRunStartTimeout is WithRunStartTimeout's default: an hour.
 const DefaultRunStartTimeout = platform.DefaultRunStartTimeout
 

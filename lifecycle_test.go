@@ -525,3 +525,63 @@ func TestRunRefusedBeforeSubmit(t *testing.T) {
 		t.Fatalf("%s: %q", r.State, r.Message)
 	}
 }
+
+// L1 bounds: a schedule that fires more often than the floor is refused
+// when saved, and one stored so by someone else starts nothing, said
+// once; a schedule whose runs wait (its cluster does not run) leaves at
+// most WithMaxUnfinishedRuns of them, every tick beyond skipped and
+// recorded. (Before these bounds "* * * * * *" on a cluster that is not
+// running left 600 waiting runs in ten minutes.)
+func TestScheduleStorm(t *testing.T) {
+	o := dlctest.MemoryOptions{Options: []dlc.Option{dlc.WithMaxUnfinishedRuns(5)}}
+	f := newFixture(t, o)
+	cl, err := f.c.Clusters().Create(f.ctx, f.spec("stopped", 1, 1)) // created, never started: its runs wait
+	f.must(err)
+	f.settle()
+	for _, cron := range []string{"* * * * * *", "*/30 * * * * *", "0,1 0 0 * * *"} {
+		cfg, err := dlc.NewJob("storm").OnCluster(cl.ID).COSPackage("cos://jobs-1250000000/a.zip").Entrypoint("python main.py").
+			Schedule(cron).Build()
+		f.must(err)
+		_, err = f.c.Jobs().Create(f.ctx, cfg, dlc.SaveOptions{})
+		if fe := dlc.Fields(err); len(fe) != 1 || fe[0].Rule != "L1" || fe[0].Path != "schedule.cron" {
+			t.Fatalf("%s saved: %v", cron, err)
+		}
+	}
+	// Every minute, its runs waiting: at most 5 of them.
+	rec := f.job(dlc.NewJob("waits").OnCluster(cl.ID).Schedule("* * * * *"))
+	f.m.Step(12 * time.Minute)
+	runs := runsOf(t, f.c, rec.ID)
+	events, err := f.c.Jobs().Events(f.ctx, rec.ID)
+	f.must(err)
+	if len(runs) != 5 || entries(events, "tick-skipped", "have not ended, at most 5") < 6 {
+		t.Fatalf("%d runs, %d ticks skipped for the bound: %+v", len(runs), entries(events, "tick-skipped", "have not ended"), events)
+	}
+	// Stored by someone else to fire every second: nothing starts, said once.
+	f.must(dlctest.EditStored(f.ctx, f.m.Backend, "job", rec.ID, func(data map[string]any, _ map[string]string) {
+		dlctest.Object(dlctest.Object(data, "config"), "schedule")["cron"] = "* * * * * *"
+	}))
+	for range 5 {
+		f.m.Step(time.Minute)
+	}
+	events, err = f.c.Jobs().Events(f.ctx, rec.ID)
+	f.must(err)
+	if n := len(runsOf(t, f.c, rec.ID)); n != 5 || entries(events, "schedule-invalid", "more often than the platform allows") != 1 {
+		t.Fatalf("%d runs, %d schedule-invalid entries: %+v", n, entries(events, "schedule-invalid", ""), events)
+	}
+}
+
+// WithScheduleFloor and WithMaxUnfinishedRuns refuse negative values; 0
+// is no bound.
+func TestScheduleBoundsOptions(t *testing.T) {
+	for _, opt := range []dlc.Option{dlc.WithScheduleFloor(-time.Second), dlc.WithMaxUnfinishedRuns(-1)} {
+		if c, err := dlc.New(opt); !errors.Is(err, dlc.ErrInvalid) {
+			if c != nil {
+				c.Close()
+			}
+			t.Errorf("a negative bound: %v", err)
+		}
+	}
+	f := newFixture(t, dlctest.MemoryOptions{Options: []dlc.Option{dlc.WithScheduleFloor(0)}})
+	cl := f.runningCluster("c1")
+	f.job(dlc.NewJob("every-second").OnCluster(cl.ID).Schedule("* * * * * *")) // no floor: saved
+}

@@ -1,9 +1,13 @@
 package job
 
 import (
+	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
+	"unicode"
+	"unicode/utf8"
 )
 
 // The tail kept of an ended run's logs: within both bounds, the end of
@@ -38,5 +42,44 @@ func TestLogTailOf(t *testing.T) {
 		if len(tail) > 0 && len(c.lines[len(c.lines)-1]) <= MaxLogTailBytes && tail[len(tail)-1] != c.lines[len(c.lines)-1] {
 			t.Errorf("%s: the last line kept is not the log's last", c.name)
 		}
+	}
+}
+
+// A tail of hostile bytes stores, as JSON, in at most its bound (a '<'
+// is six bytes there, a NUL would be six too), with no control character
+// (a terminal escape, NUL) and valid UTF-8; the end of the log is kept.
+func TestLogTailOfHostileBytes(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		lines []string
+		last  string // the last kept line
+	}{
+		{"html", slices.Repeat([]string{strings.Repeat("<a&b>", 100)}, 300), strings.Repeat("<a&b>", 100)},
+		{"escapes and NUL", slices.Repeat([]string{"\x1b[31mred\x1b[0m\x00\x07 \u2028 \"q\" \\"}, 5000), "[31mred[0m \u2028 \"q\" \\"},
+		{"bytes that are not UTF-8", []string{"ok", "bad \xff\xfe end"}, "bad \uFFFD end"},
+		{"one long line of <", []string{strings.Repeat("<", 3*MaxLogTailBytes) + "end"}, ""},
+		{"C1 controls", []string{"a\u0085b\u009bc\td"}, "abc\td"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			tail, _ := LogTailOf(c.lines)
+			b, err := json.Marshal(tail)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(b) > MaxLogTailBytes+2 { // the brackets; a comma fewer than lines
+				t.Fatalf("stored in %d bytes, over %d", len(b), MaxLogTailBytes)
+			}
+			for _, l := range tail {
+				if !utf8.ValidString(l) || strings.ContainsFunc(l, func(r rune) bool { return unicode.IsControl(r) && r != '\t' }) {
+					t.Fatalf("kept %q", l)
+				}
+			}
+			if c.last != "" && tail[len(tail)-1] != c.last {
+				t.Fatalf("the last line kept: %q, want %q", tail[len(tail)-1], c.last)
+			}
+			if c.name == "one long line of <" && (!strings.HasSuffix(tail[0], "end") || len(b) < MaxLogTailBytes-16) {
+				t.Fatalf("a long line keeps its end, near the bound: %d bytes", len(b))
+			}
+		})
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/aidlc/dlc/cluster"
@@ -75,23 +76,87 @@ func (r *Run) KeepLogs(lines []string) {
 
 // LogTailOf returns the end of lines within the bounds of Run.LogTail
 // (a line longer than the byte bound keeps its end), and how many lines
-// before it are left out.
+// before it are left out. Control characters (but tab) are stripped and
+// bytes that are not UTF-8 read as U+FFFD; the byte bound counts what the
+// lines take once stored as JSON (a '<' is "\u003c", six bytes), so a
+// kept tail of any bytes stores in at most MaxLogTailBytes.
 func LogTailOf(lines []string) (tail []string, dropped int) {
 	size := 0
 	start := len(lines)
+	var kept []string
 	for start > 0 && len(lines)-start < MaxLogTailLines {
-		l := len(lines[start-1]) + 1
+		line := cleanLogLine(lines[start-1])
+		l := storedLen(line) + 3 // its quotes and a comma
 		if size+l > MaxLogTailBytes {
 			if start == len(lines) { // the last line alone is too long: its end
-				last := lines[start-1]
-				return []string{strings.ToValidUTF8(last[len(last)-(MaxLogTailBytes-1):], "")}, len(lines) - 1
+				return []string{storedTail(line, MaxLogTailBytes-3)}, len(lines) - 1
 			}
 			break
 		}
 		size += l
+		kept = append(kept, line)
 		start--
 	}
-	return slices.Clone(lines[start:]), start
+	slices.Reverse(kept)
+	return kept, start
+}
+
+// cleanLogLine is a log line as kept: valid UTF-8 (U+FFFD for what is
+// not), without control characters but tab (terminal escapes, NUL, C1
+// controls), which a reader's terminal would act on.
+func cleanLogLine(s string) string {
+	clean := true
+	for _, r := range s {
+		if r == utf8.RuneError || (unicode.IsControl(r) && r != '\t') {
+			clean = false
+			break
+		}
+	}
+	if clean {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range strings.ToValidUTF8(s, "\uFFFD") {
+		if !unicode.IsControl(r) || r == '\t' {
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+// storedLen is how many bytes encoding/json writes for a clean line's
+// runes (its quotes not counted): six for <, >, &, U+2028 and U+2029, two
+// for a quote, a backslash and a tab.
+func storedLen(s string) int {
+	n := 0
+	for _, r := range s {
+		n += runeStoredLen(r)
+	}
+	return n
+}
+
+func runeStoredLen(r rune) int {
+	switch r {
+	case '<', '>', '&', '\u2028', '\u2029':
+		return 6
+	case '"', '\\', '\t':
+		return 2
+	}
+	return utf8.RuneLen(r)
+}
+
+// storedTail is the end of a clean line that stores in at most max bytes.
+func storedTail(s string, max int) string {
+	n, i := 0, len(s)
+	for i > 0 {
+		r, w := utf8.DecodeLastRuneInString(s[:i])
+		if n+runeStoredLen(r) > max {
+			break
+		}
+		n += runeStoredLen(r)
+		i -= w
+	}
+	return s[i:]
 }
 
 // ListEntry is one row of the job list (J13).

@@ -147,6 +147,36 @@ func (s *Schedule) NextTimes(after time.Time, n int) ([]time.Time, error) {
 	return out, nil
 }
 
+// MinIntervalSamples is how many ticks MinInterval looks at.
+const MinIntervalSamples = 256
+
+// MinInterval returns the shortest time between two of the schedule's next
+// MinIntervalSamples ticks after after (a six-field expression may fire
+// every second), and false when it fires fewer than twice in five years
+// or does not validate.
+func (s *Schedule) MinInterval(after time.Time) (time.Duration, bool) {
+	c, err := s.compile()
+	if err != nil {
+		return 0, false
+	}
+	var gap time.Duration
+	prev := c.next(after)
+	for range MinIntervalSamples - 1 {
+		if prev.IsZero() {
+			break
+		}
+		t := c.next(prev)
+		if t.IsZero() {
+			break
+		}
+		if d := t.Sub(prev); gap == 0 || d < gap {
+			gap = d
+		}
+		prev = t
+	}
+	return gap, gap > 0
+}
+
 // problems checks a schedule (L1).
 func (s *Schedule) problems(p errs.Path) errs.List {
 	var l errs.List

@@ -237,9 +237,12 @@ func (t *tail) text(cutEnd bool, limit int64) string {
 func tailRaw(r io.Reader, limit int64, keep int) (string, error) {
 	t := &tail{keep: keep}
 	buf := make([]byte, 32<<10)
-	lr := io.LimitReader(r, limit)
+	lr := io.LimitReader(r, limit+1) // a byte more tells a log of limit bytes from a longer one
 	for {
 		n, err := lr.Read(buf)
+		if over := t.total + int64(n) - limit; over > 0 {
+			n -= int(over)
+		}
 		t.write(buf[:n]...)
 		if err == io.EOF {
 			break
@@ -248,7 +251,7 @@ func tailRaw(r io.Reader, limit int64, keep int) (string, error) {
 			return "", err
 		}
 	}
-	return t.text(t.total >= limit, limit), nil
+	return t.text(lr.(*io.LimitedReader).N == 0, limit), nil
 }
 
 // tail keeps the last keep bytes written to it.

@@ -428,12 +428,25 @@ func (c *JobsClient) fail(op, id string, status int, body []byte) error {
 		// the proxy refused us: no word on the job; retried while the
 		// credential may be put right, within the step's bound.
 		return errs.Unavailable(op+" ray job "+id, fmt.Errorf("the Ray head refused the credential (%s)", detail))
-	case status == http.StatusTooManyRequests || status >= 500:
-		return errs.Unavailable(op+" ray job "+id, errors.New(detail))
-	case status >= 400:
+	case status == http.StatusBadRequest && rayRefusal(body):
 		return &errs.RefusedError{Op: "ray jobs api: " + op + " job " + id, Status: status, Reason: clip(body)}
+	case status >= 400:
+		// 429, 5xx, and a 4xx that is not Ray's refusal: a proxy's or an
+		// ingress's on the way (408, 413, 421, …) says nothing of the job.
+		return errs.Unavailable(op+" ray job "+id, errors.New(detail))
 	}
 	return errors.New(detail)
+}
+
+// rayRefusal reports whether a 400 is Ray's refusal of the request itself:
+// Ray answers one with the Python traceback of what refused it
+// (job/utils.py, parse_and_validate_request: traceback.format_exc()), or
+// with its own sentence naming the job kind ("Can only stop submission
+// type jobs").
+func rayRefusal(body []byte) bool {
+	s := string(body)
+	return strings.Contains(s, "Traceback (most recent call last)") || strings.Contains(s, "Error: ") ||
+		strings.Contains(s, "submission type jobs")
 }
 
 // rayNotFound reports whether a 404 answer is Ray's own word that it has

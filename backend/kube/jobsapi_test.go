@@ -122,17 +122,7 @@ func TestJobsClient(t *testing.T) {
 		// https: Ray (2.41, 2.46) fetches no plain http URL.
 		files := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { http.ServeFile(w, r, pkg) }))
 		defer files.Close()
-		head := kubetest.NewRayHead(t, kubetest.RayHeadOptions{Fetch: func(ctx context.Context, url string) (io.ReadCloser, error) {
-			req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-			if err != nil {
-				return nil, err
-			}
-			resp, err := files.Client().Do(req)
-			if err != nil {
-				return nil, err
-			}
-			return resp.Body, nil
-		}})
+		head := kubetest.NewRayHead(t, kubetest.RayHeadOptions{Fetch: kubetest.FetchWith(files.Client())})
 		c := &kube.JobsClient{Base: head.URL}
 		byURL := kube.RenderOptions{WorkingDir: func(kube.PackageUse) (string, error) { return files.URL + "/job.zip?sig=x", nil }}
 		req, err := kube.RunRequest(run("run-url", "sh run.sh"), byURL)
@@ -193,6 +183,8 @@ func TestJobsClientErrors(t *testing.T) {
 		"/api/jobs/proxy":    {http.StatusNotFound, proxy404},
 		"/api/jobs/notoken":  {http.StatusUnauthorized, "Unauthorized: Missing authentication token"},
 		"/api/jobs/badtoken": {http.StatusForbidden, "Forbidden: Invalid authentication token"},
+		"/api/jobs/ingress":  {http.StatusRequestTimeout, "<html>408 Request Time-out</html>"}, // a proxy's, not Ray's
+		"/api/jobs/proxy400": {http.StatusBadRequest, "<html>400 Bad Request</html>"},
 	}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		a := answers[strings.TrimSuffix(r.URL.Path, "/stop")]
@@ -212,6 +204,8 @@ func TestJobsClientErrors(t *testing.T) {
 		{"proxy", errs.ErrUnavailable, errs.ErrUnavailable},
 		{"notoken", errs.ErrUnavailable, errs.ErrUnavailable},
 		{"badtoken", errs.ErrUnavailable, errs.ErrUnavailable},
+		{"ingress", errs.ErrUnavailable, errs.ErrUnavailable},
+		{"proxy400", errs.ErrUnavailable, errs.ErrUnavailable},
 	} {
 		if _, err := c.Status(ctx, tc.id); !errors.Is(err, tc.want) {
 			t.Errorf("status %s: %v, want %v", tc.id, err, tc.want)

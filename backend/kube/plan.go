@@ -1,6 +1,8 @@
 package kube
 
 import (
+	"net/url"
+
 	rayutils "github.com/ray-project/kuberay/ray-operator/controllers/ray/utils"
 
 	"github.com/aidlc/dlc/backend"
@@ -33,9 +35,26 @@ func (p *Provisioner) PlanCluster(c *cluster.Cluster) ([]backend.Manifest, error
 // RayJob of its cluster c (RenderTemporary, checked by KubeRay's
 // ValidateRayJobSpec); for a run on cluster c, the Ray Jobs API request
 // SubmitRun would send to its head. It reads and writes nothing.
+//
+// A plan is shown to users: the package's URL in it is not the one the run
+// will get. The backend's WorkingDir is asked all the same (a package it
+// cannot serve fails the plan as it would fail the run), and what it
+// returned is shown without its query, where a presigned URL keeps its
+// signature, with a placeholder saying when the real one is made
+// (PlanSignature).
 func (p *Provisioner) PlanRun(r *job.Run, c *cluster.Cluster) ([]backend.Manifest, error) {
+	o := p.render
+	if real := o.WorkingDir; real != nil {
+		o.WorkingDir = func(u PackageUse) (string, error) {
+			dir, err := real(u)
+			if err != nil || rayWorkingDirProblem(dir) != "" {
+				return dir, err // refused as the run would be, by workingDir
+			}
+			return withoutSignature(dir), nil
+		}
+	}
 	if r.Config.OnDemand != nil {
-		rj, err := RenderTemporary(c, r, p.render)
+		rj, err := RenderTemporary(c, r, o)
 		if err != nil {
 			return nil, err
 		}
@@ -44,9 +63,23 @@ func (p *Provisioner) PlanRun(r *job.Run, c *cluster.Cluster) ([]backend.Manifes
 		}
 		return []backend.Manifest{{Kind: "RayJob", Name: rj.Name, Object: rj}}, nil
 	}
-	req, err := RunRequest(r, p.render)
+	req, err := RunRequest(r, o)
 	if err != nil {
 		return nil, err
 	}
 	return []backend.Manifest{{Kind: "RayJobRequest", Name: r.ID, Object: req}}, nil
+}
+
+// PlanSignature is the query a plan shows in place of a package URL's:
+// the URL, and its signature, are made when the run is submitted.
+const PlanSignature = "dlc-presigned-when-submitted"
+
+// withoutSignature is dir with PlanSignature for its query, if it had one.
+func withoutSignature(dir string) string {
+	u, err := url.Parse(dir)
+	if err != nil || (u.RawQuery == "" && u.User == nil) {
+		return dir
+	}
+	u.User, u.RawQuery, u.Fragment = nil, PlanSignature, ""
+	return u.String()
 }

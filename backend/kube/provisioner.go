@@ -944,13 +944,14 @@ func (p *Provisioner) RunStatus(ctx context.Context, runID string) (job.Observat
 const LostDriverMessage = "Unexpected error occurred: failed to get job supervisor."
 
 // driverLost says why a job Ray reports running has lost its driver, or
-// "" when it has not: its driver's node (the IP in
-// driver_agent_http_address) is no running pod of the cluster any more —
-// the head was replaced, and with it the driver, which Ray runs on the
-// head. Ray's GET reads the job store and answers RUNNING until the job
-// manager recovers it, which happens only on the agent's next submit,
-// stop or logs call (job_agent.py). The cache says where to look; a
-// fresh list of the cluster's pods decides, so a new pod the cache has
+// "" when it has not: no running pod of the cluster has the IP of its
+// driver's node (the IP in driver_agent_http_address) — the head was
+// replaced, and with it the driver, which Ray runs on the head — or the
+// pod that has it restarted its Ray container after Ray accepted the job
+// (driverGone). Ray's GET reads the job store and answers RUNNING until
+// the job manager recovers it, which happens only on the agent's next
+// submit, stop or logs call (job_agent.py). The cache says where to look;
+// a fresh list of the cluster's pods decides, so a new pod the cache has
 // not seen yet never fails a run.
 func (p *Provisioner) driverLost(ctx context.Context, clusterID string, info *JobInfo) (string, error) {
 	ip := info.DriverIP()
@@ -961,25 +962,56 @@ func (p *Provisioner) driverLost(ctx context.Context, clusterID string, info *Jo
 	if err != nil {
 		return "", err
 	}
-	if runsAt(cached, ip) {
+	if !driverGone(cached, info) {
 		return "", nil
 	}
 	var live corev1.PodList
 	if err := p.c.List(ctx, &live, client.InNamespace(p.namespace), client.MatchingLabels{KeyClusterID: clusterID}); err != nil {
 		return "", apiError("list pods", "cluster", clusterID, err)
 	}
-	if runsAt(live.Items, ip) {
+	if !driverGone(live.Items, info) {
 		return "", nil
 	}
-	return fmt.Sprintf("the job's driver was lost: its node %s runs no more (the Ray head was replaced); Ray reports it running until its job manager recovers it: %s",
+	return fmt.Sprintf("the job's driver was lost: its node %s runs no more, or its Ray restarted since (the Ray head was replaced); Ray reports it running until its job manager recovers it: %s",
 		ip, LostDriverMessage), nil
 }
 
-// runsAt reports whether one of pods runs at ip.
-func runsAt(pods []corev1.Pod, ip string) bool {
+// driverGone reports whether the node of a job's driver is gone from
+// pods: no running pod has its IP (any of the pod's IPs), or the head pod
+// that has it started its Ray container after Ray accepted the job. Both of
+// those times are read off the node's clock (Ray's start_time by the head
+// process, a container's start by the kubelet beside it); a container's
+// start is kept in whole seconds, so a restart within the second of the
+// submit goes unseen, never the other way round.
+func driverGone(pods []corev1.Pod, info *JobInfo) bool {
+	ip := info.DriverIP()
 	for i := range pods {
 		pod := &pods[i]
-		if pod.DeletionTimestamp == nil && pod.Status.Phase == corev1.PodRunning && pod.Status.PodIP == ip {
+		if pod.DeletionTimestamp != nil || pod.Status.Phase != corev1.PodRunning || !hasIP(pod, ip) {
+			continue
+		}
+		accepted := rayTime(info.StartTime)
+		for _, cs := range pod.Status.ContainerStatuses {
+			// The head's only: Ray accepts a job on the head, which runs
+			// before it; a worker may start after (a driver placed there
+			// waited for it).
+			if cs.Name == HeadContainer && cs.State.Running != nil &&
+				!accepted.IsZero() && cs.State.Running.StartedAt.After(accepted) {
+				return true // its Ray restarted after the job was accepted
+			}
+		}
+		return false
+	}
+	return true
+}
+
+// hasIP reports whether ip is one of pod's IPs.
+func hasIP(pod *corev1.Pod, ip string) bool {
+	if pod.Status.PodIP == ip {
+		return true
+	}
+	for _, a := range pod.Status.PodIPs {
+		if a.IP == ip {
 			return true
 		}
 	}

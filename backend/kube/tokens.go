@@ -1,6 +1,7 @@
 package kube
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"sync"
@@ -19,11 +20,16 @@ import (
 // Secret each time. Its Client needs "get" on Secrets in the namespace:
 // the backend's Role grants none, the optional Role dlc-backend-ray-tokens
 // in config/rbac does. A SecretTokens is safe for concurrent use.
+//
+// A rotated token reaches a cluster's Ray only when its pods start again
+// (a variable from a Secret is read when a container starts): rotate by
+// hibernating and starting the cluster. Until then the head refuses the
+// new token, and its calls fail as unavailable.
 type SecretTokens struct {
 	// Client reads the Secrets.
 	Client client.Client
-	// TTL is how long a token read is used before it is read again (a
-	// rotated token is taken up within it); 0 means DefaultTokenTTL.
+	// TTL is how long a token read is used before it is read again; 0
+	// means DefaultTokenTTL.
 	TTL time.Duration
 
 	mu      sync.Mutex
@@ -45,10 +51,12 @@ type keptToken struct {
 	until time.Time
 }
 
-// Token returns the value of key ref of a Secret in namespace: a Ray
-// token. A Secret or key that does not exist, or a value empty or over
-// 4 KiB, is an error that says so (ErrNotFound, ErrInvalid); a read that
-// fails is ErrUnavailable.
+// Token returns the value of key ref of a Secret in namespace, without
+// white space around it: a Ray token. A Secret that does not exist or
+// cannot be read is ErrUnavailable (never ErrNotFound, which a run's
+// follower takes for Ray's word that a job is gone); a key missing or
+// empty, a value over 4 KiB or with characters an HTTP header cannot
+// carry is ErrInvalid (C10).
 func (s *SecretTokens) Token(ctx context.Context, namespace string, ref corev1.SecretKeySelector) (string, error) {
 	k := tokenKey{namespace, ref.Name, ref.Key}
 	now := time.Now()
@@ -60,21 +68,29 @@ func (s *SecretTokens) Token(ctx context.Context, namespace string, ref corev1.S
 	s.mu.Unlock()
 	var sec corev1.Secret
 	err := s.Client.Get(ctx, types.NamespacedName{Namespace: namespace, Name: ref.Name}, &sec)
+	// No answer here is ErrNotFound: a caller following a run reads that
+	// as Ray's word that the job is gone. A Secret missing or unreadable
+	// leaves the head unreachable until it is put right.
 	switch {
 	case apierrors.IsNotFound(err):
-		return "", fmt.Errorf("kube: the Ray token of Secret %s/%s: %w", namespace, ref.Name, errs.NotFound("secret", ref.Name))
+		return "", errs.Unavailable("read the Ray token in Secret "+ref.Name,
+			fmt.Errorf("the Secret %s/%s does not exist: the cluster's head cannot be called until it does", namespace, ref.Name))
 	case apierrors.IsForbidden(err):
 		return "", errs.Unavailable("read the Ray token in Secret "+ref.Name,
 			fmt.Errorf("the backend may not read Secrets (bind the Role dlc-backend-ray-tokens, or give kube.Options.RayTokens): %w", err))
 	case err != nil:
 		return "", errs.Unavailable("read the Ray token in Secret "+ref.Name, err)
 	}
-	v, ok := sec.Data[ref.Key]
+	// A file with a final newline, as kubectl create secret --from-file
+	// takes it, is the token without it.
+	v := bytes.TrimSpace(sec.Data[ref.Key])
 	switch {
-	case !ok || len(v) == 0:
+	case len(v) == 0:
 		return "", errs.List{errs.Invalid("rayToken", "C10", ref.Name+"/"+ref.Key, "the Secret has no such key, or it is empty")}.ToError()
 	case len(v) > maxToken:
 		return "", errs.List{errs.Invalid("rayToken", "C10", ref.Name+"/"+ref.Key, fmt.Sprintf("a Ray token of over %d bytes", maxToken))}.ToError()
+	case bytes.ContainsFunc(v, func(r rune) bool { return r < 0x21 || r > 0x7e }):
+		return "", errs.List{errs.Invalid("rayToken", "C10", ref.Name+"/"+ref.Key, "a Ray token is printable ASCII with no spaces: it goes in an HTTP header")}.ToError()
 	}
 	ttl := s.TTL
 	if ttl <= 0 {

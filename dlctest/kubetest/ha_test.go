@@ -27,8 +27,9 @@ import (
 // through the Ray loop's whole life: it becomes ready with KubeRay's
 // Redis-cleanup finalizer; its head pod, deleted, is replaced, the head
 // stand-in goes down and comes back with its job records, the running
-// job's driver lost (failed once a stop makes the new job manager); deleted, the cluster is gone once the Job stand-in
-// has completed KubeRay's cleanup Job, and the Job goes with it.
+// job's driver lost (failed once a stop makes the new job manager);
+// deleted, the cluster is gone once the Job stand-in has completed
+// KubeRay's cleanup Job, and the Job goes with it.
 func TestRayLoopHighAvailability(t *testing.T) {
 	cp := kubetest.StartControlPlane(t)
 	ns := cp.NewNamespace(t)

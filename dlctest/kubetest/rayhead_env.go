@@ -366,19 +366,28 @@ func (h *RayHead) download(ctx context.Context, wd workingDir) ([]byte, error) {
 // client; a status other than 200 is an error. A test's own Fetch can fall
 // back to it for the URLs it does not serve.
 func FetchHTTP(ctx context.Context, url string) (io.ReadCloser, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return nil, err
+	return FetchWith(http.DefaultClient)(ctx, url)
+}
+
+// FetchWith returns a Fetch that GETs a working_dir URL with hc (e.g. a
+// client that trusts a TLS test server's certificate, as
+// cosfake.Server.Client gives); a status other than 200 is an error.
+func FetchWith(hc *http.Client) func(ctx context.Context, url string) (io.ReadCloser, error) {
+	return func(ctx context.Context, url string) (io.ReadCloser, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return nil, err
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			return nil, err
+		}
+		if resp.StatusCode != http.StatusOK {
+			resp.Body.Close()
+			return nil, fmt.Errorf("GET working_dir: %s", resp.Status)
+		}
+		return resp.Body, nil
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		resp.Body.Close()
-		return nil, fmt.Errorf("GET working_dir: %s", resp.Status)
-	}
-	return resp.Body, nil
 }
 
 // unpack unpacks a downloaded package into dir as

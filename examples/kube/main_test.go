@@ -3,10 +3,7 @@ package main
 import (
 	"archive/zip"
 	"bytes"
-	"context"
-	"fmt"
 	"io"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -46,21 +43,7 @@ func TestExample(t *testing.T) {
 	cp := kubetest.StartControlPlane(t)
 	ns := cp.NewNamespace(t)
 	loop := cp.StartRayLoop(t, kubetest.LoopOptions{Namespaces: []string{ns},
-		Fetch: func(ctx context.Context, url string) (io.ReadCloser, error) {
-			req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-			if err != nil {
-				return nil, err
-			}
-			resp, err := srv.Client().Do(req)
-			if err != nil {
-				return nil, err
-			}
-			if resp.StatusCode != http.StatusOK {
-				resp.Body.Close()
-				return nil, fmt.Errorf("GET %s", resp.Status)
-			}
-			return resp.Body, nil
-		}})
+		Fetch: kubetest.FetchWith(srv.Client())})
 	// Twice, as a user runs it again: the second run finds the resource
 	// group and the cluster group the first left.
 	for i := range 2 {

@@ -61,6 +61,12 @@ type options struct {
 	// runStartTime bounds how long Ray may keep an accepted job pending
 	// (0: no bound).
 	runStartTime time.Duration
+	// scheduleFloor is the shortest time a schedule may leave between two
+	// ticks (WithScheduleFloor); 0: none.
+	scheduleFloor time.Duration
+	// maxUnfinished bounds a config's runs that have not ended, past which
+	// its schedule's ticks are skipped (WithMaxUnfinishedRuns); 0: none.
+	maxUnfinished int
 }
 
 // WithBackend sets the backend; the default is a new memory backend.
@@ -132,6 +138,31 @@ const DefaultRunStartTimeout = time.Hour
 // ends the run that much early). A negative value makes New fail with
 // ErrInvalid.
 func WithRunStartTimeout(d time.Duration) Option { return func(o *options) { o.runStartTime = d } }
+
+// DefaultScheduleFloor is the shortest time a schedule may leave between
+// two ticks unless WithScheduleFloor says otherwise: a minute, crontab's
+// own step.
+const DefaultScheduleFloor = time.Minute
+
+// WithScheduleFloor sets the shortest time a job config's schedule (L1)
+// may leave between two of its ticks (default DefaultScheduleFloor; 0: no
+// floor): a config whose schedule fires more often (a six-field cron such
+// as "* * * * * *" fires every second) is refused when saved, and one
+// stored so by someone else starts nothing and says so in its log. A
+// negative value makes New fail with ErrInvalid.
+func WithScheduleFloor(d time.Duration) Option { return func(o *options) { o.scheduleFloor = d } }
+
+// DefaultMaxUnfinishedRuns bounds a job config's runs that have not ended
+// unless WithMaxUnfinishedRuns says otherwise.
+const DefaultMaxUnfinishedRuns = 100
+
+// WithMaxUnfinishedRuns bounds how many runs of one job config may not
+// have ended when its schedule starts another (default
+// DefaultMaxUnfinishedRuns; 0: no bound): a tick beyond is skipped and
+// recorded in the config's log, so that a schedule whose runs wait (on a
+// cluster that does not run) leaves a bounded number of them. A negative
+// value makes New fail with ErrInvalid.
+func WithMaxUnfinishedRuns(n int) Option { return func(o *options) { o.maxUnfinished = n } }
 
 // WithRepairGrace sets how long a reservation whose holder no longer
 // justifies it (deleted, hibernated, ended: left by a crash between two
@@ -289,7 +320,8 @@ type Engine struct {
 func New(opts ...Option) (*Engine, error) {
 	o := options{workers: 8, retries: 8, baseDelay: 10 * time.Millisecond, maxDelay: 30 * time.Second,
 		grace: 30 * time.Second, settleAt: 32, holdsWait: 5 * time.Second, headroom: 1, stepTime: 10 * time.Minute, reconcileTime: 2 * time.Minute, log: logr.Discard(), resync: 5 * time.Minute, shareTTL: -1,
-		retention: retention{maxAge: DefaultRunRetention, perJob: DefaultRunsPerJob}, runStartTime: DefaultRunStartTimeout}
+		retention: retention{maxAge: DefaultRunRetention, perJob: DefaultRunsPerJob}, runStartTime: DefaultRunStartTimeout,
+		scheduleFloor: DefaultScheduleFloor, maxUnfinished: DefaultMaxUnfinishedRuns}
 	for _, f := range opts {
 		f(&o)
 	}
@@ -298,6 +330,12 @@ func New(opts ...Option) (*Engine, error) {
 	}
 	if o.runStartTime < 0 {
 		return nil, fmt.Errorf("dlc: %w", errs.List{errs.Invalid(errs.NewPath("WithRunStartTimeout"), "", o.runStartTime, "must not be negative (0: no bound)")}.ToError())
+	}
+	if o.scheduleFloor < 0 {
+		return nil, fmt.Errorf("dlc: %w", errs.List{errs.Invalid(errs.NewPath("WithScheduleFloor"), "", o.scheduleFloor, "must not be negative (0: no floor)")}.ToError())
+	}
+	if o.maxUnfinished < 0 {
+		return nil, fmt.Errorf("dlc: %w", errs.List{errs.Invalid(errs.NewPath("WithMaxUnfinishedRuns"), "", o.maxUnfinished, "must not be negative (0: no bound)")}.ToError())
 	}
 	if o.shareTTL < 0 {
 		o.shareTTL = 0

@@ -75,6 +75,9 @@ func (c *Engine) checkJob(ctx context.Context, cfg *job.Config) error {
 	if len(l) > 0 {
 		return l.ToError()
 	}
+	if msg := c.tooOften(cfg.Schedule); msg != "" {
+		return errs.List{errs.Invalid(errs.NewPath("schedule").Child("cron"), "L1", cfg.Schedule.Cron, msg)}.ToError()
+	}
 	if cfg.Package.Local != "" || (cfg.Package.COS != "" && c.o.cos != nil) {
 		_, err := storage.CheckPackage(ctx, c.o.cos, cfg.Package, storage.InspectOptions{Entrypoint: cfg.Entrypoint})
 		if fs := errs.Fields(err); len(fs) > 0 {

@@ -95,6 +95,9 @@ func (c *Engine) reconcileSchedule(ctx context.Context, id string) (time.Duratio
 		// Stored by someone else, unchecked: said once on the config.
 		return 0, c.noteOnJob(ctx, rec, "schedule-invalid", "the schedule does not parse, no run is started: "+err.Error())
 	}
+	if msg := c.tooOften(s); msg != "" {
+		return 0, c.noteOnJob(ctx, rec, "schedule-invalid", "no run is started: the schedule "+msg)
+	}
 	if len(ticks.Start) == 0 && ticks.Missed == 0 && !ticks.Through.Before(now) {
 		// No tick due: nothing to record. Recording how far it looked
 		// (now) would be a write, and every write of the config comes
@@ -138,6 +141,19 @@ func (c *Engine) reconcileSchedule(ctx context.Context, id string) (time.Duratio
 	return untilNext(ticks.Next, now), nil
 }
 
+// tooOften says how a schedule fires more often than the floor
+// (WithScheduleFloor) allows, or "" when it does not (or has no floor).
+func (c *Engine) tooOften(s *job.Schedule) string {
+	if s == nil || c.o.scheduleFloor <= 0 {
+		return ""
+	}
+	if gap, ok := s.MinInterval(c.clock.Now()); ok && gap < c.o.scheduleFloor {
+		return fmt.Sprintf("fires %s after a tick at times, more often than the platform allows: at most once every %s (WithScheduleFloor)",
+			gap, c.o.scheduleFloor)
+	}
+	return ""
+}
+
 // untilNext is how long until tick next; 0 (look again only when the
 // config changes) when no tick comes.
 func untilNext(next, now time.Time) time.Duration {
@@ -173,6 +189,17 @@ func (c *Engine) tickRun(ctx context.Context, rec *job.Record, t time.Time) (run
 			if _, err := c.endRun(ctx, r, job.Stop, "replaced by the run of the schedule's tick "+t.Format(time.RFC3339)); err != nil && !errors.Is(err, errs.ErrState) {
 				return "", "", err
 			}
+		}
+	}
+	if n := c.o.maxUnfinished; n > 0 && c.liveRuns(rec.ID) >= n {
+		// The cache says where to look, the store decides: a run that
+		// ended and is not cached so yet never skips a tick.
+		live, err := c.freshLiveRuns(ctx, rec.ID)
+		if err != nil {
+			return "", "", err
+		}
+		if live >= n {
+			return "", fmt.Sprintf("the job has %d runs that have not ended, at most %d (WithMaxUnfinishedRuns)", live, n), nil
 		}
 	}
 	r, err := c.createRun(ctx, rec.ID, id, true, &newRun{source: "system", why: "tick " + t.Format(time.RFC3339),

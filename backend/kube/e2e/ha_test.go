@@ -40,15 +40,7 @@ func TestHighAvailability(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cl, err := s.c.Clusters().Create(s.ctx, spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.clusterState(cl.ID, cluster.Created)
-	if _, err := s.c.Clusters().Start(s.ctx, cl.ID); err != nil {
-		t.Fatal(err)
-	}
-	s.clusterState(cl.ID, cluster.Running)
+	cl := s.started(spec)
 	rcs := s.rayClusters(cl.ID)
 	if len(rcs) != 1 || rcs[0].Spec.GcsFaultToleranceOptions == nil ||
 		!slices.Contains(rcs[0].Finalizers, "ray.io/gcs-ft-redis-cleanup-finalizer") {

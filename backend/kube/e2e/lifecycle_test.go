@@ -24,9 +24,10 @@ func TestLifecycle(t *testing.T) {
 	s := newScene(t, kube.Options{})
 	outer := t // what lives for the whole test is cleaned up at its end
 	// A second replica on a backend of its own, on the same namespace.
-	other := newClient(t, s.w.backend(t, kube.Options{Namespace: s.ns}), dlc.WithRunRetryBackoff(time.Second, 2*time.Second))
+	// Short retry backoffs, and schedules every two seconds (no floor).
+	other := newClient(t, s.w.backend(t, kube.Options{Namespace: s.ns}), dlc.WithRunRetryBackoff(time.Second, 2*time.Second), dlc.WithScheduleFloor(0))
 	_ = s.c.Close() // the scene's client, replaced by one with short retry backoffs
-	s.c = newClient(t, s.be, dlc.WithRunRetryBackoff(time.Second, 2*time.Second))
+	s.c = newClient(t, s.be, dlc.WithRunRetryBackoff(time.Second, 2*time.Second), dlc.WithScheduleFloor(0))
 	cl := s.cluster("生命周期", true)
 	pkg := "cos://jobs-1250000000/lifecycle.zip"
 

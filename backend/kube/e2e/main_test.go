@@ -8,10 +8,7 @@ package e2e_test
 import (
 	"archive/zip"
 	"bytes"
-	"context"
-	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"sync"
 	"testing"
@@ -115,7 +112,7 @@ func getWorld(t testing.TB) *world {
 			}
 			return presign(u)
 		}
-		w.loop = cp.StartRayLoop(&pkg, kubetest.LoopOptions{Fetch: fetchWith(srv.Client())})
+		w.loop = cp.StartRayLoop(&pkg, kubetest.LoopOptions{Fetch: kubetest.FetchWith(srv.Client())})
 		theWorld = w
 	})
 	if theWorld == nil {
@@ -179,24 +176,4 @@ func zipOf(files map[string]string) []byte {
 		panic(err)
 	}
 	return buf.Bytes()
-}
-
-// fetchWith is the head stand-ins' Fetch: an HTTP GET with hc (which
-// trusts the COS server's certificate).
-func fetchWith(hc *http.Client) func(ctx context.Context, url string) (io.ReadCloser, error) {
-	return func(ctx context.Context, url string) (io.ReadCloser, error) {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		if err != nil {
-			return nil, err
-		}
-		resp, err := hc.Do(req)
-		if err != nil {
-			return nil, err
-		}
-		if resp.StatusCode != http.StatusOK {
-			resp.Body.Close()
-			return nil, fmt.Errorf("GET working_dir: %s", resp.Status)
-		}
-		return resp.Body, nil
-	}
 }

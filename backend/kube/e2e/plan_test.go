@@ -93,8 +93,8 @@ func TestPlanMatchesApply(t *testing.T) {
 	}
 }
 
-// A plan of an on-demand run is its RayJob, as KubeRay validates it; of
-// a run on a cluster, the Ray Jobs API request.
+// A plan of an on-demand run is its RayJob, as KubeRay validates it, with
+// no presigned URL in it; of a run on a cluster, the Ray Jobs API request.
 func TestPlanRunOnKube(t *testing.T) {
 	s := newScene(t, kube.Options{})
 	cl := s.cluster("计划_集群", false)
@@ -124,6 +124,12 @@ func TestPlanRunOnKube(t *testing.T) {
 				rj, ok := p.Manifests[0].Object.(*rayv1.RayJob)
 				if !ok || rayutils.ValidateRayJobSpec(rj) != nil || *rj.Spec.ActiveDeadlineSeconds != 3601 || !p.Quota.Fits || p.Position != 0 {
 					t.Fatalf("plan %+v", p)
+				}
+				// A plan is shown to users: no live presigned URL in it, a
+				// placeholder where its signature will be.
+				if env := rj.Spec.RuntimeEnvYAML; strings.Contains(env, "q-signature") || strings.Contains(env, "q-sign-time") ||
+					!strings.Contains(env, kube.PlanSignature) || !strings.Contains(env, "/a.zip?") {
+					t.Fatalf("the plan's runtime env: %s", env)
 				}
 			default:
 				// The cluster is created, not running: the run would wait.

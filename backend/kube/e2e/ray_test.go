@@ -15,7 +15,6 @@ import (
 
 	"github.com/aidlc/dlc"
 	"github.com/aidlc/dlc/backend/kube"
-	"github.com/aidlc/dlc/cluster"
 	"github.com/aidlc/dlc/job"
 )
 
@@ -77,15 +76,7 @@ func TestRayAsRayBehaves(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		cl, err := s.c.Clusters().Create(s.ctx, spec)
-		if err != nil {
-			t.Fatal(err)
-		}
-		s.clusterState(cl.ID, cluster.Created)
-		if _, err := s.c.Clusters().Start(s.ctx, cl.ID); err != nil {
-			t.Fatal(err)
-		}
-		s.clusterState(cl.ID, cluster.Running)
+		cl := s.started(spec)
 		r := s.ended(s.c, s.run(dlc.NewJob("令牌-job").OnCluster(cl.ID).COSPackage("cos://jobs-1250000000/main.zip").Entrypoint("python main.py")).ID)
 		if r.State != job.Succeeded {
 			t.Fatalf("%s: %s", r.State, r.Message)
@@ -118,15 +109,7 @@ func TestRayAsRayBehaves(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		cl, err := s.c.Clusters().Create(s.ctx, spec)
-		if err != nil {
-			t.Fatal(err)
-		}
-		s.clusterState(cl.ID, cluster.Created)
-		if _, err := s.c.Clusters().Start(s.ctx, cl.ID); err != nil {
-			t.Fatal(err)
-		}
-		s.clusterState(cl.ID, cluster.Running)
+		cl := s.started(spec)
 		entry := `head -c 104857600 /dev/zero | tr '\0' x | fold -w 1023; printf '\nthe end \377 of it\n'`
 		r := s.ended(s.c, s.run(dlc.NewJob("大日志").OnCluster(cl.ID).COSPackage("cos://jobs-1250000000/main.zip").Entrypoint(entry)).ID)
 		if r.State != job.Succeeded {
@@ -175,15 +158,7 @@ func TestRayAsRayBehaves(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			cl, err := s.c.Clusters().Create(s.ctx, spec)
-			if err != nil {
-				t.Fatal(err)
-			}
-			s.clusterState(cl.ID, cluster.Created)
-			if _, err := s.c.Clusters().Start(s.ctx, cl.ID); err != nil {
-				t.Fatal(err)
-			}
-			s.clusterState(cl.ID, cluster.Running)
+			cl := s.started(spec)
 			r := s.run(dlc.NewJob("迟到-job").OnCluster(cl.ID).COSPackage("cos://jobs-1250000000/late.zip").
 				Entrypoint("sleep 4 && python main.py"))
 			waitFor(t, "the run running", func() (bool, string) {

@@ -66,17 +66,29 @@ func (s *scene) cluster(name string, start bool) *cluster.Cluster {
 	if err != nil {
 		s.t.Fatal(err)
 	}
+	if !start {
+		cl, err := s.c.Clusters().Create(s.ctx, spec)
+		if err != nil {
+			s.t.Fatal(err)
+		}
+		s.clusterState(cl.ID, cluster.Created)
+		return cl
+	}
+	return s.started(spec)
+}
+
+// started creates a cluster of spec, starts it and waits until it runs.
+func (s *scene) started(spec *cluster.Spec) *cluster.Cluster {
+	s.t.Helper()
 	cl, err := s.c.Clusters().Create(s.ctx, spec)
 	if err != nil {
 		s.t.Fatal(err)
 	}
 	s.clusterState(cl.ID, cluster.Created)
-	if start {
-		if _, err := s.c.Clusters().Start(s.ctx, cl.ID); err != nil {
-			s.t.Fatal(err)
-		}
-		s.clusterState(cl.ID, cluster.Running)
+	if _, err := s.c.Clusters().Start(s.ctx, cl.ID); err != nil {
+		s.t.Fatal(err)
 	}
+	s.clusterState(cl.ID, cluster.Running)
 	return cl
 }
 
