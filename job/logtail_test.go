@@ -83,3 +83,26 @@ func TestLogTailOfHostileBytes(t *testing.T) {
 		})
 	}
 }
+
+// What the platform knows to be secret is never kept: the signature and
+// token of a presigned package URL that a driver printed, in the log
+// tail and in the message a run takes from Ray.
+func TestSecretsNotKept(t *testing.T) {
+	url := "https://jobs-1250000000.cos.ap-guangzhou.myqcloud.com/pkg/job.zip?q-sign-algorithm=sha1&q-ak=AKIDx&q-sign-time=1;2&q-key-time=1;2&q-header-list=host&q-url-param-list=&q-signature=0123abcd&x-cos-security-token=TOKEN42"
+	s3 := "https://b.s3.amazonaws.com/k.zip?X-Amz-Credential=AKIA%2F1&X-Amz-Signature=feedbeef&X-Amz-Security-Token=TOK"
+	tail, _ := LogTailOf([]string{"working_dir: " + url, "and " + s3})
+	msg := Observation{State: Failed, Message: "Job entrypoint command failed with exit code 1, last available logs:\n" + url}.Bounded().Message
+	for _, kept := range append(tail, msg) {
+		for _, secret := range []string{"0123abcd", "TOKEN42", "feedbeef", "AKIA%2F1", "=TOK"} {
+			if strings.Contains(kept, secret) {
+				t.Errorf("kept %q", kept)
+			}
+		}
+	}
+	if got := RedactSecrets("design=blue sign=abc"); got != "design=blue sign=REDACTED" {
+		t.Errorf("a parameter named like one: %q", got)
+	}
+	if !strings.Contains(tail[0], "q-signature=REDACTED") || !strings.Contains(tail[0], "/pkg/job.zip?") {
+		t.Errorf("kept %q: the URL's place is kept, its secret not", tail[0])
+	}
+}

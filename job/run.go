@@ -3,6 +3,7 @@ package job
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -77,7 +78,8 @@ func (r *Run) KeepLogs(lines []string) {
 // LogTailOf returns the end of lines within the bounds of Run.LogTail
 // (a line longer than the byte bound keeps its end), and how many lines
 // before it are left out. Control characters (but tab) are stripped and
-// bytes that are not UTF-8 read as U+FFFD; the byte bound counts what the
+// bytes that are not UTF-8 read as U+FFFD, presigned URLs' signatures are
+// redacted (RedactSecrets); the byte bound counts what the
 // lines take once stored as JSON (a '<' is "\u003c", six bytes), so a
 // kept tail of any bytes stores in at most MaxLogTailBytes.
 func LogTailOf(lines []string) (tail []string, dropped int) {
@@ -101,10 +103,28 @@ func LogTailOf(lines []string) (tail []string, dropped int) {
 	return kept, start
 }
 
+// secretParams are the query parameters of a presigned URL that grant
+// what it names (COS's signature and temporary session token, S3's
+// signature and security token): the platform made them, and a driver
+// that prints its runtime env would have them kept and shown to whoever
+// reads the run.
+var secretParams = regexp.MustCompile(`(?i)((?:^|[?&;\s"'])(?:q-signature|x-cos-security-token|x-amz-signature|x-amz-security-token|x-amz-credential|sign)=)[^&\s"']+`)
+
+// RedactSecrets returns s with the values of presigned URLs' signature
+// and token parameters replaced by "REDACTED".
+func RedactSecrets(s string) string {
+	if !strings.Contains(s, "=") {
+		return s
+	}
+	return secretParams.ReplaceAllString(s, "${1}REDACTED")
+}
+
 // cleanLogLine is a log line as kept: valid UTF-8 (U+FFFD for what is
 // not), without control characters but tab (terminal escapes, NUL, C1
-// controls), which a reader's terminal would act on.
+// controls), which a reader's terminal would act on, and without the
+// secrets of presigned URLs (RedactSecrets).
 func cleanLogLine(s string) string {
+	s = RedactSecrets(s)
 	clean := true
 	for _, r := range s {
 		if r == utf8.RuneError || (unicode.IsControl(r) && r != '\t') {
@@ -455,11 +475,12 @@ var (
 )
 
 // Bounded returns o with what a Ray head controls made safe to store:
-// Message clipped (ClipMessage), and StartedAt and EndedAt dropped (zero)
+// Message clipped (ClipMessage), presigned URLs' secrets in it redacted
+// (RedactSecrets: a failed job's message holds its output), and StartedAt and EndedAt dropped (zero)
 // when they are before the Unix epoch or after year 9999, which no run can
 // have and JSON cannot hold.
 func (o Observation) Bounded() Observation {
-	o.Message = ClipMessage(o.Message)
+	o.Message = ClipMessage(RedactSecrets(o.Message))
 	o.StartedAt = boundedTime(o.StartedAt)
 	o.EndedAt = boundedTime(o.EndedAt)
 	return o
