@@ -40,7 +40,8 @@ func TestRunListPages(t *testing.T) {
 	}
 	save := func(name string) *job.Record {
 		cfg, err := dlc.NewJob(name).OnDemand("p", "rg").Image("ray-2.46.0-py310-cpu").Head("head", "cu.4c8g").
-			WorkerGroup("w", "cu.4c8g", 1, 1).COSPackage("cos://jobs-1250000000/j.zip").Entrypoint("python a.py").Build()
+			WorkerGroup("w", "cu.4c8g", 1, 1).COSPackage("cos://jobs-1250000000/j.zip").Entrypoint("python a.py").
+			Tag("team", name).Build()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -97,6 +98,8 @@ func TestRunListPages(t *testing.T) {
 		{"job, state and time", dlc.RunListOptions{JobID: a.ID, States: []job.RunState{job.Succeeded}, SubmittedAfter: mid},
 			func(r *job.Run) bool { return r.JobID == a.ID && r.SubmittedAt.After(mid) }},
 		{"cluster", dlc.RunListOptions{ClusterID: all[0].ClusterID}, func(r *job.Run) bool { return r.ClusterID == all[0].ClusterID }},
+		{"tag", dlc.RunListOptions{Tags: map[string]string{"team": "b"}}, func(r *job.Run) bool { return r.JobID == b.ID }},
+		{"tag and job", dlc.RunListOptions{JobID: a.ID, Tags: map[string]string{"team": "b"}}, func(*job.Run) bool { return false }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var want []string
@@ -181,7 +184,9 @@ func TestClusterListPages(t *testing.T) {
 	f.must(err)
 	f.settle()
 	bob := dlc.WithUser(context.Background(), "bob")
-	other, err := f.c.Clusters().Create(bob, f.spec("bobs", 1, 1))
+	bobsSpec := f.spec("bobs", 1, 1)
+	bobsSpec.Tags = map[string]string{"team": "nlp", "env": ""}
+	other, err := f.c.Clusters().Create(bob, bobsSpec)
 	f.must(err)
 	f.settle()
 	slices.Sort(standing)
@@ -198,6 +203,9 @@ func TestClusterListPages(t *testing.T) {
 		{"creator", dlc.ClusterListOptions{Creator: "bob"}, []string{other.ID}},
 		{"group", dlc.ClusterListOptions{Group: f.grp}, withBob},
 		{"resource group", dlc.ClusterListOptions{ResourceGroup: "rg-9"}, nil},
+		{"tag", dlc.ClusterListOptions{Tags: map[string]string{"team": "nlp"}}, []string{other.ID}},
+		{"tags, one empty", dlc.ClusterListOptions{Tags: map[string]string{"team": "nlp", "env": ""}}, []string{other.ID}},
+		{"a tag's other value", dlc.ClusterListOptions{Tags: map[string]string{"team": "cv"}}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			opts := tc.opts
@@ -239,6 +247,7 @@ func TestJobListPages(t *testing.T) {
 		}
 		if i%3 == 0 {
 			ctx = bob
+			b.Tag("team", "nlp")
 		}
 		cfg, err := b.Build()
 		f.must(err)
@@ -264,6 +273,7 @@ func TestJobListPages(t *testing.T) {
 		{"creator", dlc.JobListOptions{Creator: "bob"}, bobs},
 		{"mode", dlc.JobListOptions{Mode: job.OnDemandMode}, onDemand},
 		{"resource", dlc.JobListOptions{Resource: "rg-1"}, onDemand},
+		{"tag", dlc.JobListOptions{Tags: map[string]string{"team": "nlp"}}, bobs},
 		{"name", dlc.JobListOptions{NameContains: "job-1"}, nil}, // filled below
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -42,6 +42,9 @@ type ListOptions struct {
 	// on-demand runs.
 	Kind         string
 	CreatedAfter time.Time // only clusters created after this instant
+	// Tags, when set, selects only clusters that have every one of these
+	// tags, key and value ("" matches only an empty value).
+	Tags map[string]string
 	// Limit is the most clusters ListPage returns (0: every one); List
 	// ignores it and Continue.
 	Limit int
@@ -61,4 +64,14 @@ type Page struct {
 	// Continue, when not "", is the token that returns the next page
 	// (ListOptions.Continue); "" after the last page.
 	Continue string
+}
+
+// HasTags reports whether have holds every tag of want, key and value.
+func HasTags(have, want map[string]string) bool {
+	for k, v := range want {
+		if got, ok := have[k]; !ok || got != v {
+			return false
+		}
+	}
+	return true
 }

@@ -96,6 +96,9 @@ func TestSpecValidate(t *testing.T) {
 		{"C3 priority -1", func(s *cluster.Spec) { s.Priority = new(-1) }, []want{{"priority", "C3"}}},
 		{"C3 valid tags", func(s *cluster.Spec) { s.Tags = map[string]string{"team": "推荐", "env": ""} }, nil},
 		{"C3 empty tag key", func(s *cluster.Spec) { s.Tags = map[string]string{"": "x"} }, []want{{"tags[]", "C3"}}},
+		{"C3 tags in reserved prefixes", func(s *cluster.Spec) {
+			s.Tags = map[string]string{"dlc.aidlc.io/cluster-id": "x", "Kubernetes.io/name": "x", "node.k8s.io/x": "x", "ray.io/node-type": "x", "team.io/x": "ok"}
+		}, []want{{"tags[Kubernetes.io/name]", "C3"}, {"tags[dlc.aidlc.io/cluster-id]", "C3"}, {"tags[node.k8s.io/x]", "C3"}, {"tags[ray.io/node-type]", "C3"}}},
 		{"C3 tag value too long", func(s *cluster.Spec) { s.Tags = map[string]string{"k": strings.Repeat("v", 256)} }, []want{{"tags[k]", "C3"}}},
 		// C4
 		{"C4 resource package required", func(s *cluster.Spec) { s.ResourcePackage = "" }, []want{{"resourcePackage", "C4"}}},

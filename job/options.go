@@ -26,6 +26,9 @@ type RunListOptions struct {
 	States         []RunState // only runs in one of these states
 	Creator        string     // only runs this user created
 	SubmittedAfter time.Time  // only runs submitted after this instant
+	// Tags, when set, selects only runs whose config (as the run was
+	// made from it) has every one of these tags, key and value.
+	Tags map[string]string
 	// Limit is the most runs ListPage returns (0: every one); List
 	// ignores it and Continue.
 	Limit int
@@ -49,6 +52,9 @@ type ListOptions struct {
 	Resource     string    // only configs on this cluster, cluster group or resource group (ListEntry.Resource)
 	NameContains string    // only configs whose name contains this
 	CreatedAfter time.Time // only configs created after this instant
+	// Tags, when set, selects only configs that have every one of these
+	// tags, key and value.
+	Tags map[string]string
 	// Limit is the most entries ListPage returns (0: every one); List
 	// ignores it and Continue.
 	Limit int

@@ -72,6 +72,7 @@ func TestConfigValidate(t *testing.T) {
 		// J4
 		{"J4 valid tags", func(c *job.Config) { c.Tags = map[string]string{"team": "cv"} }, nil},
 		{"J4 bad tag", func(c *job.Config) { c.Tags = map[string]string{" ": "x"} }, []want{{"tags[ ]", "J4"}}},
+		{"J4 tag in the platform's prefix", func(c *job.Config) { c.Tags = map[string]string{"dlc.aidlc.io/run-id": "x"} }, []want{{"tags[dlc.aidlc.io/run-id]", "J4"}}},
 		// J5
 		{"J5 valid local package", func(c *job.Config) { c.Package = storage.LocalPackage("./job.zip") }, nil},
 		{"J5 valid https COS package", func(c *job.Config) {

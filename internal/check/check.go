@@ -186,7 +186,26 @@ func ID(p errs.Path, rule, kind, id string) errs.List {
 // IsID reports whether id is a valid id (see ID).
 func IsID(id string) bool { return len(id) <= MaxIDLen && dns1123Label.MatchString(id) }
 
-// Tags checks key–value tags (J4, C3).
+// ReservedTagPrefixes start tag keys that are not the user's: the
+// platform's own labels and Kubernetes' and Ray's, which tags must never
+// pass for.
+var ReservedTagPrefixes = []string{"dlc.aidlc.io/", "kubernetes.io/", "k8s.io/", "ray.io/"}
+
+// reservedTagPrefix returns the reserved prefix k starts with (compared
+// without case, and after any subdomain: "x.kubernetes.io/" too), or "".
+func reservedTagPrefix(k string) string {
+	lk := strings.ToLower(k)
+	for _, p := range ReservedTagPrefixes {
+		if strings.HasPrefix(lk, p) || (strings.Contains(lk, "/") && strings.HasSuffix(lk[:strings.Index(lk, "/")+1], "."+p)) {
+			return p
+		}
+	}
+	return ""
+}
+
+// Tags checks key–value tags (J4, C3): at most MaxTags, keys not empty,
+// bounded, without control characters and not in a reserved prefix
+// (ReservedTagPrefixes), values bounded without control characters.
 func Tags(p errs.Path, rule string, tags map[string]string) errs.List {
 	var l errs.List
 	if len(tags) > MaxTags {
@@ -202,6 +221,8 @@ func Tags(p errs.Path, rule string, tags map[string]string) errs.List {
 			l = append(l, errs.TooLong(kp, rule, k, MaxTagKeyLen))
 		case HasControl(k):
 			l = append(l, errs.Invalid(kp, rule, k, "must not contain control characters"))
+		case reservedTagPrefix(k) != "":
+			l = append(l, errs.Invalid(kp, rule, k, "the prefix "+reservedTagPrefix(k)+" is reserved (the platform's and Kubernetes' own labels)"))
 		}
 		switch {
 		case utf8.RuneCountInString(v) > MaxTagValueLen:

@@ -175,7 +175,8 @@ func (s *JobService) ListPage(ctx context.Context, opts job.ListOptions) (*job.L
 			(opts.Mode == "" || cfg.Mode() == opts.Mode) &&
 			(opts.Resource == "" || cfg.Target() == opts.Resource) &&
 			(opts.NameContains == "" || strings.Contains(cfg.Name, opts.NameContains)) &&
-			(opts.CreatedAfter.IsZero() || r.CreatedAt.After(opts.CreatedAfter))
+			(opts.CreatedAfter.IsZero() || r.CreatedAt.After(opts.CreatedAfter)) &&
+			cluster.HasTags(cfg.Tags, opts.Tags)
 	}
 	items, _, next := page(recs, versions, match, func(r *job.Record) pageKey { return pageKey{ID: r.ID} }, opts.Limit, from)
 	out := &job.ListPage{Items: make([]job.ListEntry, 0, len(items)), Continue: next}

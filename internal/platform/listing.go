@@ -116,7 +116,8 @@ func (s *RunService) ListPage(ctx context.Context, opts job.RunListOptions) (*jo
 		return (len(opts.States) == 0 || slices.Contains(opts.States, r.State)) &&
 			(opts.ClusterID == "" || r.ClusterID == opts.ClusterID) &&
 			(opts.Creator == "" || r.Creator == opts.Creator) &&
-			(opts.SubmittedAfter.IsZero() || r.SubmittedAt.After(opts.SubmittedAfter))
+			(opts.SubmittedAfter.IsZero() || r.SubmittedAt.After(opts.SubmittedAfter)) &&
+			cluster.HasTags(r.Config.Tags, opts.Tags)
 	}
 	if opts.JobID != "" {
 		return s.c.jobRunsPage(opts.JobID, from, opts.Limit, match)
@@ -214,7 +215,8 @@ func (s *ClusterService) ListPage(ctx context.Context, opts cluster.ListOptions)
 			(opts.Creator == "" || cl.Creator == opts.Creator) &&
 			(opts.ResourceGroup == "" || cl.Spec.ResourceGroup == opts.ResourceGroup) &&
 			(opts.Kind != cluster.KindStanding || !cl.Temporary) &&
-			(opts.CreatedAfter.IsZero() || cl.CreatedAt.After(opts.CreatedAfter))
+			(opts.CreatedAfter.IsZero() || cl.CreatedAt.After(opts.CreatedAfter)) &&
+			cluster.HasTags(cl.Spec.Tags, opts.Tags)
 	}
 	items, itemVersions, next := page(cls, versions, match, func(cl *cluster.Cluster) pageKey { return pageKey{ID: cl.ID} }, opts.Limit, from)
 	out := &cluster.Page{Items: make([]*cluster.Cluster, len(items)), Continue: next}
