@@ -48,3 +48,23 @@ func newNodeGroup(name, nodeSpec string, opts []NodeOption) NodeGroup {
 	}
 	return g
 }
+
+// GroupSetting returns the name of the first node group (the head, then
+// the workers in order) that sets variable k, plainly or from a Secret,
+// and whether one does.
+func (e *Environment) GroupSetting(k string) (string, bool) {
+	set := func(g NodeGroup) bool {
+		_, plain := g.Env[k]
+		_, secret := g.SecretEnv[k]
+		return plain || secret
+	}
+	if set(e.Head.NodeGroup) {
+		return e.Head.Name, true
+	}
+	for _, w := range e.Workers {
+		if set(w.NodeGroup) {
+			return w.Name, true
+		}
+	}
+	return "", false
+}

@@ -242,17 +242,9 @@ func (s *Spec) rayTokenProblems(c Catalogs) errs.List {
 				fmt.Sprintf("image %s runs Ray %s, which has no token authentication (Ray >= %s)", s.Image, v, MinTokenRay)))
 		}
 	}
-	groups := []NodeGroup{s.Head.NodeGroup}
-	for _, w := range s.Workers {
-		groups = append(groups, w.NodeGroup)
-	}
-	for _, g := range groups {
-		for _, k := range RayTokenEnv {
-			_, plain := g.Env[k]
-			_, secret := g.SecretEnv[k]
-			if plain || secret {
-				l = append(l, errs.Invalid(p, "C10", k, "node group "+g.Name+" sets "+k+", which rayToken sets on every node"))
-			}
+	for _, k := range RayTokenEnv {
+		if g, ok := s.GroupSetting(k); ok {
+			l = append(l, errs.Invalid(p, "C10", k, "node group "+g+" sets "+k+", which rayToken sets on every node"))
 		}
 	}
 	return l

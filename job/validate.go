@@ -40,19 +40,10 @@ func (c *Config) Problems(cat cluster.Catalogs) errs.List {
 	if od := c.OnDemand; od != nil {
 		// The run's variables from Secrets go on every Ray container, beside
 		// the node groups' own.
-		groups := []cluster.NodeGroup{od.Environment.Head.NodeGroup}
-		for _, w := range od.Environment.Workers {
-			groups = append(groups, w.NodeGroup)
-		}
 		for _, k := range errs.SortedKeys(c.Runtime.SecretEnv) {
-			for _, g := range groups {
-				_, plain := g.Env[k]
-				_, secret := g.SecretEnv[k]
-				if plain || secret {
-					l = append(l, errs.Invalid(errs.NewPath("runtimeEnv").Child("secretEnvVars").Key(k), "J10", k,
-						"node group "+g.Name+" of the on-demand environment sets this variable too; set it in one place"))
-					break
-				}
+			if g, ok := od.Environment.GroupSetting(k); ok {
+				l = append(l, errs.Invalid(errs.NewPath("runtimeEnv").Child("secretEnvVars").Key(k), "J10", k,
+					"node group "+g+" of the on-demand environment sets this variable too; set it in one place"))
 			}
 		}
 	}

@@ -179,26 +179,39 @@ func (c *JobsClient) Status(ctx context.Context, id string) (*JobInfo, error) {
 // reads the file as text): Logs then reads the file through Ray's log API
 // instead (/api/v0/logs/file, raw bytes) and decodes what it can.
 func (c *JobsClient) Logs(ctx context.Context, id string) (string, error) {
-	path := "/api/jobs/" + url.PathEscape(id) + "/logs"
-	var logs string
-	status, resp, err := c.call(ctx, http.MethodGet, path, nil, laneLogs, func(status int, body io.Reader) ([]byte, error) {
-		if status != http.StatusOK {
-			return readBounded(body)
-		}
-		var err error
-		logs, err = tailLogs(body, maxLogRead, MaxLogBytes)
-		return nil, err
-	})
+	status, resp, logs, err := c.readLogs(ctx, "/api/jobs/"+url.PathEscape(id)+"/logs", tailLogs)
 	if err != nil {
 		return "", err
 	}
 	if status == http.StatusInternalServerError && notUTF8(resp) {
-		return c.rawLogs(ctx, id)
+		// Ray's log API (state_head.py get_logs) streams the file's bytes
+		// as they are: format=text asks Ray 2.41 for no framing (it
+		// prefixes each chunk with "1" by default); 2.46 on sends raw
+		// bytes anyway.
+		path := "/api/v0/logs/file?submission_id=" + url.QueryEscape(id) + "&lines=-1&format=text"
+		if status, resp, logs, err = c.readLogs(ctx, path, tailRaw); err != nil {
+			return "", err
+		}
 	}
 	if status != http.StatusOK {
 		return "", c.fail("logs", id, status, resp)
 	}
 	return logs, nil
+}
+
+// readLogs reads a log answer at path on the log lane: its end, by tail,
+// when the head answers 200, else the (bounded) answer itself.
+func (c *JobsClient) readLogs(ctx context.Context, path string,
+	tail func(r io.Reader, limit int64, keep int) (string, error)) (status int, resp []byte, logs string, err error) {
+	status, resp, err = c.call(ctx, http.MethodGet, path, nil, laneLogs, func(status int, body io.Reader) ([]byte, error) {
+		if status != http.StatusOK {
+			return readBounded(body)
+		}
+		var err error
+		logs, err = tail(body, maxLogRead, MaxLogBytes)
+		return nil, err
+	})
+	return status, resp, logs, err
 }
 
 // notUTF8 reports whether a 500 answer of Ray's logs endpoint is its
@@ -207,31 +220,6 @@ func (c *JobsClient) Logs(ctx context.Context, id string) (string, error) {
 func notUTF8(body []byte) bool {
 	s := string(body)
 	return strings.Contains(s, "UnicodeDecodeError") || strings.Contains(s, "codec can't decode")
-}
-
-// rawLogs reads a job's driver log through Ray's log API
-// (GET /api/v0/logs/file?submission_id=<id>&lines=-1, state_head.py
-// get_logs), which streams the file's bytes as they are: format=text asks
-// Ray 2.41 for no framing (it prefixes each chunk with "1" by default);
-// 2.46 on sends raw bytes anyway. It keeps the end as Logs does.
-func (c *JobsClient) rawLogs(ctx context.Context, id string) (string, error) {
-	path := "/api/v0/logs/file?submission_id=" + url.QueryEscape(id) + "&lines=-1&format=text"
-	var logs string
-	status, resp, err := c.call(ctx, http.MethodGet, path, nil, laneLogs, func(status int, body io.Reader) ([]byte, error) {
-		if status != http.StatusOK {
-			return readBounded(body)
-		}
-		var err error
-		logs, err = tailRaw(body, maxLogRead, MaxLogBytes)
-		return nil, err
-	})
-	if err != nil {
-		return "", err
-	}
-	if status != http.StatusOK {
-		return "", c.fail("logs", id, status, resp)
-	}
-	return logs, nil
 }
 
 // Stop stops a job; stopping a job that has ended, or that Ray says it

@@ -95,15 +95,17 @@ func (c *Engine) reconcileSchedule(ctx context.Context, id string) (time.Duratio
 		// Stored by someone else, unchecked: said once on the config.
 		return 0, c.noteOnJob(ctx, rec, "schedule-invalid", "the schedule does not parse, no run is started: "+err.Error())
 	}
-	if msg := c.tooOften(s); msg != "" {
-		return 0, c.noteOnJob(ctx, rec, "schedule-invalid", "no run is started: the schedule "+msg)
-	}
 	if len(ticks.Start) == 0 && ticks.Missed == 0 && !ticks.Through.Before(now) {
 		// No tick due: nothing to record. Recording how far it looked
 		// (now) would be a write, and every write of the config comes
 		// back here, a little later: a loop of writes as fast as the store
 		// takes them.
 		return untilNext(ticks.Next, now), nil
+	}
+	// Looked at only when a tick is due: a write of the config costs no
+	// walk of its next ticks.
+	if msg := c.tooOften(s); msg != "" {
+		return 0, c.noteOnJob(ctx, rec, "schedule-invalid", "no run is started: the schedule "+msg)
 	}
 	next := rec.DeepCopy()
 	ns := &next.ScheduleStatus
