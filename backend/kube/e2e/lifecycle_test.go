@@ -61,7 +61,7 @@ func TestLifecycle(t *testing.T) {
 		// A replica restarts: the other is closed, a new one starts on a
 		// backend of its own.
 		_ = other.Close()
-		other = newClient(outer, s.w.backend(outer, kube.Options{Namespace: s.ns}), dlc.WithRunRetryBackoff(time.Second, 2*time.Second))
+		other = newClient(outer, s.w.backend(outer, kube.Options{Namespace: s.ns}), dlc.WithRunRetryBackoff(time.Second, 2*time.Second), dlc.WithScheduleFloor(0))
 		waitFor(t, "four scheduled runs succeeded", succeeded(4))
 		// Forbid: slow.py runs 3 s, the ticks come every 2: some are skipped.
 		waitFor(t, "a tick skipped under Forbid, recorded", func() (bool, string) {
