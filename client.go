@@ -7,6 +7,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/aidlc/dlc/auth"
 	"github.com/aidlc/dlc/backend"
 	"github.com/aidlc/dlc/cluster"
 	"github.com/aidlc/dlc/internal/platform"
@@ -81,11 +82,17 @@ func (c *Client) CheckQuota(ctx context.Context) error {
 // SaveJob saves a job config, as Jobs().Save with a request id; with
 // RunJob it makes *Client a job.Submitter.
 func (c *Client) SaveJob(ctx context.Context, cfg *job.Config, requestID string) (*job.Record, error) {
+	if err := c.mayConfig(ctx, auth.CreateJob, configResource(auth.KindJob, "", UserFrom(ctx), cfg), cfg); err != nil {
+		return nil, err
+	}
 	return c.e.SaveJob(ctx, cfg, requestID)
 }
 
 // RunJob starts a run, as Runs().Create with a request id.
 func (c *Client) RunJob(ctx context.Context, jobID, requestID string) (*job.Run, error) {
+	if err := c.mayRun(ctx, jobID); err != nil {
+		return nil, err
+	}
 	return c.e.RunJob(ctx, jobID, requestID)
 }
 

@@ -3,15 +3,19 @@ package dlc
 import (
 	"context"
 
+	"github.com/aidlc/dlc/auth"
 	"github.com/aidlc/dlc/cluster"
 	"github.com/aidlc/dlc/internal/platform"
 )
 
 // Clusters returns the client's compute clusters.
-func (c *Client) Clusters() *ClusterService { return &ClusterService{c.e.Clusters()} }
+func (c *Client) Clusters() *ClusterService { return &ClusterService{c.e.Clusters(), c.gate()} }
 
 // ClusterService is the compute clusters of a Client (C1–C16).
-type ClusterService struct{ s *platform.ClusterService }
+type ClusterService struct {
+	s *platform.ClusterService
+	g gate
+}
 
 // Create validates spec, checks that its cluster groups (C2) and resource
 // group (C4) exist, claims its name, and stores the cluster. It starts in
@@ -22,12 +26,32 @@ type ClusterService struct{ s *platform.ClusterService }
 // (the cluster is deleted again, saying why) and fails C2 (see
 // group.Deletion).
 func (s *ClusterService) Create(ctx context.Context, spec *cluster.Spec) (*cluster.Cluster, error) {
+	if spec != nil {
+		if err := s.g.allow(ctx, auth.CreateCluster, newClusterResource(ctx, spec)); err != nil {
+			return nil, err
+		}
+	}
 	return s.s.Create(ctx, spec)
 }
 
 // Get returns the cluster with this id.
 func (s *ClusterService) Get(ctx context.Context, id string) (*cluster.Cluster, error) {
-	return s.s.Get(ctx, id)
+	return s.may(ctx, auth.DescribeCluster, id)
+}
+
+// may reads the cluster and asks act of it (describe's rules).
+func (s *ClusterService) may(ctx context.Context, act auth.Action, id string) (*cluster.Cluster, error) {
+	return describe(ctx, s.g, act, auth.KindCluster, id, s.s.Get, clusterResource)
+}
+
+// check is may for an operation that reads the cluster itself: nothing
+// is read when the gate is off.
+func (s *ClusterService) check(ctx context.Context, act auth.Action, id string) error {
+	if !s.g.on() {
+		return nil
+	}
+	_, err := s.may(ctx, act, id)
+	return err
 }
 
 // Wait waits until cond holds for the cluster and returns it as cond last
@@ -40,6 +64,9 @@ func (s *ClusterService) Get(ctx context.Context, id string) (*cluster.Cluster, 
 //
 //	cl, err := c.Clusters().Wait(ctx, id, cluster.InState(cluster.Created))
 func (s *ClusterService) Wait(ctx context.Context, id string, cond func(*cluster.Cluster) (bool, error)) (*cluster.Cluster, error) {
+	if err := s.check(ctx, auth.DescribeCluster, id); err != nil {
+		return nil, err
+	}
 	return s.s.Wait(ctx, id, cond)
 }
 
@@ -49,7 +76,18 @@ func (s *ClusterService) Wait(ctx context.Context, id string, cond func(*cluster
 // reader misses nothing: the changes it has not read are merged per
 // cluster, and it reads each cluster as it last is.
 func (s *ClusterService) Watch(ctx context.Context, opts ClusterWatchOptions) (<-chan ClusterEvent, error) {
-	return s.s.Watch(ctx, opts)
+	in, err := s.s.Watch(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	return watchAllowed(ctx, s.g, auth.DescribeCluster, in, func(e ClusterEvent) string { return e.ID },
+		func(e ClusterEvent) (auth.Resource, bool) {
+			if e.Cluster == nil {
+				return auth.Resource{}, false
+			}
+			return clusterResource(e.Cluster), true
+		},
+		func(id string) ClusterEvent { return ClusterEvent{Type: Deleted, ID: id} }), nil
 }
 
 // ListPage returns one page of the clusters opts selects (by state,
@@ -57,16 +95,31 @@ func (s *ClusterService) Watch(ctx context.Context, opts ClusterWatchOptions) (<
 // after), by id: at most opts.Limit, and Continue, the token of the next
 // page. It reads the client's cache and copies only the page.
 func (s *ClusterService) ListPage(ctx context.Context, opts ClusterListOptions) (*ClusterPage, error) {
-	return s.s.ListPage(ctx, opts)
+	keep, f := listFilter(ctx, s.g, auth.DescribeCluster, clusterResource)
+	p, err := s.s.ListPage(ctx, opts, keep)
+	if err == nil {
+		err = f.err
+	}
+	if err != nil {
+		return nil, err
+	}
+	return p, nil
 }
 
 // List returns every cluster, on-demand ones included (Temporary), by id.
 func (s *ClusterService) List(ctx context.Context) ([]*cluster.Cluster, error) {
-	return s.s.List(ctx)
+	p, err := s.ListPage(ctx, ClusterListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	return p.Items, nil
 }
 
 // Events returns a cluster's operation and event log (C13), oldest first.
 func (s *ClusterService) Events(ctx context.Context, id string) ([]cluster.Event, error) {
+	if err := s.check(ctx, auth.DescribeCluster, id); err != nil {
+		return nil, err
+	}
 	return s.s.Events(ctx, id)
 }
 
@@ -75,6 +128,9 @@ func (s *ClusterService) Events(ctx context.Context, id string) ([]cluster.Event
 // minimum in the resource group, or fails with ErrQuota and changes
 // nothing. The cluster is starting until Ray reports it running.
 func (s *ClusterService) Start(ctx context.Context, id string) (*cluster.Cluster, error) {
+	if err := s.check(ctx, auth.StartCluster, id); err != nil {
+		return nil, err
+	}
 	return s.s.Start(ctx, id)
 }
 
@@ -82,6 +138,9 @@ func (s *ClusterService) Start(ctx context.Context, id string) (*cluster.Cluster
 // its configuration and storage (C11). Active runs on it refuse the
 // hibernate unless opts.Force, which stops them.
 func (s *ClusterService) Hibernate(ctx context.Context, id string, opts HibernateOptions) (*cluster.Cluster, error) {
+	if err := s.check(ctx, auth.HibernateCluster, id); err != nil {
+		return nil, err
+	}
 	return s.s.Hibernate(ctx, id, opts)
 }
 
@@ -91,12 +150,24 @@ func (s *ClusterService) Hibernate(ctx context.Context, id string, opts Hibernat
 // still waiting for this cluster fail, saying it was deleted. The cluster
 // is deleting until Ray has released it, then it is gone.
 func (s *ClusterService) Delete(ctx context.Context, id string, opts DeleteOptions) error {
+	if err := s.check(ctx, auth.DeleteCluster, id); err != nil {
+		return err
+	}
 	return s.s.Delete(ctx, id, opts)
 }
 
 // Clone copies a cluster's spec, in any state, into a new cluster called
 // newName (C11); the copy starts as a new cluster does.
 func (s *ClusterService) Clone(ctx context.Context, id, newName string) (*cluster.Cluster, error) {
+	if s.g.on() {
+		src, err := s.may(ctx, auth.DescribeCluster, id)
+		if err != nil {
+			return nil, err
+		}
+		if err := s.g.allow(ctx, auth.CreateCluster, newClusterResource(ctx, &src.Spec)); err != nil {
+			return nil, err
+		}
+	}
 	return s.s.Clone(ctx, id, newName)
 }
 
@@ -109,6 +180,9 @@ func (s *ClusterService) Clone(ctx context.Context, id, newName string) (*cluste
 // taken out again: the edit then fails C2 naming it, the rest of the edit
 // saved (see group.Deletion).
 func (s *ClusterService) Update(ctx context.Context, in *cluster.Cluster) (*EditResult, error) {
+	if err := s.mayUpdate(ctx, in); err != nil {
+		return nil, err
+	}
 	return s.s.Edit(ctx, in)
 }
 
@@ -125,6 +199,9 @@ func (s *ClusterService) Edit(ctx context.Context, in *cluster.Cluster) (*EditRe
 // resource group can still allocate; the result says when quota refused
 // part of it, and the cluster's log records it.
 func (s *ClusterService) Autoscale(ctx context.Context, clusterID, group string, replicas int) (AutoscaleResult, error) {
+	if err := s.check(ctx, auth.UpdateCluster, clusterID); err != nil {
+		return AutoscaleResult{}, err
+	}
 	return s.s.Autoscale(ctx, clusterID, group, replicas)
 }
 
@@ -132,6 +209,9 @@ func (s *ClusterService) Autoscale(ctx context.Context, clusterID, group string,
 // reservation, job history, operation and event log, pods, and the Ray
 // dashboard while running.
 func (s *ClusterService) Details(ctx context.Context, id string) (*cluster.Details, error) {
+	if err := s.check(ctx, auth.DescribeCluster, id); err != nil {
+		return nil, err
+	}
 	return s.s.Details(ctx, id)
 }
 
@@ -142,6 +222,11 @@ func (s *ClusterService) Details(ctx context.Context, id string) (*cluster.Detai
 // beside its resource group's capacity. The planned cluster's id is
 // "cls-planned"; a real create makes a new one.
 func (s *ClusterService) PlanCreate(ctx context.Context, spec *cluster.Spec) (*Plan, error) {
+	if spec != nil {
+		if err := s.g.allow(ctx, auth.CreateCluster, newClusterResource(ctx, spec)); err != nil {
+			return nil, err
+		}
+	}
 	return s.s.PlanCreate(ctx, spec)
 }
 
@@ -150,6 +235,9 @@ func (s *ClusterService) PlanCreate(ctx context.Context, spec *cluster.Spec) (*P
 // apply, and the reservation with the resource group before and after.
 // When Quota.Fits is false, Start would be ErrQuota.
 func (s *ClusterService) PlanStart(ctx context.Context, id string) (*Plan, error) {
+	if err := s.check(ctx, auth.StartCluster, id); err != nil {
+		return nil, err
+	}
 	return s.s.PlanStart(ctx, id)
 }
 
@@ -159,5 +247,24 @@ func (s *ClusterService) PlanStart(ctx context.Context, id string) (*Plan, error
 // Notes), and, for a running cluster, what the backend would apply and
 // the reservation before and after.
 func (s *ClusterService) PlanUpdate(ctx context.Context, in *cluster.Cluster) (*Plan, error) {
+	if err := s.mayUpdate(ctx, in); err != nil {
+		return nil, err
+	}
 	return s.s.PlanUpdate(ctx, in)
+}
+
+// mayUpdate asks UpdateCluster of the cluster as stored and as it would
+// become (an edit may not carry a cluster out of the user's reach, or
+// into another's).
+func (s *ClusterService) mayUpdate(ctx context.Context, in *cluster.Cluster) error {
+	if !s.g.on() || in == nil {
+		return nil
+	}
+	cur, err := s.may(ctx, auth.UpdateCluster, in.ID)
+	if err != nil {
+		return err
+	}
+	next := clusterResource(in)
+	next.Creator = cur.Creator // the creator is not the caller's to set
+	return s.g.allow(ctx, auth.UpdateCluster, next)
 }

@@ -2,17 +2,22 @@ package dlc
 
 import (
 	"context"
+	"github.com/aidlc/dlc/auth"
 
 	"github.com/aidlc/dlc/cluster"
+	"github.com/aidlc/dlc/errs"
 	"github.com/aidlc/dlc/group"
 	"github.com/aidlc/dlc/internal/platform"
 )
 
 // Groups returns the client's cluster groups.
-func (c *Client) Groups() *GroupService { return &GroupService{c.e.Groups()} }
+func (c *Client) Groups() *GroupService { return &GroupService{c.e.Groups(), c} }
 
 // GroupService is the cluster groups of a Client (G1–G6).
-type GroupService struct{ s *platform.GroupService }
+type GroupService struct {
+	s *platform.GroupService
+	c *Client
+}
 
 // GroupCreateOptions are the options of a group's create: its scheduling
 // policy (G3).
@@ -26,6 +31,9 @@ type GroupCreateOptions = group.CreateOptions
 // The name and the policy are checked together (every problem at once).
 // Group names are unique: the name is claimed before the group is stored.
 func (s *GroupService) Create(ctx context.Context, name string, opts ...GroupCreateOptions) (*group.Group, error) {
+	if err := s.c.gate().allow(ctx, auth.CreateGroup, auth.Resource{Kind: auth.KindGroup, Creator: UserFrom(ctx)}); err != nil {
+		return nil, err
+	}
 	return s.s.Create(ctx, name, opts...)
 }
 
@@ -36,27 +44,73 @@ func (s *GroupService) Create(ctx context.Context, name string, opts ...GroupCre
 // are; the runs placed from then on follow the new policy, and each
 // records which member it went to and why (job.Run.Placement).
 func (s *GroupService) SetPolicy(ctx context.Context, id string, sched group.Scheduling) (*group.Group, error) {
+	if err := s.check(ctx, auth.UpdateGroup, id); err != nil {
+		return nil, err
+	}
 	return s.s.SetPolicy(ctx, id, sched)
 }
 
 // Get returns a cluster group, with its scheduling policy (G3).
 func (s *GroupService) Get(ctx context.Context, id string) (*group.Group, error) {
-	return s.s.Get(ctx, id)
+	return s.may(ctx, auth.DescribeGroup, id)
+}
+
+// may reads the group and asks act of it (describe's rules).
+func (s *GroupService) may(ctx context.Context, act auth.Action, id string) (*group.Group, error) {
+	return describe(ctx, s.c.gate(), act, auth.KindGroup, id, s.s.Get, groupResource)
+}
+
+// check is may when the gate is on.
+func (s *GroupService) check(ctx context.Context, act auth.Action, id string) error {
+	if !s.c.gate().on() {
+		return nil
+	}
+	_, err := s.may(ctx, act, id)
+	return err
+}
+
+// mayMembers asks UpdateGroup of the group and UpdateCluster of each
+// cluster joining or leaving it.
+func (s *GroupService) mayMembers(ctx context.Context, groupID string, clusterIDs []string) error {
+	if err := s.check(ctx, auth.UpdateGroup, groupID); err != nil {
+		return err
+	}
+	cs := s.c.Clusters()
+	for _, id := range clusterIDs {
+		if err := cs.check(ctx, auth.UpdateCluster, id); err != nil && !errs.IsNotFound(err) {
+			return err
+		}
+	}
+	return nil
 }
 
 // List returns every cluster group, by id.
 func (s *GroupService) List(ctx context.Context) ([]*group.Group, error) {
-	return s.s.List(ctx)
+	gs, err := s.s.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return keepAllowed(ctx, s.c.gate(), auth.DescribeGroup, gs, groupResource)
 }
 
 // Rename renames a cluster group (G5); the new name is claimed first.
 func (s *GroupService) Rename(ctx context.Context, id, name string) (*group.Group, error) {
+	if err := s.check(ctx, auth.UpdateGroup, id); err != nil {
+		return nil, err
+	}
 	return s.s.Rename(ctx, id, name)
 }
 
 // Members returns the clusters in a group (G1), by id.
 func (s *GroupService) Members(ctx context.Context, groupID string) ([]*cluster.Cluster, error) {
-	return s.s.Members(ctx, groupID)
+	if err := s.check(ctx, auth.DescribeGroup, groupID); err != nil {
+		return nil, err
+	}
+	cls, err := s.s.Members(ctx, groupID)
+	if err != nil {
+		return nil, err
+	}
+	return keepAllowed(ctx, s.c.gate(), auth.DescribeCluster, cls, clusterResource)
 }
 
 // AddMembers puts clusters into a group; a cluster may be in many groups,
@@ -69,12 +123,18 @@ func (s *GroupService) Members(ctx context.Context, groupID string) ([]*cluster.
 // AddMembers returns ErrNotFound (deleted) or a *StateError (its delete
 // still in progress); see group.Deletion.
 func (s *GroupService) AddMembers(ctx context.Context, groupID string, clusterIDs ...string) error {
+	if err := s.mayMembers(ctx, groupID, clusterIDs); err != nil {
+		return err
+	}
 	return s.s.AddMembers(ctx, groupID, clusterIDs...)
 }
 
 // RemoveMembers takes clusters out of a group. A cluster keeps at least
 // one group (C2): removing its last is refused.
 func (s *GroupService) RemoveMembers(ctx context.Context, groupID string, clusterIDs ...string) error {
+	if err := s.mayMembers(ctx, groupID, clusterIDs); err != nil {
+		return err
+	}
 	return s.s.RemoveMembers(ctx, groupID, clusterIDs...)
 }
 
@@ -91,5 +151,13 @@ func (s *GroupService) RemoveMembers(ctx context.Context, groupID string, cluste
 // progress is not deleted again, nor named as a target (see
 // group.Deletion).
 func (s *GroupService) Delete(ctx context.Context, id, targetID string) error {
+	if err := s.check(ctx, auth.DeleteGroup, id); err != nil {
+		return err
+	}
+	if targetID != "" {
+		if err := s.check(ctx, auth.UpdateGroup, targetID); err != nil {
+			return err
+		}
+	}
 	return s.s.Delete(ctx, id, targetID)
 }

@@ -2,6 +2,7 @@ package dlc
 
 import (
 	"context"
+	"github.com/aidlc/dlc/auth"
 	"time"
 
 	"github.com/aidlc/dlc/cluster"
@@ -10,10 +11,13 @@ import (
 )
 
 // Jobs returns the client's job configs.
-func (c *Client) Jobs() *JobService { return &JobService{c.e.Jobs()} }
+func (c *Client) Jobs() *JobService { return &JobService{c.e.Jobs(), c} }
 
 // JobService is the job configurations of a Client (J1–J17).
-type JobService struct{ s *platform.JobService }
+type JobService struct {
+	s *platform.JobService
+	c *Client
+}
 
 // Create validates a job config and saves it (J12): every rule a config can
 // break, its package (a local file is inspected: at most 100 MB and a
@@ -23,6 +27,9 @@ type JobService struct{ s *platform.JobService }
 // never fit its resource group's whole quota is refused; one that fits
 // only later is saved, and its runs wait.
 func (s *JobService) Create(ctx context.Context, cfg *job.Config, opts SaveOptions) (*job.Record, error) {
+	if err := s.c.mayConfig(ctx, auth.CreateJob, configResource(auth.KindJob, "", UserFrom(ctx), cfg), cfg); err != nil {
+		return nil, err
+	}
 	return s.s.Save(ctx, cfg, opts)
 }
 
@@ -35,24 +42,58 @@ func (s *JobService) Save(ctx context.Context, cfg *job.Config, opts SaveOptions
 
 // Get returns a saved job config.
 func (s *JobService) Get(ctx context.Context, id string) (*job.Record, error) {
-	return s.s.Get(ctx, id)
+	return s.may(ctx, auth.DescribeJob, id)
+}
+
+// may reads the job config and asks act of it (describe's rules).
+func (s *JobService) may(ctx context.Context, act auth.Action, id string) (*job.Record, error) {
+	return describe(ctx, s.c.gate(), act, auth.KindJob, id, s.s.Get, jobResource)
+}
+
+// check is may when the gate is on.
+func (s *JobService) check(ctx context.Context, act auth.Action, id string) error {
+	if !s.c.gate().on() {
+		return nil
+	}
+	_, err := s.may(ctx, act, id)
+	return err
 }
 
 // List returns the job list with every J13 column, by id: every config,
 // or those the options select (their Limit and Continue are ListPage's).
 func (s *JobService) List(ctx context.Context, opts ...JobListOptions) ([]job.ListEntry, error) {
-	return s.s.List(ctx, opts...)
+	var o JobListOptions
+	if len(opts) > 0 {
+		o = opts[0]
+	}
+	o.Limit, o.Continue = 0, ""
+	p, err := s.ListPage(ctx, o)
+	if err != nil {
+		return nil, err
+	}
+	return p.Items, nil
 }
 
 // ListPage returns one page of the job list that opts selects (creator,
 // mode, resource, name, created after), by id: at most opts.Limit entries,
 // and Continue, the token of the next page.
 func (s *JobService) ListPage(ctx context.Context, opts JobListOptions) (*JobListPage, error) {
-	return s.s.ListPage(ctx, opts)
+	keep, f := listFilter(ctx, s.c.gate(), auth.DescribeJob, jobResource)
+	p, err := s.s.ListPage(ctx, opts, keep)
+	if err == nil {
+		err = f.err
+	}
+	if err != nil {
+		return nil, err
+	}
+	return p, nil
 }
 
 // Events returns a job config's operation log, oldest first.
 func (s *JobService) Events(ctx context.Context, id string) ([]cluster.Event, error) {
+	if err := s.check(ctx, auth.DescribeJob, id); err != nil {
+		return nil, err
+	}
 	return s.s.Events(ctx, id)
 }
 
@@ -64,6 +105,15 @@ func (s *JobService) Events(ctx context.Context, id string) ([]cluster.Event, er
 // revision they started from. A config whose delete is in progress is
 // not edited (*StateError, see job.Deletion).
 func (s *JobService) Update(ctx context.Context, rec *job.Record) (*job.Record, error) {
+	if s.c.gate().on() && rec != nil {
+		cur, err := s.may(ctx, auth.UpdateJob, rec.ID)
+		if err != nil {
+			return nil, err
+		}
+		if err := s.c.mayConfig(ctx, auth.UpdateJob, configResource(auth.KindJob, cur.ID, cur.Creator, &rec.Config), &rec.Config); err != nil {
+			return nil, err
+		}
+	}
 	return s.s.Edit(ctx, rec)
 }
 
@@ -77,6 +127,15 @@ func (s *JobService) Edit(ctx context.Context, rec *job.Record) (*job.Record, er
 // Clone saves a copy of a job config under a new name (J16); an empty name
 // gives "<name> (copy)".
 func (s *JobService) Clone(ctx context.Context, id, name string) (*job.Record, error) {
+	if s.c.gate().on() {
+		src, err := s.may(ctx, auth.DescribeJob, id)
+		if err != nil {
+			return nil, err
+		}
+		if err := s.c.mayConfig(ctx, auth.CreateJob, configResource(auth.KindJob, "", UserFrom(ctx), &src.Config), &src.Config); err != nil {
+			return nil, err
+		}
+	}
 	return s.s.Copy(ctx, id, name)
 }
 
@@ -95,6 +154,9 @@ func (s *JobService) Copy(ctx context.Context, id, name string) (*job.Record, er
 // when the run was stored just before the delete began, both fail. A
 // second delete while one is in progress follows it (see job.Deletion).
 func (s *JobService) Delete(ctx context.Context, id string) error {
+	if err := s.check(ctx, auth.DeleteJob, id); err != nil {
+		return err
+	}
 	return s.s.Delete(ctx, id)
 }
 
@@ -102,12 +164,18 @@ func (s *JobService) Delete(ctx context.Context, id string) error {
 // run until ResumeSchedule; runs already started go on. A config without
 // a schedule is an ErrState.
 func (s *JobService) SuspendSchedule(ctx context.Context, id string) (*job.Record, error) {
+	if err := s.check(ctx, auth.UpdateJob, id); err != nil {
+		return nil, err
+	}
 	return s.s.SuspendSchedule(ctx, id)
 }
 
 // ResumeSchedule starts a suspended schedule again. Its ticks count from
 // now: the ticks that passed while it was suspended start nothing.
 func (s *JobService) ResumeSchedule(ctx context.Context, id string) (*job.Record, error) {
+	if err := s.check(ctx, auth.UpdateJob, id); err != nil {
+		return nil, err
+	}
 	return s.s.ResumeSchedule(ctx, id)
 }
 
@@ -116,6 +184,9 @@ func (s *JobService) ResumeSchedule(ctx context.Context, id string) (*job.Record
 // schedule's time zone; none while it is suspended. A config without a
 // schedule is an ErrState.
 func (s *JobService) NextTicks(ctx context.Context, id string, n int) ([]time.Time, error) {
+	if err := s.check(ctx, auth.DescribeJob, id); err != nil {
+		return nil, err
+	}
 	return s.s.NextTicks(ctx, id, n)
 }
 
@@ -126,5 +197,8 @@ func (s *JobService) NextTicks(ctx context.Context, id string, n int) ([]time.Ti
 // makes and, when it does not fit now, what it lacks and its would-be
 // place in the resource group's queue.
 func (s *JobService) PlanRun(ctx context.Context, jobID string) (*Plan, error) {
+	if err := s.c.mayRun(ctx, jobID); err != nil {
+		return nil, err
+	}
 	return s.s.PlanRun(ctx, jobID)
 }

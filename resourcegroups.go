@@ -2,6 +2,7 @@ package dlc
 
 import (
 	"context"
+	"github.com/aidlc/dlc/auth"
 
 	"github.com/aidlc/dlc/internal/platform"
 	"github.com/aidlc/dlc/job"
@@ -10,7 +11,7 @@ import (
 
 // ResourceGroups returns the client's resource groups.
 func (c *Client) ResourceGroups() *ResourceGroupService {
-	return &ResourceGroupService{c.e.ResourceGroups()}
+	return &ResourceGroupService{c.e.ResourceGroups(), c.gate()}
 }
 
 // ResourceGroupService is the resource groups of a Client: capacity that
@@ -19,12 +20,16 @@ func (c *Client) ResourceGroups() *ResourceGroupService {
 // client over the store sees and changes the same ones.
 type ResourceGroupService struct {
 	s *platform.ResourceGroupService
+	g gate
 }
 
 // Pending lists the runs waiting in a resource group's queue in admission
 // order (priority, then submission), each with its position, as Kueue's
 // visibility API does. Admitted runs are not listed.
 func (s *ResourceGroupService) Pending(ctx context.Context, rg string) ([]job.Pending, error) {
+	if err := s.g.allow(ctx, auth.DescribeResourceGroup, resourceGroupResource(rg)); err != nil {
+		return nil, err
+	}
 	return s.s.Pending(ctx, rg)
 }
 
@@ -32,16 +37,26 @@ func (s *ResourceGroupService) Pending(ctx context.Context, rg string) ([]job.Pe
 // resource package, or changes its capacity (never below what is
 // reserved). Runs waiting for quota are reconsidered.
 func (s *ResourceGroupService) Register(ctx context.Context, g quota.Group) (quota.Usage, error) {
+	if err := s.g.allow(ctx, auth.RegisterResourceGroup, resourceGroupResource(g.ID)); err != nil {
+		return quota.Usage{}, err
+	}
 	return s.s.Register(ctx, g)
 }
 
 // Get returns a resource group's capacity, reservations and what it can
 // still allocate.
 func (s *ResourceGroupService) Get(ctx context.Context, id string) (quota.Usage, error) {
+	if err := s.g.allow(ctx, auth.DescribeResourceGroup, resourceGroupResource(id)); err != nil {
+		return quota.Usage{}, err
+	}
 	return s.s.Get(ctx, id)
 }
 
 // List returns every resource group's usage, by id.
 func (s *ResourceGroupService) List(ctx context.Context) ([]quota.Usage, error) {
-	return s.s.List(ctx)
+	us, err := s.s.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return keepAllowed(ctx, s.g, auth.DescribeResourceGroup, us, func(u quota.Usage) auth.Resource { return resourceGroupResource(u.ID) })
 }

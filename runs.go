@@ -2,6 +2,7 @@ package dlc
 
 import (
 	"context"
+	"github.com/aidlc/dlc/auth"
 
 	"github.com/aidlc/dlc/cluster"
 	"github.com/aidlc/dlc/internal/platform"
@@ -9,11 +10,14 @@ import (
 )
 
 // Runs returns the client's runs.
-func (c *Client) Runs() *RunService { return &RunService{c.e.Runs()} }
+func (c *Client) Runs() *RunService { return &RunService{c.e.Runs(), c} }
 
 // RunService is the runs (task instances) of a Client's job configs
 // (J14, J18, J19).
-type RunService struct{ s *platform.RunService }
+type RunService struct {
+	s *platform.RunService
+	c *Client
+}
 
 // Pending says why a waiting run waits and where (J18): an on-demand
 // run's position in its resource group's queue, how many runs are ahead,
@@ -22,7 +26,24 @@ type RunService struct{ s *platform.RunService }
 // so every client over the store answers the same. A run that no longer
 // waits is a *StateError.
 func (s *RunService) Pending(ctx context.Context, id string) (*job.Pending, error) {
+	if err := s.check(ctx, auth.DescribeRun, id); err != nil {
+		return nil, err
+	}
 	return s.s.Pending(ctx, id)
+}
+
+// may reads the run and asks act of it (describe's rules).
+func (s *RunService) may(ctx context.Context, act auth.Action, id string) (*job.Run, error) {
+	return describe(ctx, s.c.gate(), act, auth.KindRun, id, s.s.Get, runResource)
+}
+
+// check is may when the gate is on.
+func (s *RunService) check(ctx context.Context, act auth.Action, id string) error {
+	if !s.c.gate().on() {
+		return nil
+	}
+	_, err := s.may(ctx, act, id)
+	return err
 }
 
 // Create starts a new run of a job config's current revision (J14). The
@@ -39,12 +60,15 @@ func (s *RunService) Pending(ctx context.Context, id string) (*job.Pending, erro
 // (its delete still in progress); the failed run stays in the run list,
 // and a retry with the same request id returns it (see job.Deletion).
 func (s *RunService) Create(ctx context.Context, jobID string, opts RunOptions) (*job.Run, error) {
+	if err := s.c.mayRun(ctx, jobID); err != nil {
+		return nil, err
+	}
 	return s.s.Create(ctx, jobID, opts)
 }
 
 // Get returns a run.
 func (s *RunService) Get(ctx context.Context, id string) (*job.Run, error) {
-	return s.s.Get(ctx, id)
+	return s.may(ctx, auth.DescribeRun, id)
 }
 
 // Wait waits until cond holds for the run and returns it as cond last saw
@@ -53,31 +77,61 @@ func (s *RunService) Get(ctx context.Context, id string) (*job.Run, error) {
 //
 //	r, err := c.Runs().Wait(ctx, id, job.Ended)
 func (s *RunService) Wait(ctx context.Context, id string, cond func(*job.Run) (bool, error)) (*job.Run, error) {
+	if err := s.check(ctx, auth.DescribeRun, id); err != nil {
+		return nil, err
+	}
 	return s.s.Wait(ctx, id, cond)
 }
 
 // Watch tells of every change of the selected runs (e.g. every run of a
 // job config), as Clusters().Watch does of clusters.
 func (s *RunService) Watch(ctx context.Context, opts RunWatchOptions) (<-chan RunEvent, error) {
-	return s.s.Watch(ctx, opts)
+	in, err := s.s.Watch(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	return watchAllowed(ctx, s.c.gate(), auth.DescribeRun, in, func(e RunEvent) string { return e.ID },
+		func(e RunEvent) (auth.Resource, bool) {
+			if e.Run == nil {
+				return auth.Resource{}, false
+			}
+			return runResource(e.Run), true
+		},
+		func(id string) RunEvent { return RunEvent{Type: Deleted, ID: id} }), nil
 }
 
 // ListPage returns one page of the runs opts selects, in submission
 // order: at most opts.Limit, and Continue, the token of the next page. It
 // reads the client's cache and copies only the page.
 func (s *RunService) ListPage(ctx context.Context, opts RunListOptions) (*RunPage, error) {
-	return s.s.ListPage(ctx, opts)
+	keep, f := listFilter(ctx, s.c.gate(), auth.DescribeRun, runResource)
+	p, err := s.s.ListPage(ctx, opts, keep)
+	if err == nil {
+		err = f.err
+	}
+	if err != nil {
+		return nil, err
+	}
+	return p, nil
 }
 
 // List returns the runs opts selects (every filter but Limit and
 // Continue, which are ListPage's), in submission order.
 func (s *RunService) List(ctx context.Context, opts RunListOptions) ([]*job.Run, error) {
-	return s.s.List(ctx, opts)
+	opts.Limit, opts.Continue = 0, ""
+	p, err := s.ListPage(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	return p.Items, nil
 }
 
 // Stop stops a run that has not ended; its Ray job is stopped and its
 // on-demand cluster, if any, released.
 func (s *RunService) Stop(ctx context.Context, id string) (*job.Run, error) {
+	if err := s.check(ctx, auth.StopRun, id); err != nil {
+		return nil, err
+	}
 	return s.s.Stop(ctx, id)
 }
 
@@ -88,6 +142,9 @@ func (s *RunService) Stop(ctx context.Context, id string) (*job.Run, error) {
 // job.MaxLogTailBytes bytes, after a line saying how many earlier lines
 // were not kept).
 func (s *RunService) Logs(ctx context.Context, id string) ([]string, error) {
+	if err := s.check(ctx, auth.ReadRunLogs, id); err != nil {
+		return nil, err
+	}
 	return s.s.Logs(ctx, id)
 }
 
@@ -97,10 +154,16 @@ func (s *RunService) Logs(ctx context.Context, id string) ([]string, error) {
 // as it does when ctx is done or the client closes. Each line is sent
 // once.
 func (s *RunService) Follow(ctx context.Context, id string) (<-chan string, error) {
+	if err := s.check(ctx, auth.ReadRunLogs, id); err != nil {
+		return nil, err
+	}
 	return s.s.Follow(ctx, id)
 }
 
 // Events returns a run's event log, oldest first.
 func (s *RunService) Events(ctx context.Context, id string) ([]cluster.Event, error) {
+	if err := s.check(ctx, auth.DescribeRun, id); err != nil {
+		return nil, err
+	}
 	return s.s.Events(ctx, id)
 }

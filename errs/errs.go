@@ -1,6 +1,6 @@
 // Package errs holds the typed errors that every dlc package returns: the
 // sentinels (ErrNotFound, ErrConflict, ErrInvalid, ErrState, ErrQuota,
-// ErrUnavailable), the error types that carry detail (FieldError,
+// ErrUnavailable, ErrForbidden), the error types that carry detail (FieldError,
 // StateError, NotFoundError, ConflictError, QuotaError, UnavailableError,
 // RefusedError) and the field paths that validation reports.
 //
@@ -34,7 +34,34 @@ var (
 	// ErrUnavailable means a backend could not answer now (a timeout,
 	// throttling, a server error); the call may be retried.
 	ErrUnavailable = errors.New("unavailable")
+	// ErrForbidden means the client's authorizer refused the caller the
+	// operation; the error is a *ForbiddenError naming the action and the
+	// resource asked for.
+	ErrForbidden = errors.New("forbidden")
 )
+
+// ForbiddenError says that a user may not do an action on a resource. It
+// names only what the caller asked for (the action, and the resource by
+// kind and the id the caller gave), never the object's attributes, which
+// the caller may not be allowed to read.
+type ForbiddenError struct {
+	User     string // the user refused
+	Action   string // e.g. "dlc:StartCluster"
+	Resource string // e.g. "cluster/cls-1"
+	Reason   string // optional: why, when the authorizer may say (e.g. "denied by statement 2")
+}
+
+// Error implements error.
+func (e *ForbiddenError) Error() string {
+	s := fmt.Sprintf("forbidden: user %q may not %s on %s", e.User, e.Action, e.Resource)
+	if e.Reason != "" {
+		s += ": " + e.Reason
+	}
+	return s
+}
+
+// Is reports whether target is ErrForbidden.
+func (e *ForbiddenError) Is(target error) bool { return target == ErrForbidden }
 
 // UnavailableError says which backend operation could not be done now,
 // and why. It is errors.Is ErrUnavailable and unwraps to its cause.

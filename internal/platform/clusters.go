@@ -275,7 +275,7 @@ func (s *ClusterService) List(ctx context.Context) ([]*cluster.Cluster, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	p, err := s.ListPage(ctx, cluster.ListOptions{})
+	p, err := s.ListPage(ctx, cluster.ListOptions{}, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"github.com/aidlc/dlc/auth"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -67,6 +68,9 @@ type options struct {
 	// maxUnfinished bounds a config's runs that have not ended, past which
 	// its schedule's ticks are skipped (WithMaxUnfinishedRuns); 0: none.
 	maxUnfinished int
+	// authorizer decides user operations (nil: all allowed); the engine
+	// holds it for the services of package dlc, which ask it.
+	authorizer auth.Authorizer
 }
 
 // WithBackend sets the backend; the default is a new memory backend.
@@ -164,6 +168,13 @@ const DefaultMaxUnfinishedRuns = 100
 // value makes New fail with ErrInvalid.
 func WithMaxUnfinishedRuns(n int) Option { return func(o *options) { o.maxUnfinished = n } }
 
+// WithAuthorizer sets who may do what: every user operation is asked of
+// a (see package auth); nil, the default, allows everything.
+func WithAuthorizer(a auth.Authorizer) Option { return func(o *options) { o.authorizer = a } }
+
+// Authorizer returns the authorizer the engine was given, nil for none.
+func (c *Engine) Authorizer() auth.Authorizer { return c.o.authorizer }
+
 // WithRepairGrace sets how long a reservation whose holder no longer
 // justifies it (deleted, hibernated, ended: left by a crash between two
 // writes) is kept before the quota reconciler releases it (default 30s).
@@ -241,21 +252,15 @@ func WithResync(d time.Duration) Option { return func(o *options) { o.resync = m
 // when a job config is saved (J5); without it only local packages are.
 func WithCOS(c *storage.COSClient) Option { return func(o *options) { o.cos = c } }
 
-type userKey struct{}
-
-// WithUser returns a context that acts as user: the creator of what it
-// creates and the actor in operation logs.
+// WithUser returns a context that acts as user, in no group: the creator
+// of what it creates and the actor in operation logs (auth.NewContext
+// names the groups too).
 func WithUser(ctx context.Context, user string) context.Context {
-	return context.WithValue(ctx, userKey{}, user)
+	return auth.NewContext(ctx, auth.User{Name: user})
 }
 
 // UserFrom returns the user of ctx, or "anonymous".
-func UserFrom(ctx context.Context) string {
-	if u, ok := ctx.Value(userKey{}).(string); ok && u != "" {
-		return u
-	}
-	return "anonymous"
-}
+func UserFrom(ctx context.Context) string { return auth.FromContext(ctx).Name }
 
 // Engine is the platform: clusters, cluster groups, templates, job
 // configs, runs, quota and scheduling over one backend. It is safe for

@@ -149,7 +149,7 @@ func (s *JobService) List(ctx context.Context, opts ...job.ListOptions) ([]job.L
 		o = opts[0]
 	}
 	o.Limit, o.Continue = 0, ""
-	p, err := s.ListPage(ctx, o)
+	p, err := s.ListPage(ctx, o, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -159,7 +159,9 @@ func (s *JobService) List(ctx context.Context, opts ...job.ListOptions) ([]job.L
 // ListPage returns one page of the job list (every J13 column) that opts
 // selects, by id: at most opts.Limit entries, and the token of the next
 // page. It reads the client's cache.
-func (s *JobService) ListPage(ctx context.Context, opts job.ListOptions) (*job.ListPage, error) {
+//
+// keep (nil: every config) is asked as RunService.ListPage's is.
+func (s *JobService) ListPage(ctx context.Context, opts job.ListOptions, keep func(*job.Record) bool) (*job.ListPage, error) {
 	c := s.c
 	from, err := pageFrom(ctx, opts.Limit, opts.Continue)
 	if err != nil {
@@ -178,7 +180,7 @@ func (s *JobService) ListPage(ctx context.Context, opts job.ListOptions) (*job.L
 			(opts.CreatedAfter.IsZero() || r.CreatedAt.After(opts.CreatedAfter)) &&
 			cluster.HasTags(cfg.Tags, opts.Tags)
 	}
-	items, _, next := page(recs, versions, match, func(r *job.Record) pageKey { return pageKey{ID: r.ID} }, opts.Limit, from)
+	items, _, next := page(recs, versions, match, keep, func(r *job.Record) pageKey { return pageKey{ID: r.ID} }, opts.Limit, from)
 	out := &job.ListPage{Items: make([]job.ListEntry, 0, len(items)), Continue: next}
 	for _, r := range items {
 		cfg := &r.Config

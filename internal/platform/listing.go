@@ -72,9 +72,11 @@ func cachedObjects[T any](c *Engine, kind string, sel map[string]string) ([]*T, 
 }
 
 // page orders the objects that match by key, skips those up to the
-// token, and returns at most limit (0: all) of the rest, with the next
-// page's token when more remain.
-func page[T any](objs []*T, versions []string, match func(*T) bool, key func(*T) pageKey, limit int, from *pageKey) (out []*T, outVersions []string, next string) {
+// token, and returns at most limit (0: all) of the rest that keep (nil:
+// every one) keeps, with the next page's token when more remain. keep is
+// asked in list order, only until the page is full and one more is kept,
+// and with no lock held: it may be the caller's authorizer.
+func page[T any](objs []*T, versions []string, match, keep func(*T) bool, key func(*T) pageKey, limit int, from *pageKey) (out []*T, outVersions []string, next string) {
 	idx := make([]int, 0, len(objs))
 	for i, o := range objs {
 		if match(o) && (from == nil || key(o).after(*from)) {
@@ -82,11 +84,14 @@ func page[T any](objs []*T, versions []string, match func(*T) bool, key func(*T)
 		}
 	}
 	slices.SortFunc(idx, func(a, b int) int { return cmpKeys(key(objs[a]), key(objs[b])) })
-	if limit > 0 && len(idx) > limit {
-		next = key(objs[idx[limit-1]]).token()
-		idx = idx[:limit]
-	}
 	for _, i := range idx {
+		if keep != nil && !keep(objs[i]) {
+			continue
+		}
+		if limit > 0 && len(out) == limit {
+			next = key(out[len(out)-1]).token()
+			break
+		}
 		out, outVersions = append(out, objs[i]), append(outVersions, versions[i])
 	}
 	return out, outVersions, next
@@ -107,7 +112,12 @@ func pageFrom(ctx context.Context, limit int, cont string) (*pageKey, error) {
 // ListPage returns one page of the runs opts selects, in submission order
 // (then by id), at most opts.Limit of them, and the token of the next
 // page. A bad token or limit is ErrInvalid.
-func (s *RunService) ListPage(ctx context.Context, opts job.RunListOptions) (*job.RunPage, error) {
+//
+// keep (nil: every run) is asked of each run that opts selects, in list
+// order and with no lock held, until the page is full: a run it refuses
+// is not listed, and the page is still full (package dlc passes its
+// authorizer here).
+func (s *RunService) ListPage(ctx context.Context, opts job.RunListOptions, keep func(*job.Run) bool) (*job.RunPage, error) {
 	from, err := pageFrom(ctx, opts.Limit, opts.Continue)
 	if err != nil {
 		return nil, err
@@ -120,7 +130,7 @@ func (s *RunService) ListPage(ctx context.Context, opts job.RunListOptions) (*jo
 			cluster.HasTags(r.Config.Tags, opts.Tags)
 	}
 	if opts.JobID != "" {
-		return s.c.jobRunsPage(opts.JobID, from, opts.Limit, match)
+		return s.c.jobRunsPage(opts.JobID, from, opts.Limit, match, keep)
 	}
 	sel := map[string]string{}
 	if opts.ClusterID != "" {
@@ -133,43 +143,45 @@ func (s *RunService) ListPage(ctx context.Context, opts job.RunListOptions) (*jo
 	if err != nil {
 		return nil, err
 	}
-	items, itemVersions, next := page(runs, versions, match, func(r *job.Run) pageKey { return pageKey{r.SubmittedAt, r.ID} }, opts.Limit, from)
+	items, itemVersions, next := page(runs, versions, match, keep, func(r *job.Run) pageKey { return pageKey{r.SubmittedAt, r.ID} }, opts.Limit, from)
 	return s.c.runPage(items, itemVersions, next), nil
 }
 
 // jobRunsPage is a page of one job config's runs: read in list order from
-// the index of its runs (runOrder), from the token on, until the page is
+// the index of its runs (runOrder), from the token on, a chunk of keys at
+// a time (match and keep are asked with no lock held), until the page is
 // full, so that it costs what the page and the runs it skips cost.
-func (c *Engine) jobRunsPage(jobID string, from *pageKey, limit int, match func(*job.Run) bool) (*job.RunPage, error) {
+func (c *Engine) jobRunsPage(jobID string, from *pageKey, limit int, match, keep func(*job.Run) bool) (*job.RunPage, error) {
 	var items []*job.Run
 	var versions []string
 	var next string
-	var err error
-	c.order.walk(jobID, from, func(id string) bool {
-		d, ok := c.cache.get(kindRun, id)
-		if !ok {
-			return true // deleted meanwhile
+	const chunk = 256
+	for {
+		keys := c.order.keys(jobID, from, chunk)
+		for _, k := range keys {
+			d, ok := c.cache.get(kindRun, k.ID)
+			if !ok {
+				continue // deleted meanwhile
+			}
+			r, _, err := sharedObject[job.Run](c, d)
+			if err != nil {
+				return nil, err
+			}
+			if !match(r) || (keep != nil && !keep(r)) {
+				continue
+			}
+			if limit > 0 && len(items) == limit {
+				last := items[len(items)-1]
+				next = pageKey{last.SubmittedAt, last.ID}.token()
+				return c.runPage(items, versions, next), nil
+			}
+			items, versions = append(items, r), append(versions, d.Version)
 		}
-		r, _, derr := sharedObject[job.Run](c, d)
-		if derr != nil {
-			err = derr
-			return false
+		if len(keys) < chunk {
+			return c.runPage(items, versions, next), nil
 		}
-		if !match(r) {
-			return true
-		}
-		if limit > 0 && len(items) == limit {
-			last := items[len(items)-1]
-			next = pageKey{last.SubmittedAt, last.ID}.token()
-			return false
-		}
-		items, versions = append(items, r), append(versions, d.Version)
-		return true
-	})
-	if err != nil {
-		return nil, err
+		from = &keys[len(keys)-1]
 	}
-	return c.runPage(items, versions, next), nil
 }
 
 // runPage copies a page of runs out of the cache.
@@ -187,7 +199,9 @@ func (c *Engine) runPage(items []*job.Run, versions []string, next string) *job.
 // ListPage returns one page of the clusters opts selects, by id, at most
 // opts.Limit of them, and the token of the next page. A bad token, limit
 // or kind is ErrInvalid.
-func (s *ClusterService) ListPage(ctx context.Context, opts cluster.ListOptions) (*cluster.Page, error) {
+//
+// keep (nil: every cluster) is asked as RunService.ListPage's is.
+func (s *ClusterService) ListPage(ctx context.Context, opts cluster.ListOptions, keep func(*cluster.Cluster) bool) (*cluster.Page, error) {
 	from, err := pageFrom(ctx, opts.Limit, opts.Continue)
 	if err != nil {
 		return nil, err
@@ -218,7 +232,7 @@ func (s *ClusterService) ListPage(ctx context.Context, opts cluster.ListOptions)
 			(opts.CreatedAfter.IsZero() || cl.CreatedAt.After(opts.CreatedAfter)) &&
 			cluster.HasTags(cl.Spec.Tags, opts.Tags)
 	}
-	items, itemVersions, next := page(cls, versions, match, func(cl *cluster.Cluster) pageKey { return pageKey{ID: cl.ID} }, opts.Limit, from)
+	items, itemVersions, next := page(cls, versions, match, keep, func(cl *cluster.Cluster) pageKey { return pageKey{ID: cl.ID} }, opts.Limit, from)
 	out := &cluster.Page{Items: make([]*cluster.Cluster, len(items)), Continue: next}
 	for i, cl := range items {
 		cl = cl.DeepCopy()

@@ -78,10 +78,9 @@ func (o *runOrder) observe(d backend.Doc, obj any) {
 	o.keyOf[d.ID] = now
 }
 
-// walk calls f with the ids of job config jobID's runs in list order,
-// from the first after from (nil: the first), until f returns false.
-// f runs under the index's read lock: it must not change the index.
-func (o *runOrder) walk(jobID string, from *pageKey, f func(id string) bool) {
+// keys returns at most n of job config jobID's run keys in list order,
+// those after from (nil: from the first), copied out of the index.
+func (o *runOrder) keys(jobID string, from *pageKey, n int) []pageKey {
 	o.mu.RLock()
 	defer o.mu.RUnlock()
 	keys := o.byJob[jobID]
@@ -92,9 +91,5 @@ func (o *runOrder) walk(jobID string, from *pageKey, f func(id string) bool) {
 			i++
 		}
 	}
-	for ; i < len(keys); i++ {
-		if !f(keys[i].ID) {
-			return
-		}
-	}
+	return slices.Clone(keys[i:min(len(keys), i+n)])
 }

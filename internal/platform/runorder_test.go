@@ -19,7 +19,9 @@ func TestRunOrder(t *testing.T) {
 	}
 	ids := func(jobID string, from *pageKey) []string {
 		var out []string
-		o.walk(jobID, from, func(id string) bool { out = append(out, id); return true })
+		for _, k := range o.keys(jobID, from, 1<<20) {
+			out = append(out, k.ID)
+		}
 		return out
 	}
 	put("c", "j", 2, job.Queued)
@@ -28,6 +30,9 @@ func TestRunOrder(t *testing.T) {
 	put("x", "k", 0, job.Queued)
 	if got := ids("j", nil); !slices.Equal(got, []string{"a", "b", "c"}) {
 		t.Fatalf("order %v", got)
+	}
+	if got := o.keys("j", nil, 2); len(got) != 2 || got[1].ID != "b" {
+		t.Fatalf("a chunk of two: %v", got)
 	}
 	put("a", "j", 1, job.Running) // a state change: no move
 	if got := ids("j", &pageKey{t0.Add(1), "a"}); !slices.Equal(got, []string{"b", "c"}) {

@@ -299,7 +299,7 @@ func (c *Engine) rederive(r *job.Run) {
 // List returns runs in submission order.
 func (s *RunService) List(ctx context.Context, opts job.RunListOptions) ([]*job.Run, error) {
 	opts.Limit, opts.Continue = 0, ""
-	p, err := s.ListPage(ctx, opts)
+	p, err := s.ListPage(ctx, opts, nil)
 	if err != nil {
 		return nil, err
 	}

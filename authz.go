@@ -1,0 +1,267 @@
+package dlc
+
+import (
+	"context"
+	"errors"
+	"maps"
+	"slices"
+
+	"github.com/aidlc/dlc/auth"
+	"github.com/aidlc/dlc/cluster"
+	"github.com/aidlc/dlc/errs"
+	"github.com/aidlc/dlc/group"
+	"github.com/aidlc/dlc/internal/platform"
+	"github.com/aidlc/dlc/job"
+)
+
+// ErrForbidden means the client's authorizer refused the caller the
+// operation (see WithAuthorizer); the error is a *ForbiddenError.
+var ErrForbidden = errs.ErrForbidden
+
+// ForbiddenError names the action and the resource a user was refused.
+type ForbiddenError = errs.ForbiddenError
+
+// WithAuthorizer sets who may do what on the client: every user operation
+// of its services (create, read, list, update, start, hibernate, delete,
+// run, stop, logs, plan, register) asks a, with the user of the call's
+// context (WithUser, or auth.NewContext with the user's groups), the
+// action (auth.Actions) and the object with its resource group, cluster
+// groups, creator and tags. A refusal fails the call with ErrForbidden and
+// changes nothing; lists, watches and a group's members tell only of what
+// the user may describe (a page is still a full page). Background work —
+// reconcilers, schedules, retries, retention, idle hibernation — acts for
+// the platform and is not asked. nil, the default, allows everything.
+//
+// auth.NewPolicyAuthorizer decides by CAM-style statements; on
+// Kubernetes, kube.NewAccessReviewAuthorizer asks the API server's RBAC.
+func WithAuthorizer(a auth.Authorizer) Option { return platform.WithAuthorizer(a) }
+
+// gate asks a client's authorizer; the zero gate allows everything
+// without reading anything.
+type gate struct{ a auth.Authorizer }
+
+// on reports whether calls are asked at all.
+func (g gate) on() bool { return g.a != nil }
+
+// allow asks whether ctx's user may do act on r: nil, the refusal
+// (ErrForbidden), or why the authorizer could not decide (ErrUnavailable
+// unless it says what else).
+func (g gate) allow(ctx context.Context, act auth.Action, r auth.Resource) error {
+	if g.a == nil {
+		return nil
+	}
+	err := g.a.Authorize(ctx, auth.FromContext(ctx), act, r)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, errs.ErrForbidden), errors.Is(err, errs.ErrUnavailable), errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return err
+	default:
+		return errs.Unavailable("authorize "+string(act)+" on "+r.Name(), err)
+	}
+}
+
+// filter is what a list keeps: the objects the user may describe. The
+// first failure to decide (not a refusal) stops it and fails the list.
+type filter struct {
+	g   gate
+	ctx context.Context
+	act auth.Action
+	err error
+}
+
+func (f *filter) keep(r auth.Resource) bool {
+	if f.err != nil {
+		return false
+	}
+	err := f.g.allow(f.ctx, f.act, r)
+	if err != nil && !errors.Is(err, errs.ErrForbidden) {
+		f.err = err
+	}
+	return err == nil
+}
+
+// listFilter returns a list's filter for act, nil when the gate is off
+// (everything is kept, nothing asked).
+func listFilter[T any](ctx context.Context, g gate, act auth.Action, res func(*T) auth.Resource) (func(*T) bool, *filter) {
+	if !g.on() {
+		return nil, &filter{}
+	}
+	f := &filter{g: g, ctx: ctx, act: act}
+	return func(v *T) bool { return f.keep(res(v)) }, f
+}
+
+// keepAllowed returns the objects of a list the user may describe.
+func keepAllowed[T any](ctx context.Context, g gate, act auth.Action, objs []T, res func(T) auth.Resource) ([]T, error) {
+	if !g.on() {
+		return objs, nil
+	}
+	f := &filter{g: g, ctx: ctx, act: act}
+	out := objs[:0]
+	for _, o := range objs {
+		if f.keep(res(o)) {
+			out = append(out, o)
+		}
+	}
+	if f.err != nil {
+		return nil, f.err
+	}
+	return out, nil
+}
+
+// describe reads an object with get and asks act of it. A missing object
+// is asked as its kind and id alone, so that a user who may not describe
+// it does not learn whether it exists: ErrForbidden, else ErrNotFound.
+func describe[T any](ctx context.Context, g gate, act auth.Action, kind auth.Kind, id string,
+	get func(context.Context, string) (T, error), res func(T) auth.Resource) (T, error) {
+	v, err := get(ctx, id)
+	if !g.on() {
+		return v, err
+	}
+	var zero T
+	if errs.IsNotFound(err) {
+		if aerr := g.allow(ctx, act, auth.Resource{Kind: kind, ID: id}); aerr != nil {
+			return zero, aerr
+		}
+		return zero, err
+	}
+	if err != nil {
+		return zero, err
+	}
+	if err := g.allow(ctx, act, res(v)); err != nil {
+		return zero, err
+	}
+	return v, nil
+}
+
+// The resources of the SDK's objects, as the authorizer sees them: copies
+// that share nothing with the object.
+
+func clusterResource(cl *cluster.Cluster) auth.Resource {
+	return auth.Resource{Kind: auth.KindCluster, ID: cl.ID, ResourceGroup: cl.Spec.ResourceGroup,
+		ClusterGroups: slices.Clone(cl.Spec.Groups), Creator: cl.Creator, Tags: maps.Clone(cl.Spec.Tags)}
+}
+
+// newClusterResource is a cluster about to be created by ctx's user.
+func newClusterResource(ctx context.Context, spec *cluster.Spec) auth.Resource {
+	return auth.Resource{Kind: auth.KindCluster, ResourceGroup: spec.ResourceGroup,
+		ClusterGroups: slices.Clone(spec.Groups), Creator: UserFrom(ctx), Tags: maps.Clone(spec.Tags)}
+}
+
+// configResource is what a job config, or a run of it, draws on.
+func configResource(kind auth.Kind, id, creator string, cfg *job.Config) auth.Resource {
+	r := auth.Resource{Kind: kind, ID: id, Cluster: cfg.Cluster, Creator: creator, Tags: maps.Clone(cfg.Tags)}
+	if cfg.OnDemand != nil {
+		r.ResourceGroup = cfg.OnDemand.ResourceGroup
+	}
+	if cfg.Group != "" {
+		r.ClusterGroups = []string{cfg.Group}
+	}
+	return r
+}
+
+func jobResource(rec *job.Record) auth.Resource {
+	return configResource(auth.KindJob, rec.ID, rec.Creator, &rec.Config)
+}
+
+func runResource(r *job.Run) auth.Resource {
+	res := configResource(auth.KindRun, r.ID, r.Creator, &r.Config)
+	if r.ClusterID != "" {
+		res.Cluster = r.ClusterID
+	}
+	return res
+}
+
+func groupResource(g *group.Group) auth.Resource {
+	return auth.Resource{Kind: auth.KindGroup, ID: g.ID, Creator: g.Creator}
+}
+
+func templateResource(name string) auth.Resource {
+	return auth.Resource{Kind: auth.KindTemplate, ID: name}
+}
+
+func resourceGroupResource(id string) auth.Resource {
+	return auth.Resource{Kind: auth.KindResourceGroup, ID: id, ResourceGroup: id}
+}
+
+// watchAllowed relays a watch's events that the user may describe: an
+// object it may not is not told of, one it could and no longer can (its
+// tags changed) is told as Deleted, and a Deleted is told only of what was
+// told before. An object the authorizer cannot decide on now is not told
+// (a watch has no error to fail with). It reads in until in closes.
+func watchAllowed[E any](ctx context.Context, g gate, act auth.Action, in <-chan E,
+	id func(E) string, res func(E) (auth.Resource, bool), gone func(string) E) <-chan E {
+	if !g.on() {
+		return in
+	}
+	out := make(chan E)
+	go func() {
+		defer close(out)
+		told := map[string]bool{}
+		for e := range in {
+			k := id(e)
+			r, live := res(e)
+			switch {
+			case !live && !told[k]:
+				continue
+			case !live:
+				delete(told, k)
+			case g.allow(ctx, act, r) == nil:
+				told[k] = true
+			case told[k]:
+				delete(told, k)
+				e = gone(k)
+			default:
+				continue
+			}
+			select {
+			case out <- e:
+			case <-ctx.Done():
+			}
+		}
+	}()
+	return out
+}
+
+// gate returns the gate of the client's authorizer.
+func (c *Client) gate() gate { return gate{c.e.Authorizer()} }
+
+// mayConfig asks act of a job config (r) and RunJob of what it runs on:
+// the named cluster, the cluster group, or the on-demand resource group,
+// so that a config may not send code to another team's cluster however
+// it is tagged.
+func (c *Client) mayConfig(ctx context.Context, act auth.Action, r auth.Resource, cfg *job.Config) error {
+	g := c.gate()
+	if !g.on() || cfg == nil {
+		return nil
+	}
+	if err := g.allow(ctx, act, r); err != nil {
+		return err
+	}
+	var err error
+	switch {
+	case cfg.Cluster != "":
+		_, err = describe(ctx, g, auth.RunJob, auth.KindCluster, cfg.Cluster, c.e.Clusters().Get, clusterResource)
+	case cfg.Group != "":
+		_, err = describe(ctx, g, auth.RunJob, auth.KindGroup, cfg.Group, c.e.Groups().Get, groupResource)
+	case cfg.OnDemand != nil:
+		err = g.allow(ctx, auth.RunJob, resourceGroupResource(cfg.OnDemand.ResourceGroup))
+	}
+	if errs.IsNotFound(err) {
+		return nil // the save says so, as it would without an authorizer
+	}
+	return err
+}
+
+// mayRun asks RunJob of a job config as stored, and of what it runs on.
+func (c *Client) mayRun(ctx context.Context, jobID string) error {
+	g := c.gate()
+	if !g.on() {
+		return nil
+	}
+	rec, err := describe(ctx, g, auth.RunJob, auth.KindJob, jobID, c.e.Jobs().Get, jobResource)
+	if err != nil {
+		return err
+	}
+	return c.mayConfig(ctx, auth.RunJob, jobResource(rec), &rec.Config)
+}
