@@ -201,6 +201,21 @@ func AllowAll() Authorizer {
 	return AuthorizerFunc(func(context.Context, User, Action, Resource) error { return nil })
 }
 
+// All returns an authorizer that allows what every one of as allows,
+// asking them in order and stopping at the first that refuses or cannot
+// decide: a Kubernetes RBAC check and a tag policy together, say.
+func All(as ...Authorizer) Authorizer {
+	as = slices.Clone(as)
+	return AuthorizerFunc(func(ctx context.Context, u User, a Action, r Resource) error {
+		for _, z := range as {
+			if err := z.Authorize(ctx, u, a, r); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
 // Forbidden returns the refusal of a to u on r: an *errs.ForbiddenError
 // naming the action and the resource by its name alone.
 func Forbidden(u User, a Action, r Resource, reason string) error {
