@@ -3,6 +3,7 @@ package auth_test
 import (
 	"context"
 	"errors"
+	"os"
 	"strings"
 	"testing"
 
@@ -205,5 +206,36 @@ func TestUserContext(t *testing.T) {
 	groups[0] = "admin"
 	if u := auth.FromContext(ctx); u.Name != "alice" || u.Groups[0] != "nlp" {
 		t.Fatalf("got %+v: the context shares the caller's slice", u)
+	}
+}
+
+// The policy the README shows is a valid policy, and does what it says.
+func TestReadmePolicy(t *testing.T) {
+	b, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(b), "## Permission control")
+	_, block, ok2 := strings.Cut(section, "```yaml\n")
+	block, _, ok3 := strings.Cut(block, "```")
+	if !ok || !ok2 || !ok3 {
+		t.Fatal("no yaml block under Permission control")
+	}
+	p, err := auth.ParsePolicy([]byte(block))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := auth.NewPolicyAuthorizer(p)
+	nlp := auth.User{Name: "alice", Groups: []string{"nlp"}}
+	ctx := context.Background()
+	if err := a.Authorize(ctx, nlp, auth.CreateCluster, auth.Resource{Kind: auth.KindCluster, ResourceGroup: "rg-nlp", Creator: "alice"}); err != nil {
+		t.Error(err)
+	}
+	tagged := auth.Resource{Kind: auth.KindCluster, ID: "cls-1", Creator: "bob", Tags: map[string]string{"team": "nlp"}}
+	if err := a.Authorize(ctx, nlp, auth.StartCluster, tagged); err != nil {
+		t.Error(err)
+	}
+	if err := a.Authorize(ctx, nlp, auth.DeleteCluster, tagged); !errors.Is(err, errs.ErrForbidden) {
+		t.Errorf("delete of bob's cluster: %v", err)
 	}
 }

@@ -17,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -384,6 +385,7 @@ func TestAdmissionHeads(t *testing.T) {
 	}
 	pod := kubeRayPods(t, mine.Name, ns, &mine.Spec)["head"]
 	pod.Name, pod.GenerateName = "cls-mine-head", ""
+	pod.OwnerReferences = []metav1.OwnerReference{{APIVersion: "ray.io/v1", Kind: "RayCluster", Name: mine.Name, UID: mine.UID, Controller: ptr.To(true)}}
 	if err := admin.Create(ctx, &pod); err != nil {
 		t.Fatalf("creating the head pod as KubeRay would: %v", err)
 	}
@@ -413,7 +415,12 @@ func TestAdmissionHeads(t *testing.T) {
 			pt = types.StrategicMergePatchType // containers merge by name
 		}
 		for {
-			err := head.Patch(ctx, obj, client.RawPatch(pt, []byte(p)))
+			var err error
+			if body, ok := strings.CutPrefix(p, "resize:"); ok {
+				err = head.SubResource("resize").Patch(ctx, obj, client.RawPatch(pt, []byte(body)))
+			} else {
+				err = head.Patch(ctx, obj, client.RawPatch(pt, []byte(p)))
+			}
 			// The API server's authorizer learns the binding a moment later.
 			if err == nil || !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "cannot patch") || ctx.Err() != nil {
 				return err
@@ -426,6 +433,11 @@ func TestAdmissionHeads(t *testing.T) {
 	}
 	scale := `{"spec":{"workerGroupSpecs":[{"groupName":"cpu","replicas":4,"minReplicas":1,"maxReplicas":4,"numOfHosts":1,"rayStartParams":{},"template":` +
 		mustJSONString(t, mine.Spec.WorkerGroupSpecs[0].Template) + `}]}}`
+	deleting := func(names ...string) string {
+		w := mine.Spec.WorkerGroupSpecs[0].DeepCopy()
+		w.ScaleStrategy.WorkersToDelete = names
+		return `{"spec":{"workerGroupSpecs":[` + mustJSONString(t, w) + `]}}`
+	}
 	for _, c := range []struct {
 		name   string
 		obj    client.Object
@@ -439,6 +451,12 @@ func TestAdmissionHeads(t *testing.T) {
 		{"a pod's image", pod.DeepCopy(), `{"spec":{"containers":[{"name":"ray-head","image":"evil:latest"}]}}`, "container images may not change"},
 		{"a pod's Ray label", pod.DeepCopy(), `{"metadata":{"labels":{"ray.io/cluster":"elsewhere"}}}`, "ray.io/ and dlc.aidlc.io/ labels may not change"},
 		{"a pod's own label", pod.DeepCopy(), `{"metadata":{"labels":{"team":"a"}}}`, ""},
+		{"a finalizer on a pod", pod.DeepCopy(), `{"metadata":{"finalizers":["evil.example.com/hold"]}}`, "may not gain a finalizer"},
+		{"a pod's owner removed", pod.DeepCopy(), `{"metadata":{"ownerReferences":null}}`, "ownerReferences may not change"},
+		{"a deadline on a pod", pod.DeepCopy(), `{"spec":{"activeDeadlineSeconds":1}}`, "activeDeadlineSeconds may not change"},
+		{"a resize of a pod", pod.DeepCopy(), "resize:" + `{"spec":{"containers":[{"name":"ray-head","resources":{"requests":{"cpu":"64"},"limits":{"cpu":"64"}}}]}}`, "may not be resized in place"},
+		{"workersToDelete naming another's head", mine.DeepCopy(), deleting("cls-theirs-head"), "may name only the RayCluster's own workers"},
+		{"workersToDelete naming its own worker", mine.DeepCopy(), deleting("cls-mine-cpu-worker-abcde"), ""},
 	} {
 		err := patch(c.obj, c.patch)
 		switch {

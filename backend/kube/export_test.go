@@ -1,5 +1,10 @@
 package kube
 
+import (
+	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
+	corev1 "k8s.io/api/core/v1"
+)
+
 // SetListPage sets how many objects one page of s's ListLatest holds, so
 // that a test lists a few objects in several pages.
 func SetListPage(s *Store, n int64) { s.listPage = n }
@@ -11,3 +16,10 @@ func SetMaxLogRead(n int64) (restore func()) {
 	maxLogRead = n
 	return func() { maxLogRead = old }
 }
+
+// CarryOver is carryOver, for a test of what an apply keeps of the
+// RayCluster as it is.
+func CarryOver(rc, cur *rayv1.RayCluster) { carryOver(rc, cur) }
+
+// NameSurplus is nameSurplus.
+func NameSurplus(rc *rayv1.RayCluster, pods []corev1.Pod) { nameSurplus(rc, pods) }

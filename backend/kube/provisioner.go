@@ -746,8 +746,29 @@ func carryOver(rc, cur *rayv1.RayCluster) {
 		if w.Replicas == nil {
 			w.Replicas = old.Replicas
 		}
-		w.ScaleStrategy.WorkersToDelete = slices.Clone(old.ScaleStrategy.WorkersToDelete)
+		// Only names of the cluster's own workers of the group: KubeRay
+		// deletes whatever pod the list names, and another writer of the
+		// RayCluster may have named another's (the admission policy
+		// dlc-ray-workers-to-delete refuses it where it is installed).
+		w.ScaleStrategy.WorkersToDelete = nil
+		prefix := workerPrefix(rc.Name, w.GroupName)
+		for _, n := range old.ScaleStrategy.WorkersToDelete {
+			if strings.HasPrefix(n, prefix) {
+				w.ScaleStrategy.WorkersToDelete = append(w.ScaleStrategy.WorkersToDelete, n)
+			}
+		}
 	}
+}
+
+// workerPrefix is how the names of a RayCluster's workers of a group
+// begin: KubeRay (v1.5.0, utils.PodName) generates them from
+// lower((<cluster>-<group>)[:50]) + "-worker-".
+func workerPrefix(cluster, group string) string {
+	p := cluster + "-" + group
+	if len(p) > 50 {
+		p = p[:50]
+	}
+	return strings.ToLower(p) + "-worker-"
 }
 
 // nameSurplus adds to rc's scaleStrategy.workersToDelete the workers of
@@ -776,8 +797,12 @@ func nameSurplus(rc *rayv1.RayCluster, pods []corev1.Pod) {
 			allowed = min(allowed, int(*w.Replicas))
 		}
 		var rest []*corev1.Pod
+		prefix := workerPrefix(rc.Name, w.GroupName)
 		for _, p := range byGroup[w.GroupName] {
-			if !slices.Contains(w.ScaleStrategy.WorkersToDelete, p.Name) {
+			// A pod that carries the group's labels but not a name KubeRay
+			// gave a worker of the group is not ours to name (nor would
+			// admission let us).
+			if strings.HasPrefix(p.Name, prefix) && !slices.Contains(w.ScaleStrategy.WorkersToDelete, p.Name) {
 				rest = append(rest, p)
 			}
 		}
