@@ -95,6 +95,7 @@ func (s *Spec) Problems(c Catalogs) errs.List {
 		l = append(l, check.ID(errs.NewPath("resourceGroup"), "C4", "resource group", s.ResourceGroup)...)
 	}
 	l = append(l, s.Environment.Problems(c, clusterRules)...)
+	l = append(l, s.Environment.SecretScopeProblems(s.ResourceGroup, clusterRules)...)
 	l = append(l, storage.ValidateMounts(errs.NewPath("mounts"), "C9", s.Mounts)...)
 	l = append(l, check.Advanced(errs.NewPath("advanced"), "C10", MaxAdvanced, s.Advanced)...)
 	l = append(l, s.rayTokenProblems(c)...)
@@ -235,6 +236,9 @@ func (s *Spec) rayTokenProblems(c Catalogs) errs.List {
 	}
 	p := errs.NewPath("rayToken")
 	l := check.SecretName(p.Child("secret"), "C10", s.RayToken.Secret, SecretEnvPrefix)
+	if len(l) == 0 && check.IsID(s.ResourceGroup) && !strings.HasPrefix(s.RayToken.Secret, SecretScope(s.ResourceGroup)) {
+		l = append(l, scopeProblem(p.Child("secret"), "C10", s.ResourceGroup, s.RayToken.Secret))
+	}
 	l = append(l, check.SecretKey(p.Child("key"), "C10", s.RayToken.Key)...)
 	if _, ok := c.Images.Lookup(s.Image); ok {
 		if v, ok := RayVersion(s.Image); ok && !versionAtLeast(v, MinTokenRay) {

@@ -47,7 +47,7 @@ func envOf(n, size int) map[string]string {
 func secretsOf(n int) map[string]cluster.SecretKeyRef {
 	m := map[string]cluster.SecretKeyRef{}
 	for i := range n {
-		m[fmt.Sprintf("S%03d", i)] = cluster.SecretKeyRef{Secret: "dlc-env-s", Key: "k"}
+		m[fmt.Sprintf("S%03d", i)] = cluster.SecretKeyRef{Secret: "dlc-env-rg-1.s", Key: "k"}
 	}
 	return m
 }
@@ -160,8 +160,20 @@ func TestSpecValidate(t *testing.T) {
 		}, []want{{"headGroup.resources", "C7"}}},
 		// Variables from Secrets.
 		{"C7 valid secret env", func(s *cluster.Spec) {
-			s.Head.SecretEnv = map[string]cluster.SecretKeyRef{"TOKEN": {Secret: "dlc-env-team.a", Key: "hf_token.txt"}}
+			s.Head.SecretEnv = map[string]cluster.SecretKeyRef{"TOKEN": {Secret: "dlc-env-rg-1.team-a", Key: "hf_token.txt"}}
 		}, nil},
+		{"C7 another resource group's secret", func(s *cluster.Spec) {
+			s.Head.SecretEnv = map[string]cluster.SecretKeyRef{"TOKEN": {Secret: "dlc-env-rg-2.hf", Key: "k"}}
+		}, []want{{"headGroup.secretEnvVars[TOKEN].secret", "C7"}}},
+		{"C8 a secret of a resource group whose id extends ours", func(s *cluster.Spec) {
+			s.Workers[0].SecretEnv = map[string]cluster.SecretKeyRef{"TOKEN": {Secret: "dlc-env-rg-1-b.hf", Key: "k"}}
+		}, []want{{"workerGroups[0].secretEnvVars[TOKEN].secret", "C8"}}},
+		{"C7 a secret of no resource group", func(s *cluster.Spec) {
+			s.Head.SecretEnv = map[string]cluster.SecretKeyRef{"TOKEN": {Secret: "dlc-env-hf", Key: "k"}}
+		}, []want{{"headGroup.secretEnvVars[TOKEN].secret", "C7"}}},
+		{"C10 another resource group's token", func(s *cluster.Spec) {
+			s.Image, s.RayToken = "ray-2.52.0-py311-cpu", &cluster.SecretKeyRef{Secret: "dlc-env-rg-2.ray-token", Key: "token"}
+		}, []want{{"rayToken.secret", "C10"}}},
 		{"C7 secret without the prefix", func(s *cluster.Spec) {
 			s.Head.SecretEnv = map[string]cluster.SecretKeyRef{"TOKEN": {Secret: "db-password", Key: "k"}}
 		}, []want{{"headGroup.secretEnvVars[TOKEN].secret", "C7"}}},
@@ -172,17 +184,17 @@ func TestSpecValidate(t *testing.T) {
 			s.Head.SecretEnv = map[string]cluster.SecretKeyRef{"TOKEN": {}}
 		}, []want{{"headGroup.secretEnvVars[TOKEN].secret", "C7"}, {"headGroup.secretEnvVars[TOKEN].key", "C7"}}},
 		{"C7 secret key syntax", func(s *cluster.Spec) {
-			s.Head.SecretEnv = map[string]cluster.SecretKeyRef{"TOKEN": {Secret: "dlc-env-a", Key: "a/b"}}
+			s.Head.SecretEnv = map[string]cluster.SecretKeyRef{"TOKEN": {Secret: "dlc-env-rg-1.a", Key: "a/b"}}
 		}, []want{{"headGroup.secretEnvVars[TOKEN].key", "C7"}}},
 		{"C7 secret key ..", func(s *cluster.Spec) {
-			s.Head.SecretEnv = map[string]cluster.SecretKeyRef{"TOKEN": {Secret: "dlc-env-a", Key: ".."}}
+			s.Head.SecretEnv = map[string]cluster.SecretKeyRef{"TOKEN": {Secret: "dlc-env-rg-1.a", Key: ".."}}
 		}, []want{{"headGroup.secretEnvVars[TOKEN].key", "C7"}}},
 		{"C7 secret env name syntax", func(s *cluster.Spec) {
-			s.Head.SecretEnv = map[string]cluster.SecretKeyRef{"1X": {Secret: "dlc-env-a", Key: "k"}}
+			s.Head.SecretEnv = map[string]cluster.SecretKeyRef{"1X": {Secret: "dlc-env-rg-1.a", Key: "k"}}
 		}, []want{{"headGroup.secretEnvVars[1X]", "C7"}}},
 		{"C8 name in envVars and secretEnvVars", func(s *cluster.Spec) {
 			s.Workers[0].Env = map[string]string{"TOKEN": "x"}
-			s.Workers[0].SecretEnv = map[string]cluster.SecretKeyRef{"TOKEN": {Secret: "dlc-env-a", Key: "k"}}
+			s.Workers[0].SecretEnv = map[string]cluster.SecretKeyRef{"TOKEN": {Secret: "dlc-env-rg-1.a", Key: "k"}}
 		}, []want{{"workerGroups[0].secretEnvVars[TOKEN]", "C8"}}},
 		{"C7 label key reserved prefix", func(s *cluster.Spec) { s.Head.Labels = map[string]string{"ray.io/node-id": "x"} }, []want{{"headGroup.labels[ray.io/node-id]", "C7"}}},
 		{"C7 label value", func(s *cluster.Spec) { s.Head.Labels = map[string]string{"k": "a b"} }, []want{{"headGroup.labels[k]", "C7"}}},
@@ -268,19 +280,19 @@ func TestSpecValidate(t *testing.T) {
 		{"L4 negative idle timeout", func(s *cluster.Spec) { s.IdleTimeoutSeconds = -1 }, []want{{"idleTimeoutSeconds", "L4"}}},
 		{"L4 idle timeout over 30 days", func(s *cluster.Spec) { s.IdleTimeoutSeconds = cluster.MaxIdleTimeout + 1 }, []want{{"idleTimeoutSeconds", "L4"}}},
 		{"C10 Ray token on Ray 2.52", func(s *cluster.Spec) {
-			s.Image, s.RayToken = "ray-2.52.0-py311-cpu", &cluster.SecretKeyRef{Secret: "dlc-env-ray-token", Key: "token"}
+			s.Image, s.RayToken = "ray-2.52.0-py311-cpu", &cluster.SecretKeyRef{Secret: "dlc-env-rg-1.ray-token", Key: "token"}
 		}, nil},
 		{"C10 Ray token on a custom image (its Ray unknown)", func(s *cluster.Spec) {
-			s.Image, s.RayToken = "ccr.ccs.tencentyun.com/team/ray:2.53.0", &cluster.SecretKeyRef{Secret: "dlc-env-ray-token", Key: "token"}
+			s.Image, s.RayToken = "ccr.ccs.tencentyun.com/team/ray:2.53.0", &cluster.SecretKeyRef{Secret: "dlc-env-rg-1.ray-token", Key: "token"}
 		}, nil},
 		{"C10 Ray token on Ray 2.46 (no token auth before 2.52)", func(s *cluster.Spec) {
-			s.RayToken = &cluster.SecretKeyRef{Secret: "dlc-env-ray-token", Key: "token"}
+			s.RayToken = &cluster.SecretKeyRef{Secret: "dlc-env-rg-1.ray-token", Key: "token"}
 		}, []want{{"rayToken", "C10"}}},
 		{"C10 Ray token from another Secret, bad key", func(s *cluster.Spec) {
 			s.Image, s.RayToken = "ray-2.52.0-py311-cpu", &cluster.SecretKeyRef{Secret: "kube-root-ca", Key: "a/b"}
 		}, []want{{"rayToken.secret", "C10"}, {"rayToken.key", "C10"}}},
 		{"C10 Ray token and a node group setting RAY_AUTH_TOKEN", func(s *cluster.Spec) {
-			s.Image, s.RayToken = "ray-2.52.0-py311-cpu", &cluster.SecretKeyRef{Secret: "dlc-env-ray-token", Key: "token"}
+			s.Image, s.RayToken = "ray-2.52.0-py311-cpu", &cluster.SecretKeyRef{Secret: "dlc-env-rg-1.ray-token", Key: "token"}
 			s.Workers[0].Env = map[string]string{"RAY_AUTH_TOKEN": "x"}
 		}, []want{{"rayToken", "C10"}}},
 		{"C10 valid advanced", func(s *cluster.Spec) { s.Advanced = map[string]string{"object-store-memory": "1000000000"} }, nil},

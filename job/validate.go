@@ -37,6 +37,9 @@ func (c *Config) Problems(cat cluster.Catalogs) errs.List {
 	}
 	l = append(l, storage.ValidateMounts(errs.NewPath("mounts"), "J9", c.Mounts)...)
 	l = append(l, c.Runtime.problems(errs.NewPath("runtimeEnv"))...)
+	if c.OnDemand != nil {
+		l = append(l, cluster.RuntimeSecretScopeProblems(errs.NewPath("runtimeEnv"), "J10", c.OnDemand.ResourceGroup, c.Runtime.SecretEnv)...)
+	}
 	if od := c.OnDemand; od != nil {
 		// The run's variables from Secrets go on every Ray container, beside
 		// the node groups' own.
@@ -106,6 +109,7 @@ func (c *Config) modeProblems(cat cluster.Catalogs) errs.List {
 	}
 	l = append(l, check.Priority(p.Child("priority"), "J3", od.Priority)...)
 	l = append(l, od.Environment.Problems(cat, cluster.JobRules).Prefix(p.Child("environment"))...)
+	l = append(l, od.Environment.SecretScopeProblems(od.ResourceGroup, cluster.JobRules).Prefix(p.Child("environment"))...)
 	return l
 }
 

@@ -152,26 +152,32 @@ func TestConfigValidate(t *testing.T) {
 			}
 		}, []want{{"runtimeEnv.conda", "J10"}}},
 		{"J10 valid secret env on demand", func(c *job.Config) {
-			c.Runtime.SecretEnv = map[string]cluster.SecretKeyRef{"HF_TOKEN": {Secret: "dlc-env-hf", Key: "token"}}
+			c.Runtime.SecretEnv = map[string]cluster.SecretKeyRef{"HF_TOKEN": {Secret: "dlc-env-rg-1.hf", Key: "token"}}
 		}, nil},
 		{"J10 secret env on an existing cluster", func(c *job.Config) {
 			c.OnDemand, c.Cluster = nil, "cls-1"
-			c.Runtime.SecretEnv = map[string]cluster.SecretKeyRef{"HF_TOKEN": {Secret: "dlc-env-hf", Key: "token"}}
+			c.Runtime.SecretEnv = map[string]cluster.SecretKeyRef{"HF_TOKEN": {Secret: "dlc-env-rg-1.hf", Key: "token"}}
 		}, []want{{"runtimeEnv.secretEnvVars", "J10"}}},
 		{"J10 secret env on a group", func(c *job.Config) {
 			c.OnDemand, c.Group = nil, "grp-1"
-			c.Runtime.SecretEnv = map[string]cluster.SecretKeyRef{"HF_TOKEN": {Secret: "dlc-env-hf", Key: "token"}}
+			c.Runtime.SecretEnv = map[string]cluster.SecretKeyRef{"HF_TOKEN": {Secret: "dlc-env-rg-1.hf", Key: "token"}}
 		}, []want{{"runtimeEnv.secretEnvVars", "J10"}}},
+		{"J10 another resource group's Secret", func(c *job.Config) {
+			c.Runtime.SecretEnv = map[string]cluster.SecretKeyRef{"HF_TOKEN": {Secret: "dlc-env-rg-2.hf", Key: "token"}}
+		}, []want{{"runtimeEnv.secretEnvVars[HF_TOKEN].secret", "J10"}}},
+		{"J7 a node group's Secret of another resource group", func(c *job.Config) {
+			c.OnDemand.Environment.Workers[0].SecretEnv = map[string]cluster.SecretKeyRef{"HF_TOKEN": {Secret: "dlc-env-rg-2.hf", Key: "token"}}
+		}, []want{{"onDemand.environment.workerGroups[0].secretEnvVars[HF_TOKEN].secret", "J7"}}},
 		{"J10 secret env bad Secret", func(c *job.Config) {
 			c.Runtime.SecretEnv = map[string]cluster.SecretKeyRef{"HF_TOKEN": {Secret: "kube-system-token", Key: "token"}}
 		}, []want{{"runtimeEnv.secretEnvVars[HF_TOKEN].secret", "J10"}}},
 		{"J10 secret env also set by a node group", func(c *job.Config) {
 			c.OnDemand.Environment.Workers[0].Env = map[string]string{"HF_TOKEN": "x"}
-			c.Runtime.SecretEnv = map[string]cluster.SecretKeyRef{"HF_TOKEN": {Secret: "dlc-env-hf", Key: "token"}}
+			c.Runtime.SecretEnv = map[string]cluster.SecretKeyRef{"HF_TOKEN": {Secret: "dlc-env-rg-1.hf", Key: "token"}}
 		}, []want{{"runtimeEnv.secretEnvVars[HF_TOKEN]", "J10"}}},
 		{"J10 name in both", func(c *job.Config) {
 			c.Runtime.EnvVars = map[string]string{"HF_TOKEN": "x"}
-			c.Runtime.SecretEnv = map[string]cluster.SecretKeyRef{"HF_TOKEN": {Secret: "dlc-env-hf", Key: "token"}}
+			c.Runtime.SecretEnv = map[string]cluster.SecretKeyRef{"HF_TOKEN": {Secret: "dlc-env-rg-1.hf", Key: "token"}}
 		}, []want{{"runtimeEnv.secretEnvVars[HF_TOKEN]", "J10"}}},
 		{"J9 too many mounts", func(c *job.Config) {
 			for i := range storage.MaxMounts + 1 {

@@ -66,13 +66,13 @@ func TestRayAsRayBehaves(t *testing.T) {
 	t.Run("a token-auth cluster", func(t *testing.T) {
 		t.Parallel()
 		s := newScene(t, kube.Options{})
-		sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "dlc-env-ray-token", Namespace: s.ns},
+		sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "dlc-env-rg.ray-token", Namespace: s.ns},
 			StringData: map[string]string{"token": "tok-" + s.ns}}
 		if err := s.w.cp.Client().Create(s.ctx, sec); err != nil {
 			t.Fatal(err)
 		}
 		spec, err := dlc.NewCluster("令牌").Groups(s.grp.ID).Resources("pkg-1", "rg").Image("ray-2.52.0-py311-cpu").
-			Head("head", "cu.4c8g").WorkerGroup("cpu", "cu.4c8g", 1, 1).RayToken("dlc-env-ray-token", "token").Build()
+			Head("head", "cu.4c8g").WorkerGroup("cpu", "cu.4c8g", 1, 1).RayToken("dlc-env-rg.ray-token", "token").Build()
 		if err != nil {
 			t.Fatal(err)
 		}
