@@ -214,14 +214,24 @@ func WithResync(d time.Duration) Option { return platform.WithResync(d) }
 // has ended, and of which Ray holds nothing any more, is deleted once it
 // finished more than maxAge ago; and a job config keeps at most perJob
 // finished runs: when one more finishes, the oldest beyond perJob go at
-// once. 0 is no bound of that kind: WithRunRetention(0, 0) keeps every
-// run for ever. A negative value makes New fail with ErrInvalid. Runs
+// once. 0 is no bound of that kind: WithRunRetention(0, 0) with
+// WithMaxFinishedRuns(0) keeps every run for ever (WithMaxFinishedRuns
+// bounds them across job configs). A negative value makes New fail with
+// ErrInvalid. Runs
 // that have not finished are never deleted. The run's record goes, with
 // its event log and the reference to its logs (Run.Logs); a request id
 // that made it no longer finds it, so a retry after that makes a new run.
 func WithRunRetention(maxAge time.Duration, perJob int) Option {
 	return platform.WithRunRetention(maxAge, perJob)
 }
+
+// WithMaxFinishedRuns bounds the finished runs kept across every job
+// config (default DefaultMaxFinishedRuns, 100,000; 0: no bound), beside
+// WithRunRetention's bounds of age and per job config: when more have
+// finished, the oldest of them all go, with a hundredth of the bound
+// more, so that every replica's cache of runs stays bounded however many
+// job configs there are. A negative value makes New fail with ErrInvalid.
+func WithMaxFinishedRuns(n int) Option { return platform.WithMaxFinishedRuns(n) }
 
 // WithRunStartTimeout sets how long Ray may keep a run's job pending after
 // it accepted it (the driver not started: Ray reports the job PENDING)
@@ -267,6 +277,9 @@ const (
 	// DefaultRunsPerJob is how many finished runs of one job config are
 	// kept at most: 1,000.
 	DefaultRunsPerJob = platform.DefaultRunsPerJob
+	// DefaultMaxFinishedRuns is how many finished runs are kept at most
+	// across every job config.
+	DefaultMaxFinishedRuns = platform.DefaultMaxFinishedRuns
 )
 
 // WithCOS sets the COS client that job packages in COS are inspected with

@@ -171,8 +171,16 @@ func TestRunRetention(t *testing.T) {
 			[]step{{0, 1, 1}, {30 * day, 1, 1}}},
 		{"age and count", []dlc.Option{dlc.WithRunRetention(time.Hour, 2)},
 			[]step{{0, 2, 2}, {50 * time.Minute, 2, 2}, {70 * time.Minute, 0, 0}}},
-		{"off: kept for ever", []dlc.Option{dlc.WithRunRetention(0, 0)},
+		{"off: kept for ever", []dlc.Option{dlc.WithRunRetention(0, 0), dlc.WithMaxFinishedRuns(0)},
 			[]step{{0, 3, 2}, {365 * day, 3, 2}}},
+		{"the newest 3 of every job together", []dlc.Option{dlc.WithRunRetention(0, 0), dlc.WithMaxFinishedRuns(3)},
+			[]step{{0, 1, 2}, {365 * day, 1, 2}}},
+		{"the newest 4 of every job together", []dlc.Option{dlc.WithRunRetention(0, 0), dlc.WithMaxFinishedRuns(4)},
+			[]step{{0, 2, 2}, {30 * day, 2, 2}}},
+		{"the newest 1 of each job, 3 in all", []dlc.Option{dlc.WithRunRetention(0, 1), dlc.WithMaxFinishedRuns(3)},
+			[]step{{0, 1, 1}, {30 * day, 1, 1}}},
+		{"age and the bound in all", []dlc.Option{dlc.WithRunRetention(time.Hour, 0), dlc.WithMaxFinishedRuns(4)},
+			[]step{{0, 2, 2}, {70 * time.Minute, 0, 0}}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -381,6 +389,10 @@ func TestRunRetentionInvalid(t *testing.T) {
 		if !errors.Is(err, dlc.ErrInvalid) || !slices.Equal(got, tc.fields) || !strings.Contains(err.Error(), "negative") {
 			t.Errorf("WithRunRetention(%s, %d): %v (fields %v), want ErrInvalid on %v", tc.maxAge, tc.perJob, err, got, tc.fields)
 		}
+	}
+	if _, err := dlc.New(dlc.WithMaxFinishedRuns(-1)); !errors.Is(err, dlc.ErrInvalid) || len(dlc.Fields(err)) != 1 ||
+		dlc.Fields(err)[0].Path.String() != "WithMaxFinishedRuns" {
+		t.Errorf("WithMaxFinishedRuns(-1): %v", err)
 	}
 	for _, ok := range [][2]int{{0, 0}, {1, 0}, {0, 1}} {
 		c, err := dlc.New(dlc.WithRunRetention(time.Duration(ok[0]), ok[1]))

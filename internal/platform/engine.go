@@ -325,7 +325,7 @@ type Engine struct {
 func New(opts ...Option) (*Engine, error) {
 	o := options{workers: 8, retries: 8, baseDelay: 10 * time.Millisecond, maxDelay: 30 * time.Second,
 		grace: 30 * time.Second, settleAt: 32, holdsWait: 5 * time.Second, headroom: 1, stepTime: 10 * time.Minute, reconcileTime: 2 * time.Minute, log: logr.Discard(), resync: 5 * time.Minute, shareTTL: -1,
-		retention: retention{maxAge: DefaultRunRetention, perJob: DefaultRunsPerJob}, runStartTime: DefaultRunStartTimeout,
+		retention: retention{maxAge: DefaultRunRetention, perJob: DefaultRunsPerJob, total: DefaultMaxFinishedRuns}, runStartTime: DefaultRunStartTimeout,
 		scheduleFloor: DefaultScheduleFloor, maxUnfinished: DefaultMaxUnfinishedRuns}
 	for _, f := range opts {
 		f(&o)

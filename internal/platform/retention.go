@@ -35,6 +35,9 @@ const (
 	// DefaultRunsPerJob is how many finished runs of one job config are
 	// kept at most.
 	DefaultRunsPerJob = 1000
+	// DefaultMaxFinishedRuns is how many finished runs are kept at most
+	// across every job config.
+	DefaultMaxFinishedRuns = 100000
 )
 
 // retention is WithRunRetention's: zero in a field is no bound of that
@@ -42,9 +45,10 @@ const (
 type retention struct {
 	maxAge time.Duration
 	perJob int
+	total  int // WithMaxFinishedRuns
 }
 
-func (r retention) on() bool { return r.maxAge > 0 || r.perJob > 0 }
+func (r retention) on() bool { return r.maxAge > 0 || r.perJob > 0 || r.total > 0 }
 
 // WithRunRetention sets how long finished runs are kept (default
 // DefaultRunRetention, 7 days, and DefaultRunsPerJob, 1,000). A run that
@@ -57,8 +61,16 @@ func (r retention) on() bool { return r.maxAge > 0 || r.perJob > 0 }
 // its event log and the reference to its logs; a request id that made it
 // no longer finds it.
 func WithRunRetention(maxAge time.Duration, perJob int) Option {
-	return func(o *options) { o.retention = retention{maxAge: maxAge, perJob: perJob} }
+	return func(o *options) { o.retention.maxAge, o.retention.perJob = maxAge, perJob }
 }
+
+// WithMaxFinishedRuns bounds the finished runs kept across every job
+// config (default DefaultMaxFinishedRuns, 100,000; 0: no bound), beside
+// WithRunRetention's bounds per job config: when more have finished, the
+// oldest of them all go, and with them a hundredth of the bound more, so
+// that the next pass over the finished runs comes a hundredth of the
+// bound later. A negative value is an error from New (ErrInvalid).
+func WithMaxFinishedRuns(n int) Option { return func(o *options) { o.retention.total = n } }
 
 // validate refuses negative bounds.
 func (r retention) validate() error {
@@ -69,6 +81,9 @@ func (r retention) validate() error {
 	}
 	if r.perJob < 0 {
 		l = append(l, errs.Invalid(p.Child("perJob"), "", r.perJob, "must not be negative (0 keeps every finished run of a job config)"))
+	}
+	if r.total < 0 {
+		l = append(l, errs.Invalid(errs.NewPath("WithMaxFinishedRuns"), "", r.total, "must not be negative (0: no bound across job configs)"))
 	}
 	return l.ToError()
 }
@@ -81,6 +96,11 @@ func (c *Engine) retain(ctx context.Context, r *job.Run) (time.Duration, error) 
 	ret := c.o.retention
 	if ret.perJob > 0 {
 		if gone, err := c.trimJob(ctx, r.JobID, r.ID); err != nil || gone {
+			return 0, err
+		}
+	}
+	if ret.total > 0 {
+		if gone, err := c.trimAll(ctx, r.ID); err != nil || gone {
 			return 0, err
 		}
 	}
@@ -108,6 +128,25 @@ func (c *Engine) trimJob(ctx context.Context, jobID, self string) (gone bool, er
 	}
 	for _, r := range c.finished.oldest(jobID, n-keep) {
 		if err := c.deleteRun(ctx, r.id, r.version, "count"); err != nil {
+			return false, err
+		}
+		gone = gone || r.id == self
+	}
+	return gone, nil
+}
+
+// trimAll deletes the oldest finished runs of every job config beyond
+// WithMaxFinishedRuns's bound, and a hundredth of the bound more (one
+// pass over the index is paid for by that many finishes), in the order
+// trimJob deletes a job's. gone says whether run self was among them.
+func (c *Engine) trimAll(ctx context.Context, self string) (gone bool, err error) {
+	bound := c.o.retention.total
+	n := c.finished.total()
+	if n <= bound {
+		return false, nil
+	}
+	for _, r := range c.finished.oldest("", n-bound+bound/100) {
+		if err := c.deleteRun(ctx, r.id, r.version, "total"); err != nil {
 			return false, err
 		}
 		gone = gone || r.id == self
@@ -162,6 +201,13 @@ func (f *finishedRuns) observe(d backend.Doc, obj any) {
 	f.jobOf[d.ID] = r.JobID
 }
 
+// total returns how many finished runs there are.
+func (f *finishedRuns) total() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.jobOf)
+}
+
 // count returns how many finished runs job config jobID has.
 func (f *finishedRuns) count(jobID string) int {
 	f.mu.Lock()
@@ -169,21 +215,31 @@ func (f *finishedRuns) count(jobID string) int {
 	return len(f.byJob[jobID])
 }
 
-// oldest returns the n oldest finished runs of job config jobID, oldest
-// first: one pass over them, the n kept in a heap.
+// oldest returns the n oldest finished runs of job config jobID ("":
+// of every job config), oldest first: one pass over them, the n kept in a
+// heap.
 func (f *finishedRuns) oldest(jobID string, n int) []finishedRun {
 	if n <= 0 {
 		return nil
 	}
 	f.mu.Lock()
-	h := make(newestFirst, 0, n) // the oldest n so far, the newest of them on top
-	for _, r := range f.byJob[jobID] {
-		switch {
-		case len(h) < n:
-			heap.Push(&h, r)
-		case r.before(h[0]):
-			h[0] = r
-			heap.Fix(&h, 0)
+	h := make(newestFirst, 0, min(n, len(f.jobOf))) // the oldest n so far, the newest of them on top
+	add := func(runs map[string]finishedRun) {
+		for _, r := range runs {
+			switch {
+			case len(h) < n:
+				heap.Push(&h, r)
+			case r.before(h[0]):
+				h[0] = r
+				heap.Fix(&h, 0)
+			}
+		}
+	}
+	if jobID != "" {
+		add(f.byJob[jobID])
+	} else {
+		for _, runs := range f.byJob {
+			add(runs)
 		}
 	}
 	f.mu.Unlock()
