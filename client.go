@@ -225,6 +225,23 @@ func WithRunRetention(maxAge time.Duration, perJob int) Option {
 	return platform.WithRunRetention(maxAge, perJob)
 }
 
+// WithMemberProbation sets how many periodic resyncs (WithResync) a
+// replica that joins the work sharing waits before it takes a share:
+// the others count it, and it counts itself when it found others, only
+// then (default DefaultMemberProbation, 2: ten minutes at the default
+// resync; 0: at once). Until then the replicas it found do its share, so
+// nothing is done twice; a membership document forged by a writer of the
+// store whose id changes faster than that never holds up the work. Set 0
+// where only the backend's identity can write the membership documents
+// and a new replica should take work at once. A negative value makes New
+// fail with ErrInvalid; without periodic resyncs (WithResync(0)) there
+// is no probation.
+func WithMemberProbation(rounds int) Option { return platform.WithMemberProbation(rounds) }
+
+// DefaultMemberProbation is WithMemberProbation's default: two periodic
+// resyncs.
+const DefaultMemberProbation = platform.DefaultMemberProbation
+
 // WithMaxFinishedRuns bounds the finished runs kept across every job
 // config (default DefaultMaxFinishedRuns, 100,000; 0: no bound), beside
 // WithRunRetention's bounds of age and per job config: when more have

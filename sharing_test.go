@@ -2,6 +2,7 @@ package dlc_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -56,7 +57,11 @@ func newReplicaSet(t testing.TB, n int, latency time.Duration, opts ...dlc.Optio
 // add starts one more replica.
 func (rs *replicaSet) add(opts ...dlc.Option) *dlc.Client {
 	reg := prometheus.NewRegistry()
-	c, err := dlc.New(append([]dlc.Option{dlc.WithBackend(rs.cs), dlc.WithWorkers(8), dlc.WithMetrics(reg)}, opts...)...)
+	// On the real clock a probation of two periodic resyncs (ten minutes)
+	// would outlast these tests: the replicas count each other at once, as
+	// where only the backend's identity writes the membership documents.
+	// TestMemberProbation tests the probation.
+	c, err := dlc.New(append([]dlc.Option{dlc.WithBackend(rs.cs), dlc.WithWorkers(8), dlc.WithMetrics(reg), dlc.WithMemberProbation(0)}, opts...)...)
 	if err != nil {
 		rs.t.Fatal(err)
 	}
@@ -480,6 +485,12 @@ func TestForgedReplicaShareIsTakenOver(t *testing.T) {
 		docs, err := m.Backend.List(ctx, "replica", nil)
 		return err == nil && len(docs) == 3, fmt.Sprint(len(docs), err)
 	})
+	// A member whose document appears after a client started is counted
+	// only after two periodic resyncs (its probation): let them pass, so
+	// that the forged member owns its share.
+	for end := m.Clock.Now().Add(3 * resync); m.Clock.Now().Before(end); {
+		tick()
+	}
 
 	g, err := a.Groups().Create(ctx, "forged")
 	if err != nil {
@@ -584,6 +595,212 @@ func TestForgedReplicaShareIsTakenOver(t *testing.T) {
 		if err := c.CheckQuota(ctx); err != nil {
 			t.Error(err)
 		}
+	}
+}
+
+// Forged membership documents whose ids change every two periodic
+// resyncs (each id gone before adoption could leave it out, a new one in
+// its place) never hold up the work: a member that appears after a client
+// started is counted only after its probation of two resyncs, so no
+// forged id ever owns a key. With 12 of them beside two real replicas,
+// every batch of 16 creates and then starts is done within a resync
+// (before this, each took three and it never recovered). (Issue 38.)
+func TestRotatingForgedReplicasHoldNothingUp(t *testing.T) {
+	const ttl, resync, step = 30 * time.Second, time.Minute, 5 * time.Second
+	const forgers, batch = 12, 16
+	m := dlctest.NewMemory(dlctest.MemoryOptions{Options: []dlc.Option{dlc.WithWorkSharing(ttl), dlc.WithResync(resync)}})
+	t.Cleanup(m.Close)
+	a := m.Client
+	b := m.NewClient()
+	cls := []*dlc.Client{a, b}
+	ctx := dlc.WithUser(context.Background(), "alice")
+
+	type forgedDoc struct{ id, version string }
+	var forged []forgedDoc
+	gen, beat := 0, 0
+	rotate := func() {
+		t.Helper()
+		for _, f := range forged {
+			if err := m.Backend.Delete(ctx, "replica", f.id, ""); err != nil {
+				t.Fatal(err)
+			}
+		}
+		forged = forged[:0]
+		gen++
+		for i := range forgers {
+			id := fmt.Sprintf("replica-forged-%d-%d", gen, i)
+			v, err := m.Backend.Create(ctx, backend.Doc{Kind: "replica", ID: id,
+				Data: fmt.Appendf(nil, `{"id":%q,"beat":0,"ttl":%q}`, id, ttl)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			forged = append(forged, forgedDoc{id, v})
+		}
+	}
+	lastRotation := m.Clock.Now()
+	rotate()
+	tick := func() {
+		t.Helper()
+		beat++
+		for i, f := range forged {
+			v, err := m.Backend.Update(ctx, backend.Doc{Kind: "replica", ID: f.id, Version: f.version,
+				Data: fmt.Appendf(nil, `{"id":%q,"beat":%d,"ttl":%q}`, f.id, beat, ttl)})
+			if err != nil {
+				t.Fatalf("renewing a forged member: %v", err)
+			}
+			forged[i].version = v
+		}
+		if m.Clock.Now().Sub(lastRotation) >= 2*resync {
+			rotate()
+			lastRotation = m.Clock.Now()
+		}
+		m.Reconcile()
+		m.Clock.Advance(step)
+	}
+	until := func(what string, limit time.Duration, cond func() (bool, string)) {
+		t.Helper()
+		end := m.Clock.Now().Add(limit)
+		for {
+			m.Reconcile()
+			ok, seen := cond()
+			if ok {
+				return
+			}
+			if m.Clock.Now().After(end) {
+				t.Fatalf("%s: not within %s of the fake clock; last seen: %s", what, limit, seen)
+			}
+			tick()
+		}
+	}
+	// Some rounds of rotation first: the forged ids the clients have seen
+	// come and go.
+	for end := m.Clock.Now().Add(5 * resync); m.Clock.Now().Before(end); {
+		tick()
+	}
+	if _, err := a.ResourceGroups().Register(ctx, quota.Group{ID: "rg-1", Package: "pkg-1",
+		Capacity: quota.Resources{MilliCPU: 1 << 40, Memory: 1 << 50}}); err != nil {
+		t.Fatal(err)
+	}
+	g, err := a.Groups().Create(ctx, "rotating")
+	if err != nil {
+		t.Fatal(err)
+	}
+	notIn := func(ids []string, want cluster.State) (bool, string) {
+		var left []string
+		for _, id := range ids {
+			if cl, err := b.Clusters().Get(ctx, id); err != nil || cl.State != want {
+				left = append(left, fmt.Sprintf("%s: %v %v", id, cl.State, err))
+			}
+		}
+		return len(left) == 0, fmt.Sprintf("%d of %d not %s: %v", len(left), len(ids), want, left)
+	}
+	for round := range 3 {
+		var ids []string
+		for i := range batch {
+			spec, err := dlc.NewCluster(fmt.Sprintf("r%d_%d", round, i)).Groups(g.ID).Resources("pkg-1", "rg-1").
+				Image("ray-2.46.0-py310-cpu").Head("head", "cu.4c8g").WorkerGroup("cpu", "cu.4c8g", 1, 1).Build()
+			if err != nil {
+				t.Fatal(err)
+			}
+			cl, err := cls[i%2].Clusters().Create(ctx, spec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids, cl.ID)
+		}
+		until(fmt.Sprintf("batch %d created", round), resync-step, func() (bool, string) { return notIn(ids, cluster.Created) })
+		for i, id := range ids {
+			if _, err := cls[i%2].Clusters().Start(ctx, id); err != nil {
+				t.Fatal(err)
+			}
+		}
+		until(fmt.Sprintf("batch %d running", round), resync-step, func() (bool, string) { return notIn(ids, cluster.Running) })
+	}
+	for _, c := range cls {
+		if err := c.CheckQuota(ctx); err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+// A replica that joins takes no share of the work for its probation (two
+// periodic resyncs): the replica it found does all of it, nothing twice;
+// then it takes its share, and both count it.
+func TestMemberProbation(t *testing.T) {
+	const ttl, resync = 30 * time.Second, time.Minute
+	regA, regB := prometheus.NewRegistry(), prometheus.NewRegistry()
+	m := dlctest.NewMemory(dlctest.MemoryOptions{Options: []dlc.Option{dlc.WithWorkSharing(ttl), dlc.WithResync(resync), dlc.WithMetrics(regA)}})
+	t.Cleanup(m.Close)
+	a := m.Client
+	b := m.NewClient(dlc.WithMetrics(regB))
+	ctx := dlc.WithUser(context.Background(), "alice")
+	if _, err := a.ResourceGroups().Register(ctx, quota.Group{ID: "rg-1", Package: "pkg-1",
+		Capacity: quota.Resources{MilliCPU: 1 << 40, Memory: 1 << 50}}); err != nil {
+		t.Fatal(err)
+	}
+	g, err := a.Groups().Create(ctx, "probation")
+	if err != nil {
+		t.Fatal(err)
+	}
+	applies := func(reg *prometheus.Registry) float64 {
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0.0
+		for _, mf := range mfs {
+			if mf.GetName() != "dlc_backend_call_duration_seconds" {
+				continue
+			}
+			for _, mt := range mf.GetMetric() {
+				for _, l := range mt.GetLabel() {
+					if l.GetName() == "operation" && l.GetValue() == "ray_apply_cluster" {
+						n += float64(mt.GetHistogram().GetSampleCount())
+					}
+				}
+			}
+		}
+		return n
+	}
+	batch := func(name string) []string {
+		var ids []string
+		for i := range 16 {
+			spec, err := dlc.NewCluster(fmt.Sprintf("%s%d", name, i)).Groups(g.ID).Resources("pkg-1", "rg-1").
+				Image("ray-2.46.0-py310-cpu").Head("head", "cu.4c8g").WorkerGroup("cpu", "cu.4c8g", 1, 1).Build()
+			if err != nil {
+				t.Fatal(err)
+			}
+			cl, err := a.Clusters().Create(ctx, spec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids, cl.ID)
+		}
+		m.Settle(time.Second, 1000)
+		for _, id := range ids {
+			if cl, err := b.Clusters().Get(ctx, id); err != nil || cl.State != cluster.Created {
+				t.Fatalf("%s: %v %v", id, cl.State, err)
+			}
+		}
+		return ids
+	}
+	batch("early")
+	if n := applies(regB); n != 0 {
+		t.Fatalf("the replica on probation applied %v clusters to Ray", n)
+	}
+	early := applies(regA)
+	for range 3 {
+		m.Step(resync)
+	}
+	batch("late")
+	if n := applies(regB); n == 0 {
+		t.Fatalf("after its probation the new replica applied nothing (the first: %v, then %v)", early, applies(regA))
+	}
+	if err := a.CheckQuota(ctx); err != nil {
+		t.Error(err)
+	}
+	if _, err := dlc.New(dlc.WithMemberProbation(-1)); !errors.Is(err, dlc.ErrInvalid) {
+		t.Errorf("WithMemberProbation(-1): %v", err)
 	}
 }
 

@@ -77,6 +77,7 @@ func (c *Engine) periodicResync() {
 	}
 	if changed {
 		c.membersChanged()
+		c.resync() // the keys that came to this client (a member counted after its probation)
 	}
 	type keySeen struct {
 		key, version string

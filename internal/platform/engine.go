@@ -68,6 +68,8 @@ type options struct {
 	// maxUnfinished bounds a config's runs that have not ended, past which
 	// its schedule's ticks are skipped (WithMaxUnfinishedRuns); 0: none.
 	maxUnfinished int
+	// probation is WithMemberProbation's.
+	probation int
 	// authorizer decides user operations (nil: all allowed); the engine
 	// holds it for the services of package dlc, which ask it.
 	authorizer auth.Authorizer
@@ -167,6 +169,14 @@ const DefaultMaxUnfinishedRuns = 100
 // cluster that does not run) leaves a bounded number of them. A negative
 // value makes New fail with ErrInvalid.
 func WithMaxUnfinishedRuns(n int) Option { return func(o *options) { o.maxUnfinished = n } }
+
+// WithMemberProbation sets how many periodic resyncs (WithResync) a
+// replica that joins the work sharing waits before the others count it,
+// and before it counts itself when it found others (default
+// DefaultMemberProbation, 2; 0: counted at once). A membership document
+// forged by a writer of the store with ids that change faster never owns
+// a key. A negative value makes New fail with ErrInvalid.
+func WithMemberProbation(rounds int) Option { return func(o *options) { o.probation = rounds } }
 
 // WithAuthorizer sets who may do what: every user operation is asked of
 // a (see package auth); nil, the default, allows everything.
@@ -326,7 +336,7 @@ func New(opts ...Option) (*Engine, error) {
 	o := options{workers: 8, retries: 8, baseDelay: 10 * time.Millisecond, maxDelay: 30 * time.Second,
 		grace: 30 * time.Second, settleAt: 32, holdsWait: 5 * time.Second, headroom: 1, stepTime: 10 * time.Minute, reconcileTime: 2 * time.Minute, log: logr.Discard(), resync: 5 * time.Minute, shareTTL: -1,
 		retention: retention{maxAge: DefaultRunRetention, perJob: DefaultRunsPerJob, total: DefaultMaxFinishedRuns}, runStartTime: DefaultRunStartTimeout,
-		scheduleFloor: DefaultScheduleFloor, maxUnfinished: DefaultMaxUnfinishedRuns}
+		scheduleFloor: DefaultScheduleFloor, maxUnfinished: DefaultMaxUnfinishedRuns, probation: DefaultMemberProbation}
 	for _, f := range opts {
 		f(&o)
 	}
@@ -338,6 +348,9 @@ func New(opts ...Option) (*Engine, error) {
 	}
 	if o.scheduleFloor < 0 {
 		return nil, fmt.Errorf("dlc: %w", errs.List{errs.Invalid(errs.NewPath("WithScheduleFloor"), "", o.scheduleFloor, "must not be negative (0: no floor)")}.ToError())
+	}
+	if o.probation < 0 {
+		return nil, fmt.Errorf("dlc: %w", errs.List{errs.Invalid(errs.NewPath("WithMemberProbation"), "", o.probation, "must not be negative (0: counted at once)")}.ToError())
 	}
 	if o.maxUnfinished < 0 {
 		return nil, fmt.Errorf("dlc: %w", errs.List{errs.Invalid(errs.NewPath("WithMaxUnfinishedRuns"), "", o.maxUnfinished, "must not be negative (0: no bound)")}.ToError())
@@ -396,7 +409,11 @@ func New(opts ...Option) (*Engine, error) {
 		c.store, c.ray = ib, ib
 	}
 	if o.shareTTL > 0 {
-		c.rep = newReplicas(o.shareTTL)
+		probation := uint64(o.probation)
+		if o.resync == 0 {
+			probation = 0 // no rounds
+		}
+		c.rep = newReplicas(o.shareTTL, probation)
 	}
 	snap, err := c.store.Watch(ctx, c.onChange)
 	if err != nil {

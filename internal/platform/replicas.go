@@ -42,7 +42,10 @@ import (
 // over, for a bounded number of rounds or until its document goes, then
 // counts it again. A member left out wrongly (slow, not stalled) costs
 // conflicts, never correctness, every decision being a compare-and-swap.
-// Without a periodic resync (WithResync(0)) nothing is adopted.
+// Without a periodic resync (WithResync(0)) nothing is adopted. A member
+// whose document appears after this client started is on probation for
+// WithMemberProbation's periodic resyncs before it owns anything here, so that
+// ids that keep changing never own a key.
 
 // kindReplica is the kind of the membership documents.
 const kindReplica = "replica"
@@ -55,17 +58,42 @@ type replicaDoc struct {
 }
 
 // memberSeen is another member's document as this client last saw it
-// change, and when (on this client's clock).
+// change, and when (on this client's clock); and from which periodic
+// resync on the member is counted (on probation until then).
 type memberSeen struct {
 	version string
 	at      time.Time
+	from    uint64
 }
+
+// DefaultMemberProbation is how many periodic resyncs a member whose
+// document appears after this client started waits before it is counted
+// (WithMemberProbation): a member
+// that came and went within them never owned a key here. Documents forged
+// with ids that change (issue 38: each id left out by adoption only to be
+// followed by a new one) then never hold up the work: a forged id must
+// last its probation before it owns anything, and is then left out as
+// any stalled member is. A replica that starts is counted a little later
+// by the others; until then it and they both take the keys its share
+// would have (conflicts, never a key left undone).
+const DefaultMemberProbation = 2
+
+// A client that finds other members when it starts is on probation in
+// its own view too, for as many rounds (the one at start is its first):
+// it takes no key of the background work (the members it found own them
+// all), so that while the others do not count it yet no key is worked
+// twice. It counts itself no later than any other member counts it
+// (their probation ends at their p-th round after seeing it, more than
+// p-1 resyncs after it started), so no key is left to a member that does
+// not take it; the change of members queues the keys that moved.
 
 // replicas is this client's view of the members sharing the work.
 type replicas struct {
-	self string
-	ttl  time.Duration
-	view atomic.Pointer[view] // the members as last published
+	self      string
+	ttl       time.Duration
+	probation uint64               // periodic resyncs a member that appears later waits before it is counted
+	view      atomic.Pointer[view] // the members as last published
+	selfFrom  uint64               // the round from which this client counts itself (probation, when it found others)
 
 	mu      sync.Mutex
 	seen    map[string]memberSeen
@@ -114,17 +142,22 @@ func (c *Engine) startReplicas(snap []backend.Doc) {
 	rep.mu.Lock()
 	for _, d := range snap {
 		if _, ok := rep.seen[d.ID]; d.Kind == kindReplica && d.ID != rep.self && !ok {
-			rep.seen[d.ID] = memberSeen{d.Version, now}
+			rep.seen[d.ID] = memberSeen{d.Version, now, 0} // there before this client: counted at once
 		}
+	}
+	if len(rep.seen) > 0 {
+		rep.selfFrom = rep.probation
 	}
 	rep.publish()
 	rep.mu.Unlock()
 	c.renew()
 }
 
-// newReplicas returns a view of the members with this client alone.
-func newReplicas(ttl time.Duration) *replicas {
-	rep := &replicas{self: newID("replica"), ttl: ttl, seen: map[string]memberSeen{},
+// newReplicas returns a view of the members with this client alone;
+// members that appear later wait probation periodic resyncs before they
+// are counted (with no periodic resync there are no rounds: pass 0).
+func newReplicas(ttl time.Duration, probation uint64) *replicas {
+	rep := &replicas{self: newID("replica"), ttl: ttl, seen: map[string]memberSeen{}, probation: probation,
 		versions: map[string]string{}, strikes: map[string]int{}, struck: map[string]int{}, excluded: map[string]exclusion{}}
 	rep.publish()
 	return rep
@@ -134,13 +167,22 @@ func newReplicas(ttl time.Duration) *replicas {
 // out; the caller holds mu, or is the only one with rep. It reports
 // whether they changed.
 func (rep *replicas) publish() bool {
-	v := view{live: []string{rep.self}}
-	for id := range rep.seen {
-		if rep.excluded[id].until > rep.round {
+	var v view
+	if rep.selfFrom <= rep.round {
+		v.live = append(v.live, rep.self)
+	}
+	for id, s := range rep.seen {
+		switch {
+		case rep.excluded[id].until > rep.round:
 			v.out = append(v.out, id)
-		} else {
+		case s.from > rep.round:
+			// On probation: its share is the live members'.
+		default:
 			v.live = append(v.live, id)
 		}
+	}
+	if len(v.live) == 0 {
+		v.live = []string{rep.self} // no one else counted: all of it is this client's
 	}
 	slices.Sort(v.live)
 	slices.Sort(v.out)
@@ -164,8 +206,15 @@ func (c *Engine) observeReplica(d backend.Doc, deleted bool) {
 	if deleted {
 		delete(rep.seen, d.ID)
 		delete(rep.excluded, d.ID)
-	} else if s, ok := rep.seen[d.ID]; !ok || s.version != d.Version {
-		rep.seen[d.ID] = memberSeen{d.Version, c.clock.Now()}
+	} else if s, ok := rep.seen[d.ID]; !ok {
+		from := uint64(0)
+		if rep.probation > 0 {
+			from = rep.round + rep.probation
+		}
+		rep.seen[d.ID] = memberSeen{d.Version, c.clock.Now(), from}
+	} else if s.version != d.Version {
+		s.version, s.at = d.Version, c.clock.Now()
+		rep.seen[d.ID] = s
 	}
 	changed := rep.publish()
 	rep.mu.Unlock()
@@ -271,7 +320,7 @@ func (c *Engine) owner(key string) (string, bool) {
 		return "", true
 	}
 	v := rep.view.Load()
-	if len(v.live) <= 1 {
+	if len(v.live) == 1 && v.live[0] == rep.self {
 		return rep.self, true
 	}
 	a := fnv64(c.affinity(key))
