@@ -185,11 +185,12 @@ func resourceGroupResource(id string) auth.Resource {
 }
 
 // watchAllowed relays a watch's events that the user may describe: an
-// object it may not is not told of, one it could and no longer can (its
-// tags changed) is told as Deleted, and a Deleted is told only of what was
-// told before. An object the authorizer cannot decide on now is not told
-// (a watch has no error to fail with). It reads in until in closes.
-func watchAllowed[E any](ctx context.Context, g gate, act auth.Action, in <-chan E,
+// object it may not is not told of, one it could and no longer may (its
+// tags changed) is told as Deleted, and a Deleted is told of what was told
+// before or what the user may describe by kind and id. A change the
+// authorizer cannot decide on now is not told (a watch has no error to
+// fail with). It reads in until in closes.
+func watchAllowed[E any](ctx context.Context, g gate, act auth.Action, kind auth.Kind, in <-chan E,
 	id func(E) string, res func(E) (auth.Resource, bool), gone func(string) E) <-chan E {
 	if !g.on() {
 		return in
@@ -201,18 +202,22 @@ func watchAllowed[E any](ctx context.Context, g gate, act auth.Action, in <-chan
 		for e := range in {
 			k := id(e)
 			r, live := res(e)
-			switch {
-			case !live && !told[k]:
-				continue
-			case !live:
+			if !live {
+				// Told of before, or (a delete of what this watch never
+				// told of: a list, then a watch) one the user may
+				// describe as its kind and id alone, as a Get of a
+				// missing object is asked.
+				if !told[k] && g.allow(ctx, act, auth.Resource{Kind: kind, ID: k}) != nil {
+					continue
+				}
 				delete(told, k)
-			case g.allow(ctx, act, r) == nil:
+			} else if err := g.allow(ctx, act, r); err == nil {
 				told[k] = true
-			case told[k]:
-				delete(told, k)
+			} else if told[k] && errors.Is(err, errs.ErrForbidden) {
+				delete(told, k) // out of the user's view now
 				e = gone(k)
-			default:
-				continue
+			} else {
+				continue // not the user's, or the authorizer cannot say now
 			}
 			select {
 			case out <- e:
@@ -226,8 +231,9 @@ func watchAllowed[E any](ctx context.Context, g gate, act auth.Action, in <-chan
 // gate returns the gate of the client's authorizer.
 func (c *Client) gate() gate { return gate{c.e.Authorizer()} }
 
-// mayConfig asks act of a job config (r) and RunJob of what it runs on:
-// the named cluster, the cluster group, or the on-demand resource group,
+// mayConfig asks act of a job config (r) and of what it runs on: RunJob
+// of the named cluster or the cluster group, UseResourceGroup of the
+// on-demand resource group,
 // so that a config may not send code to another team's cluster however
 // it is tagged.
 func (c *Client) mayConfig(ctx context.Context, act auth.Action, r auth.Resource, cfg *job.Config) error {
@@ -245,13 +251,30 @@ func (c *Client) mayConfig(ctx context.Context, act auth.Action, r auth.Resource
 	case cfg.Group != "":
 		_, err = describe(ctx, g, auth.RunJob, auth.KindGroup, cfg.Group, c.e.Groups().Get, groupResource)
 	case cfg.OnDemand != nil:
-		err = g.allow(ctx, auth.RunJob, resourceGroupResource(cfg.OnDemand.ResourceGroup))
+		err = g.allow(ctx, auth.UseResourceGroup, resourceGroupResource(cfg.OnDemand.ResourceGroup))
 	}
 	if errs.IsNotFound(err) {
 		return nil // the save says so, as it would without an authorizer
 	}
 	return err
 }
+
+// replayed returns what a call with a request id returned, unless it is
+// another user's object (a replay of their request id) that this user may
+// not describe: then the refusal. Nothing was made by such a call (the
+// object existed), so nothing is undone.
+func replayed[T any](ctx context.Context, g gate, act auth.Action, requestID string, v *T, err error, creator func(*T) string, res func(*T) auth.Resource) (*T, error) {
+	if err != nil || v == nil || requestID == "" || !g.on() || creator(v) == UserFrom(ctx) {
+		return v, err
+	}
+	if err := g.allow(ctx, act, res(v)); err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+func recordCreator(r *job.Record) string { return r.Creator }
+func runCreator(r *job.Run) string       { return r.Creator }
 
 // mayRun asks RunJob of a job config as stored, and of what it runs on.
 func (c *Client) mayRun(ctx context.Context, jobID string) error {

@@ -50,6 +50,13 @@ statement:
   - effect: allow
     action: ["dlc:CreateGroup"]
     resource: ["group/*"]
+  - effect: allow
+    action: ["dlc:RunJob", "dlc:DescribeJob"]
+    resource: ["job/*"]
+    condition: {string_equal: {"dlc:tag/shared": ["yes"], "dlc:resource_group": ["rg-shared"]}}
+  - effect: allow
+    action: ["dlc:UseResourceGroup"]
+    resource: ["resourcegroup/rg-shared"]
 `
 
 // world is two teams' objects, made by an admin client with no
@@ -62,6 +69,7 @@ type world struct {
 	clusterA, clusterB string
 	groupA, groupB     string
 	jobA, jobB, odB    string
+	jobShared          string // an on-demand config both teams may run (tag shared=yes, rg-shared)
 	runA, runB         string
 	templateB          string
 }
@@ -119,6 +127,16 @@ func newTeamsWorld(t *testing.T) *world {
 			w.clusterB, w.groupB, w.jobB, w.runB, w.odB, w.templateB = cl.ID, g.ID, rec.ID, run.ID, odRec.ID, tpl.Name
 		}
 	}
+	_, err := w.admin.ResourceGroups().Register(w.alice, quota.Group{ID: "rg-shared", Package: "pkg",
+		Capacity: quota.Resources{MilliCPU: 64000, Memory: 256 * quota.GiB}})
+	must(err)
+	shared, err := dlc.NewJob("shared").OnDemand("pkg", "rg-shared").Image("ray-2.46.0-py310-cpu").
+		Head("head", "cu.4c8g").WorkerGroup("cpu", "cu.4c8g", 1, 1).
+		COSPackage("cos://jobs-1250000000/wc.zip").Entrypoint("python main.py").Tag("shared", "yes").Build()
+	must(err)
+	sharedRec, err := w.admin.Jobs().Create(w.alice, shared, dlc.SaveOptions{})
+	must(err)
+	w.jobShared = sharedRec.ID
 	m.Settle(time.Minute, 1000)
 	p, err := auth.ParsePolicy([]byte(teamPolicy))
 	must(err)
@@ -231,6 +249,36 @@ func TestAuthorizerRefusesEveryOperation(t *testing.T) {
 		{"Clusters.Update", auth.UpdateCluster, func() error { return e(c.Clusters().Update(ctx, clusterB())) }},
 		{"Clusters.Edit", auth.UpdateCluster, func() error { return e(c.Clusters().Edit(ctx, clusterB())) }},
 		{"Clusters.PlanUpdate", auth.UpdateCluster, func() error { return e(c.Clusters().PlanUpdate(ctx, clusterB())) }},
+		{"Clusters.Create tagged A in B's resource group", auth.UseResourceGroup, func() error {
+			s := specB()
+			s.Tags, s.Groups = map[string]string{"team": "a"}, []string{w.groupA}
+			return e(c.Clusters().Create(ctx, s))
+		}},
+		{"Clusters.Create tagged A joining B's group", auth.UpdateGroup, func() error {
+			s := specB()
+			s.Tags, s.ResourceGroup = map[string]string{"team": "a"}, "rg-a"
+			return e(c.Clusters().Create(ctx, s))
+		}},
+		{"Clusters.PlanCreate tagged A in B's resource group", auth.UseResourceGroup, func() error {
+			s := specB()
+			s.Tags, s.Groups = map[string]string{"team": "a"}, []string{w.groupA}
+			return e(c.Clusters().PlanCreate(ctx, s))
+		}},
+		{"Clusters.Update of A into B's group", auth.UpdateGroup, func() error {
+			cl, err := w.admin.Clusters().Get(ctx, w.clusterA)
+			if err != nil {
+				return err
+			}
+			cl.Spec.Groups = append(cl.Spec.Groups, w.groupB)
+			return e(c.Clusters().Update(ctx, cl))
+		}},
+		{"Jobs.Create with B's request id", auth.DescribeJob, func() error {
+			return e(c.Jobs().Create(ctx, jobOn(w.clusterA, "a"), dlc.SaveOptions{RequestID: "nightly-b"}))
+		}},
+		{"Runs.Create with B's request id", auth.DescribeRun, func() error {
+			return e(c.Runs().Create(ctx, w.jobShared, dlc.RunOptions{RequestID: "run-b"}))
+		}},
+		{"Client.RunJob with B's request id", auth.DescribeRun, func() error { return e(c.RunJob(ctx, w.jobShared, "run-b")) }},
 		{"Clusters.Autoscale", auth.UpdateCluster, func() error { return e(c.Clusters().Autoscale(ctx, w.clusterB, "cpu", 1)) }},
 		{"Clusters.PlanCreate", auth.CreateCluster, func() error { return e(c.Clusters().PlanCreate(ctx, specB())) }},
 
@@ -298,6 +346,14 @@ func TestAuthorizerRefusesEveryOperation(t *testing.T) {
 		}},
 		{"ResourceGroups.Get", auth.DescribeResourceGroup, func() error { return e(c.ResourceGroups().Get(ctx, "rg-b")) }},
 		{"ResourceGroups.Pending", auth.DescribeResourceGroup, func() error { return e(c.ResourceGroups().Pending(ctx, "rg-b")) }},
+	}
+	// Bob's replays to be tried: a job config saved with a request id, and
+	// a run of a config both may run, made with one.
+	if _, err := w.admin.Jobs().Create(w.bob, jobOn(w.clusterB, "b"), dlc.SaveOptions{RequestID: "nightly-b"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.admin.Runs().Create(w.bob, w.jobShared, dlc.RunOptions{RequestID: "run-b"}); err != nil {
+		t.Fatal(err)
 	}
 	w.m.Reconcile()
 	before := w.fingerprint(t)
@@ -391,7 +447,7 @@ func TestAuthorizerFiltersLists(t *testing.T) {
 	}
 	// Jobs, runs, groups, templates, resource groups, members.
 	js, err := c.Jobs().List(w.alice)
-	if err != nil || len(js) != 2 { // job-a (tagged) and od-a (rg-a)
+	if err != nil || len(js) != 3 { // job-a (tagged), od-a (rg-a) and the shared one
 		t.Fatalf("jobs %v %v", js, err)
 	}
 	rs, err := c.Runs().List(w.alice, dlc.RunListOptions{})

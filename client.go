@@ -85,7 +85,8 @@ func (c *Client) SaveJob(ctx context.Context, cfg *job.Config, requestID string)
 	if err := c.mayConfig(ctx, auth.CreateJob, configResource(auth.KindJob, "", UserFrom(ctx), cfg), cfg); err != nil {
 		return nil, err
 	}
-	return c.e.SaveJob(ctx, cfg, requestID)
+	rec, err := c.e.SaveJob(ctx, cfg, requestID)
+	return replayed(ctx, c.gate(), auth.DescribeJob, requestID, rec, err, recordCreator, jobResource)
 }
 
 // RunJob starts a run, as Runs().Create with a request id.
@@ -93,7 +94,8 @@ func (c *Client) RunJob(ctx context.Context, jobID, requestID string) (*job.Run,
 	if err := c.mayRun(ctx, jobID); err != nil {
 		return nil, err
 	}
-	return c.e.RunJob(ctx, jobID, requestID)
+	r, err := c.e.RunJob(ctx, jobID, requestID)
+	return replayed(ctx, c.gate(), auth.DescribeRun, requestID, r, err, runCreator, runResource)
 }
 
 // WithUser returns a context that acts as user: the creator of what it
@@ -226,14 +228,14 @@ func WithRunRetention(maxAge time.Duration, perJob int) Option {
 }
 
 // WithMemberProbation sets how many periodic resyncs (WithResync) a
-// replica that joins the work sharing waits before it takes a share:
-// the others count it, and it counts itself when it found others, only
-// then (default DefaultMemberProbation, 2: ten minutes at the default
-// resync; 0: at once). Until then the replicas it found do its share, so
-// nothing is done twice; a membership document forged by a writer of the
-// store whose id changes faster than that never holds up the work. Set 0
-// where only the backend's identity can write the membership documents
-// and a new replica should take work at once. A negative value makes New
+// replica that joins the work sharing waits before the others count it
+// (default DefaultMemberProbation, 2: ten minutes at the default resync;
+// 0: at once). Until then the replicas it found still do its share, and
+// it does its share too (conflicts, never a key left undone); a
+// membership document forged by a writer of the store whose id changes
+// faster than that never holds up the work. Set 0 where only the
+// backend's identity can write the membership documents and a new
+// replica should spare the others at once. A negative value makes New
 // fail with ErrInvalid; without periodic resyncs (WithResync(0)) there
 // is no probation.
 func WithMemberProbation(rounds int) Option { return platform.WithMemberProbation(rounds) }

@@ -2,19 +2,24 @@ package dlc
 
 import (
 	"context"
+	"slices"
 
 	"github.com/aidlc/dlc/auth"
 	"github.com/aidlc/dlc/cluster"
+	"github.com/aidlc/dlc/errs"
 	"github.com/aidlc/dlc/internal/platform"
 )
 
 // Clusters returns the client's compute clusters.
-func (c *Client) Clusters() *ClusterService { return &ClusterService{c.e.Clusters(), c.gate()} }
+func (c *Client) Clusters() *ClusterService {
+	return &ClusterService{c.e.Clusters(), c.gate(), c.e.Groups()}
+}
 
 // ClusterService is the compute clusters of a Client (C1–C16).
 type ClusterService struct {
-	s *platform.ClusterService
-	g gate
+	s      *platform.ClusterService
+	g      gate
+	groups *platform.GroupService // to read the groups a cluster joins
 }
 
 // Create validates spec, checks that its cluster groups (C2) and resource
@@ -26,10 +31,8 @@ type ClusterService struct {
 // (the cluster is deleted again, saying why) and fails C2 (see
 // group.Deletion).
 func (s *ClusterService) Create(ctx context.Context, spec *cluster.Spec) (*cluster.Cluster, error) {
-	if spec != nil {
-		if err := s.g.allow(ctx, auth.CreateCluster, newClusterResource(ctx, spec)); err != nil {
-			return nil, err
-		}
+	if err := s.mayCreate(ctx, spec); err != nil {
+		return nil, err
 	}
 	return s.s.Create(ctx, spec)
 }
@@ -80,7 +83,7 @@ func (s *ClusterService) Watch(ctx context.Context, opts ClusterWatchOptions) (<
 	if err != nil {
 		return nil, err
 	}
-	return watchAllowed(ctx, s.g, auth.DescribeCluster, in, func(e ClusterEvent) string { return e.ID },
+	return watchAllowed(ctx, s.g, auth.DescribeCluster, auth.KindCluster, in, func(e ClusterEvent) string { return e.ID },
 		func(e ClusterEvent) (auth.Resource, bool) {
 			if e.Cluster == nil {
 				return auth.Resource{}, false
@@ -164,7 +167,7 @@ func (s *ClusterService) Clone(ctx context.Context, id, newName string) (*cluste
 		if err != nil {
 			return nil, err
 		}
-		if err := s.g.allow(ctx, auth.CreateCluster, newClusterResource(ctx, &src.Spec)); err != nil {
+		if err := s.mayCreate(ctx, &src.Spec); err != nil {
 			return nil, err
 		}
 	}
@@ -222,10 +225,8 @@ func (s *ClusterService) Details(ctx context.Context, id string) (*cluster.Detai
 // beside its resource group's capacity. The planned cluster's id is
 // "cls-planned"; a real create makes a new one.
 func (s *ClusterService) PlanCreate(ctx context.Context, spec *cluster.Spec) (*Plan, error) {
-	if spec != nil {
-		if err := s.g.allow(ctx, auth.CreateCluster, newClusterResource(ctx, spec)); err != nil {
-			return nil, err
-		}
+	if err := s.mayCreate(ctx, spec); err != nil {
+		return nil, err
 	}
 	return s.s.PlanCreate(ctx, spec)
 }
@@ -266,5 +267,55 @@ func (s *ClusterService) mayUpdate(ctx context.Context, in *cluster.Cluster) err
 	}
 	next := clusterResource(in)
 	next.Creator = cur.Creator // the creator is not the caller's to set
-	return s.g.allow(ctx, auth.UpdateCluster, next)
+	if err := s.g.allow(ctx, auth.UpdateCluster, next); err != nil {
+		return err
+	}
+	var rg string
+	if in.Spec.ResourceGroup != cur.Spec.ResourceGroup {
+		rg = in.Spec.ResourceGroup
+	}
+	var moved []string
+	for _, g := range in.Spec.Groups {
+		if !slices.Contains(cur.Spec.Groups, g) {
+			moved = append(moved, g)
+		}
+	}
+	for _, g := range cur.Spec.Groups {
+		if !slices.Contains(in.Spec.Groups, g) {
+			moved = append(moved, g)
+		}
+	}
+	return s.mayDrawOn(ctx, rg, moved)
+}
+
+// mayCreate asks CreateCluster of the cluster spec would make, and what it
+// draws on (mayDrawOn).
+func (s *ClusterService) mayCreate(ctx context.Context, spec *cluster.Spec) error {
+	if !s.g.on() || spec == nil {
+		return nil
+	}
+	if err := s.g.allow(ctx, auth.CreateCluster, newClusterResource(ctx, spec)); err != nil {
+		return err
+	}
+	return s.mayDrawOn(ctx, spec.ResourceGroup, spec.Groups)
+}
+
+// mayDrawOn asks UseResourceGroup of resource group rg ("": none) and
+// UpdateGroup of each cluster group a cluster joins or leaves: a
+// cluster's own tags are its author's choice, and cannot be what keeps it
+// off another team's quota, Secrets and group. A group that does not
+// exist is left to the operation to report.
+func (s *ClusterService) mayDrawOn(ctx context.Context, rg string, groups []string) error {
+	if rg != "" {
+		if err := s.g.allow(ctx, auth.UseResourceGroup, resourceGroupResource(rg)); err != nil {
+			return err
+		}
+	}
+	for _, id := range groups {
+		_, err := describe(ctx, s.g, auth.UpdateGroup, auth.KindGroup, id, s.groups.Get, groupResource)
+		if err != nil && !errs.IsNotFound(err) {
+			return err
+		}
+	}
+	return nil
 }

@@ -30,7 +30,8 @@ func (s *JobService) Create(ctx context.Context, cfg *job.Config, opts SaveOptio
 	if err := s.c.mayConfig(ctx, auth.CreateJob, configResource(auth.KindJob, "", UserFrom(ctx), cfg), cfg); err != nil {
 		return nil, err
 	}
-	return s.s.Save(ctx, cfg, opts)
+	rec, err := s.s.Save(ctx, cfg, opts)
+	return replayed(ctx, s.c.gate(), auth.DescribeJob, opts.RequestID, rec, err, recordCreator, jobResource)
 }
 
 // Save is Create, under its former name.

@@ -11,7 +11,7 @@ import (
 
 // ResourceGroups returns the client's resource groups.
 func (c *Client) ResourceGroups() *ResourceGroupService {
-	return &ResourceGroupService{c.e.ResourceGroups(), c.gate()}
+	return &ResourceGroupService{c.e.ResourceGroups(), c.gate(), c.e.Runs()}
 }
 
 // ResourceGroupService is the resource groups of a Client: capacity that
@@ -19,8 +19,9 @@ func (c *Client) ResourceGroups() *ResourceGroupService {
 // group is a stored object and its reservations live on it, so every
 // client over the store sees and changes the same ones.
 type ResourceGroupService struct {
-	s *platform.ResourceGroupService
-	g gate
+	s    *platform.ResourceGroupService
+	g    gate
+	runs *platform.RunService // to read the runs a queue lists
 }
 
 // Pending lists the runs waiting in a resource group's queue in admission
@@ -30,7 +31,18 @@ func (s *ResourceGroupService) Pending(ctx context.Context, rg string) ([]job.Pe
 	if err := s.g.allow(ctx, auth.DescribeResourceGroup, resourceGroupResource(rg)); err != nil {
 		return nil, err
 	}
-	return s.s.Pending(ctx, rg)
+	ps, err := s.s.Pending(ctx, rg)
+	if err != nil || !s.g.on() {
+		return ps, err
+	}
+	// Only the runs the user may describe: the queue's order (Position,
+	// Ahead) still counts every run.
+	return keepAllowed(ctx, s.g, auth.DescribeRun, ps, func(p job.Pending) auth.Resource {
+		if r, err := s.runs.Get(ctx, p.RunID); err == nil {
+			return runResource(r)
+		}
+		return auth.Resource{Kind: auth.KindRun, ID: p.RunID}
+	})
 }
 
 // Register adds a resource group with its allocatable capacity inside a

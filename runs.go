@@ -63,7 +63,8 @@ func (s *RunService) Create(ctx context.Context, jobID string, opts RunOptions) 
 	if err := s.c.mayRun(ctx, jobID); err != nil {
 		return nil, err
 	}
-	return s.s.Create(ctx, jobID, opts)
+	r, err := s.s.Create(ctx, jobID, opts)
+	return replayed(ctx, s.c.gate(), auth.DescribeRun, opts.RequestID, r, err, runCreator, runResource)
 }
 
 // Get returns a run.
@@ -90,7 +91,7 @@ func (s *RunService) Watch(ctx context.Context, opts RunWatchOptions) (<-chan Ru
 	if err != nil {
 		return nil, err
 	}
-	return watchAllowed(ctx, s.c.gate(), auth.DescribeRun, in, func(e RunEvent) string { return e.ID },
+	return watchAllowed(ctx, s.c.gate(), auth.DescribeRun, auth.KindRun, in, func(e RunEvent) string { return e.ID },
 		func(e RunEvent) (auth.Resource, bool) {
 			if e.Run == nil {
 				return auth.Resource{}, false

@@ -99,9 +99,9 @@ type Action string
 // watch, list, events, details, queue position); a plan is asked as the
 // action it plans (PlanStart as StartCluster).
 const (
-	CreateCluster    Action = "dlc:CreateCluster"    // Clusters().Create, PlanCreate, the copy of Clone
+	CreateCluster    Action = "dlc:CreateCluster"    // Clusters().Create, PlanCreate, the copy of Clone (and UseResourceGroup, UpdateGroup of each group it joins)
 	DescribeCluster  Action = "dlc:DescribeCluster"  // Get, Wait, Watch, List, Events, Details, the source of Clone, a group's Members
-	UpdateCluster    Action = "dlc:UpdateCluster"    // Update, Edit, PlanUpdate, Autoscale, joining or leaving a group
+	UpdateCluster    Action = "dlc:UpdateCluster"    // Update, Edit, PlanUpdate, Autoscale, joining or leaving a group (and UseResourceGroup, UpdateGroup when they change)
 	StartCluster     Action = "dlc:StartCluster"     // Start, PlanStart
 	HibernateCluster Action = "dlc:HibernateCluster" // Hibernate
 	DeleteCluster    Action = "dlc:DeleteCluster"    // Delete
@@ -127,6 +127,11 @@ const (
 
 	RegisterResourceGroup Action = "dlc:RegisterResourceGroup" // ResourceGroups().Register
 	DescribeResourceGroup Action = "dlc:DescribeResourceGroup" // Get, List, Pending
+	// UseResourceGroup is drawing on a resource group's quota and Secrets:
+	// asked of the resource group when a cluster is created in it (Create,
+	// PlanCreate, Clone) or moved to it (Update), and when an on-demand
+	// job config that queues in it is saved, edited or run.
+	UseResourceGroup Action = "dlc:UseResourceGroup"
 )
 
 var actions = []Action{
@@ -135,7 +140,7 @@ var actions = []Action{
 	SaveTemplate, DescribeTemplate, DeleteTemplate,
 	CreateJob, DescribeJob, UpdateJob, DeleteJob, RunJob,
 	DescribeRun, StopRun, ReadRunLogs,
-	RegisterResourceGroup, DescribeResourceGroup,
+	RegisterResourceGroup, DescribeResourceGroup, UseResourceGroup,
 }
 
 // Actions returns every action.

@@ -94,7 +94,7 @@ type Statement struct {
 }
 
 // Principal names whom a statement is about: a user by name, or any
-// member of a group. "*" is every user.
+// member of a group. "*" (as a user or a group) is every user.
 type Principal struct {
 	User  []string `json:"user,omitempty"`
 	Group []string `json:"group,omitempty"`
@@ -320,7 +320,7 @@ func NewPolicyAuthorizer(p *Policy) (*PolicyAuthorizer, error) {
 		st := statement{effect: s.Effect, everyone: s.Principal == nil, actions: slices.Clone(s.Action)}
 		if s.Principal != nil {
 			st.users, st.groups = slices.Clone(s.Principal.User), slices.Clone(s.Principal.Group)
-			st.everyone = slices.Contains(st.users, "*")
+			st.everyone = slices.Contains(st.users, "*") || slices.Contains(st.groups, "*")
 		}
 		for _, r := range s.Resource {
 			rp, _ := parseResource(r)

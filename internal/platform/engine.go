@@ -171,9 +171,8 @@ const DefaultMaxUnfinishedRuns = 100
 func WithMaxUnfinishedRuns(n int) Option { return func(o *options) { o.maxUnfinished = n } }
 
 // WithMemberProbation sets how many periodic resyncs (WithResync) a
-// replica that joins the work sharing waits before the others count it,
-// and before it counts itself when it found others (default
-// DefaultMemberProbation, 2; 0: counted at once). A membership document
+// replica that joins the work sharing waits before the others count it
+// (default DefaultMemberProbation, 2; 0: counted at once). A membership document
 // forged by a writer of the store with ids that change faster never owns
 // a key. A negative value makes New fail with ErrInvalid.
 func WithMemberProbation(rounds int) Option { return func(o *options) { o.probation = rounds } }
@@ -292,6 +291,7 @@ type Engine struct {
 	reads   latestReads // concurrent reads past the cache, coalesced
 
 	finished *finishedRuns // the finished runs by job config (retention.go)
+	trimming atomic.Bool   // a retention step is trimming to the bound across job configs (trimAll)
 	order    *runOrder     // each job config's runs in list order (runorder.go)
 	load     *runLoad      // each cluster's active runs and last run end (placement.go)
 

@@ -78,22 +78,12 @@ type memberSeen struct {
 // would have (conflicts, never a key left undone).
 const DefaultMemberProbation = 2
 
-// A client that finds other members when it starts is on probation in
-// its own view too, for as many rounds (the one at start is its first):
-// it takes no key of the background work (the members it found own them
-// all), so that while the others do not count it yet no key is worked
-// twice. It counts itself no later than any other member counts it
-// (their probation ends at their p-th round after seeing it, more than
-// p-1 resyncs after it started), so no key is left to a member that does
-// not take it; the change of members queues the keys that moved.
-
 // replicas is this client's view of the members sharing the work.
 type replicas struct {
 	self      string
 	ttl       time.Duration
 	probation uint64               // periodic resyncs a member that appears later waits before it is counted
 	view      atomic.Pointer[view] // the members as last published
-	selfFrom  uint64               // the round from which this client counts itself (probation, when it found others)
 
 	mu      sync.Mutex
 	seen    map[string]memberSeen
@@ -145,9 +135,6 @@ func (c *Engine) startReplicas(snap []backend.Doc) {
 			rep.seen[d.ID] = memberSeen{d.Version, now, 0} // there before this client: counted at once
 		}
 	}
-	if len(rep.seen) > 0 {
-		rep.selfFrom = rep.probation
-	}
 	rep.publish()
 	rep.mu.Unlock()
 	c.renew()
@@ -167,10 +154,7 @@ func newReplicas(ttl time.Duration, probation uint64) *replicas {
 // out; the caller holds mu, or is the only one with rep. It reports
 // whether they changed.
 func (rep *replicas) publish() bool {
-	var v view
-	if rep.selfFrom <= rep.round {
-		v.live = append(v.live, rep.self)
-	}
+	v := view{live: []string{rep.self}}
 	for id, s := range rep.seen {
 		switch {
 		case rep.excluded[id].until > rep.round:
@@ -180,9 +164,6 @@ func (rep *replicas) publish() bool {
 		default:
 			v.live = append(v.live, id)
 		}
-	}
-	if len(v.live) == 0 {
-		v.live = []string{rep.self} // no one else counted: all of it is this client's
 	}
 	slices.Sort(v.live)
 	slices.Sort(v.out)

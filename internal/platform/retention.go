@@ -100,8 +100,12 @@ func (c *Engine) retain(ctx context.Context, r *job.Run) (time.Duration, error) 
 		}
 	}
 	if ret.total > 0 {
-		if gone, err := c.trimAll(ctx, r.ID); err != nil || gone {
+		gone, more, err := c.trimAll(ctx, r.ID)
+		if err != nil || gone {
 			return 0, err
+		}
+		if more {
+			return time.Millisecond, nil // the rest in another step
 		}
 	}
 	if ret.maxAge == 0 {
@@ -138,21 +142,32 @@ func (c *Engine) trimJob(ctx context.Context, jobID, self string) (gone bool, er
 // trimAll deletes the oldest finished runs of every job config beyond
 // WithMaxFinishedRuns's bound, and a hundredth of the bound more (one
 // pass over the index is paid for by that many finishes), in the order
-// trimJob deletes a job's. gone says whether run self was among them.
-func (c *Engine) trimAll(ctx context.Context, self string) (gone bool, err error) {
+// trimJob deletes a job's: at most maxTrimPerStep in one step (more says
+// that more are due), and in one step at a time on this client (a step
+// that finds another trimming leaves it to that one). gone says whether
+// run self was among those deleted.
+func (c *Engine) trimAll(ctx context.Context, self string) (gone, more bool, err error) {
 	bound := c.o.retention.total
 	n := c.finished.total()
-	if n <= bound {
-		return false, nil
+	if n <= bound || !c.trimming.CompareAndSwap(false, true) {
+		return false, false, nil
 	}
-	for _, r := range c.finished.oldest("", n-bound+bound/100) {
+	defer c.trimming.Store(false)
+	due := n - bound + bound/100
+	for _, r := range c.finished.oldest("", min(due, maxTrimPerStep)) {
 		if err := c.deleteRun(ctx, r.id, r.version, "total"); err != nil {
-			return false, err
+			return false, false, err
 		}
 		gone = gone || r.id == self
 	}
-	return gone, nil
+	return gone, due > maxTrimPerStep && !gone, nil
 }
+
+// maxTrimPerStep bounds the runs one retention step deletes for the
+// bound across job configs, so that a backlog (a bound lowered, a
+// restart) is worked off in steps that each end well within a step's
+// time.
+const maxTrimPerStep = 500
 
 // finishedRuns indexes the finished runs (phase done: ended, Ray done) by
 // job config, with what the count orders them by and the version to
