@@ -61,6 +61,13 @@ type Options struct {
 	// Secrets in the namespace (config/rbac's optional Role
 	// dlc-backend-ray-tokens). The token is sent as X-Ray-Authorization.
 	RayTokens func(ctx context.Context, namespace string, ref corev1.SecretKeySelector) (string, error)
+	// NetworkPolicy, when set, has the backend keep a NetworkPolicy per
+	// resource group (RenderNetworkPolicy), so that Ray pods admit
+	// connections only from their own resource group's Ray pods and the
+	// peers it names; it needs create and patch on networkpolicies (the
+	// backend's Role grants them). Nil keeps none: Ray pods of every
+	// resource group can reach each other.
+	NetworkPolicy *NetworkPolicyOptions
 	// Store configures the store.
 	Store StoreOptions
 	// Logger receives what the backend does not return (a failed Event);

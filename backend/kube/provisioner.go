@@ -83,9 +83,13 @@ type Provisioner struct {
 	logTime   time.Duration
 	logHeads  *HeadGuard // log reads: a guard apart from the control calls'
 	tokens    func(ctx context.Context, namespace string, ref corev1.SecretKeySelector) (string, error)
-	log       logr.Logger
-	stop      func()
-	waitFor   time.Duration
+	netpol    *NetworkPolicyOptions // nil: no NetworkPolicy kept
+	// netpolDone are the resource groups whose NetworkPolicy this process
+	// applied.
+	netpolDone sync.Map
+	log        logr.Logger
+	stop       func()
+	waitFor    time.Duration
 
 	mu       sync.Mutex
 	watchers backend.Watchers[func(kind, id string)]
@@ -123,8 +127,8 @@ func newProvisioner(ctx context.Context, cfg *rest.Config, st *Store, o Options)
 		manager: o.FieldManager, dashboard: o.Dashboard, poll: o.PollInterval, log: o.Logger,
 		headTime: o.HeadTimeout, heads: &HeadGuard{Backoff: o.HeadBackoff},
 		logTime: o.LogTimeout, logHeads: &HeadGuard{Backoff: o.HeadBackoff}, tokens: o.RayTokens,
-		waitFor: o.Store.WriteWait,
-		polled:  map[string]bool{}, rechecks: map[string]time.Time{}, tick: make(chan struct{}),
+		waitFor: o.Store.WriteWait, netpol: o.NetworkPolicy,
+		polled: map[string]bool{}, rechecks: map[string]time.Time{}, tick: make(chan struct{}),
 	}
 	p.render.Namespace = o.Namespace
 	if p.manager == "" {
@@ -357,6 +361,11 @@ func (p *Provisioner) ApplyCluster(ctx context.Context, c *cluster.Cluster) erro
 		if err != nil {
 			return err
 		}
+		if r.Config.OnDemand != nil {
+			if err := p.ensureNetworkPolicy(ctx, r.Config.OnDemand.ResourceGroup); err != nil {
+				return err
+			}
+		}
 		if cur != nil {
 			// A resize: KubeRay disregards a RayJob's cluster spec once it
 			// has made the RayCluster, so the RayCluster is resized itself
@@ -375,6 +384,9 @@ func (p *Provisioner) ApplyCluster(ctx context.Context, c *cluster.Cluster) erro
 		}
 		rc, err := RenderRayCluster(c, p.render)
 		if err != nil {
+			return err
+		}
+		if err := p.ensureNetworkPolicy(ctx, rc.Labels[KeyResourceGroup]); err != nil {
 			return err
 		}
 		if cur != nil && cur.DeletionTimestamp == nil {

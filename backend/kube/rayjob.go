@@ -61,7 +61,7 @@ func renderRayJob(r *job.Run, o RenderOptions, replicas map[string]int) (*rayv1.
 	if err != nil {
 		return nil, err
 	}
-	ids := idLabels(map[string]string{KeyRunID: r.ID, KeyJobID: r.JobID})
+	ids := idLabels(map[string]string{KeyRunID: r.ID, KeyJobID: r.JobID, KeyResourceGroup: cfg.OnDemand.ResourceGroup})
 	runEnv := cfg.RunEnvironment() // the runtime env's container, if any, is every node's image
 	env := &runEnv
 	spec, err := renderClusterSpec(clusterInput{

@@ -56,3 +56,9 @@ package kube
 // (created, or patched when the recorder aggregates a repeated one).
 //
 // +kubebuilder:rbac:groups="";events.k8s.io,namespace=dlc-system,resources=events,verbs=create;patch
+
+// NetworkPolicies: one per resource group, applied (server-side apply:
+// patch, create the first time) when Options.NetworkPolicy is set; never
+// read back, so no get, list or watch.
+//
+// +kubebuilder:rbac:groups=networking.k8s.io,namespace=dlc-system,resources=networkpolicies,verbs=create;patch

@@ -211,7 +211,11 @@ func RenderRayCluster(c *cluster.Cluster, o RenderOptions) (*rayv1.RayCluster, e
 	if c.Live != nil {
 		env, envPath = &c.Live.Environment, "live"
 	}
-	ids := idLabels(map[string]string{KeyClusterID: c.ID})
+	rg := c.Spec.ResourceGroup
+	if c.Live != nil && c.Live.ResourceGroup != "" {
+		rg = c.Live.ResourceGroup
+	}
+	ids := idLabels(map[string]string{KeyClusterID: c.ID, KeyResourceGroup: rg})
 	spec, err := renderClusterSpec(clusterInput{
 		env: env, path: envPath, rules: cluster.Rules{Image: "C5", Head: "C7", Workers: "C8"},
 		replicas: c.Replicas, mounts: c.Spec.Mounts, mountRule: "C9",
