@@ -185,9 +185,23 @@ func admissionCases() []admissionCase {
 			edit: func(s *rayv1.RayClusterSpec, _ *rayv1.RayJobSpec) {
 				worker(s).Tolerations = []corev1.Toleration{{Operator: corev1.TolerationOpExists}}
 			}},
-		{name: "another Redis Secret", base: "cluster-ha", refuse: "the Redis password must come from a Secret whose name starts with dlc-redis",
+		{name: "another Redis Secret", base: "cluster-ha", refuse: "the Redis user and password must come from a Secret whose name starts with dlc-redis",
 			edit: func(s *rayv1.RayClusterSpec, _ *rayv1.RayJobSpec) {
 				s.GcsFaultToleranceOptions.RedisPassword.ValueFrom.SecretKeyRef.Name = "db-password"
+			}},
+		{name: "a Redis user in plain text", base: "cluster-ha", refuse: "the Redis user and password must come from a Secret whose name starts with dlc-redis",
+			edit: func(s *rayv1.RayClusterSpec, _ *rayv1.RayJobSpec) {
+				s.GcsFaultToleranceOptions.RedisUsername = &rayv1.RedisCredential{Value: "default"}
+			}},
+		{name: "a Redis user of the resource group's (RenderOptions.RedisFor)", base: "cluster-ha",
+			edit: func(s *rayv1.RayClusterSpec, _ *rayv1.RayJobSpec) {
+				s.GcsFaultToleranceOptions.RedisUsername = &rayv1.RedisCredential{ValueFrom: &corev1.EnvVarSource{
+					SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "dlc-redis-rg-a"}, Key: "user"}}}
+			}},
+		{name: "a Redis user from another Secret", base: "cluster-ha", refuse: "the Redis user and password must come from a Secret whose name starts with dlc-redis",
+			edit: func(s *rayv1.RayClusterSpec, _ *rayv1.RayJobSpec) {
+				s.GcsFaultToleranceOptions.RedisUsername = &rayv1.RedisCredential{ValueFrom: &corev1.EnvVarSource{
+					SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "db-user"}, Key: "u"}}}
 			}},
 		{name: "job: privileged cluster", base: "rayjob-ondemand", refuse: hostNS,
 			edit: func(s *rayv1.RayClusterSpec, _ *rayv1.RayJobSpec) { head(s).HostPID = true }},

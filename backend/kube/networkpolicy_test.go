@@ -161,3 +161,51 @@ func TestNetworkPolicyApplied(t *testing.T) {
 		t.Errorf("selector %+v", np.Spec.PodSelector)
 	}
 }
+
+// With RenderOptions.RedisFor each resource group's high-availability
+// heads keep their GCS state in their own Redis (or as their own ACL
+// user), clusters and on-demand runs alike; a group with none does not
+// render, saying why.
+func TestRedisPerResourceGroup(t *testing.T) {
+	o := jobOpts()
+	o.RedisFor = func(rg string) (*kube.Redis, error) {
+		if rg == "rg-none" {
+			return nil, nil
+		}
+		return &kube.Redis{Address: "redis-" + rg + ".dlc-system.svc:6379",
+			Username: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "dlc-redis-" + rg}, Key: "user"},
+			Password: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "dlc-redis-" + rg}, Key: "password"}}, nil
+	}
+	for _, rg := range []string{"rg-a", "rg-b"} {
+		env := cpuEnv()
+		env.Head.HighAvailability = true
+		cl := running("cls-"+rg+"00001", "高可用", env)
+		cl.Spec.ResourceGroup, cl.Live.ResourceGroup = rg, rg
+		rc, err := kube.RenderRayCluster(cl, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ft := rc.Spec.GcsFaultToleranceOptions
+		if ft == nil || ft.RedisAddress != "redis-"+rg+".dlc-system.svc:6379" ||
+			ft.RedisUsername.ValueFrom.SecretKeyRef.Name != "dlc-redis-"+rg || ft.RedisPassword.ValueFrom.SecretKeyRef.Name != "dlc-redis-"+rg {
+			t.Errorf("%s's cluster: %+v", rg, ft)
+		}
+		r := onDemandRun()
+		r.Config.OnDemand.ResourceGroup = rg
+		r.Config.OnDemand.Environment.Head.HighAvailability = true
+		rj, err := kube.RenderRayJob(r, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ft := rj.Spec.RayClusterSpec.GcsFaultToleranceOptions; ft == nil || ft.RedisAddress != "redis-"+rg+".dlc-system.svc:6379" {
+			t.Errorf("%s's on-demand run: %+v", rg, ft)
+		}
+	}
+	env := cpuEnv()
+	env.Head.HighAvailability = true
+	cl := running("cls-none000001", "无", env)
+	cl.Spec.ResourceGroup, cl.Live.ResourceGroup = "rg-none", "rg-none"
+	if _, err := kube.RenderRayCluster(cl, o); !errors.Is(err, errs.ErrInvalid) {
+		t.Errorf("a resource group with no Redis: %v", err)
+	}
+}

@@ -86,6 +86,15 @@ type RenderOptions struct {
 	// password. The admission policies of config/admission admit only a
 	// Secret whose name starts with "dlc-redis".
 	RedisPassword *corev1.SecretKeySelector
+	// RedisFor, when set, returns the Redis of a resource group's
+	// high-availability heads, in place of RedisAddress and RedisPassword:
+	// each resource group its own Redis, or its own ACL user on a shared
+	// one, so that one team's head code, which can read the credentials
+	// its own GCS uses, cannot read or write another team's GCS state
+	// (job records, the internal KV) with them. It returns nil for a
+	// resource group that has none (its high-availability heads do not
+	// render). It should do no I/O, as rendering does none.
+	RedisFor func(resourceGroup string) (*Redis, error)
 	// WorkingDir returns the URI that Ray fetches a job package from (the
 	// runtime environment's working_dir), valid for use.For: e.g. a
 	// presigned HTTPS URL of a COS object (COSWorkingDir). Ray fetches it
@@ -220,7 +229,7 @@ func RenderRayCluster(c *cluster.Cluster, o RenderOptions) (*rayv1.RayCluster, e
 		env: env, path: envPath, rules: cluster.Rules{Image: "C5", Head: "C7", Workers: "C8"},
 		replicas: c.Replicas, mounts: c.Spec.Mounts, mountRule: "C9",
 		advanced: c.Spec.Advanced, advancedRule: "C10", maxAdvanced: cluster.MaxAdvanced,
-		podLabels: ids, rayToken: c.Spec.RayToken,
+		podLabels: ids, rayToken: c.Spec.RayToken, resourceGroup: rg,
 	}, o)
 	if err != nil {
 		return nil, err
@@ -258,7 +267,8 @@ type clusterInput struct {
 	advancedRule string
 	maxAdvanced  int // < 0: no limit
 
-	podLabels map[string]string // on every pod template
+	podLabels     map[string]string // on every pod template
+	resourceGroup string            // the resource group drawn on (its Redis, RenderOptions.RedisFor)
 	// secretEnv are variables from Secrets on every Ray container: an
 	// on-demand run's runtime environment (runtimeEnv.secretEnvVars), so
 	// that its driver, on the head, and its workers have them.
@@ -282,9 +292,16 @@ func renderClusterSpec(in clusterInput, o RenderOptions) (*rayv1.RayClusterSpec,
 	l = append(l, storage.ValidateMounts(errs.NewPath("mounts"), in.mountRule, in.mounts)...)
 	l = append(l, check.Advanced(errs.NewPath("advanced"), in.advancedRule, in.maxAdvanced, in.advanced)...)
 	l = append(l, advancedProblems(in.advanced)...)
-	if env.Head.HighAvailability && o.RedisAddress == "" {
-		l = append(l, errs.Invalid(in.path.Child("headGroup", "highAvailability"), in.rules.Head, true,
-			"a high-availability head keeps its state in an external Redis, and the backend has none (RenderOptions.RedisAddress)"))
+	var redis *Redis
+	if env.Head.HighAvailability {
+		var err error
+		if redis, err = o.redis(in.resourceGroup); err != nil {
+			l = append(l, errs.Invalid(in.path.Child("headGroup", "highAvailability"), in.rules.Head, true, err.Error()))
+		} else if redis == nil {
+			l = append(l, errs.Invalid(in.path.Child("headGroup", "highAvailability"), in.rules.Head, true,
+				"a high-availability head keeps its state in an external Redis, and the backend has none for resource group "+
+					in.resourceGroup+" (RenderOptions.RedisAddress or RedisFor)"))
+		}
 	}
 	if err := l.ToError(); err != nil {
 		return nil, err
@@ -343,10 +360,13 @@ func renderClusterSpec(in clusterInput, o RenderOptions) (*rayv1.RayClusterSpec,
 		spec.AutoscalerOptions = &rayv1.AutoscalerOptions{SecurityContext: containerSecurity(), Env: rayTokenEnv(in.rayToken)}
 		spec.HeadGroupSpec.Template.Spec.AutomountServiceAccountToken = nil
 	}
-	if env.Head.HighAvailability {
-		ft := &rayv1.GcsFaultToleranceOptions{RedisAddress: o.RedisAddress}
-		if o.RedisPassword != nil {
-			ft.RedisPassword = &rayv1.RedisCredential{ValueFrom: &corev1.EnvVarSource{SecretKeyRef: o.RedisPassword.DeepCopy()}}
+	if redis != nil {
+		ft := &rayv1.GcsFaultToleranceOptions{RedisAddress: redis.Address}
+		if redis.Username != nil {
+			ft.RedisUsername = &rayv1.RedisCredential{ValueFrom: &corev1.EnvVarSource{SecretKeyRef: redis.Username.DeepCopy()}}
+		}
+		if redis.Password != nil {
+			ft.RedisPassword = &rayv1.RedisCredential{ValueFrom: &corev1.EnvVarSource{SecretKeyRef: redis.Password.DeepCopy()}}
 		}
 		spec.GcsFaultToleranceOptions = ft
 	}
@@ -594,4 +614,36 @@ func cloneOrNil(m map[string]string) map[string]string {
 		out[k] = v
 	}
 	return out
+}
+
+// Redis is an external Redis that high-availability heads keep their GCS
+// state in (RenderOptions.RedisFor).
+type Redis struct {
+	Address string // "host:port"
+	// Username, optional, is the Secret key holding the Redis ACL user
+	// (Redis 6 and later) the heads log in as.
+	Username *corev1.SecretKeySelector
+	// Password, optional, is the Secret key holding its password. The
+	// admission policies of config/admission admit only Secrets whose
+	// names start with "dlc-redis".
+	Password *corev1.SecretKeySelector
+}
+
+// redis returns the Redis of resource group rg's high-availability heads:
+// RedisFor's, else the one of RedisAddress and RedisPassword; nil for none.
+func (o RenderOptions) redis(rg string) (*Redis, error) {
+	if o.RedisFor != nil {
+		r, err := o.RedisFor(rg)
+		if err != nil || r == nil {
+			return nil, err
+		}
+		if r.Address == "" {
+			return nil, fmt.Errorf("RenderOptions.RedisFor(%q) returned a Redis with no address", rg)
+		}
+		return r, nil
+	}
+	if o.RedisAddress == "" {
+		return nil, nil
+	}
+	return &Redis{Address: o.RedisAddress, Password: o.RedisPassword}, nil
 }
