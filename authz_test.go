@@ -475,6 +475,38 @@ func TestAuthorizerFiltersLists(t *testing.T) {
 		t.Fatalf("members %v %v", clusterIDs(ms), err)
 	}
 
+	// Cluster A's history, seen by a user who may describe the cluster
+	// but not B's run on it, leaves that run out.
+	bobOnA, err := dlc.NewJob("bob_on_a").OnCluster(w.clusterA).COSPackage("cos://jobs-1250000000/x.zip").
+		Entrypoint("python secret_sauce.py").Tag("team", "b").Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	recBobOnA, err := w.admin.Jobs().Create(w.bob, bobOnA, dlc.SaveOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runBobOnA, err := w.admin.Runs().Create(w.bob, recBobOnA.ID, dlc.RunOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.m.Settle(time.Minute, 1000)
+	full, err := w.admin.Clusters().Details(context.Background(), w.clusterA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	alicesView, err := c.Clusters().Details(w.alice, w.clusterA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hasRun := func(d *cluster.Details, id string) bool {
+		return slices.ContainsFunc(d.History, func(h cluster.HistoryEntry) bool { return h.RunID == id })
+	}
+	if !hasRun(full, runBobOnA.ID) || hasRun(alicesView, runBobOnA.ID) || !hasRun(alicesView, w.runA) {
+		t.Fatalf("cluster A's history: %d entries in all (bob's run %v), alice sees %d (bob's run %v, hers %v)",
+			len(full.History), hasRun(full, runBobOnA.ID), len(alicesView.History), hasRun(alicesView, runBobOnA.ID), hasRun(alicesView, w.runA))
+	}
+
 	// A watch of every cluster tells alice of A's only; a cluster whose
 	// tag moves to B leaves her view as Deleted (on a client whose policy
 	// decides by the tag alone).

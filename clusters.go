@@ -12,7 +12,7 @@ import (
 
 // Clusters returns the client's compute clusters.
 func (c *Client) Clusters() *ClusterService {
-	return &ClusterService{c.e.Clusters(), c.gate(), c.e.Groups()}
+	return &ClusterService{c.e.Clusters(), c.gate(), c.e.Groups(), c.e.Runs()}
 }
 
 // ClusterService is the compute clusters of a Client (C1–C16).
@@ -20,6 +20,7 @@ type ClusterService struct {
 	s      *platform.ClusterService
 	g      gate
 	groups *platform.GroupService // to read the groups a cluster joins
+	runs   *platform.RunService   // to read the runs of a cluster's history
 }
 
 // Create validates spec, checks that its cluster groups (C2) and resource
@@ -215,7 +216,22 @@ func (s *ClusterService) Details(ctx context.Context, id string) (*cluster.Detai
 	if err := s.check(ctx, auth.DescribeCluster, id); err != nil {
 		return nil, err
 	}
-	return s.s.Details(ctx, id)
+	d, err := s.s.Details(ctx, id)
+	if err != nil || !s.g.on() {
+		return d, err
+	}
+	// The runs of its history the user may describe only: a cluster may
+	// run other users' jobs, whose commands are theirs.
+	d.History, err = keepAllowed(ctx, s.g, auth.DescribeRun, d.History, func(h cluster.HistoryEntry) auth.Resource {
+		if r, err := s.runs.Get(ctx, h.RunID); err == nil {
+			return runResource(r)
+		}
+		return auth.Resource{Kind: auth.KindRun, ID: h.RunID}
+	})
+	if err != nil {
+		return nil, err
+	}
+	return d, nil
 }
 
 // PlanCreate says what Create(spec) would do, writing nothing: every
