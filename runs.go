@@ -29,7 +29,23 @@ func (s *RunService) Pending(ctx context.Context, id string) (*job.Pending, erro
 	if err := s.check(ctx, auth.DescribeRun, id); err != nil {
 		return nil, err
 	}
-	return s.s.Pending(ctx, id)
+	p, err := s.s.Pending(ctx, id)
+	if err != nil || p == nil || !s.c.gate().on() {
+		return p, err
+	}
+	// The clusters it waits for that the user may describe: a group's
+	// members may be other teams'.
+	cs := s.c.e.Clusters()
+	p.Clusters, err = keepAllowed(ctx, s.c.gate(), auth.DescribeCluster, p.Clusters, func(w job.ClusterWait) auth.Resource {
+		if cl, err := cs.Get(ctx, w.ID); err == nil {
+			return clusterResource(cl)
+		}
+		return auth.Resource{Kind: auth.KindCluster, ID: w.ID}
+	})
+	if err != nil {
+		return nil, err
+	}
+	return p, nil
 }
 
 // may reads the run and asks act of it (describe's rules).
