@@ -81,14 +81,24 @@ func (f *filter) keep(r auth.Resource) bool {
 	return err == nil
 }
 
-// listFilter returns a list's filter for act, nil when the gate is off
-// (everything is kept, nothing asked).
-func listFilter[T any](ctx context.Context, g gate, act auth.Action, res func(*T) auth.Resource) (func(*T) bool, *filter) {
-	if !g.on() {
-		return nil, &filter{}
-	}
+// filteredPage is a page that list makes, given what to keep: the
+// objects the user may do act to (every one, and nothing asked, when the
+// gate is off). A failure to decide fails the page.
+func filteredPage[T, P any](ctx context.Context, g gate, act auth.Action, res func(*T) auth.Resource, list func(keep func(*T) bool) (P, error)) (P, error) {
+	var keep func(*T) bool
 	f := &filter{g: g, ctx: ctx, act: act}
-	return func(v *T) bool { return f.keep(res(v)) }, f
+	if g.on() {
+		keep = func(v *T) bool { return f.keep(res(v)) }
+	}
+	p, err := list(keep)
+	if err == nil {
+		err = f.err
+	}
+	if err != nil {
+		var zero P
+		return zero, err
+	}
+	return p, nil
 }
 
 // keepAllowed returns the objects of a list the user may describe.
@@ -107,6 +117,39 @@ func keepAllowed[T any](ctx context.Context, g gate, act auth.Action, objs []T, 
 		return nil, f.err
 	}
 	return out, nil
+}
+
+// objects is how a service asks of the objects of one kind: get reads
+// one, res makes its resource.
+type objects[T any] struct {
+	g    gate
+	kind auth.Kind
+	get  func(context.Context, string) (T, error)
+	res  func(T) auth.Resource
+}
+
+// may reads the object and asks act of it (describe's rules).
+func (o objects[T]) may(ctx context.Context, act auth.Action, id string) (T, error) {
+	return describe(ctx, o.g, act, o.kind, id, o.get, o.res)
+}
+
+// check is may for an operation that reads the object itself: nothing is
+// read when the gate is off.
+func (o objects[T]) check(ctx context.Context, act auth.Action, id string) error {
+	if !o.g.on() {
+		return nil
+	}
+	_, err := o.may(ctx, act, id)
+	return err
+}
+
+// resourceOf is the resource of object id as stored, or its kind and id
+// alone when it cannot be read (gone: a run deleted by retention).
+func (o objects[T]) resourceOf(ctx context.Context, id string) auth.Resource {
+	if v, err := o.get(ctx, id); err == nil {
+		return o.res(v)
+	}
+	return auth.Resource{Kind: o.kind, ID: id}
 }
 
 // describe reads an object with get and asks act of it. A missing object
@@ -231,32 +274,67 @@ func watchAllowed[E any](ctx context.Context, g gate, act auth.Action, kind auth
 // gate returns the gate of the client's authorizer.
 func (c *Client) gate() gate { return gate{c.e.Authorizer()} }
 
-// mayConfig asks act of a job config (r) and of what it runs on: RunJob
-// of the named cluster or the cluster group, UseResourceGroup of the
-// on-demand resource group,
-// so that a config may not send code to another team's cluster however
-// it is tagged.
+// mayConfig asks act of a job config (r) and of what it runs on
+// (mayTarget).
 func (c *Client) mayConfig(ctx context.Context, act auth.Action, r auth.Resource, cfg *job.Config) error {
-	g := c.gate()
-	if !g.on() || cfg == nil {
+	if !c.gate().on() || cfg == nil {
 		return nil
 	}
-	if err := g.allow(ctx, act, r); err != nil {
+	if err := c.gate().allow(ctx, act, r); err != nil {
 		return err
 	}
+	return c.mayTarget(ctx, cfg)
+}
+
+// mayTarget asks of what a job config runs on: RunJob of the named
+// cluster or the cluster group, UseResourceGroup of the on-demand
+// resource group, so that a config may not send code to another team's
+// cluster however it is tagged. A target that does not exist is left to
+// the operation to report.
+func (c *Client) mayTarget(ctx context.Context, cfg *job.Config) error {
+	g := c.gate()
 	var err error
 	switch {
 	case cfg.Cluster != "":
-		_, err = describe(ctx, g, auth.RunJob, auth.KindCluster, cfg.Cluster, c.e.Clusters().Get, clusterResource)
+		_, err = c.clusters().may(ctx, auth.RunJob, cfg.Cluster)
 	case cfg.Group != "":
-		_, err = describe(ctx, g, auth.RunJob, auth.KindGroup, cfg.Group, c.e.Groups().Get, groupResource)
+		_, err = c.groups().may(ctx, auth.RunJob, cfg.Group)
 	case cfg.OnDemand != nil:
 		err = g.allow(ctx, auth.UseResourceGroup, resourceGroupResource(cfg.OnDemand.ResourceGroup))
 	}
 	if errs.IsNotFound(err) {
-		return nil // the save says so, as it would without an authorizer
+		return nil
 	}
 	return err
+}
+
+// mayRun asks RunJob of a job config as stored, and of what it runs on.
+func (c *Client) mayRun(ctx context.Context, jobID string) error {
+	if !c.gate().on() {
+		return nil
+	}
+	rec, err := c.jobs().may(ctx, auth.RunJob, jobID)
+	if err != nil {
+		return err
+	}
+	return c.mayTarget(ctx, &rec.Config)
+}
+
+// The objects of each kind, as the services ask of them.
+func (c *Client) clusters() objects[*cluster.Cluster] {
+	return objects[*cluster.Cluster]{c.gate(), auth.KindCluster, c.e.Clusters().Get, clusterResource}
+}
+
+func (c *Client) groups() objects[*group.Group] {
+	return objects[*group.Group]{c.gate(), auth.KindGroup, c.e.Groups().Get, groupResource}
+}
+
+func (c *Client) jobs() objects[*job.Record] {
+	return objects[*job.Record]{c.gate(), auth.KindJob, c.e.Jobs().Get, jobResource}
+}
+
+func (c *Client) runs() objects[*job.Run] {
+	return objects[*job.Run]{c.gate(), auth.KindRun, c.e.Runs().Get, runResource}
 }
 
 // replayed returns what a call with a request id returned, unless it is
@@ -275,16 +353,3 @@ func replayed[T any](ctx context.Context, g gate, act auth.Action, requestID str
 
 func recordCreator(r *job.Record) string { return r.Creator }
 func runCreator(r *job.Run) string       { return r.Creator }
-
-// mayRun asks RunJob of a job config as stored, and of what it runs on.
-func (c *Client) mayRun(ctx context.Context, jobID string) error {
-	g := c.gate()
-	if !g.on() {
-		return nil
-	}
-	rec, err := describe(ctx, g, auth.RunJob, auth.KindJob, jobID, c.e.Jobs().Get, jobResource)
-	if err != nil {
-		return err
-	}
-	return c.mayConfig(ctx, auth.RunJob, jobResource(rec), &rec.Config)
-}

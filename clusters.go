@@ -12,15 +12,14 @@ import (
 
 // Clusters returns the client's compute clusters.
 func (c *Client) Clusters() *ClusterService {
-	return &ClusterService{c.e.Clusters(), c.gate(), c.e.Groups(), c.e.Runs()}
+	return &ClusterService{c.e.Clusters(), c.gate(), c}
 }
 
 // ClusterService is the compute clusters of a Client (C1–C16).
 type ClusterService struct {
-	s      *platform.ClusterService
-	g      gate
-	groups *platform.GroupService // to read the groups a cluster joins
-	runs   *platform.RunService   // to read the runs of a cluster's history
+	s *platform.ClusterService
+	g gate
+	c *Client
 }
 
 // Create validates spec, checks that its cluster groups (C2) and resource
@@ -40,22 +39,7 @@ func (s *ClusterService) Create(ctx context.Context, spec *cluster.Spec) (*clust
 
 // Get returns the cluster with this id.
 func (s *ClusterService) Get(ctx context.Context, id string) (*cluster.Cluster, error) {
-	return s.may(ctx, auth.DescribeCluster, id)
-}
-
-// may reads the cluster and asks act of it (describe's rules).
-func (s *ClusterService) may(ctx context.Context, act auth.Action, id string) (*cluster.Cluster, error) {
-	return describe(ctx, s.g, act, auth.KindCluster, id, s.s.Get, clusterResource)
-}
-
-// check is may for an operation that reads the cluster itself: nothing
-// is read when the gate is off.
-func (s *ClusterService) check(ctx context.Context, act auth.Action, id string) error {
-	if !s.g.on() {
-		return nil
-	}
-	_, err := s.may(ctx, act, id)
-	return err
+	return s.c.clusters().may(ctx, auth.DescribeCluster, id)
 }
 
 // Wait waits until cond holds for the cluster and returns it as cond last
@@ -68,7 +52,7 @@ func (s *ClusterService) check(ctx context.Context, act auth.Action, id string) 
 //
 //	cl, err := c.Clusters().Wait(ctx, id, cluster.InState(cluster.Created))
 func (s *ClusterService) Wait(ctx context.Context, id string, cond func(*cluster.Cluster) (bool, error)) (*cluster.Cluster, error) {
-	if err := s.check(ctx, auth.DescribeCluster, id); err != nil {
+	if err := s.c.clusters().check(ctx, auth.DescribeCluster, id); err != nil {
 		return nil, err
 	}
 	return s.s.Wait(ctx, id, cond)
@@ -99,15 +83,9 @@ func (s *ClusterService) Watch(ctx context.Context, opts ClusterWatchOptions) (<
 // after), by id: at most opts.Limit, and Continue, the token of the next
 // page. It reads the client's cache and copies only the page.
 func (s *ClusterService) ListPage(ctx context.Context, opts ClusterListOptions) (*ClusterPage, error) {
-	keep, f := listFilter(ctx, s.g, auth.DescribeCluster, clusterResource)
-	p, err := s.s.ListPage(ctx, opts, keep)
-	if err == nil {
-		err = f.err
-	}
-	if err != nil {
-		return nil, err
-	}
-	return p, nil
+	return filteredPage(ctx, s.g, auth.DescribeCluster, clusterResource, func(keep func(*cluster.Cluster) bool) (*ClusterPage, error) {
+		return s.s.ListPage(ctx, opts, keep)
+	})
 }
 
 // List returns every cluster, on-demand ones included (Temporary), by id.
@@ -121,7 +99,7 @@ func (s *ClusterService) List(ctx context.Context) ([]*cluster.Cluster, error) {
 
 // Events returns a cluster's operation and event log (C13), oldest first.
 func (s *ClusterService) Events(ctx context.Context, id string) ([]cluster.Event, error) {
-	if err := s.check(ctx, auth.DescribeCluster, id); err != nil {
+	if err := s.c.clusters().check(ctx, auth.DescribeCluster, id); err != nil {
 		return nil, err
 	}
 	return s.s.Events(ctx, id)
@@ -132,7 +110,7 @@ func (s *ClusterService) Events(ctx context.Context, id string) ([]cluster.Event
 // minimum in the resource group, or fails with ErrQuota and changes
 // nothing. The cluster is starting until Ray reports it running.
 func (s *ClusterService) Start(ctx context.Context, id string) (*cluster.Cluster, error) {
-	if err := s.check(ctx, auth.StartCluster, id); err != nil {
+	if err := s.c.clusters().check(ctx, auth.StartCluster, id); err != nil {
 		return nil, err
 	}
 	return s.s.Start(ctx, id)
@@ -142,7 +120,7 @@ func (s *ClusterService) Start(ctx context.Context, id string) (*cluster.Cluster
 // its configuration and storage (C11). Active runs on it refuse the
 // hibernate unless opts.Force, which stops them.
 func (s *ClusterService) Hibernate(ctx context.Context, id string, opts HibernateOptions) (*cluster.Cluster, error) {
-	if err := s.check(ctx, auth.HibernateCluster, id); err != nil {
+	if err := s.c.clusters().check(ctx, auth.HibernateCluster, id); err != nil {
 		return nil, err
 	}
 	return s.s.Hibernate(ctx, id, opts)
@@ -154,7 +132,7 @@ func (s *ClusterService) Hibernate(ctx context.Context, id string, opts Hibernat
 // still waiting for this cluster fail, saying it was deleted. The cluster
 // is deleting until Ray has released it, then it is gone.
 func (s *ClusterService) Delete(ctx context.Context, id string, opts DeleteOptions) error {
-	if err := s.check(ctx, auth.DeleteCluster, id); err != nil {
+	if err := s.c.clusters().check(ctx, auth.DeleteCluster, id); err != nil {
 		return err
 	}
 	return s.s.Delete(ctx, id, opts)
@@ -164,7 +142,7 @@ func (s *ClusterService) Delete(ctx context.Context, id string, opts DeleteOptio
 // newName (C11); the copy starts as a new cluster does.
 func (s *ClusterService) Clone(ctx context.Context, id, newName string) (*cluster.Cluster, error) {
 	if s.g.on() {
-		src, err := s.may(ctx, auth.DescribeCluster, id)
+		src, err := s.c.clusters().may(ctx, auth.DescribeCluster, id)
 		if err != nil {
 			return nil, err
 		}
@@ -203,7 +181,7 @@ func (s *ClusterService) Edit(ctx context.Context, in *cluster.Cluster) (*EditRe
 // resource group can still allocate; the result says when quota refused
 // part of it, and the cluster's log records it.
 func (s *ClusterService) Autoscale(ctx context.Context, clusterID, group string, replicas int) (AutoscaleResult, error) {
-	if err := s.check(ctx, auth.UpdateCluster, clusterID); err != nil {
+	if err := s.c.clusters().check(ctx, auth.UpdateCluster, clusterID); err != nil {
 		return AutoscaleResult{}, err
 	}
 	return s.s.Autoscale(ctx, clusterID, group, replicas)
@@ -213,7 +191,7 @@ func (s *ClusterService) Autoscale(ctx context.Context, clusterID, group string,
 // reservation, job history, operation and event log, pods, and the Ray
 // dashboard while running.
 func (s *ClusterService) Details(ctx context.Context, id string) (*cluster.Details, error) {
-	if err := s.check(ctx, auth.DescribeCluster, id); err != nil {
+	if err := s.c.clusters().check(ctx, auth.DescribeCluster, id); err != nil {
 		return nil, err
 	}
 	d, err := s.s.Details(ctx, id)
@@ -223,10 +201,7 @@ func (s *ClusterService) Details(ctx context.Context, id string) (*cluster.Detai
 	// The runs of its history the user may describe only: a cluster may
 	// run other users' jobs, whose commands are theirs.
 	d.History, err = keepAllowed(ctx, s.g, auth.DescribeRun, d.History, func(h cluster.HistoryEntry) auth.Resource {
-		if r, err := s.runs.Get(ctx, h.RunID); err == nil {
-			return runResource(r)
-		}
-		return auth.Resource{Kind: auth.KindRun, ID: h.RunID}
+		return s.c.runs().resourceOf(ctx, h.RunID)
 	})
 	if err != nil {
 		return nil, err
@@ -252,7 +227,7 @@ func (s *ClusterService) PlanCreate(ctx context.Context, spec *cluster.Spec) (*P
 // apply, and the reservation with the resource group before and after.
 // When Quota.Fits is false, Start would be ErrQuota.
 func (s *ClusterService) PlanStart(ctx context.Context, id string) (*Plan, error) {
-	if err := s.check(ctx, auth.StartCluster, id); err != nil {
+	if err := s.c.clusters().check(ctx, auth.StartCluster, id); err != nil {
 		return nil, err
 	}
 	return s.s.PlanStart(ctx, id)
@@ -277,7 +252,7 @@ func (s *ClusterService) mayUpdate(ctx context.Context, in *cluster.Cluster) err
 	if !s.g.on() || in == nil {
 		return nil
 	}
-	cur, err := s.may(ctx, auth.UpdateCluster, in.ID)
+	cur, err := s.c.clusters().may(ctx, auth.UpdateCluster, in.ID)
 	if err != nil {
 		return err
 	}
@@ -328,7 +303,7 @@ func (s *ClusterService) mayDrawOn(ctx context.Context, rg string, groups []stri
 		}
 	}
 	for _, id := range groups {
-		_, err := describe(ctx, s.g, auth.UpdateGroup, auth.KindGroup, id, s.groups.Get, groupResource)
+		_, err := s.c.groups().may(ctx, auth.UpdateGroup, id)
 		if err != nil && !errs.IsNotFound(err) {
 			return err
 		}

@@ -44,7 +44,7 @@ func (s *GroupService) Create(ctx context.Context, name string, opts ...GroupCre
 // are; the runs placed from then on follow the new policy, and each
 // records which member it went to and why (job.Run.Placement).
 func (s *GroupService) SetPolicy(ctx context.Context, id string, sched group.Scheduling) (*group.Group, error) {
-	if err := s.check(ctx, auth.UpdateGroup, id); err != nil {
+	if err := s.c.groups().check(ctx, auth.UpdateGroup, id); err != nil {
 		return nil, err
 	}
 	return s.s.SetPolicy(ctx, id, sched)
@@ -52,32 +52,17 @@ func (s *GroupService) SetPolicy(ctx context.Context, id string, sched group.Sch
 
 // Get returns a cluster group, with its scheduling policy (G3).
 func (s *GroupService) Get(ctx context.Context, id string) (*group.Group, error) {
-	return s.may(ctx, auth.DescribeGroup, id)
-}
-
-// may reads the group and asks act of it (describe's rules).
-func (s *GroupService) may(ctx context.Context, act auth.Action, id string) (*group.Group, error) {
-	return describe(ctx, s.c.gate(), act, auth.KindGroup, id, s.s.Get, groupResource)
-}
-
-// check is may when the gate is on.
-func (s *GroupService) check(ctx context.Context, act auth.Action, id string) error {
-	if !s.c.gate().on() {
-		return nil
-	}
-	_, err := s.may(ctx, act, id)
-	return err
+	return s.c.groups().may(ctx, auth.DescribeGroup, id)
 }
 
 // mayMembers asks UpdateGroup of the group and UpdateCluster of each
 // cluster joining or leaving it.
 func (s *GroupService) mayMembers(ctx context.Context, groupID string, clusterIDs []string) error {
-	if err := s.check(ctx, auth.UpdateGroup, groupID); err != nil {
+	if err := s.c.groups().check(ctx, auth.UpdateGroup, groupID); err != nil {
 		return err
 	}
-	cs := s.c.Clusters()
 	for _, id := range clusterIDs {
-		if err := cs.check(ctx, auth.UpdateCluster, id); err != nil && !errs.IsNotFound(err) {
+		if err := s.c.clusters().check(ctx, auth.UpdateCluster, id); err != nil && !errs.IsNotFound(err) {
 			return err
 		}
 	}
@@ -95,7 +80,7 @@ func (s *GroupService) List(ctx context.Context) ([]*group.Group, error) {
 
 // Rename renames a cluster group (G5); the new name is claimed first.
 func (s *GroupService) Rename(ctx context.Context, id, name string) (*group.Group, error) {
-	if err := s.check(ctx, auth.UpdateGroup, id); err != nil {
+	if err := s.c.groups().check(ctx, auth.UpdateGroup, id); err != nil {
 		return nil, err
 	}
 	return s.s.Rename(ctx, id, name)
@@ -103,7 +88,7 @@ func (s *GroupService) Rename(ctx context.Context, id, name string) (*group.Grou
 
 // Members returns the clusters in a group (G1), by id.
 func (s *GroupService) Members(ctx context.Context, groupID string) ([]*cluster.Cluster, error) {
-	if err := s.check(ctx, auth.DescribeGroup, groupID); err != nil {
+	if err := s.c.groups().check(ctx, auth.DescribeGroup, groupID); err != nil {
 		return nil, err
 	}
 	cls, err := s.s.Members(ctx, groupID)
@@ -151,11 +136,11 @@ func (s *GroupService) RemoveMembers(ctx context.Context, groupID string, cluste
 // progress is not deleted again, nor named as a target (see
 // group.Deletion).
 func (s *GroupService) Delete(ctx context.Context, id, targetID string) error {
-	if err := s.check(ctx, auth.DeleteGroup, id); err != nil {
+	if err := s.c.groups().check(ctx, auth.DeleteGroup, id); err != nil {
 		return err
 	}
 	if targetID != "" {
-		if err := s.check(ctx, auth.UpdateGroup, targetID); err != nil {
+		if err := s.c.groups().check(ctx, auth.UpdateGroup, targetID); err != nil {
 			return err
 		}
 	}

@@ -43,21 +43,7 @@ func (s *JobService) Save(ctx context.Context, cfg *job.Config, opts SaveOptions
 
 // Get returns a saved job config.
 func (s *JobService) Get(ctx context.Context, id string) (*job.Record, error) {
-	return s.may(ctx, auth.DescribeJob, id)
-}
-
-// may reads the job config and asks act of it (describe's rules).
-func (s *JobService) may(ctx context.Context, act auth.Action, id string) (*job.Record, error) {
-	return describe(ctx, s.c.gate(), act, auth.KindJob, id, s.s.Get, jobResource)
-}
-
-// check is may when the gate is on.
-func (s *JobService) check(ctx context.Context, act auth.Action, id string) error {
-	if !s.c.gate().on() {
-		return nil
-	}
-	_, err := s.may(ctx, act, id)
-	return err
+	return s.c.jobs().may(ctx, auth.DescribeJob, id)
 }
 
 // List returns the job list with every J13 column, by id: every config,
@@ -79,20 +65,14 @@ func (s *JobService) List(ctx context.Context, opts ...JobListOptions) ([]job.Li
 // mode, resource, name, created after), by id: at most opts.Limit entries,
 // and Continue, the token of the next page.
 func (s *JobService) ListPage(ctx context.Context, opts JobListOptions) (*JobListPage, error) {
-	keep, f := listFilter(ctx, s.c.gate(), auth.DescribeJob, jobResource)
-	p, err := s.s.ListPage(ctx, opts, keep)
-	if err == nil {
-		err = f.err
-	}
-	if err != nil {
-		return nil, err
-	}
-	return p, nil
+	return filteredPage(ctx, s.c.gate(), auth.DescribeJob, jobResource, func(keep func(*job.Record) bool) (*JobListPage, error) {
+		return s.s.ListPage(ctx, opts, keep)
+	})
 }
 
 // Events returns a job config's operation log, oldest first.
 func (s *JobService) Events(ctx context.Context, id string) ([]cluster.Event, error) {
-	if err := s.check(ctx, auth.DescribeJob, id); err != nil {
+	if err := s.c.jobs().check(ctx, auth.DescribeJob, id); err != nil {
 		return nil, err
 	}
 	return s.s.Events(ctx, id)
@@ -107,7 +87,7 @@ func (s *JobService) Events(ctx context.Context, id string) ([]cluster.Event, er
 // not edited (*StateError, see job.Deletion).
 func (s *JobService) Update(ctx context.Context, rec *job.Record) (*job.Record, error) {
 	if s.c.gate().on() && rec != nil {
-		cur, err := s.may(ctx, auth.UpdateJob, rec.ID)
+		cur, err := s.c.jobs().may(ctx, auth.UpdateJob, rec.ID)
 		if err != nil {
 			return nil, err
 		}
@@ -129,7 +109,7 @@ func (s *JobService) Edit(ctx context.Context, rec *job.Record) (*job.Record, er
 // gives "<name> (copy)".
 func (s *JobService) Clone(ctx context.Context, id, name string) (*job.Record, error) {
 	if s.c.gate().on() {
-		src, err := s.may(ctx, auth.DescribeJob, id)
+		src, err := s.c.jobs().may(ctx, auth.DescribeJob, id)
 		if err != nil {
 			return nil, err
 		}
@@ -155,7 +135,7 @@ func (s *JobService) Copy(ctx context.Context, id, name string) (*job.Record, er
 // when the run was stored just before the delete began, both fail. A
 // second delete while one is in progress follows it (see job.Deletion).
 func (s *JobService) Delete(ctx context.Context, id string) error {
-	if err := s.check(ctx, auth.DeleteJob, id); err != nil {
+	if err := s.c.jobs().check(ctx, auth.DeleteJob, id); err != nil {
 		return err
 	}
 	return s.s.Delete(ctx, id)
@@ -165,7 +145,7 @@ func (s *JobService) Delete(ctx context.Context, id string) error {
 // run until ResumeSchedule; runs already started go on. A config without
 // a schedule is an ErrState.
 func (s *JobService) SuspendSchedule(ctx context.Context, id string) (*job.Record, error) {
-	if err := s.check(ctx, auth.UpdateJob, id); err != nil {
+	if err := s.c.jobs().check(ctx, auth.UpdateJob, id); err != nil {
 		return nil, err
 	}
 	return s.s.SuspendSchedule(ctx, id)
@@ -174,7 +154,7 @@ func (s *JobService) SuspendSchedule(ctx context.Context, id string) (*job.Recor
 // ResumeSchedule starts a suspended schedule again. Its ticks count from
 // now: the ticks that passed while it was suspended start nothing.
 func (s *JobService) ResumeSchedule(ctx context.Context, id string) (*job.Record, error) {
-	if err := s.check(ctx, auth.UpdateJob, id); err != nil {
+	if err := s.c.jobs().check(ctx, auth.UpdateJob, id); err != nil {
 		return nil, err
 	}
 	return s.s.ResumeSchedule(ctx, id)
@@ -185,7 +165,7 @@ func (s *JobService) ResumeSchedule(ctx context.Context, id string) (*job.Record
 // schedule's time zone; none while it is suspended. A config without a
 // schedule is an ErrState.
 func (s *JobService) NextTicks(ctx context.Context, id string, n int) ([]time.Time, error) {
-	if err := s.check(ctx, auth.DescribeJob, id); err != nil {
+	if err := s.c.jobs().check(ctx, auth.DescribeJob, id); err != nil {
 		return nil, err
 	}
 	return s.s.NextTicks(ctx, id, n)

@@ -11,7 +11,7 @@ import (
 
 // ResourceGroups returns the client's resource groups.
 func (c *Client) ResourceGroups() *ResourceGroupService {
-	return &ResourceGroupService{c.e.ResourceGroups(), c.gate(), c.e.Runs()}
+	return &ResourceGroupService{c.e.ResourceGroups(), c.gate(), c}
 }
 
 // ResourceGroupService is the resource groups of a Client: capacity that
@@ -19,9 +19,9 @@ func (c *Client) ResourceGroups() *ResourceGroupService {
 // group is a stored object and its reservations live on it, so every
 // client over the store sees and changes the same ones.
 type ResourceGroupService struct {
-	s    *platform.ResourceGroupService
-	g    gate
-	runs *platform.RunService // to read the runs a queue lists
+	s *platform.ResourceGroupService
+	g gate
+	c *Client
 }
 
 // Pending lists the runs waiting in a resource group's queue in admission
@@ -38,10 +38,7 @@ func (s *ResourceGroupService) Pending(ctx context.Context, rg string) ([]job.Pe
 	// Only the runs the user may describe: the queue's order (Position,
 	// Ahead) still counts every run.
 	return keepAllowed(ctx, s.g, auth.DescribeRun, ps, func(p job.Pending) auth.Resource {
-		if r, err := s.runs.Get(ctx, p.RunID); err == nil {
-			return runResource(r)
-		}
-		return auth.Resource{Kind: auth.KindRun, ID: p.RunID}
+		return s.c.runs().resourceOf(ctx, p.RunID)
 	})
 }
 

@@ -26,7 +26,7 @@ type RunService struct {
 // so every client over the store answers the same. A run that no longer
 // waits is a *StateError.
 func (s *RunService) Pending(ctx context.Context, id string) (*job.Pending, error) {
-	if err := s.check(ctx, auth.DescribeRun, id); err != nil {
+	if err := s.c.runs().check(ctx, auth.DescribeRun, id); err != nil {
 		return nil, err
 	}
 	p, err := s.s.Pending(ctx, id)
@@ -35,31 +35,13 @@ func (s *RunService) Pending(ctx context.Context, id string) (*job.Pending, erro
 	}
 	// The clusters it waits for that the user may describe: a group's
 	// members may be other teams'.
-	cs := s.c.e.Clusters()
 	p.Clusters, err = keepAllowed(ctx, s.c.gate(), auth.DescribeCluster, p.Clusters, func(w job.ClusterWait) auth.Resource {
-		if cl, err := cs.Get(ctx, w.ID); err == nil {
-			return clusterResource(cl)
-		}
-		return auth.Resource{Kind: auth.KindCluster, ID: w.ID}
+		return s.c.clusters().resourceOf(ctx, w.ID)
 	})
 	if err != nil {
 		return nil, err
 	}
 	return p, nil
-}
-
-// may reads the run and asks act of it (describe's rules).
-func (s *RunService) may(ctx context.Context, act auth.Action, id string) (*job.Run, error) {
-	return describe(ctx, s.c.gate(), act, auth.KindRun, id, s.s.Get, runResource)
-}
-
-// check is may when the gate is on.
-func (s *RunService) check(ctx context.Context, act auth.Action, id string) error {
-	if !s.c.gate().on() {
-		return nil
-	}
-	_, err := s.may(ctx, act, id)
-	return err
 }
 
 // Create starts a new run of a job config's current revision (J14). The
@@ -85,7 +67,7 @@ func (s *RunService) Create(ctx context.Context, jobID string, opts RunOptions) 
 
 // Get returns a run.
 func (s *RunService) Get(ctx context.Context, id string) (*job.Run, error) {
-	return s.may(ctx, auth.DescribeRun, id)
+	return s.c.runs().may(ctx, auth.DescribeRun, id)
 }
 
 // Wait waits until cond holds for the run and returns it as cond last saw
@@ -94,7 +76,7 @@ func (s *RunService) Get(ctx context.Context, id string) (*job.Run, error) {
 //
 //	r, err := c.Runs().Wait(ctx, id, job.Ended)
 func (s *RunService) Wait(ctx context.Context, id string, cond func(*job.Run) (bool, error)) (*job.Run, error) {
-	if err := s.check(ctx, auth.DescribeRun, id); err != nil {
+	if err := s.c.runs().check(ctx, auth.DescribeRun, id); err != nil {
 		return nil, err
 	}
 	return s.s.Wait(ctx, id, cond)
@@ -121,15 +103,9 @@ func (s *RunService) Watch(ctx context.Context, opts RunWatchOptions) (<-chan Ru
 // order: at most opts.Limit, and Continue, the token of the next page. It
 // reads the client's cache and copies only the page.
 func (s *RunService) ListPage(ctx context.Context, opts RunListOptions) (*RunPage, error) {
-	keep, f := listFilter(ctx, s.c.gate(), auth.DescribeRun, runResource)
-	p, err := s.s.ListPage(ctx, opts, keep)
-	if err == nil {
-		err = f.err
-	}
-	if err != nil {
-		return nil, err
-	}
-	return p, nil
+	return filteredPage(ctx, s.c.gate(), auth.DescribeRun, runResource, func(keep func(*job.Run) bool) (*RunPage, error) {
+		return s.s.ListPage(ctx, opts, keep)
+	})
 }
 
 // List returns the runs opts selects (every filter but Limit and
@@ -146,7 +122,7 @@ func (s *RunService) List(ctx context.Context, opts RunListOptions) ([]*job.Run,
 // Stop stops a run that has not ended; its Ray job is stopped and its
 // on-demand cluster, if any, released.
 func (s *RunService) Stop(ctx context.Context, id string) (*job.Run, error) {
-	if err := s.check(ctx, auth.StopRun, id); err != nil {
+	if err := s.c.runs().check(ctx, auth.StopRun, id); err != nil {
 		return nil, err
 	}
 	return s.s.Stop(ctx, id)
@@ -159,7 +135,7 @@ func (s *RunService) Stop(ctx context.Context, id string) (*job.Run, error) {
 // job.MaxLogTailBytes bytes, after a line saying how many earlier lines
 // were not kept).
 func (s *RunService) Logs(ctx context.Context, id string) ([]string, error) {
-	if err := s.check(ctx, auth.ReadRunLogs, id); err != nil {
+	if err := s.c.runs().check(ctx, auth.ReadRunLogs, id); err != nil {
 		return nil, err
 	}
 	return s.s.Logs(ctx, id)
@@ -171,7 +147,7 @@ func (s *RunService) Logs(ctx context.Context, id string) ([]string, error) {
 // as it does when ctx is done or the client closes. Each line is sent
 // once.
 func (s *RunService) Follow(ctx context.Context, id string) (<-chan string, error) {
-	if err := s.check(ctx, auth.ReadRunLogs, id); err != nil {
+	if err := s.c.runs().check(ctx, auth.ReadRunLogs, id); err != nil {
 		return nil, err
 	}
 	return s.s.Follow(ctx, id)
@@ -179,7 +155,7 @@ func (s *RunService) Follow(ctx context.Context, id string) (<-chan string, erro
 
 // Events returns a run's event log, oldest first.
 func (s *RunService) Events(ctx context.Context, id string) ([]cluster.Event, error) {
-	if err := s.check(ctx, auth.DescribeRun, id); err != nil {
+	if err := s.c.runs().check(ctx, auth.DescribeRun, id); err != nil {
 		return nil, err
 	}
 	return s.s.Events(ctx, id)

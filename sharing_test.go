@@ -468,18 +468,7 @@ func TestForgedReplicaShareIsTakenOver(t *testing.T) {
 	// until ticks until cond holds, for at most limit on the fake clock.
 	until := func(what string, limit time.Duration, cond func() (bool, string)) {
 		t.Helper()
-		end := m.Clock.Now().Add(limit)
-		for {
-			m.Reconcile()
-			ok, seen := cond()
-			if ok {
-				return
-			}
-			if m.Clock.Now().After(end) {
-				t.Fatalf("%s: not within %s (%d resyncs) of the fake clock; last seen: %s", what, limit, limit/resync, seen)
-			}
-			tick()
-		}
+		tickUntil(t, m, resync, tick, what, limit, cond)
 	}
 	until("the store to hold the three members' documents", ttl, func() (bool, string) {
 		docs, err := m.Backend.List(ctx, "replica", nil)
@@ -659,18 +648,7 @@ func TestRotatingForgedReplicasHoldNothingUp(t *testing.T) {
 	}
 	until := func(what string, limit time.Duration, cond func() (bool, string)) {
 		t.Helper()
-		end := m.Clock.Now().Add(limit)
-		for {
-			m.Reconcile()
-			ok, seen := cond()
-			if ok {
-				return
-			}
-			if m.Clock.Now().After(end) {
-				t.Fatalf("%s: not within %s of the fake clock; last seen: %s", what, limit, seen)
-			}
-			tick()
-		}
+		tickUntil(t, m, resync, tick, what, limit, cond)
 	}
 	// Some rounds of rotation first: the forged ids the clients have seen
 	// come and go.
@@ -802,6 +780,24 @@ func TestMemberProbation(t *testing.T) {
 	}
 	if _, err := dlc.New(dlc.WithMemberProbation(-1)); !errors.Is(err, dlc.ErrInvalid) {
 		t.Errorf("WithMemberProbation(-1): %v", err)
+	}
+}
+
+// tickUntil takes the steps queued and ticks the fake clock (tick) until
+// cond holds, for at most limit of it, failing t with what cond last saw.
+func tickUntil(t *testing.T, m *dlctest.Memory, resync time.Duration, tick func(), what string, limit time.Duration, cond func() (bool, string)) {
+	t.Helper()
+	end := m.Clock.Now().Add(limit)
+	for {
+		m.Reconcile()
+		ok, seen := cond()
+		if ok {
+			return
+		}
+		if m.Clock.Now().After(end) {
+			t.Fatalf("%s: not within %s (%d resyncs) of the fake clock; last seen: %s", what, limit, limit/resync, seen)
+		}
+		tick()
 	}
 }
 

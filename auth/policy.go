@@ -153,38 +153,21 @@ func (s *Statement) validate(p errs.Path) errs.List {
 		l = append(l, values(pp.Child("user"), "P4", s.Principal.User, false)...)
 		l = append(l, values(pp.Child("group"), "P4", s.Principal.Group, false)...)
 	}
-	ap := p.Child("action")
-	if len(s.Action) == 0 {
-		l = append(l, errs.Required(ap, "P5", "at least one action"))
-	}
-	l = append(l, values(ap, "P5", s.Action, false)...)
-	for i, a := range s.Action {
-		if i == MaxEntries {
-			break
-		}
-		if a == "" {
-			continue // reported above
-		}
+	l = append(l, patterns(p.Child("action"), "P5", s.Action, "action", func(a string) string {
 		if a != "*" && !strings.HasPrefix(a, "dlc:") {
-			l = append(l, errs.Invalid(ap.Index(i), "P5", a, `an action is "dlc:<Action>" or "*"`))
-		} else if !slices.ContainsFunc(actions, func(x Action) bool { return glob(a, string(x)) }) {
-			l = append(l, errs.Invalid(ap.Index(i), "P5", a, "matches no action of the SDK (auth.Actions)"))
+			return `an action is "dlc:<Action>" or "*"`
 		}
-	}
-	rp := p.Child("resource")
-	if len(s.Resource) == 0 {
-		l = append(l, errs.Required(rp, "P6", "at least one resource"))
-	}
-	l = append(l, values(rp, "P6", s.Resource, false)...)
-	for i, r := range s.Resource {
-		if i == MaxEntries {
-			break
+		if !slices.ContainsFunc(actions, func(x Action) bool { return glob(a, string(x)) }) {
+			return "matches no action of the SDK (auth.Actions)"
 		}
-		if _, ok := parseResource(r); !ok && r != "" {
-			l = append(l, errs.Invalid(rp.Index(i), "P6", r,
-				`a resource is "*", "<kind>/<id>" or "resourcegroup/<rg>/<kind>/<id>" with a kind of auth.Kinds()`))
+		return ""
+	})...)
+	l = append(l, patterns(p.Child("resource"), "P6", s.Resource, "resource", func(r string) string {
+		if _, ok := parseResource(r); !ok {
+			return `a resource is "*", "<kind>/<id>" or "resourcegroup/<rg>/<kind>/<id>" with a kind of auth.Kinds()`
 		}
-	}
+		return ""
+	})...)
 	cp := p.Child("condition")
 	for _, op := range errs.SortedKeys(s.Condition) {
 		keys := s.Condition[op]
@@ -219,6 +202,29 @@ func (s *Statement) validate(p errs.Path) errs.List {
 					}
 				}
 			}
+		}
+	}
+	return l
+}
+
+// patterns checks a statement's list of patterns: at least one, within
+// values' bounds, and each (empty ones reported by values) without the
+// problem problem says ("": none).
+func patterns(p errs.Path, rule string, vs []string, what string, problem func(string) string) errs.List {
+	var l errs.List
+	if len(vs) == 0 {
+		l = append(l, errs.Required(p, rule, "at least one "+what))
+	}
+	l = append(l, values(p, rule, vs, false)...)
+	for i, v := range vs {
+		if i == MaxEntries {
+			break
+		}
+		if v == "" {
+			continue
+		}
+		if msg := problem(v); msg != "" {
+			l = append(l, errs.Invalid(p.Index(i), rule, v, msg))
 		}
 	}
 	return l

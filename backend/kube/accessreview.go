@@ -2,6 +2,7 @@ package kube
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 	"sync"
@@ -163,7 +164,7 @@ func (z *AccessReviewAuthorizer) review(ctx context.Context, u auth.User, ra aut
 	rv = review{allowed: sar.Status.Allowed && !sar.Status.Denied, reason: clip([]byte(sar.Status.Reason))}
 	if sar.Status.EvaluationError != "" && !rv.allowed {
 		// RBAC could not read every binding: not a refusal to remember.
-		return review{}, errs.Unavailable("subject access review "+ra.Verb+" "+ra.Resource+"/"+ra.Name, errString(clip([]byte(sar.Status.EvaluationError))))
+		return review{}, errs.Unavailable("subject access review "+ra.Verb+" "+ra.Resource+"/"+ra.Name, errors.New(clip([]byte(sar.Status.EvaluationError))))
 	}
 	ttl := z.o.DeniedTTL
 	if rv.allowed {
@@ -180,7 +181,3 @@ func (z *AccessReviewAuthorizer) review(ctx context.Context, u auth.User, ra aut
 	}
 	return rv, nil
 }
-
-type errString string
-
-func (e errString) Error() string { return string(e) }

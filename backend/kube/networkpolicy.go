@@ -6,9 +6,6 @@ import (
 
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/aidlc/dlc/errs"
 	"github.com/aidlc/dlc/internal/check"
@@ -77,14 +74,8 @@ func (p *Provisioner) ensureNetworkPolicy(ctx context.Context, rg string) error 
 	}
 	// Applied, not waited for in a cache: the backend watches no
 	// NetworkPolicy (its Role may create and patch them, not list them).
-	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(np)
-	if err != nil {
+	if _, err := p.applyOnly(ctx, np); err != nil {
 		return err
-	}
-	u := &unstructured.Unstructured{Object: m}
-	unstructured.RemoveNestedField(u.Object, "metadata", "creationTimestamp")
-	if err := p.c.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(p.manager), client.ForceOwnership); err != nil {
-		return apiError("apply NetworkPolicy", "NetworkPolicy", np.Name, err)
 	}
 	p.netpolDone.Store(rg, true)
 	return nil

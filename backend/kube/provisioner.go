@@ -413,18 +413,11 @@ func (p *Provisioner) ApplyCluster(ctx context.Context, c *cluster.Cluster) erro
 // apply writes obj with server-side apply as the field manager, taking
 // over fields others set, and waits for the cache to show it.
 func (p *Provisioner) apply(ctx context.Context, obj client.Object) error {
-	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	rv, err := p.applyOnly(ctx, obj)
 	if err != nil {
 		return err
 	}
-	u := &unstructured.Unstructured{Object: m}
-	unstructured.RemoveNestedField(u.Object, "status")
-	unstructured.RemoveNestedField(u.Object, "metadata", "creationTimestamp")
-	kind := u.GetKind()
-	if err := p.c.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(p.manager), client.ForceOwnership); err != nil {
-		return apiError("apply "+kind, kind, obj.GetName(), err)
-	}
-	into, rv := obj.DeepCopyObject().(client.Object), u.GetResourceVersion()
+	into := obj.DeepCopyObject().(client.Object)
 	p.awaitCached(ctx, into, client.ObjectKeyFromObject(obj), func(err error) bool {
 		if err != nil {
 			return false
@@ -433,6 +426,24 @@ func (p *Provisioner) apply(ctx context.Context, obj client.Object) error {
 		return into.GetResourceVersion() == rv || (cerr == nil && c >= 0)
 	})
 	return nil
+}
+
+// applyOnly writes obj with server-side apply as the field manager,
+// taking over fields others set, and returns the resourceVersion written;
+// it waits for no cache (apply does).
+func (p *Provisioner) applyOnly(ctx context.Context, obj client.Object) (string, error) {
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return "", err
+	}
+	u := &unstructured.Unstructured{Object: m}
+	unstructured.RemoveNestedField(u.Object, "status")
+	unstructured.RemoveNestedField(u.Object, "metadata", "creationTimestamp")
+	kind := u.GetKind()
+	if err := p.c.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(p.manager), client.ForceOwnership); err != nil {
+		return "", apiError("apply "+kind, kind, obj.GetName(), err)
+	}
+	return u.GetResourceVersion(), nil
 }
 
 // RenderTemporary renders the RayJob of on-demand cluster c, made for its

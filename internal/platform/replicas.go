@@ -301,7 +301,7 @@ func (c *Engine) owner(key string) (string, bool) {
 		return "", true
 	}
 	v := rep.view.Load()
-	if len(v.live) == 1 && v.live[0] == rep.self {
+	if len(v.live) <= 1 {
 		return rep.self, true
 	}
 	a := fnv64(c.affinity(key))
