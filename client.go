@@ -289,6 +289,22 @@ const DefaultMaxUnfinishedRuns = platform.DefaultMaxUnfinishedRuns
 // DefaultRunStartTimeout is WithRunStartTimeout's default: an hour.
 const DefaultRunStartTimeout = platform.DefaultRunStartTimeout
 
+// WithRayUnreachableTimeout sets how long a run's job may stay out of
+// reach on Ray before the run fails (default
+// DefaultRayUnreachableTimeout, ten minutes). A status read or a submit
+// that fails (a head restarting, a proxy or API server not answering) is
+// no word of Ray's on the job: the run keeps its state, its message says
+// "Ray unreachable since …", and the step is retried with backoff without
+// counting against WithRetries. Once Ray answers, what it says decides,
+// the deadline included: a job that ended before its deadline keeps its
+// outcome. A value not above 0 makes New fail with ErrInvalid.
+func WithRayUnreachableTimeout(d time.Duration) Option {
+	return platform.WithRayUnreachableTimeout(d)
+}
+
+// DefaultRayUnreachableTimeout is WithRayUnreachableTimeout's default.
+const DefaultRayUnreachableTimeout = platform.DefaultRayUnreachableTimeout
+
 // The defaults of WithRunRetention.
 const (
 	// DefaultRunRetention is how long a finished run is kept: 7 days.

@@ -176,8 +176,9 @@ func TestRunMessageBounded(t *testing.T) {
 	}
 }
 
-// A step that keeps failing fails its run with the error as the reason,
-// bounded: the error may quote what a Ray head or a server answered.
+// A run whose Ray stays unreachable past WithRayUnreachableTimeout fails
+// with the call's error as the reason, bounded: the error may quote what
+// a Ray head or a server answered.
 func TestGiveUpReasonBounded(t *testing.T) {
 	huge := errors.New(strings.Repeat("the head said: ", 1<<16) + "the end")
 	rc := newRealClient(t, memory.RayHooks{Call: func(ctx context.Context, call, id string) error {
@@ -185,10 +186,11 @@ func TestGiveUpReasonBounded(t *testing.T) {
 			return huge
 		}
 		return nil
-	}}, dlc.WithRetries(2, time.Millisecond, 2*time.Millisecond))
+	}}, dlc.WithRetries(2, time.Millisecond, 2*time.Millisecond), dlc.WithRayUnreachableTimeout(time.Millisecond))
 	cl := rc.running("a")
 	r := rc.ended(rc.runOn(cl.ID, "fails").ID)
-	if r.State != job.Failed || len(r.Message) > job.MaxMessage || !strings.HasSuffix(r.Message, "the end") {
+	if r.State != job.Failed || len(r.Message) > job.MaxMessage || !strings.HasSuffix(r.Message, "the end") ||
+		!strings.Contains(r.Message, "Ray unreachable since") {
 		t.Fatalf("%s with %d bytes of message", r.State, len(r.Message))
 	}
 }

@@ -885,12 +885,15 @@ func (s *suite) jobOnRetry(c *dlc.Client, retry func(string, func() error), name
 }
 
 // A background step that keeps failing turns its object abnormal (a
-// cluster Ray will not apply) or failed (a run Ray will not take), with
-// the error as the reason; a forced delete still removes the cluster.
+// cluster Ray will not apply), and a run whose submit cannot reach Ray
+// fails once that lasts past WithRayUnreachableTimeout, each with the
+// error as the reason; a forced delete still removes the cluster.
 func testPersistentFaults(t *testing.T, s *suite) {
 	var applyFails, submitFails atomic.Bool
 	fb := s.failingCalls(map[string]*atomic.Bool{"ApplyCluster": &applyFails, "SubmitRun": &submitFails})
-	c := s.client(fb)
+	// A submit that cannot reach Ray is no failure of Ray's: the run waits
+	// for Ray up to this bound, then fails saying since when.
+	c := s.client(fb, dlc.WithRayUnreachableTimeout(time.Second))
 	ctx := s.ctx()
 	grp := s.world(c, "rg-fail", 32)
 	cl, err := c.Clusters().Create(ctx, s.spec("fails", grp, "rg-fail"))
@@ -914,7 +917,7 @@ func testPersistentFaults(t *testing.T, s *suite) {
 	r, err := c.Runs().Create(ctx, rec.ID, dlc.RunOptions{})
 	s.must(err)
 	end := s.runEnds(c, r.ID)
-	if end.State != job.Failed || !strings.Contains(end.Message, "SubmitRun") {
+	if end.State != job.Failed || !strings.Contains(end.Message, "SubmitRun") || !strings.Contains(end.Message, "Ray unreachable since") {
 		t.Fatalf("run: %s %q", end.State, end.Message)
 	}
 	applyFails.Store(true)

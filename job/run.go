@@ -272,6 +272,12 @@ type Run struct {
 	// not started) only so long (dlc.WithRunStartTimeout). Zero for a run
 	// whose acceptance was recorded with its start, or before this field.
 	RayAcceptedAt time.Time `json:"rayAcceptedAt,omitzero"`
+	// RayUnreachableSince is when a client first failed to read or write
+	// the run's job on Ray (the call failed; Ray said nothing of the job),
+	// on its clock, while that lasts: the run keeps its state until Ray
+	// answers, or fails once Ray stays unreachable past a bound
+	// (dlc.WithRayUnreachableTimeout). Zero while Ray answers.
+	RayUnreachableSince time.Time `json:"rayUnreachableSince,omitzero"`
 	// LogTail is the end of the run's logs, kept when it ended (Ray's
 	// record of them goes with its cluster): at most MaxLogTailLines lines
 	// and MaxLogTailBytes bytes; LogsKept says they were kept (none were

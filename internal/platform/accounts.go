@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -33,8 +34,7 @@ const maxConflictPause = 100 * time.Millisecond
 type accountOp struct {
 	ctx  context.Context
 	f    func(*quota.Account) (bool, error)
-	done chan struct{} // closed when the result is in, or when the op is to write the next batch
-	lead bool          // woken to write the next batch
+	done chan struct{} // closed when the result is in
 
 	a       *quota.Account
 	changed bool
@@ -42,7 +42,7 @@ type accountOp struct {
 }
 
 // accountLine is the changes of one account waiting for the write in
-// flight; busy while a caller writes a batch.
+// flight; busy while its drain (drainLine) writes them.
 type accountLine struct {
 	busy bool
 	ops  []*accountOp
@@ -59,6 +59,13 @@ type accountLine struct {
 // the change was written in, while no later change of the same batch was
 // written with it; after one was, "" (no stored version is the account as
 // this change alone left it). Unchanged, it is the version f was given.
+//
+// The caller leaves when ctx ends while its change still waits for a
+// batch: the change is then not applied, and changeAccount returns ctx's
+// error. A change already in the batch being written is applied or not
+// as that write goes, and changeAccount returns that outcome when the
+// write ends (the batch's store calls end when every caller in it has
+// gone): never an error that leaves the caller not knowing which.
 func (c *Engine) changeAccount(ctx context.Context, rg string, f func(*quota.Account) (bool, error)) (*quota.Account, error) {
 	op := &accountOp{ctx: ctx, f: f, done: make(chan struct{})}
 	c.linesMu.Lock()
@@ -68,38 +75,47 @@ func (c *Engine) changeAccount(ctx context.Context, rg string, f func(*quota.Acc
 		c.lines[rg] = l
 	}
 	l.ops = append(l.ops, op)
-	lead := !l.busy
-	l.busy = true
+	if !l.busy {
+		l.busy = true
+		go c.drainLine(rg, l)
+	}
 	c.linesMu.Unlock()
-	if !lead {
-		<-op.done
-		if !op.lead {
-			return op.a, op.err
+	select {
+	case <-op.done:
+		return op.a, op.err
+	case <-ctx.Done():
+	}
+	c.linesMu.Lock()
+	if i := slices.Index(l.ops, op); i >= 0 {
+		l.ops = slices.Delete(l.ops, i, i+1)
+		c.linesMu.Unlock()
+		return nil, ctx.Err() // it never left the line: not applied
+	}
+	c.linesMu.Unlock()
+	<-op.done // in the batch being written: its outcome is that write's
+	return op.a, op.err
+}
+
+// drainLine writes the changes waiting on line l of resource group rg,
+// batch after batch, until none wait; each change's caller is woken with
+// its result. One drain runs per busy line, apart from the callers, so
+// that a caller waits only as long as its own context lets it.
+func (c *Engine) drainLine(rg string, l *accountLine) {
+	for {
+		c.linesMu.Lock()
+		batch := l.ops
+		l.ops = nil
+		if len(batch) == 0 {
+			l.busy = false
+			delete(c.lines, rg)
+			c.linesMu.Unlock()
+			return
 		}
-	}
-	// This caller writes the batch of the changes waiting, its own among
-	// them, then hands the line to the first that came since, if any.
-	c.linesMu.Lock()
-	batch := l.ops
-	l.ops = nil
-	c.linesMu.Unlock()
-	batch = c.writeAccount(rg, l, batch)
-	c.linesMu.Lock()
-	if len(l.ops) > 0 {
-		next := l.ops[0]
-		next.lead = true
-		close(next.done)
-	} else {
-		l.busy = false
-		delete(c.lines, rg)
-	}
-	c.linesMu.Unlock()
-	for _, o := range batch {
-		if o != op {
+		c.linesMu.Unlock()
+		for _, o := range c.writeAccount(rg, l, batch) {
 			close(o.done)
 		}
 	}
-	return op.a, op.err
 }
 
 // writeAccount applies a batch of changes to resource group rg, in order,
@@ -122,7 +138,7 @@ func (c *Engine) writeAccount(rg string, l *accountLine, batch []*accountOp) []*
 		return batch
 	}
 	ctx, cancel := batchContext(ops)
-	defer cancel()
+	defer func() { cancel() }()
 	ctx = withoutStepWrites(ctx) // each op's step is told of the write apart
 	fail := func(err error) {
 		for _, op := range ops {
@@ -231,6 +247,11 @@ func (c *Engine) writeAccount(rg string, l *accountLine, batch []*accountOp) []*
 			}
 		}
 		batch = append(batch, more...)
+		// The changes that joined keep the batch's calls going as the
+		// first ones do: its context ends when every caller's has.
+		cancel()
+		ctx, cancel = batchContext(ops)
+		ctx = withoutStepWrites(ctx)
 		if a, v, err = fresh[quota.Account](ctx, c, kindResourceGroup, rg); err != nil {
 			fail(err)
 			return batch

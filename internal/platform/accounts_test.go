@@ -21,7 +21,8 @@ type gatedEngine struct {
 	mu      sync.Mutex
 	gate    chan struct{} // nil: open
 	updates int
-	waiting chan struct{} // an update reached the closed gate
+	waiting chan struct{}   // an update reached the closed gate
+	held    context.Context // the context of the last update held at the gate
 }
 
 func newGatedEngine(t *testing.T) *gatedEngine {
@@ -36,8 +37,14 @@ func newGatedEngine(t *testing.T) *gatedEngine {
 		gate := g.gate
 		g.mu.Unlock()
 		if gate != nil {
+			g.mu.Lock()
+			g.held = ctx
+			g.mu.Unlock()
 			g.waiting <- struct{}{}
 			<-gate
+		}
+		if err := ctx.Err(); err != nil {
+			return "", err // as a request to an API server whose context ended
 		}
 		return next(ctx)
 	}}})
@@ -123,13 +130,14 @@ func TestAccountChangesBatched(t *testing.T) {
 	x := g.set(gone, "x", 1000)
 	g.waitQueued(t, "rg", 2)
 	cancel()
+	rx := <-x                                   // it leaves the line at once
 	c := g.set(context.Background(), "c", 5000) // 1000 + 4000 + 5000 fit 10000 exactly
-	g.waitQueued(t, "rg", 3)
+	g.waitQueued(t, "rg", 2)
 	d := g.set(context.Background(), "d", 1)
-	g.waitQueued(t, "rg", 4)
+	g.waitQueued(t, "rg", 3)
 	close(gate)
 
-	ra, rb, rx, rc, rd := <-first, <-b, <-x, <-c, <-d
+	ra, rb, rc, rd := <-first, <-b, <-c, <-d
 	if ra.err != nil || rb.err != nil || rc.err != nil {
 		t.Fatalf("errors: %v, %v, %v", ra.err, rb.err, rc.err)
 	}
@@ -240,5 +248,102 @@ func TestAccountConflictJoinsWaitingChanges(t *testing.T) {
 	defer g.mu.Unlock()
 	if g.updates != 3 {
 		t.Errorf("%d writes of the account, want 3 (a's, refused; the other client's; a's and b's together)", g.updates)
+	}
+}
+
+// A caller waiting for a batch leaves when its context ends, whatever the
+// write in flight does (issue 39, case 6: a call with a 100 ms deadline
+// was still blocked after 3 s behind one slow write): its change is not
+// applied, and the changes after it are.
+func TestAccountCallerLeavesTheLine(t *testing.T) {
+	g := newGatedEngine(t)
+	first, gate := g.firstWriteHeld()
+	short, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	x := g.set(short, "x", 1000)
+	g.waitQueued(t, "rg", 1)
+	b := g.set(context.Background(), "b", 2000)
+	g.waitQueued(t, "rg", 2)
+	// The write in flight is still held: x returns on its own deadline.
+	select {
+	case rx := <-x:
+		if !errors.Is(rx.err, context.DeadlineExceeded) {
+			t.Fatalf("the caller whose deadline passed: %v, want context.DeadlineExceeded", rx.err)
+		}
+	case <-time.After(30 * time.Second): // a bound for the failure's report, not a timing assumption
+		close(gate)
+		t.Fatal("a caller with a 100 ms deadline is still waiting behind the write in flight after 30 s")
+	}
+	close(gate)
+	if ra, rb := <-first, <-b; ra.err != nil || rb.err != nil {
+		t.Fatalf("errors: %v, %v", ra.err, rb.err)
+	}
+	stored, _, err := fresh[quota.Account](context.Background(), g.c, kindResourceGroup, "rg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(stored.Usage().Holders); got != "map[a:cpu=1 memory=0Gi gpu=0 b:cpu=2 memory=0Gi gpu=0]" {
+		t.Errorf("holders %s (x's change, whose caller left, must not be in)", got)
+	}
+}
+
+// A change that joins a batch after its write conflicted keeps the
+// batch's store calls going when the batch's first callers leave (issue
+// 39, case 5: it failed with "context canceled" though its caller never
+// cancelled). The first caller, whose change is in the write when it
+// leaves, gets that write's outcome.
+func TestAccountLateJoinerKeepsTheBatch(t *testing.T) {
+	g := newGatedEngine(t)
+	gate1, gate2 := make(chan struct{}), make(chan struct{})
+	g.mu.Lock()
+	g.gate = gate1
+	g.mu.Unlock()
+	actx, leave := context.WithCancel(context.Background())
+	defer leave()
+	first := g.set(actx, "a", 1000)
+	<-g.waiting // a's write is in flight
+	g.mu.Lock()
+	g.gate = nil
+	g.mu.Unlock()
+	ctx := context.Background()
+	d, err := g.c.store.Get(ctx, kindResourceGroup, "rg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.c.store.Update(ctx, d); err != nil { // another client's write: a's is now stale
+		t.Fatal(err)
+	}
+	g.mu.Lock()
+	g.gate = gate2 // the retry's write waits too
+	g.mu.Unlock()
+	b := g.set(ctx, "b", 2000)
+	g.waitQueued(t, "rg", 1)
+	close(gate1) // a's write conflicts; b joins the batch; its retry waits at gate2
+	<-g.waiting
+	leave() // a's caller goes while the retry is in flight
+	// A batch context that counted only a would end now, on a goroutine
+	// of context.AfterFunc's: give it the time to (the test passes
+	// without; the wait is what lets the bug show, should it return).
+	g.mu.Lock()
+	held := g.held
+	g.mu.Unlock()
+	for i := 0; i < 200 && held.Err() == nil; i++ {
+		time.Sleep(time.Millisecond)
+	}
+	g.mu.Lock()
+	g.gate = nil
+	g.mu.Unlock()
+	close(gate2)
+	ra, rb := <-first, <-b
+	if rb.err != nil {
+		t.Fatalf("the change that joined after the conflict: %v", rb.err)
+	}
+	stored, _, err := fresh[quota.Account](ctx, g.c, kindResourceGroup, "rg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, aIn := stored.Hold("a")
+	if _, bIn := stored.Hold("b"); !bIn || aIn != (ra.err == nil) {
+		t.Errorf("stored holders %v; a's caller was told %v", stored.Usage().Holders, ra.err)
 	}
 }

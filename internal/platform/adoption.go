@@ -246,6 +246,13 @@ func noteWrite(ctx context.Context, kind, id, version string) {
 	w.mu.Unlock()
 }
 
+// inAdoptedStep reports whether ctx is the context of a step adopted from
+// another client (its owner's to decide what only the owner decides).
+func inAdoptedStep(ctx context.Context) bool {
+	w, _ := ctx.Value(stepWritesKey{}).(*stepWrites)
+	return w != nil
+}
+
 // withoutStepWrites returns ctx with no adopted step to tell of its
 // writes: for a write made for several callers (a batch of account
 // changes), each of whose steps is told apart.

@@ -1101,7 +1101,10 @@ func (c *Engine) userOp(cl *cluster.Cluster, op cluster.Op) error {
 // stopActiveRuns refuses op while runs are active on cl, unless force:
 // then it stops them, saying why.
 func (c *Engine) stopActiveRuns(ctx context.Context, cl *cluster.Cluster, op cluster.Op, force bool) error {
-	active, err := c.listRuns(map[string]string{labelOn: cl.ID, labelPhase: phaseActive})
+	// The store decides, not the cache: a run another replica placed may
+	// not be cached here yet, and a hibernate that did not see it would
+	// stop it (the idle hibernate of a lagging replica did).
+	active, err := c.listLatest(ctx, kindRun, map[string]string{labelOn: cl.ID, labelPhase: phaseActive})
 	if err != nil {
 		return err
 	}
@@ -1113,9 +1116,16 @@ func (c *Engine) stopActiveRuns(ctx context.Context, cl *cluster.Cluster, op clu
 	if op == cluster.OpDelete {
 		past = "deleted"
 	}
-	for _, r := range active {
-		if cl.Temporary && r.ID == cl.OwnerRun {
+	for _, d := range active {
+		if cl.Temporary && d.ID == cl.OwnerRun {
 			continue // its own run fails when the cluster goes
+		}
+		r, err := c.freshRun(ctx, d.ID)
+		if errs.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return err
 		}
 		if _, err := c.endRun(ctx, r, job.Stop, fmt.Sprintf("stopped: cluster %s was %s by %s", cl.ID, past, UserFrom(ctx))); err != nil && !errors.Is(err, errs.ErrState) {
 			return err

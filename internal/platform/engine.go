@@ -62,6 +62,9 @@ type options struct {
 	// runStartTime bounds how long Ray may keep an accepted job pending
 	// (0: no bound).
 	runStartTime time.Duration
+	// rayUnreachable bounds how long a live run's job may stay unreadable
+	// on Ray before the run fails for it (WithRayUnreachableTimeout).
+	rayUnreachable time.Duration
 	// scheduleFloor is the shortest time a schedule may leave between two
 	// ticks (WithScheduleFloor); 0: none.
 	scheduleFloor time.Duration
@@ -144,6 +147,27 @@ const DefaultRunStartTimeout = time.Hour
 // ends the run that much early). A negative value makes New fail with
 // ErrInvalid.
 func WithRunStartTimeout(d time.Duration) Option { return func(o *options) { o.runStartTime = d } }
+
+// DefaultRayUnreachableTimeout is how long, unless
+// WithRayUnreachableTimeout says otherwise, Ray may stay unreachable about
+// a live run's job before the run fails: ten minutes, the bound after
+// which a cluster's head that does not answer is taken for lost.
+const DefaultRayUnreachableTimeout = 10 * time.Minute
+
+// WithRayUnreachableTimeout sets how long a run's job may stay out of
+// reach on Ray (a status read or a submit that fails: a head restarting,
+// a proxy or an API server that does not answer, which is no word of
+// Ray's on the job) before the run fails, saying since when (default
+// DefaultRayUnreachableTimeout). Until then the run keeps its state and
+// its message says "Ray unreachable since …", and the step is retried
+// with backoff, not counted as a failed step (WithRetries); once Ray
+// answers, what it says decides, its deadline included (L2: a job that
+// ended before its deadline keeps its outcome). It is measured on the
+// clock of the client that first saw the outage. A value not above 0
+// makes New fail with ErrInvalid.
+func WithRayUnreachableTimeout(d time.Duration) Option {
+	return func(o *options) { o.rayUnreachable = d }
+}
 
 // DefaultScheduleFloor is the shortest time a schedule may leave between
 // two ticks unless WithScheduleFloor says otherwise: a minute, crontab's
@@ -335,7 +359,7 @@ type Engine struct {
 func New(opts ...Option) (*Engine, error) {
 	o := options{workers: 8, retries: 8, baseDelay: 10 * time.Millisecond, maxDelay: 30 * time.Second,
 		grace: 30 * time.Second, settleAt: 32, holdsWait: 5 * time.Second, headroom: 1, stepTime: 10 * time.Minute, reconcileTime: 2 * time.Minute, log: logr.Discard(), resync: 5 * time.Minute, shareTTL: -1,
-		retention: retention{maxAge: DefaultRunRetention, perJob: DefaultRunsPerJob, total: DefaultMaxFinishedRuns}, runStartTime: DefaultRunStartTimeout,
+		retention: retention{maxAge: DefaultRunRetention, perJob: DefaultRunsPerJob, total: DefaultMaxFinishedRuns}, runStartTime: DefaultRunStartTimeout, rayUnreachable: DefaultRayUnreachableTimeout,
 		scheduleFloor: DefaultScheduleFloor, maxUnfinished: DefaultMaxUnfinishedRuns, probation: DefaultMemberProbation}
 	for _, f := range opts {
 		f(&o)
@@ -345,6 +369,9 @@ func New(opts ...Option) (*Engine, error) {
 	}
 	if o.runStartTime < 0 {
 		return nil, fmt.Errorf("dlc: %w", errs.List{errs.Invalid(errs.NewPath("WithRunStartTimeout"), "", o.runStartTime, "must not be negative (0: no bound)")}.ToError())
+	}
+	if o.rayUnreachable <= 0 {
+		return nil, fmt.Errorf("dlc: %w", errs.List{errs.Invalid(errs.NewPath("WithRayUnreachableTimeout"), "", o.rayUnreachable, "must be above 0")}.ToError())
 	}
 	if o.scheduleFloor < 0 {
 		return nil, fmt.Errorf("dlc: %w", errs.List{errs.Invalid(errs.NewPath("WithScheduleFloor"), "", o.scheduleFloor, "must not be negative (0: no floor)")}.ToError())

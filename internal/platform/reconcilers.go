@@ -220,8 +220,10 @@ func (c *Engine) process(key string) {
 	// A conflict means the object moved on: read it again at once, with a
 	// short backoff, and do not count it as a failure. Nor is a call not
 	// made because its target was busy with another (a Ray head takes one
-	// call at a time): that call's own outcome counts.
-	conflict := errors.Is(err, errs.ErrConflict) || isBusy(err)
+	// call at a time): that call's own outcome counts. Nor a run's step
+	// that could not reach Ray about its job: it keeps its own bound
+	// (rayUnanswered).
+	conflict := errors.Is(err, errs.ErrConflict) || isBusy(err) || isUnanswered(err)
 	if adopted != nil && conflict {
 		c.limiter.Forget(key)
 		return // the owner, or another client, was at it

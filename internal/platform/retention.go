@@ -114,8 +114,15 @@ func (c *Engine) retain(ctx context.Context, r *job.Run) (time.Duration, error) 
 	if left := r.FinishedAt.Add(ret.maxAge).Sub(c.clock.Now()); left > 0 {
 		return left, nil
 	}
-	return 0, c.deleteRun(ctx, r.ID, r.Version, "age")
+	if deleted, err := c.deleteRun(ctx, finishedOf(r), "age"); err != nil || deleted {
+		return 0, err
+	}
+	return unrecordedLook, nil // looked at again: it goes once what made it has recorded it
 }
+
+// unrecordedLook is when retention looks again at a run it kept because
+// what made it has not recorded it yet (madeRecorded).
+const unrecordedLook = time.Minute
 
 // trimJob deletes the oldest finished runs of job config jobID beyond the
 // retention's count, oldest by FinishedAt (then submission order, then
@@ -131,10 +138,11 @@ func (c *Engine) trimJob(ctx context.Context, jobID, self string) (gone bool, er
 		return false, nil
 	}
 	for _, r := range c.finished.oldest(jobID, n-keep) {
-		if err := c.deleteRun(ctx, r.id, r.version, "count"); err != nil {
+		deleted, err := c.deleteRun(ctx, r, "count")
+		if err != nil {
 			return false, err
 		}
-		gone = gone || r.id == self
+		gone = gone || (deleted && r.id == self)
 	}
 	return gone, nil
 }
@@ -155,10 +163,11 @@ func (c *Engine) trimAll(ctx context.Context, self string) (gone, more bool, err
 	defer c.trimming.Store(false)
 	due := n - bound + bound/100
 	for _, r := range c.finished.oldest("", min(due, maxTrimPerStep)) {
-		if err := c.deleteRun(ctx, r.id, r.version, "total"); err != nil {
+		deleted, err := c.deleteRun(ctx, r, "total")
+		if err != nil {
 			return false, false, err
 		}
-		gone = gone || r.id == self
+		gone = gone || (deleted && r.id == self)
 	}
 	return gone, due > maxTrimPerStep && !gone, nil
 }
@@ -212,7 +221,9 @@ func (f *finishedRuns) observe(d backend.Doc, obj any) {
 		runs = map[string]finishedRun{}
 		f.byJob[r.JobID] = runs
 	}
-	runs[d.ID] = finishedRun{id: d.ID, version: d.Version, at: r.FinishedAt, seq: r.Seq}
+	fr := finishedOf(r)
+	fr.version = d.Version
+	runs[d.ID] = fr
 	f.jobOf[d.ID] = r.JobID
 }
 
@@ -262,12 +273,19 @@ func (f *finishedRuns) oldest(jobID string, n int) []finishedRun {
 	return h
 }
 
-// finishedRun is what the count per job orders a finished run by, and
-// the version to delete it at.
+// finishedRun is what the count per job orders a finished run by, the
+// version to delete it at, and what made it (madeRecorded).
 type finishedRun struct {
 	id, version string
 	at          time.Time
 	seq         uint64
+	job, prev   string    // its job config, and the attempt it retries
+	tick        time.Time // the schedule's tick that started it
+}
+
+// finishedOf is finished run r as the retention orders and checks it.
+func finishedOf(r *job.Run) finishedRun {
+	return finishedRun{id: r.ID, version: r.Version, at: r.FinishedAt, seq: r.Seq, job: r.JobID, prev: r.PreviousAttempt, tick: r.Tick}
 }
 
 // before says whether r finished before o: by FinishedAt, then submission
@@ -296,12 +314,18 @@ func (h *newestFirst) Pop() any {
 	return x
 }
 
-// deleteRun deletes a finished run at version: what Ray keeps of it first
-// (backend.RunForgetter), the run itself last, by compare-and-swap, so
-// that a step cut short between the two leaves the run to try again. A
+// deleteRun deletes finished run r at its version: what Ray keeps of it
+// first (backend.RunForgetter), the run itself last, by compare-and-swap,
+// so that a step cut short between the two leaves the run to try again. A
 // run gone already (another replica deleted it) or changed since (its
-// newer version queues it again) is left as it is.
-func (c *Engine) deleteRun(ctx context.Context, id, version, why string) error {
+// newer version queues it again) is left as it is. So is a run that what
+// made it has not recorded yet (madeRecorded): deleted reports whether
+// the run was deleted.
+func (c *Engine) deleteRun(ctx context.Context, r finishedRun, why string) (deleted bool, err error) {
+	if ok, err := c.madeRecorded(ctx, r); err != nil || !ok {
+		return false, err
+	}
+	id, version := r.id, r.version
 	if f, ok := c.o.backend.(backend.RunForgetter); ok {
 		t := time.Now()
 		err := f.ForgetRun(ctx, id)
@@ -309,19 +333,51 @@ func (c *Engine) deleteRun(ctx context.Context, id, version, why string) error {
 			in.done("ray_forget_run", t, err)
 		}
 		if err != nil {
-			return err
+			return false, err
 		}
 	}
-	err := c.store.Delete(ctx, kindRun, id, version)
+	err = c.store.Delete(ctx, kindRun, id, version)
 	if errs.IsNotFound(err) || errors.Is(err, errs.ErrConflict) {
-		return nil
+		return false, nil
 	}
 	if err != nil {
-		return err
+		return false, err
 	}
 	c.metrics.runDeleted(why)
 	c.o.log.V(1).Info("run deleted", "run", id, "reason", "retention "+why)
-	return nil
+	return true, nil
+}
+
+// madeRecorded reports whether what made run r has recorded it, as the
+// store has it: the schedule whose tick started it has that tick behind
+// its LastTick, the failed attempt it retries names it (NextAttempt). A
+// tick's or a retry's run has an id derived from the tick or the attempt,
+// and a step repeated before the record (a write refused, an owner
+// replaced) finds the run it made by that id; deleted before the record,
+// the run would be made again. So retention keeps it until then. A config
+// gone or no longer scheduled, or an attempt gone, makes nothing again.
+func (c *Engine) madeRecorded(ctx context.Context, r finishedRun) (bool, error) {
+	if !r.tick.IsZero() {
+		rec, err := c.freshJob(ctx, r.job)
+		switch {
+		case errs.IsNotFound(err):
+		case err != nil:
+			return false, err
+		case rec.Config.Schedule != nil && rec.ScheduleStatus.LastTick.Before(r.tick):
+			return false, nil
+		}
+	}
+	if r.prev != "" {
+		p, err := c.freshRun(ctx, r.prev)
+		switch {
+		case errs.IsNotFound(err):
+		case err != nil:
+			return false, err
+		case p.NextAttempt != r.id:
+			return false, nil
+		}
+	}
+	return true, nil
 }
 
 // enqueueRetained queues the finished runs for the retention to look at

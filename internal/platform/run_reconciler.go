@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"time"
+	"unicode/utf8"
 
 	"github.com/aidlc/dlc/cluster"
 	"github.com/aidlc/dlc/errs"
@@ -49,8 +50,7 @@ func (c *Engine) reconcileRun(ctx context.Context, id string) (time.Duration, er
 	if dl, ok := r.Deadline(); ok {
 		now := c.clock.Now()
 		if !now.Before(dl) {
-			// Its cleanup stops Ray's job and releases its cluster.
-			return 0, c.failFinally(ctx, r, fmt.Sprintf("%s: not ended %ds after its submission", deadlineExceeded, r.Config.ActiveDeadlineSeconds))
+			return 0, c.atDeadline(ctx, r, dl)
 		}
 		untilDeadline = dl.Sub(now)
 	}
@@ -59,6 +59,107 @@ func (c *Engine) reconcileRun(ctx context.Context, id string) (time.Duration, er
 	}
 	untilStart, err := c.followRun(ctx, r)
 	return sooner(untilDeadline, untilStart), err
+}
+
+// atDeadline ends live run r, whose deadline dl has come (L2). A run
+// that Ray may have (placed on a cluster) is read on Ray first, for Ray's
+// word decides: a job that ended before dl is recorded as Ray says (a
+// success stays one); a job still going, or ended at or after dl, fails
+// for the deadline, not retried (its cleanup stops it on Ray and releases
+// its cluster). A run whose job Ray cannot tell of now keeps its state
+// until Ray answers or stays unreachable past WithRayUnreachableTimeout
+// (rayUnanswered).
+func (c *Engine) atDeadline(ctx context.Context, r *job.Run, dl time.Time) error {
+	why := fmt.Sprintf("%s: not ended %ds after its submission", deadlineExceeded, r.Config.ActiveDeadlineSeconds)
+	if r.ClusterID == "" || r.State == job.Queued || r.State == job.Waiting {
+		return c.failFinally(ctx, r, why)
+	}
+	obs, err := c.runStatus(ctx, r.ID)
+	switch {
+	case errs.IsNotFound(err):
+		return c.failFinally(ctx, r, why)
+	case err != nil:
+		_, err = c.rayUnanswered(ctx, r, err, why, true)
+		return err
+	}
+	if obs.State.Terminal() && !obs.EndedAt.IsZero() && obs.EndedAt.Before(dl) {
+		_, err := c.recordRay(ctx, r, obs)
+		return err
+	}
+	return c.failFinally(ctx, r, why)
+}
+
+// runStatus asks Ray what it says of run id's job, within half the step's
+// time, so that a call that hangs leaves the step time to record it
+// (rayUnanswered); what it says is bounded, whatever the backend.
+func (c *Engine) runStatus(ctx context.Context, id string) (job.Observation, error) {
+	cctx, cancel := context.WithTimeout(ctx, c.o.reconcileTime/2)
+	defer cancel()
+	obs, err := c.ray.RunStatus(cctx, id)
+	return obs.Bounded(), err
+}
+
+// rayUnanswered handles a live run r whose job Ray could not be asked
+// about now (cause: the read or the submit failed, which is no word of
+// Ray's on the job). The run keeps its state: the first time, it records
+// since when (RayUnreachableSince, on this client's clock) and says so in
+// its message. Once that is more than WithRayUnreachableTimeout ago the
+// run fails with why (final: not retried), Ray's silence said. Until
+// then rayUnanswered returns an error that process retries with backoff
+// and does not count as a failed step.
+func (c *Engine) rayUnanswered(ctx context.Context, r *job.Run, cause error, why string, final bool) (time.Duration, error) {
+	now := c.clock.Now()
+	since := r.RayUnreachableSince
+	if since.IsZero() {
+		next := r.DeepCopy()
+		next.RayUnreachableSince = now
+		next.Message = fmt.Sprintf("Ray unreachable since %s: %s", now.UTC().Format(time.RFC3339), clipCause(cause))
+		next.Events = cluster.AppendEvent(next.Events, c.event(ctx, "system", "ray-unreachable", next.Message))
+		if err := c.putRun(ctx, next, r.Version); err != nil {
+			return 0, err
+		}
+		return 0, unanswered{cause}
+	}
+	if now.Sub(since) < c.o.rayUnreachable {
+		return 0, unanswered{cause}
+	}
+	msg := job.ClipMessage(fmt.Sprintf("%s: Ray unreachable since %s (more than %s): %s",
+		why, since.UTC().Format(time.RFC3339), c.o.rayUnreachable, clipCause(cause)))
+	if final {
+		return 0, c.failFinally(ctx, r, msg)
+	}
+	_, err := c.endRun(ctx, r, job.Fail, msg)
+	return 0, err
+}
+
+// clipCause is err's text, its end kept when it is long: what a head or
+// a server answered may be quoted there, and the message keeps room for
+// what the run says of it.
+func clipCause(err error) string {
+	const keep = 1 << 10
+	s := err.Error()
+	if len(s) <= keep {
+		return s
+	}
+	start := len(s) - keep
+	for start < len(s) && !utf8.RuneStart(s[start]) {
+		start++
+	}
+	return "…" + s[start:]
+}
+
+// unanswered is a step that could not reach Ray about a run, which is no
+// failure of the step's own: process retries it with backoff and does not
+// count it (see rayUnanswered for the bound).
+type unanswered struct{ err error }
+
+func (u unanswered) Error() string { return "Ray unreachable: " + u.err.Error() }
+func (u unanswered) Unwrap() error { return u.err }
+
+// isUnanswered reports whether err says a step could not reach Ray.
+func isUnanswered(err error) bool {
+	var u unanswered
+	return errors.As(err, &u)
 }
 
 // retryRun submits the next attempt of failed run r (L3) once its
@@ -255,7 +356,7 @@ func (c *Engine) followRun(ctx context.Context, r *job.Run) (time.Duration, erro
 	}
 	// A run Ray has accepted follows what Ray says of it, whatever its
 	// cluster does now (a hibernate ends it on Ray's side).
-	obs, err := c.ray.RunStatus(ctx, r.ID)
+	obs, err := c.runStatus(ctx, r.ID)
 	if errs.IsNotFound(err) {
 		if r.RaySubmitted || r.State == job.Running {
 			// Submitted at most once: a job Ray accepted and forgot (a head
@@ -274,20 +375,44 @@ func (c *Engine) followRun(ctx context.Context, r *job.Run) (time.Duration, erro
 			// changes that.
 			_, err = c.endRun(ctx, r, job.Fail, job.ClipMessage("the job cannot be submitted: "+err.Error()))
 			return 0, err
-		} else if err != nil {
+		} else if errors.Is(err, errs.ErrConflict) {
 			return 0, err
+		} else if err != nil {
+			return c.rayUnanswered(ctx, r, err, "the job could not be submitted", false)
 		}
 		// A stop stored while the submit was on its way has already tried
 		// to stop a job Ray did not have yet: stop it now.
 		if now, err := c.getRun(ctx, r.ID); err == nil && !now.State.Live() {
 			return 0, c.ray.StopRun(ctx, r.ID)
 		}
-		obs, err = c.ray.RunStatus(ctx, r.ID)
+		obs, err = c.runStatus(ctx, r.ID)
+	}
+	if errs.IsNotFound(err) {
+		return 0, err // just accepted, not shown yet: looked at again
 	}
 	if err != nil {
-		return 0, err
+		return c.rayUnanswered(ctx, r, err, "the job's status could not be read", false)
 	}
-	obs = obs.Bounded() // what a Ray head says is stored: bounded, whatever the backend
+	return c.recordRay(ctx, r, obs)
+}
+
+// recordRay records on live run r what Ray says of its job (obs,
+// bounded): its state, when it started and ended, its logs once it ended;
+// an ended run is then cleaned up. A run whose job Ray keeps pending goes
+// to pending. What Ray says ends an outage the run recorded.
+func (c *Engine) recordRay(ctx context.Context, r *job.Run, obs job.Observation) (time.Duration, error) {
+	if !r.RayUnreachableSince.IsZero() {
+		next := r.DeepCopy()
+		next.RayUnreachableSince = time.Time{}
+		if next.State == job.Running {
+			next.Message = "on cluster " + next.ClusterID
+		} else {
+			next.Message = ""
+		}
+		next.Events = cluster.AppendEvent(next.Events, c.event(ctx, "system", "ray-reachable",
+			fmt.Sprintf("Ray answers again (unreachable since %s)", r.RayUnreachableSince.UTC().Format(time.RFC3339))))
+		return 0, c.putRun(ctx, next, r.Version) // its watch brings the run back here
+	}
 	t := obs.Trigger()
 	if t == "" {
 		return c.pending(ctx, r)

@@ -469,15 +469,8 @@ func (c *Engine) advanceRun(r *job.Run, t job.RunTrigger, msg string) (to job.Ru
 	}
 	if to.Terminal() {
 		r.FinishedAt = c.clock.Now()
-		if dl, ok := r.Deadline(); ok && to == job.Failed && !r.FinishedAt.Before(dl) {
-			// Past its deadline (L2), however the failure came (Ray's own
-			// deadline, a cluster that Ray's deadline broke): not retried.
-			r.Final = true
-			if !strings.HasPrefix(msg, deadlineExceeded) {
-				msg = deadlineExceeded + ": " + msg
-			}
-		}
 		r.Message, r.WaitReason = msg, ""
+		r.RayUnreachableSince = time.Time{} // an outage of a run that ended is no more its concern
 		if r.StartedAt.IsZero() && prev == job.Running {
 			r.StartedAt = r.FinishedAt
 		}
@@ -501,6 +494,7 @@ func (c *Engine) moveRun(ctx context.Context, r *job.Run, t job.RunTrigger, msg 
 		if change != nil {
 			change(next)
 		}
+		pastDeadline(next)
 		source := "system"
 		if t == job.Stop {
 			source = "user"
@@ -527,6 +521,22 @@ func (c *Engine) freshRun(ctx context.Context, id string) (*job.Run, error) {
 	r.Version = v
 	c.rederive(r)
 	return r, nil
+}
+
+// pastDeadline marks run r, failed at or after its deadline (L2) however
+// the failure came (Ray's own deadline, a cluster that Ray's deadline
+// broke), as final, not retried, its message saying so. FinishedAt
+// decides, Ray's end time where Ray told it: a job Ray failed before its
+// deadline, seen after, is retried as any failure.
+func pastDeadline(r *job.Run) {
+	dl, ok := r.Deadline()
+	if !ok || r.State != job.Failed || r.FinishedAt.Before(dl) {
+		return
+	}
+	r.Final = true
+	if !strings.HasPrefix(r.Message, deadlineExceeded) {
+		r.Message = deadlineExceeded + ": " + r.Message
+	}
 }
 
 // endRun ends a run (Stop or Fail) with msg; the reconciler then releases

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/aidlc/dlc/cluster"
@@ -78,30 +79,71 @@ func (c *Engine) reconcileSchedule(ctx context.Context, id string) (time.Duratio
 	if err != nil {
 		return 0, err
 	}
-	s := rec.Config.Schedule
-	switch {
-	case s == nil || rec.ScheduleStatus.Suspended:
-		return 0, nil
-	case c.markHeld(rec.Deleting.At):
-		return time.Minute, nil // being deleted: look again once the mark no longer holds
-	}
+	var ticks job.Ticks
 	now := c.clock.Now()
-	last := rec.ScheduleStatus.LastTick
-	if last.IsZero() {
-		last = rec.UpdatedAt // a config written before schedules were kept
+	for fromStore := false; ; fromStore = true {
+		s := rec.Config.Schedule
+		switch {
+		case s == nil || rec.ScheduleStatus.Suspended:
+			return 0, nil
+		case c.markHeld(rec.Deleting.At):
+			return time.Minute, nil // being deleted: look again once the mark no longer holds
+		}
+		last := rec.ScheduleStatus.LastTick
+		if last.IsZero() {
+			last = rec.UpdatedAt // a config written before schedules were kept
+		}
+		if last.After(now) && !inAdoptedStep(ctx) {
+			// Counted from a time ahead of this owner's clock, which fires
+			// the ticks (a save or a resume on a client whose clock is
+			// ahead): the ticks until then would be skipped unseen. They
+			// count from now instead, recorded once, so that every owner
+			// after counts from it too; a tick already run has its run,
+			// whose id the tick derives. (Not by a client adopting the
+			// step: the owner's clock decides.)
+			_, err := c.recordOnJob(ctx, id, func(r *job.Record) bool {
+				if !r.ScheduleStatus.LastTick.After(now) {
+					return false
+				}
+				r.ScheduleStatus.LastTick = now
+				r.Events = cluster.AppendEvent(r.Events, c.event(ctx, "system", "schedule-clock",
+					fmt.Sprintf("the schedule counted from %s, ahead of the clock that fires its ticks (%s): it counts from then",
+						last.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339))))
+				return true
+			})
+			return 0, notFoundAs(err, "job", id) // the write brings the config back here
+		}
+		if ticks, err = s.Due(last, now, maxTickStartsPerStep); err != nil {
+			// Stored by someone else, unchecked: said once on the config.
+			return 0, c.noteOnJob(ctx, rec, "schedule-invalid", "the schedule does not parse, no run is started: "+err.Error())
+		}
+		if len(ticks.Start) == 0 && ticks.Missed == 0 && !ticks.Through.Before(now) {
+			// No tick due: nothing to record. Recording how far it looked
+			// (now) would be a write, and every write of the config comes
+			// back here, a little later: a loop of writes as fast as the store
+			// takes them.
+			return untilNext(ticks.Next, now), nil
+		}
+		if fromStore {
+			break
+		}
+		// A tick is due: the store decides whether it starts. The cache
+		// may not show a suspend, an edit or a delete's mark that another
+		// client wrote (a lagging owner started a tick after the suspend
+		// returned).
+		fr, err := c.freshJob(ctx, id)
+		if errs.IsNotFound(err) {
+			return 0, nil
+		}
+		if err != nil {
+			return 0, err
+		}
+		if fr.Version == rec.Version {
+			break
+		}
+		rec = fr
 	}
-	ticks, err := s.Due(last, now, maxTickStartsPerStep)
-	if err != nil {
-		// Stored by someone else, unchecked: said once on the config.
-		return 0, c.noteOnJob(ctx, rec, "schedule-invalid", "the schedule does not parse, no run is started: "+err.Error())
-	}
-	if len(ticks.Start) == 0 && ticks.Missed == 0 && !ticks.Through.Before(now) {
-		// No tick due: nothing to record. Recording how far it looked
-		// (now) would be a write, and every write of the config comes
-		// back here, a little later: a loop of writes as fast as the store
-		// takes them.
-		return untilNext(ticks.Next, now), nil
-	}
+	s := rec.Config.Schedule
 	// Looked at only when a tick is due: a write of the config costs no
 	// walk of its next ticks.
 	if msg := c.tooOften(s); msg != "" {
@@ -212,27 +254,21 @@ func (c *Engine) tickRun(ctx context.Context, rec *job.Record, t time.Time) (run
 	return r.ID, "", nil
 }
 
-// liveRunIDs lists the runs of rec that have not ended, as the cache has
-// them, and its schedule's last run as the store has it (the cache may
-// not show it yet).
+// liveRunIDs lists the runs of rec that have not ended, as the store has
+// them: the cache may not show a run another client made (by hand, or a
+// tick of an owner before this one), and Forbid would run a second.
 func (c *Engine) liveRunIDs(ctx context.Context, rec *job.Record) ([]string, error) {
+	docs, err := c.listLatest(ctx, kindRun, map[string]string{labelJob: rec.ID})
+	if err != nil {
+		return nil, err
+	}
 	var ids []string
-	seen := map[string]bool{}
-	for _, phase := range []string{phasePending, phaseActive} {
-		for _, d := range c.cache.selectDocs(kindRun, map[string]string{labelJob: rec.ID, labelPhase: phase}) {
-			ids, seen[d.ID] = append(ids, d.ID), true
+	for _, d := range docs {
+		if p := d.Labels[labelPhase]; p == phasePending || p == phaseActive {
+			ids = append(ids, d.ID)
 		}
 	}
-	if last := rec.ScheduleStatus.LastRun; last != "" && !seen[last] {
-		r, err := c.freshRun(ctx, last)
-		switch {
-		case errs.IsNotFound(err):
-		case err != nil:
-			return nil, err
-		case r.State.Live():
-			ids = append(ids, last)
-		}
-	}
+	slices.Sort(ids)
 	return ids, nil
 }
 

@@ -93,6 +93,11 @@ type RunStatus struct {
 	// +kubebuilder:validation:Format=date-time
 	// +optional
 	RayAcceptedAt string `json:"rayAcceptedAt,omitempty"`
+	// RayUnreachableSince is when a client first failed to reach Ray about
+	// the run's job, while that lasts (job.Run.RayUnreachableSince).
+	// +kubebuilder:validation:Format=date-time
+	// +optional
+	RayUnreachableSince string `json:"rayUnreachableSince,omitempty"`
 	// NextAttempt is the run that retries this one (L3).
 	// +optional
 	NextAttempt string `json:"nextAttempt,omitempty"`

@@ -1,0 +1,249 @@
+package dlc_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aidlc/dlc"
+	"github.com/aidlc/dlc/backend/memory"
+	"github.com/aidlc/dlc/cluster"
+	"github.com/aidlc/dlc/dlctest"
+	"github.com/aidlc/dlc/errs"
+	"github.com/aidlc/dlc/job"
+)
+
+// Guards that decide on the store, across replicas (issue 39). Each case
+// has a replica whose watch lags (laggingReplica) or whose clock is off
+// (NewSkewedClient), on the fake clock.
+
+// Case 8: a lagging owner does not start a tick after SuspendSchedule
+// returned through another replica: a step with a tick due reads the
+// config from the store before it starts anything.
+func TestScheduleSuspendSeenByALaggingOwner(t *testing.T) {
+	f := newFixture(t, lasting(time.Second, nil))
+	cl := f.runningCluster("c1")
+	rec := f.job(dlc.NewJob("j").OnCluster(cl.ID).Schedule("* * * * *"))
+	f.m.CloseClient(f.c) // the replica the user saved through goes away
+	owner, l := laggingReplica(f)
+	defer l.release()
+	f.c = f.m.NewClient()
+	f.m.Step(30 * time.Second) // both have the config; the first tick is at 1 minute
+	l.lag("job")               // the owner's cache will not show the suspend
+	_, err := f.c.Jobs().SuspendSchedule(f.ctx, rec.ID)
+	f.must(err)
+	f.m.Step(3 * time.Minute)
+	if runs := runsOf(t, owner, rec.ID); len(runs) != 0 {
+		t.Fatalf("%d runs started after the suspend returned (the first at tick %s)", len(runs), runs[0].Tick)
+	}
+}
+
+// Case 7: Forbid sees a run made by hand through another replica, whose
+// create its cache has not shown yet: the tick is skipped and recorded,
+// and only one run of the config runs at once.
+func TestForbidSeesARunMadeThroughAnotherReplica(t *testing.T) {
+	f := newFixture(t, lasting(10*time.Minute, nil))
+	cl := f.runningCluster("c1")
+	rec := f.job(dlc.NewJob("j").OnCluster(cl.ID).Schedule("* * * * *", job.Concurrency(job.ForbidConcurrent)))
+	f.m.CloseClient(f.c)
+	owner, l := laggingReplica(f)
+	defer l.release()
+	f.c = f.m.NewClient()
+	f.m.Step(30 * time.Second)
+	l.lag("run") // the owner's cache will not show the run made by hand
+	byHand, err := f.c.Runs().Create(f.ctx, rec.ID, dlc.RunOptions{})
+	f.must(err)
+	f.m.Step(31 * time.Second) // the tick at 1 minute
+	runs := runsOf(t, f.c, rec.ID)
+	if len(runs) != 1 || runs[0].ID != byHand.ID {
+		t.Fatalf("%d runs of a Forbid schedule with a run by hand not ended, want only that one", len(runs))
+	}
+	got, err := owner.Jobs().Get(f.ctx, rec.ID)
+	f.must(err)
+	if got.ScheduleStatus.Missed != 1 {
+		t.Fatalf("missed %d, want the tick skipped and counted", got.ScheduleStatus.Missed)
+	}
+	skipped := false
+	for _, e := range got.Events {
+		skipped = skipped || (e.Action == "tick-skipped" && strings.Contains(e.Message, byHand.ID))
+	}
+	if !skipped {
+		t.Fatalf("no tick-skipped event naming run %s", byHand.ID)
+	}
+}
+
+// Case 9: a schedule saved through a replica whose clock is ahead does
+// not lose the ticks between the owner's now and the saver's: a daily
+// schedule saved 10 s before its time, on a clock 45 s ahead, still runs
+// that day. The same for a resume.
+func TestScheduleSavedOnAClockAhead(t *testing.T) {
+	for _, how := range []string{"save", "resume"} {
+		t.Run(how, func(t *testing.T) {
+			f := newFixture(t, lasting(time.Second, nil))
+			cl := f.runningCluster("c1")
+			ahead := f.m.NewSkewedClient(45 * time.Second)
+			now := f.m.Clock.Now()
+			at := now.Truncate(time.Minute).Add(time.Minute)
+			if at.Sub(now) < 10*time.Second {
+				at = at.Add(time.Minute)
+			}
+			f.m.Step(at.Sub(now) - 10*time.Second) // 10 s before the tick
+			b := dlc.NewJob("daily").OnCluster(cl.ID).COSPackage("cos://jobs-1250000000/job.zip").Entrypoint("python main.py").
+				Schedule(fmt.Sprintf("%d %d * * *", at.Minute(), at.Hour()), job.InZone("UTC"))
+			var rec *job.Record
+			if how == "save" {
+				cfg, err := b.Build()
+				f.must(err)
+				rec, err = ahead.Jobs().Create(f.ctx, cfg, dlc.SaveOptions{})
+				f.must(err)
+			} else {
+				rec = f.job(b)
+				_, err := f.c.Jobs().SuspendSchedule(f.ctx, rec.ID)
+				f.must(err)
+				_, err = ahead.Jobs().ResumeSchedule(f.ctx, rec.ID)
+				f.must(err)
+			}
+			f.m.CloseClient(ahead)
+			f.m.Step(time.Minute)
+			runs := runsOf(t, f.c, rec.ID)
+			if len(runs) != 1 || !runs[0].Tick.Equal(at) {
+				t.Fatalf("%d runs after the daily tick at %s (saved 10 s before it on a clock 45 s ahead), want 1", len(runs), at)
+			}
+			f.m.Step(24 * time.Hour)
+			if runs := runsOf(t, f.c, rec.ID); len(runs) != 2 {
+				t.Fatalf("%d runs after two days, want 2", len(runs))
+			}
+		})
+	}
+}
+
+// Case 1: the idle hibernate of a replica whose cache has not shown a
+// run another replica placed does not stop that run: the hibernate looks
+// for active runs in the store, and is refused. A user's non-forced
+// Hibernate through that replica is refused the same way.
+func TestIdleHibernateSeesARunPlacedThroughAnotherReplica(t *testing.T) {
+	for _, who := range []string{"idle timeout", "user"} {
+		t.Run(who, func(t *testing.T) {
+			f := newFixture(t, lasting(time.Hour, nil))
+			cl := f.runningClusterWith(f.spec("idle", 1, 3), 10*time.Minute)
+			lagger, l := laggingReplica(f)
+			defer l.release()
+			f.m.Step(8 * time.Minute) // idle for 8 of its 10 minutes
+			l.lag("run")              // the lagging replica will not see the run
+			rec := f.job(dlc.NewJob("j").OnCluster(cl.ID))
+			r := f.start(rec.ID)
+			f.m.Step(15 * time.Second)
+			if r = f.run(r.ID); r.State != job.Running {
+				t.Fatalf("the run is %s", r.State)
+			}
+			if who == "user" {
+				if _, err := lagger.Clusters().Hibernate(f.ctx, cl.ID, dlc.HibernateOptions{}); !errors.Is(err, errs.ErrState) {
+					t.Fatalf("a Hibernate with a run active on the cluster: %v, want ErrState", err)
+				}
+			}
+			f.m.Step(5 * time.Minute) // past the idle timeout, counted from the cluster's start
+			if r = f.run(r.ID); r.State != job.Running {
+				t.Fatalf("the run placed through another replica is %s: %q", r.State, r.Message)
+			}
+			if got := f.clusterState(cl.ID); got != cluster.Running {
+				t.Fatalf("the cluster with an active run is %s", got)
+			}
+		})
+	}
+}
+
+// writeLedger counts the creates of each run and refuses the updates of
+// the documents refuse names (kind/id, or kind/ for every one of a kind)
+// while it names them, as an API server refusing them would.
+type writeLedger struct {
+	mu      sync.Mutex
+	creates map[string]int
+	refuse  map[string]bool
+}
+
+func (w *writeLedger) hook(ctx context.Context, wr memory.Write, next func(context.Context) (string, error)) (string, error) {
+	w.mu.Lock()
+	refused := wr.Op == memory.OpUpdate && (w.refuse[wr.Doc.Kind+"/"+wr.Doc.ID] || w.refuse[wr.Doc.Kind+"/"])
+	w.mu.Unlock()
+	if refused {
+		return "", errs.Unavailable("update "+wr.Doc.Kind+"/"+wr.Doc.ID, errors.New("refused by the test"))
+	}
+	v, err := next(ctx)
+	if err == nil && wr.Op == memory.OpCreate && wr.Doc.Kind == "run" {
+		w.mu.Lock()
+		w.creates[wr.Doc.ID]++
+		w.mu.Unlock()
+	}
+	return v, err
+}
+
+func (w *writeLedger) set(key string, on bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.refuse[key] = on
+}
+
+// twice returns the runs created more than once.
+func (w *writeLedger) twice() map[string]int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := map[string]int{}
+	for id, n := range w.creates {
+		if n > 1 {
+			out[id] = n
+		}
+	}
+	return out
+}
+
+// Cases 2 and 3: a tick's run, or a retry, is made once even when
+// retention could delete it before what made it records it (the config's
+// write refused for 30 s; the failed attempt's write refused so): the
+// retention keeps such a run until the record, and the repeated step
+// finds it by its derived id.
+func TestExactlyOnceSurvivesRetention(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		fail   bool
+		b      func(*job.Builder) *job.Builder
+		refuse func(f *fixture, jobID string) string
+	}{
+		{"a tick's run", false, func(b *job.Builder) *job.Builder { return b.Schedule("* * * * *") },
+			func(*fixture, string) string { return "job/" }},
+		{"a retry", true, func(b *job.Builder) *job.Builder { return b.Retries(1) },
+			func(f *fixture, jobID string) string {
+				f.t.Helper()
+				r := f.start(jobID)
+				return "run/" + r.ID
+			}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := &writeLedger{creates: map[string]int{}, refuse: map[string]bool{}}
+			f := newFixture(t, dlctest.MemoryOptions{Options: []dlc.Option{dlc.WithRunRetention(time.Second, 0),
+				dlc.WithRunRetryBackoff(10*time.Second, time.Minute)},
+				Store: memory.StoreHooks{Write: w.hook},
+				Ray: memory.RayHooks{RunOutcome: func(*job.Run) memory.Outcome {
+					return memory.Outcome{Duration: time.Second, Fail: tc.fail, Message: "exit code 1"}
+				}}})
+			cl := f.runningCluster("c1")
+			rec := f.job(tc.b(dlc.NewJob("j").OnCluster(cl.ID)))
+			f.m.Step(5 * time.Second)
+			key := tc.refuse(f, rec.ID)
+			f.m.Step(2 * time.Second) // a first attempt ends, and is kept for its retry
+			w.set(key, true)
+			f.m.Step(60 * time.Second) // the tick at 1 minute, or the retry after 10 s: made, ended, past its retention
+			w.set(key, false)
+			f.m.Step(20 * time.Second)
+			if twice := w.twice(); len(twice) > 0 {
+				t.Fatalf("runs made more than once: %v", twice)
+			}
+			if n := len(w.creates); n < 2 && tc.fail || n < 1 {
+				t.Fatalf("%d runs made: the story did not happen", n)
+			}
+		})
+	}
+}
