@@ -297,7 +297,9 @@ const DefaultRunStartTimeout = platform.DefaultRunStartTimeout
 // "Ray unreachable since …", and the step is retried with backoff without
 // counting against WithRetries. Once Ray answers, what it says decides,
 // the deadline included: a job that ended before its deadline keeps its
-// outcome. A value not above 0 makes New fail with ErrInvalid.
+// outcome. The outage is timed from the recording client's clock to the
+// looking client's: a skew between them shortens or lengthens it by as
+// much. A value not above 0 makes New fail with ErrInvalid.
 func WithRayUnreachableTimeout(d time.Duration) Option {
 	return platform.WithRayUnreachableTimeout(d)
 }

@@ -247,3 +247,44 @@ func TestExactlyOnceSurvivesRetention(t *testing.T) {
 		})
 	}
 }
+
+// A run placed through another replica while a hibernate looks for active
+// runs is never submitted to the cluster the hibernate then stops: the
+// hibernate marks the cluster before it looks, and a run reads its
+// cluster in the store before its submit. Here the run is created, placed
+// and submitted inside the hibernate's first write of the cluster: the
+// hibernate then sees it active and is refused, and the run goes on.
+// (Before the mark, that write was the hibernate's own: the run, which its
+// look had not seen, failed with "the cluster was suspended".)
+func TestHibernateFencedAgainstARunPlacedMeanwhile(t *testing.T) {
+	f, h, rec := onCluster(t)
+	b := f.m.NewClient()
+	var r *job.Run
+	fired := inside(h, memory.OpUpdate, "cluster", func() {
+		var err error
+		r, err = b.Runs().Create(f.ctx, rec.ID, dlc.RunOptions{})
+		f.must(err)
+		f.m.Reconcile() // placed and submitted, through the other replica
+	})
+	_, err := f.c.Clusters().Hibernate(context.WithValue(f.ctx, markKey{}, true), rec.Config.Cluster, dlc.HibernateOptions{})
+	if !fired() {
+		t.Fatal("the hook never ran")
+	}
+	f.m.Step(time.Minute)
+	r = f.run(r.ID)
+	switch {
+	case errors.Is(err, errs.ErrState):
+		if r.State != job.Running && r.State != job.Succeeded {
+			t.Fatalf("the hibernate was refused; the run is %s: %q", r.State, r.Message)
+		}
+	case err == nil:
+		if r.RaySubmitted || r.State.Terminal() {
+			t.Fatalf("the hibernate went through; the run is %s (submitted %v): %q", r.State, r.RaySubmitted, r.Message)
+		}
+	default:
+		t.Fatalf("hibernate: %v", err)
+	}
+	if cl, err := f.c.Clusters().Get(f.ctx, rec.Config.Cluster); err != nil || !cl.Stopping.IsZero() {
+		t.Fatalf("the mark is still on the cluster: %v, %v", cl, err)
+	}
+}

@@ -114,6 +114,12 @@ type Cluster struct {
 	// RunningSince is when it last became running (the idle timeout, L4,
 	// counts from it or from the last run's end, whichever is later).
 	RunningSince time.Time `json:"runningSince,omitzero"`
+	// Stopping marks the cluster while a hibernate or a delete that is
+	// refused while runs are active looks for them in the store: its
+	// fence against a run placed meanwhile, which reads the mark before
+	// its submit and waits (it holds for two minutes at most, should the
+	// operation die). Zero otherwise.
+	Stopping time.Time `json:"stopping,omitzero"`
 	// QuotaGroup is the resource group its reservation was made in at the
 	// last start; the reservation is released there once Ray has let the
 	// compute go.

@@ -23,3 +23,6 @@ func CarryOver(rc, cur *rayv1.RayCluster) { carryOver(rc, cur) }
 
 // NameSurplus is nameSurplus.
 func NameSurplus(rc *rayv1.RayCluster, pods []corev1.Pod) { nameSurplus(rc, pods) }
+
+// Listed returns how many objects s's ListLatest has read from the API server.
+func Listed(s *Store) int64 { return s.listed.Load() }

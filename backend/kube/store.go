@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -122,7 +123,11 @@ type StoreOptions struct {
 // a version older than the one the cache has is a conflict without a call.
 //
 // Labels and annotations are the store's: an update replaces any that
-// others put on the object. For kubectl alone, and derived from the
+// others put on the object. A run's job config, a label that never
+// changes, is also written to the Run's metadata.labels
+// (dlc.aidlc.io/job), so that ListLatest by job has the API server select
+// (once every cached Run carries it: a Run an older version wrote lists
+// every Run until its next update labels it). For kubectl alone, and derived from the
 // object's own fields on every write, the store also writes a resource
 // group's status.reserved and status.summary (reservations beside the
 // capacity in cores and binary units), a finished run's
@@ -154,12 +159,18 @@ type Store struct {
 	stop      func()
 	events    *eventRecorder // nil when StoreOptions.NoEvents
 	listPage  int64          // objects per page of a ListLatest
+	listed    atomic.Int64   // objects ListLatest has read, for tests
 
-	mu       sync.RWMutex
-	docs     map[string]map[string]entry // kind → id → entry
-	lastRV   map[string]string           // kind → resourceVersion of the last event applied
-	tick     chan struct{}               // closed and replaced on every event
-	watchers backend.Watchers[func(backend.Change)]
+	mu   sync.RWMutex
+	docs map[string]map[string]entry // kind → id → entry
+	// unselectable holds, per kind with selectable labels, the documents
+	// whose object lacks one of them in metadata.labels (written by a
+	// version before they were): while any does, ListLatest lists every
+	// object of the kind.
+	unselectable map[string]map[string]bool
+	lastRV       map[string]string // kind → resourceVersion of the last event applied
+	tick         chan struct{}     // closed and replaced on every event
+	watchers     backend.Watchers[func(backend.Change)]
 }
 
 // entry is a cached document with the parts its writes compare.
@@ -191,6 +202,11 @@ type kindInfo struct {
 	// kubectl (see present); dropStatus are those and the other status
 	// keys the domain has not (storeLabels, which are the labels).
 	derived, dropStatus map[string]bool
+	// selectable are the label keys of a kind that keeps its labels in
+	// its status whose value never changes once a document is created (a
+	// run's job config): they are also written to metadata.labels, so
+	// that ListLatest has the API server select by them.
+	selectable []string
 }
 
 var kinds = map[string]*kindInfo{}
@@ -220,6 +236,7 @@ func init() {
 	add("job", func() client.Object { return &v1alpha1.JobConfig{} })
 	run := add("run", func() client.Object { return &v1alpha1.Run{} })
 	run.derived = map[string]bool{"summary": true}
+	run.selectable = []string{"job"} // the platform never moves a run to another config
 	rg := add("resourcegroup", func() client.Object { return &v1alpha1.ResourceGroup{} })
 	rg.derived = map[string]bool{"summary": true}
 	for _, k := range kinds {
@@ -312,7 +329,8 @@ func NewStore(ctx context.Context, cfg *rest.Config, namespace string, opts Stor
 	s := &Store{
 		c: c, cache: cache, namespace: namespace, opts: opts,
 		docs: map[string]map[string]entry{}, lastRV: map[string]string{}, listPage: defaultListPage,
-		tick: make(chan struct{}),
+		unselectable: map[string]map[string]bool{},
+		tick:         make(chan struct{}),
 	}
 	var regs []toolscache.ResourceEventHandlerRegistration
 	for _, k := range kinds {
@@ -426,6 +444,9 @@ func (s *Store) observe(k *kindInfo, obj any, deleted bool) {
 	} else {
 		byID[e.doc.ID] = e
 	}
+	if len(k.selectable) > 0 {
+		s.noteSelectable(k, o, e.doc, deleted)
+	}
 	if last := s.lastRV[k.kind]; last == "" {
 		s.lastRV[k.kind] = e.doc.Version
 	} else if c, err := resourceversion.CompareResourceVersion(e.doc.Version, last); err == nil && c > 0 {
@@ -434,6 +455,53 @@ func (s *Store) observe(k *kindInfo, obj any, deleted bool) {
 	s.watchers.Each(func(h func(backend.Change)) { h(backend.Change{Doc: backend.CopyDoc(e.doc), Deleted: deleted}) })
 	close(s.tick)
 	s.tick = make(chan struct{})
+}
+
+// noteSelectable keeps s.unselectable for document d of kind k, its
+// object o (deleted: gone). s.mu is held.
+func (s *Store) noteSelectable(k *kindInfo, o client.Object, d backend.Doc, deleted bool) {
+	lacks := false
+	for _, key := range k.selectable {
+		if v, ok := d.Labels[key]; ok && o.GetLabels()[StoreLabelPrefix+key] != v {
+			lacks = true
+		}
+	}
+	set := s.unselectable[k.kind]
+	switch {
+	case lacks && !deleted:
+		if set == nil {
+			set = map[string]bool{}
+			s.unselectable[k.kind] = set
+		}
+		set[d.ID] = true
+	case set != nil:
+		delete(set, d.ID)
+	}
+}
+
+// serverSelector returns the metadata labels ListLatest can have the API
+// server select kind k's objects by for selector: its selectable keys,
+// once every cached object of the kind carries them (nil otherwise).
+func (s *Store) serverSelector(k *kindInfo, selector map[string]string) client.MatchingLabels {
+	if len(k.selectable) == 0 {
+		return nil
+	}
+	s.mu.RLock()
+	all := len(s.unselectable[k.kind]) == 0
+	s.mu.RUnlock()
+	if !all {
+		return nil
+	}
+	var ml client.MatchingLabels
+	for _, key := range k.selectable {
+		if v, ok := selector[key]; ok && len(validation.IsValidLabelValue(v)) == 0 {
+			if ml == nil {
+				ml = client.MatchingLabels{}
+			}
+			ml[StoreLabelPrefix+key] = v
+		}
+	}
+	return ml
 }
 
 // await waits until cond holds of the cached documents, ctx is done or
@@ -590,6 +658,9 @@ func (s *Store) ListLatest(ctx context.Context, kind string, selector map[string
 	if k.inConfigMap() {
 		opts = append(opts, client.MatchingLabels{StoreKeyKind: k.kind})
 	}
+	if ml := s.serverSelector(k, selector); ml != nil {
+		opts = append(opts, ml) // the rest of the selector is applied below, as always
+	}
 	var out []backend.Doc
 	for next := ""; ; {
 		if err := s.c.List(ctx, list, append(opts, client.Continue(next))...); err != nil {
@@ -605,6 +676,7 @@ func (s *Store) ListLatest(ctx context.Context, kind string, selector map[string
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", op, err)
 		}
+		s.listed.Add(int64(len(items)))
 		for _, item := range items {
 			obj, ok := item.(client.Object)
 			if !ok {
@@ -946,6 +1018,14 @@ func (s *Store) toObject(k *kindInfo, d backend.Doc) (client.Object, any, error)
 	}
 	if !k.labelsInStatus() {
 		obj.SetLabels(kl)
+	} else if len(k.selectable) > 0 {
+		sl := map[string]string{}
+		for _, key := range k.selectable {
+			if v, ok := kl[StoreLabelPrefix+key]; ok {
+				sl[StoreLabelPrefix+key] = v
+			}
+		}
+		obj.SetLabels(sl)
 	}
 
 	var top map[string]json.RawMessage

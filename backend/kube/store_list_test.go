@@ -11,6 +11,7 @@ import (
 	dlc "github.com/aidlc/dlc"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/aidlc/dlc/backend"
 	"github.com/aidlc/dlc/backend/kube"
@@ -170,4 +171,73 @@ func waitCached(t *testing.T, s *kube.Store, kind, id string) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// TestStoreListLatestSelectsOnTheServer: a run's job config never changes,
+// so the store writes it to the Run's metadata.labels too, and ListLatest
+// by job has the API server select: it reads that config's runs only.
+// While any cached Run lacks the label (written by a version before it
+// was), ListLatest reads every Run, and finds that one; its next update
+// labels it.
+func TestStoreListLatestSelectsOnTheServer(t *testing.T) {
+	cp := kubetest.StartControlPlane(t)
+	ns := cp.NewNamespace(t)
+	s, err := kube.NewStore(t.Context(), cp.Config(), ns, kube.StoreOptions{NoEvents: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	cfg := testConfig()
+	docs := map[string]backend.Doc{}
+	for _, r := range []*job.Run{
+		{ID: "run-1", JobID: "job-1"}, {ID: "run-2", JobID: "job-1"}, {ID: "run-3", JobID: "job-2"},
+	} {
+		r.Revision, r.Config, r.State, r.Creator, r.SubmittedAt = 1, cfg, job.Queued, "alice", t0
+		d := backend.Doc{Kind: "run", ID: r.ID, Labels: map[string]string{"job": r.JobID, "phase": "pending"}, Data: mustJSON(t, r)}
+		v, err := s.Create(ctx, d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d.Version = v
+		docs[r.ID] = d
+	}
+	// reads lists job-1's runs and returns how many objects it read.
+	reads := func() int64 {
+		t.Helper()
+		before := kube.Listed(s)
+		got, err := s.ListLatest(ctx, "run", map[string]string{"job": "job-1"})
+		if err != nil || !slices.Equal(ids(got), []string{"run-1", "run-2"}) {
+			t.Fatalf("ListLatest: %v, %v", ids(got), err)
+		}
+		return kube.Listed(s) - before
+	}
+	until := func(what string, cond func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(20 * time.Second); !cond(); time.Sleep(20 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("not within 20s: %s", what)
+			}
+		}
+	}
+	until("the server selects job-1's 2 runs", func() bool { return reads() == 2 })
+
+	// run-1 as an older version wrote it: no label in its metadata.
+	var obj v1alpha1.Run
+	if err := cp.Client().Get(ctx, client.ObjectKey{Namespace: ns, Name: "run-1"}, &obj); err != nil {
+		t.Fatal(err)
+	}
+	obj.Labels = nil
+	if err := cp.Client().Update(ctx, &obj); err != nil {
+		t.Fatal(err)
+	}
+	until("every Run read while one lacks the label", func() bool { return reads() == 3 })
+
+	d := docs["run-1"]
+	d.Version = obj.ResourceVersion
+	if _, err := s.Update(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	until("the server selects again once the update labelled it", func() bool { return reads() == 2 })
 }

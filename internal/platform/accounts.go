@@ -64,11 +64,19 @@ type accountLine struct {
 // batch: the change is then not applied, and changeAccount returns ctx's
 // error. A change already in the batch being written is applied or not
 // as that write goes, and changeAccount returns that outcome when the
-// write ends (the batch's store calls end when every caller in it has
-// gone): never an error that leaves the caller not knowing which.
+// write ends. The batch's store calls end when every caller in it has
+// gone: a write cut so may have been applied by the store or not (an API
+// server may apply a request whose client gave up), and its callers are
+// told the store's error, as for any write whose reply is lost; the
+// compare-and-swap versions keep that safe for the next change. Once
+// Close has begun, a change is refused (ErrUnavailable).
 func (c *Engine) changeAccount(ctx context.Context, rg string, f func(*quota.Account) (bool, error)) (*quota.Account, error) {
 	op := &accountOp{ctx: ctx, f: f, done: make(chan struct{})}
 	c.linesMu.Lock()
+	if c.linesClosed {
+		c.linesMu.Unlock()
+		return nil, errs.Unavailable("change resource group "+rg, errClosed)
+	}
 	l := c.lines[rg]
 	if l == nil {
 		l = &accountLine{}
@@ -77,7 +85,11 @@ func (c *Engine) changeAccount(ctx context.Context, rg string, f func(*quota.Acc
 	l.ops = append(l.ops, op)
 	if !l.busy {
 		l.busy = true
-		go c.drainLine(rg, l)
+		c.drains.Add(1)
+		go func() {
+			defer c.drains.Done()
+			c.drainLine(rg, l)
+		}()
 	}
 	c.linesMu.Unlock()
 	select {

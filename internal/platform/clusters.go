@@ -594,10 +594,12 @@ func (s *ClusterService) hibernateAs(ctx context.Context, cl *cluster.Cluster, o
 	if err := c.userOp(cl, cluster.OpHibernate); err != nil {
 		return nil, err
 	}
-	if err := c.stopActiveRuns(ctx, cl, cluster.OpHibernate, opts.Force); err != nil {
+	cl, err := c.stopActiveRuns(ctx, cl, cluster.OpHibernate, opts.Force)
+	if err != nil {
 		return nil, err
 	}
 	next := cl.DeepCopy()
+	next.Stopping = time.Time{}
 	if _, _, err := advanceCluster(next, cluster.Trigger(cluster.OpHibernate)); err != nil {
 		return nil, err
 	}
@@ -632,15 +634,20 @@ func (s *ClusterService) delete(ctx context.Context, cl *cluster.Cluster, opts c
 	} else if err := c.userOp(cl, cluster.OpDelete); err != nil {
 		return err
 	}
-	next := cl.DeepCopy()
-	if _, _, err := advanceCluster(next, t); err != nil {
-		return err
+	if _, _, err := advanceCluster(cl.DeepCopy(), t); err != nil {
+		return err // refused before the mark
 	}
-	if err := c.stopActiveRuns(ctx, cl, cluster.OpDelete, opts.Force); err != nil {
+	cl, err := c.stopActiveRuns(ctx, cl, cluster.OpDelete, opts.Force)
+	if err != nil {
 		return err
 	}
 	if cl.State == cluster.Deleting {
 		return nil
+	}
+	next := cl.DeepCopy()
+	next.Stopping = time.Time{}
+	if _, _, err := advanceCluster(next, t); err != nil {
+		return err
 	}
 	next.Generation++
 	action := "delete"
@@ -1098,38 +1105,101 @@ func (c *Engine) userOp(cl *cluster.Cluster, op cluster.Op) error {
 	return err
 }
 
-// stopActiveRuns refuses op while runs are active on cl, unless force:
-// then it stops them, saying why.
-func (c *Engine) stopActiveRuns(ctx context.Context, cl *cluster.Cluster, op cluster.Op, force bool) error {
-	// The store decides, not the cache: a run another replica placed may
-	// not be cached here yet, and a hibernate that did not see it would
-	// stop it (the idle hibernate of a lagging replica did).
-	active, err := c.listLatest(ctx, kindRun, map[string]string{labelOn: cl.ID, labelPhase: phaseActive})
-	if err != nil {
-		return err
+// activeRunsOn returns the runs active on cluster id as the store has
+// them (each read in the store): a run another replica placed may not be
+// cached here yet, and a hibernate that did not see it would stop it (the
+// idle hibernate of a lagging replica did). The runs the cache shows are
+// read one by one; only when none of them is active is the store listed
+// (on Kubernetes a list of every run: paid once per hibernate or delete of
+// a cluster the cache shows idle).
+func (c *Engine) activeRunsOn(ctx context.Context, id string) ([]*job.Run, error) {
+	sel := map[string]string{labelOn: id, labelPhase: phaseActive}
+	var ids []string
+	for _, d := range c.cache.selectDocs(kindRun, sel) {
+		ids = append(ids, d.ID)
 	}
-	if len(active) > 0 && !force {
-		return &errs.StateError{Kind: "cluster", ID: cl.ID, Op: string(op), State: string(cl.State),
+	active, err := c.freshRunsOn(ctx, id, ids)
+	if err != nil || len(active) > 0 {
+		return active, err
+	}
+	docs, err := c.listLatest(ctx, kindRun, sel)
+	if err != nil {
+		return nil, err
+	}
+	ids = ids[:0]
+	for _, d := range docs {
+		ids = append(ids, d.ID)
+	}
+	return c.freshRunsOn(ctx, id, ids)
+}
+
+// freshRunsOn reads runs ids in the store and returns those active on
+// cluster id (a run moved elsewhere or ended meanwhile is not).
+func (c *Engine) freshRunsOn(ctx context.Context, id string, ids []string) ([]*job.Run, error) {
+	var out []*job.Run
+	for _, rid := range ids {
+		r, err := c.freshRun(ctx, rid)
+		if errs.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if r.ClusterID == id && r.State.Live() && r.State != job.Queued && r.State != job.Waiting {
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+// stopActiveRuns refuses op while runs are active on cl, unless force:
+// then it stops them, saying why. It returns the cluster op is to be
+// written over. A refusal is fenced as the deletes of fences.go are: cl
+// is first marked (Stopping) by compare-and-swap, then the runs are
+// looked for in the store, and the op is written over the marked version
+// (a refusal takes the mark off). A run placed after the mark reads it
+// before its submit and waits (followRun); one placed before it is in the
+// look. So a run is never submitted to a cluster a non-forced hibernate
+// or delete then stops.
+func (c *Engine) stopActiveRuns(ctx context.Context, cl *cluster.Cluster, op cluster.Op, force bool) (*cluster.Cluster, error) {
+	if !force {
+		marked := cl.DeepCopy()
+		marked.Stopping = c.clock.Now()
+		if err := c.putCluster(ctx, marked, cl.Version); err != nil {
+			return nil, err
+		}
+		active, err := c.activeRunsOn(ctx, cl.ID)
+		if err == nil && len(active) == 0 {
+			return marked, nil
+		}
+		// Taken off: a conflict means the cluster moved on (its next
+		// writer drops the mark, or it goes when it no longer holds).
+		unmarked := marked.DeepCopy()
+		unmarked.Stopping = time.Time{}
+		if uerr := c.putCluster(context.WithoutCancel(ctx), unmarked, marked.Version); uerr != nil {
+			c.o.log.V(1).Info("a refused operation's mark could not be taken off; it holds for its life", "cluster", cl.ID, "err", uerr.Error())
+		}
+		if err != nil {
+			return nil, err
+		}
+		return nil, &errs.StateError{Kind: "cluster", ID: cl.ID, Op: string(op), State: string(cl.State),
 			Reason: fmt.Sprintf("%d runs are active on it; stop them, or pass DeleteOptions{Force: true} to stop them", len(active))}
+	}
+	active, err := c.activeRunsOn(ctx, cl.ID)
+	if err != nil {
+		return nil, err
 	}
 	past := string(op) + "d"
 	if op == cluster.OpDelete {
 		past = "deleted"
 	}
-	for _, d := range active {
-		if cl.Temporary && d.ID == cl.OwnerRun {
+	for _, r := range active {
+		if cl.Temporary && r.ID == cl.OwnerRun {
 			continue // its own run fails when the cluster goes
 		}
-		r, err := c.freshRun(ctx, d.ID)
-		if errs.IsNotFound(err) {
-			continue
-		}
-		if err != nil {
-			return err
-		}
 		if _, err := c.endRun(ctx, r, job.Stop, fmt.Sprintf("stopped: cluster %s was %s by %s", cl.ID, past, UserFrom(ctx))); err != nil && !errors.Is(err, errs.ErrState) {
-			return err
+			return nil, err
 		}
 	}
-	return nil
+	return cl, nil
 }

@@ -162,9 +162,11 @@ const DefaultRayUnreachableTimeout = 10 * time.Minute
 // its message says "Ray unreachable since …", and the step is retried
 // with backoff, not counted as a failed step (WithRetries); once Ray
 // answers, what it says decides, its deadline included (L2: a job that
-// ended before its deadline keeps its outcome). It is measured on the
-// clock of the client that first saw the outage. A value not above 0
-// makes New fail with ErrInvalid.
+// ended before its deadline keeps its outcome). It is measured from the
+// time the client that first saw the outage recorded, on its clock, to
+// the clock of the client that looks again: a skew between the two
+// shortens or lengthens it by as much. A value not above 0 makes New
+// fail with ErrInvalid.
 func WithRayUnreachableTimeout(d time.Duration) Option {
 	return func(o *options) { o.rayUnreachable = d }
 }
@@ -338,6 +340,7 @@ type Engine struct {
 	seen         map[string]map[string]seenHold // resource group → holder → the hold as first seen, and when
 	seq          uint64                         // the last run Seq handed out
 	dependents   map[string]string              // cluster → the state it last queued its runs for
+	idleRefused  map[string]time.Time           // cluster → until when its idle hibernate waits after a refusal (idle.go)
 	steps        map[string]stepSeen            // transitional cluster → its step as last seen, and since when
 	claimsSeen   map[string]claimSeen           // name claim without its owner → when first seen so
 	rep          *replicas                      // the clients sharing the work; nil: this one does it all
@@ -346,6 +349,11 @@ type Engine struct {
 
 	linesMu sync.Mutex
 	lines   map[string]*accountLine // resource group → the changes of its account waiting for the write in flight (accounts.go)
+	// drains are the goroutines writing accounts' batches (drainLine),
+	// which Close waits for; linesClosed refuses new changes once it has
+	// begun to.
+	drains      sync.WaitGroup
+	linesClosed bool
 
 	watchMu  sync.Mutex                 // serialises changes of watchers
 	watchers atomic.Pointer[[]*watcher] // the watches on (watch.go); nil when none
@@ -420,7 +428,7 @@ func New(opts ...Option) (*Engine, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &Engine{o: o, store: o.backend, ray: o.backend, clock: o.clock, cat: o.catalogs, policy: o.policy,
-		cache: newCache(), queues: newQueues(queue.QueueOptions{MaxWait: o.maxWait}), finished: newFinishedRuns(), order: newRunOrder(), load: newRunLoad(), ctx: ctx, cancel: cancel, failures: map[string]int{}, timers: map[string]timer{}, repaired: map[string]time.Time{}, seen: map[string]map[string]seenHold{}, tombs: map[string]map[string]seenHold{}, dependents: map[string]string{}, steps: map[string]stepSeen{}, claimsSeen: map[string]claimSeen{}, lines: map[string]*accountLine{},
+		cache: newCache(), queues: newQueues(queue.QueueOptions{MaxWait: o.maxWait}), finished: newFinishedRuns(), order: newRunOrder(), load: newRunLoad(), ctx: ctx, cancel: cancel, failures: map[string]int{}, timers: map[string]timer{}, repaired: map[string]time.Time{}, seen: map[string]map[string]seenHold{}, tombs: map[string]map[string]seenHold{}, dependents: map[string]string{}, idleRefused: map[string]time.Time{}, steps: map[string]stepSeen{}, claimsSeen: map[string]claimSeen{}, lines: map[string]*accountLine{},
 		queue:   workqueue.NewTyped[string](),
 		admit:   workqueue.NewTyped[string](),
 		limiter: workqueue.NewTypedItemExponentialFailureRateLimiter[string](o.baseDelay, o.maxDelay)}
@@ -504,6 +512,10 @@ func (c *Engine) Close() error {
 	c.queue.ShutDown()
 	c.admit.ShutDown()
 	c.wg.Wait()
+	c.linesMu.Lock()
+	c.linesClosed = true
+	c.linesMu.Unlock()
+	c.drains.Wait()
 	c.stopReplicas()
 	return nil
 }

@@ -63,6 +63,11 @@ func (c *Engine) idleSince(cl *cluster.Cluster) (time.Time, bool) {
 	return since, true
 }
 
+// idleRefusedLook is how long an idle hibernate that was refused (a run
+// active on the cluster, which this client's cache did not show) waits
+// before it tries again.
+const idleRefusedLook = time.Minute
+
 // hibernateIfIdle hibernates running standing cluster cl when it has been
 // idle past its timeout (L4). It returns when to look again (0: when
 // something changes), and done when it hibernated the cluster.
@@ -75,8 +80,15 @@ func (c *Engine) hibernateIfIdle(ctx context.Context, cl *cluster.Cluster) (afte
 	if !idle {
 		return 0, false, nil // a run's end queues the cluster again
 	}
-	if left := since.Add(timeout).Sub(c.clock.Now()); left > 0 {
+	now := c.clock.Now()
+	if left := since.Add(timeout).Sub(now); left > 0 {
 		return left, false, nil
+	}
+	c.mu.Lock()
+	until := c.idleRefused[cl.ID]
+	c.mu.Unlock()
+	if now.Before(until) {
+		return until.Sub(now), false, nil
 	}
 	msg := fmt.Sprintf("idle since %s, longer than its idle timeout of %s: its quota is released", since.UTC().Format(time.RFC3339), timeout)
 	_, err = (&ClusterService{c}).hibernateAs(ctx, cl, cluster.DeleteOptions{}, "system", msg)
@@ -85,7 +97,14 @@ func (c *Engine) hibernateIfIdle(ctx context.Context, cl *cluster.Cluster) (afte
 	}
 	if err != nil {
 		if errors.Is(err, errs.ErrState) {
-			return 0, false, nil // a run became active meanwhile: it keeps the cluster
+			// A run is active on it, as the store has it (this client's
+			// cache may not show it yet): it keeps the cluster. Looked at
+			// again in a while, not at once: the refusal's own write of
+			// the cluster (its mark taken off) comes back here.
+			c.mu.Lock()
+			c.idleRefused[cl.ID] = now.Add(idleRefusedLook)
+			c.mu.Unlock()
+			return idleRefusedLook, false, nil
 		}
 		return 0, false, err
 	}

@@ -51,6 +51,7 @@ func (c *Engine) onChange(ch backend.Change) {
 		if ch.Deleted {
 			c.mu.Lock()
 			delete(c.dependents, d.ID)
+			delete(c.idleRefused, d.ID)
 			delete(c.steps, d.ID) // also on a client that no longer owns it
 			for rg, byHolder := range c.seen {
 				// Its hold's sightings (holdAge), kept also by a client

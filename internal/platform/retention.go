@@ -162,14 +162,18 @@ func (c *Engine) trimAll(ctx context.Context, self string) (gone, more bool, err
 	}
 	defer c.trimming.Store(false)
 	due := n - bound + bound/100
+	deletedSome := false
 	for _, r := range c.finished.oldest("", min(due, maxTrimPerStep)) {
 		deleted, err := c.deleteRun(ctx, r, "total")
 		if err != nil {
 			return false, false, err
 		}
+		deletedSome = deletedSome || deleted
 		gone = gone || (deleted && r.id == self)
 	}
-	return gone, due > maxTrimPerStep && !gone, nil
+	// More at once only while a step deletes some: runs kept until what
+	// made them records them wait for the next finish.
+	return gone, due > maxTrimPerStep && !gone && deletedSome, nil
 }
 
 // maxTrimPerStep bounds the runs one retention step deletes for the
@@ -363,7 +367,10 @@ func (c *Engine) madeRecorded(ctx context.Context, r finishedRun) (bool, error) 
 		case errs.IsNotFound(err):
 		case err != nil:
 			return false, err
-		case rec.Config.Schedule != nil && rec.ScheduleStatus.LastTick.Before(r.tick):
+		case rec.Config.Schedule != nil && !rec.ScheduleStatus.Suspended && !c.markHeld(rec.Deleting.At) &&
+			rec.ScheduleStatus.LastTick.Before(r.tick):
+			// Suspended or being deleted, the schedule starts no tick (a
+			// resume counts from then): nothing would make the run again.
 			return false, nil
 		}
 	}

@@ -1,6 +1,7 @@
 package platform
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"sort"
@@ -105,5 +106,82 @@ func TestFinishedRunsFollowsTheStore(t *testing.T) {
 	f.observe(backend.Doc{Kind: kindCluster, ID: "r3", Labels: map[string]string{labelPhase: phaseDone}}, done)
 	if len(f.jobOf) != 0 {
 		t.Fatal("another kind is indexed")
+	}
+}
+
+// What made a tick's run has recorded it once the config's LastTick is at
+// or past the tick, or when the schedule starts no tick (suspended, gone,
+// or the config gone); a retry once its failed attempt names it (or the
+// attempt is gone). Kept otherwise: deleted, the run would be made again.
+func TestMadeRecorded(t *testing.T) {
+	c, err := New(WithWorkers(0), WithResync(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = c.Close() }()
+	ctx := context.Background()
+	tick := time.Date(2026, 1, 1, 0, 1, 0, 0, time.UTC)
+	save := func(id string, st job.ScheduleStatus, scheduled bool) {
+		t.Helper()
+		rec := &job.Record{ID: id, Revision: 1, Config: job.Config{Name: id}, ScheduleStatus: st}
+		if scheduled {
+			rec.Config.Schedule = &job.Schedule{Cron: "* * * * *"}
+		}
+		if _, err := c.create(ctx, kindJob, id, jobLabels(rec), rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	save("behind", job.ScheduleStatus{LastTick: tick.Add(-time.Minute)}, true)
+	save("recorded", job.ScheduleStatus{LastTick: tick}, true)
+	save("suspended", job.ScheduleStatus{LastTick: tick.Add(-time.Minute), Suspended: true}, true)
+	save("unscheduled", job.ScheduleStatus{}, false)
+	for _, r := range []*job.Run{
+		{ID: "prev-names", JobID: "x", State: job.Failed, NextAttempt: "retry-a"},
+		{ID: "prev-not-yet", JobID: "x", State: job.Failed},
+	} {
+		if _, err := c.create(ctx, kindRun, r.ID, runLabels(r), r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		run  finishedRun
+		want bool
+	}{
+		{finishedRun{id: "t1", job: "behind", tick: tick}, false},
+		{finishedRun{id: "t2", job: "recorded", tick: tick}, true},
+		{finishedRun{id: "t3", job: "suspended", tick: tick}, true},
+		{finishedRun{id: "t4", job: "unscheduled", tick: tick}, true},
+		{finishedRun{id: "t5", job: "gone", tick: tick}, true},
+		{finishedRun{id: "retry-a", job: "x", prev: "prev-names"}, true},
+		{finishedRun{id: "retry-b", job: "x", prev: "prev-not-yet"}, false},
+		{finishedRun{id: "retry-c", job: "x", prev: "prev-gone"}, true},
+		{finishedRun{id: "by-hand", job: "behind"}, true},
+	} {
+		if got, err := c.madeRecorded(ctx, tc.run); err != nil || got != tc.want {
+			t.Errorf("%s: %v, %v; want %v", tc.run.id, got, err, tc.want)
+		}
+	}
+}
+
+// A run's recorded outage ends with its state: displaced to wait, placed
+// anew or ended, it counts an outage there from its start.
+func TestRayUnreachableSinceClearedByAStateChange(t *testing.T) {
+	c, err := New(WithWorkers(0), WithResync(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = c.Close() }()
+	since := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		from job.RunState
+		t    job.RunTrigger
+	}{{job.Provisioning, job.Displace}, {job.Provisioning, job.Fail}, {job.Running, job.Stop}} {
+		r := &job.Run{ID: "r", State: tc.from, ClusterID: "c", RayUnreachableSince: since}
+		if _, ok, err := c.advanceRun(r, tc.t, "moved"); err != nil || !ok {
+			t.Fatalf("%s %s: %v %v", tc.from, tc.t, ok, err)
+		}
+		if !r.RayUnreachableSince.IsZero() {
+			t.Errorf("%s → %s: still unreachable since %s", tc.from, r.State, r.RayUnreachableSince)
+		}
 	}
 }

@@ -78,6 +78,8 @@ func (c *Engine) atDeadline(ctx context.Context, r *job.Run, dl time.Time) error
 	switch {
 	case errs.IsNotFound(err):
 		return c.failFinally(ctx, r, why)
+	case isBusy(err):
+		return err // not made: the head was busy with another call
 	case err != nil:
 		_, err = c.rayUnanswered(ctx, r, err, why, true)
 		return err
@@ -364,6 +366,23 @@ func (c *Engine) followRun(ctx context.Context, r *job.Run) (time.Duration, erro
 			_, err = c.endRun(ctx, r, job.Fail, "Ray has no record of the job any more")
 			return 0, err
 		}
+		// Fenced against a hibernate or delete that refuses while runs
+		// are active (stopActiveRuns): the cluster as the store has it
+		// now. Marked, the run waits for the operation to end (refused, or
+		// done: then it is displaced); moved on, it is displaced now.
+		if !cl.Temporary {
+			fc, err := c.getFresh(ctx, cl.ID)
+			switch {
+			case errs.IsNotFound(err):
+				return 0, nil // its delete is seen on the next look
+			case err != nil:
+				return 0, err
+			case fc.State != cluster.Running:
+				return 0, c.displace(ctx, r, fc)
+			case c.markHeld(fc.Stopping):
+				return stoppingLook, nil
+			}
+		}
 		// Fenced on the cluster's generation: Ray refuses the submit
 		// (a conflict, retried once the cache has the newer cluster) when
 		// it follows a newer generation than the cluster read here, so a
@@ -375,7 +394,7 @@ func (c *Engine) followRun(ctx context.Context, r *job.Run) (time.Duration, erro
 			// changes that.
 			_, err = c.endRun(ctx, r, job.Fail, job.ClipMessage("the job cannot be submitted: "+err.Error()))
 			return 0, err
-		} else if errors.Is(err, errs.ErrConflict) {
+		} else if errors.Is(err, errs.ErrConflict) || isBusy(err) {
 			return 0, err
 		} else if err != nil {
 			return c.rayUnanswered(ctx, r, err, "the job could not be submitted", false)
@@ -387,8 +406,8 @@ func (c *Engine) followRun(ctx context.Context, r *job.Run) (time.Duration, erro
 		}
 		obs, err = c.runStatus(ctx, r.ID)
 	}
-	if errs.IsNotFound(err) {
-		return 0, err // just accepted, not shown yet: looked at again
+	if errs.IsNotFound(err) || isBusy(err) {
+		return 0, err // just accepted, not shown yet, or not asked: looked at again
 	}
 	if err != nil {
 		return c.rayUnanswered(ctx, r, err, "the job's status could not be read", false)
@@ -404,10 +423,9 @@ func (c *Engine) recordRay(ctx context.Context, r *job.Run, obs job.Observation)
 	if !r.RayUnreachableSince.IsZero() {
 		next := r.DeepCopy()
 		next.RayUnreachableSince = time.Time{}
+		next.Message = "submitted to cluster " + next.ClusterID // as placed
 		if next.State == job.Running {
 			next.Message = "on cluster " + next.ClusterID
-		} else {
-			next.Message = ""
 		}
 		next.Events = cluster.AppendEvent(next.Events, c.event(ctx, "system", "ray-reachable",
 			fmt.Sprintf("Ray answers again (unreachable since %s)", r.RayUnreachableSince.UTC().Format(time.RFC3339))))
@@ -477,6 +495,11 @@ func (c *Engine) pending(ctx context.Context, r *job.Run) (time.Duration, error)
 		now.Sub(r.RayAcceptedAt).Round(time.Second), c.o.runStartTime))
 	return 0, err
 }
+
+// stoppingLook is when a run whose cluster is marked by a hibernate or a
+// delete looking for active runs looks again (the operation's write of
+// the cluster brings it back sooner).
+const stoppingLook = time.Second
 
 // displace sends a run placed on a cluster that no longer runs, and whose
 // job Ray never had, back to waiting (J18), saying so: it is placed anew

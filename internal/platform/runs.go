@@ -464,13 +464,18 @@ func (c *Engine) advanceRun(r *job.Run, t job.RunTrigger, msg string) (to job.Ru
 	if to != job.Waiting {
 		r.WaitReason = ""
 	}
+	if to != prev {
+		// An outage recorded in one state is no concern of the next: a
+		// run displaced to wait, placed anew, or ended starts its count
+		// again should Ray be unreachable there.
+		r.RayUnreachableSince = time.Time{}
+	}
 	if to == job.Provisioning {
 		r.Message = msg
 	}
 	if to.Terminal() {
 		r.FinishedAt = c.clock.Now()
 		r.Message, r.WaitReason = msg, ""
-		r.RayUnreachableSince = time.Time{} // an outage of a run that ended is no more its concern
 		if r.StartedAt.IsZero() && prev == job.Running {
 			r.StartedAt = r.FinishedAt
 		}

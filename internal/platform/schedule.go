@@ -2,6 +2,7 @@ package platform
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -167,6 +168,16 @@ func (c *Engine) reconcileSchedule(ctx context.Context, id string) (time.Duratio
 		ns.LastRun = runID
 	}
 	if ticks.Missed > 0 {
+		// A tick a step before this one started, whose record that step
+		// could not write, is counted missed now that a later tick is due:
+		// it has its run, and is not missed.
+		ran, err := c.ticksRun(ctx, rec, ticks)
+		if err != nil {
+			return 0, err
+		}
+		ticks.Missed -= ran
+	}
+	if ticks.Missed > 0 {
 		ns.Missed += ticks.Missed
 		why := "a later tick was due"
 		if d, ok := s.StartingDeadline(); ok {
@@ -219,6 +230,11 @@ func (c *Engine) tickRun(ctx context.Context, rec *job.Record, t time.Time) (run
 		if err != nil {
 			return "", "", err
 		}
+		if slices.Contains(live, id) {
+			// The tick's own run, made by an earlier step that the cache
+			// does not show: started, not skipped (nor replaced).
+			return id, "", nil
+		}
 		if len(live) > 0 && p == job.ForbidConcurrent {
 			return "", fmt.Sprintf("run %s of the job has not ended (concurrency policy Forbid)", live[0]), nil
 		}
@@ -252,6 +268,32 @@ func (c *Engine) tickRun(ctx context.Context, rec *job.Record, t time.Time) (run
 		return "", "", err
 	}
 	return r.ID, "", nil
+}
+
+// ticksRun counts the runs of rec's schedule, as the store has them, of
+// ticks after its LastTick and through ticks.Through that ticks does not
+// start: ticks an earlier step started without recording them. Retention
+// keeps such runs until their tick is recorded (madeRecorded).
+func (c *Engine) ticksRun(ctx context.Context, rec *job.Record, ticks job.Ticks) (int, error) {
+	docs, err := c.listLatest(ctx, kindRun, map[string]string{labelJob: rec.ID})
+	if err != nil {
+		return 0, err
+	}
+	last := rec.ScheduleStatus.LastTick
+	n := 0
+	for _, d := range docs {
+		var r struct {
+			Tick    time.Time `json:"tick"`
+			Attempt int       `json:"attempt"`
+		}
+		if json.Unmarshal(d.Data, &r) != nil || r.Tick.IsZero() || r.Attempt > 1 {
+			continue
+		}
+		if r.Tick.After(last) && !r.Tick.After(ticks.Through) && !slices.ContainsFunc(ticks.Start, r.Tick.Equal) {
+			n++
+		}
+	}
+	return min(n, ticks.Missed), nil
 }
 
 // liveRunIDs lists the runs of rec that have not ended, as the store has

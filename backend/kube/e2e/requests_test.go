@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/url"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -192,9 +193,13 @@ func writesAndLists(n map[string]int) (writes []string, total int, lists []strin
 //     already runs it when first asked after the submit), running,
 //     succeeded (Ray's part done in the same write) — the submit goes to
 //     the Jobs API, not to the API server;
-//   - hibernate (4): the status to hibernating, the apply, the status to
-//     hibernated, the reservation released;
-//   - delete (4): the status to deleting, the RayCluster's delete, the
+//   - hibernate (5): the mark (the fence against a run placed while the
+//     hibernate looks for active runs in the store: one list of the Runs,
+//     the cache showing none, the only list allowed after the sync), the
+//     status to hibernating, the apply, the status to hibernated, the
+//     reservation released;
+//   - delete (5): the mark and the look (as above), the status to
+//     deleting, the RayCluster's delete, the
 //     ComputeCluster's and the name claim's deletes (a hibernated cluster
 //     holds no reservation);
 //   - an on-demand run (15): the run's create, its admission (the
@@ -279,11 +284,11 @@ func TestRequestsPerOperation(t *testing.T) {
 		runEnds(r.ID)
 	}
 	var figures []string
-	check := func(op string, most int) {
+	check := func(op string, most int, allowed ...string) {
 		t.Helper()
 		writes, total, lists := writesAndLists(cnt.take(t, quiet))
 		figures = append(figures, fmt.Sprintf("%s: %d writes %v", op, total, writes))
-		if len(lists) > 0 {
+		if lists = slices.DeleteFunc(lists, func(l string) bool { return slices.Contains(allowed, l) }); len(lists) > 0 {
 			t.Errorf("%s listed after the caches synced: %v", op, lists)
 		}
 		if total > most {
@@ -343,7 +348,7 @@ func TestRequestsPerOperation(t *testing.T) {
 		t.Fatal(err)
 	}
 	clusterState(cl.ID, cluster.Hibernated)
-	check("hibernate it", 4)
+	check("hibernate it", 5, "list runs ×1")
 
 	if err := c.Clusters().Delete(ctx, cl.ID, dlc.DeleteOptions{}); err != nil {
 		t.Fatal(err)
@@ -352,7 +357,7 @@ func TestRequestsPerOperation(t *testing.T) {
 		_, err := c.Clusters().Get(ctx, cl.ID)
 		return err != nil, fmt.Sprint(err)
 	})
-	check("delete it", 4)
+	check("delete it", 5, "list runs ×1")
 
 	od, err := dlc.NewJob("counted-od").OnDemand("pkg-1", "rg").Priority(5).Image("ray-2.46.0-py310-cpu").
 		Head("head", "cu.4c8g").WorkerGroup("cpu", "cu.4c8g", 1, 1).

@@ -128,6 +128,11 @@ type ComputeClusterStatus struct {
 	// +kubebuilder:validation:Format=date-time
 	// +optional
 	RunningSince string `json:"runningSince,omitempty"`
+	// Stopping marks the cluster while a hibernate or delete looks for its
+	// active runs (cluster.Cluster.Stopping).
+	// +kubebuilder:validation:Format=date-time
+	// +optional
+	Stopping string `json:"stopping,omitempty"`
 	// Record is the last change and the operation log.
 	Record `json:",inline"`
 }
