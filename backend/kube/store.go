@@ -127,7 +127,9 @@ type StoreOptions struct {
 // changes, is also written to the Run's metadata.labels
 // (dlc.aidlc.io/job), so that ListLatest by job has the API server select
 // (once every cached Run carries it: a Run an older version wrote lists
-// every Run until its next update labels it). For kubectl alone, and derived from the
+// every Run until its next update labels it; during an upgrade, one that
+// an older replica writes is missed by such a list until this store's
+// cache has seen it, as a list of the cache would miss it). For kubectl alone, and derived from the
 // object's own fields on every write, the store also writes a resource
 // group's status.reserved and status.summary (reservations beside the
 // capacity in cores and binary units), a finished run's

@@ -103,7 +103,11 @@ func (c *Engine) reconcileSchedule(ctx context.Context, id string) (time.Duratio
 			// whose id the tick derives. (Not by a client adopting the
 			// step: the owner's clock decides.)
 			_, err := c.recordOnJob(ctx, id, func(r *job.Record) bool {
-				if !r.ScheduleStatus.LastTick.After(now) {
+				from := r.ScheduleStatus.LastTick
+				if from.IsZero() {
+					from = r.UpdatedAt
+				}
+				if !from.After(now) {
 					return false
 				}
 				r.ScheduleStatus.LastTick = now
