@@ -193,6 +193,9 @@ func newClusterResource(ctx context.Context, spec *cluster.Spec) auth.Resource {
 
 // configResource is what a job config, or a run of it, draws on.
 func configResource(kind auth.Kind, id, creator string, cfg *job.Config) auth.Resource {
+	if cfg == nil {
+		return auth.Resource{Kind: kind, ID: id, Creator: creator} // refused by the operation (ErrInvalid)
+	}
 	r := auth.Resource{Kind: kind, ID: id, Cluster: cfg.Cluster, Creator: creator, Tags: maps.Clone(cfg.Tags)}
 	if cfg.OnDemand != nil {
 		r.ResourceGroup = cfg.OnDemand.ResourceGroup

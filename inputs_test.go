@@ -3,6 +3,7 @@ package dlc_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/aidlc/dlc"
+	"github.com/aidlc/dlc/auth"
 	"github.com/aidlc/dlc/backend/memory"
 	"github.com/aidlc/dlc/dlctest"
 	"github.com/aidlc/dlc/errs"
@@ -98,5 +100,53 @@ func TestClaimOfAnUnreadableNameIsBounded(t *testing.T) {
 	_, err = f.c.Groups().Create(ctx, "squatted")
 	if !errors.Is(err, errs.ErrConflict) {
 		t.Fatalf("group Create: %v", err)
+	}
+}
+
+// Nil in place of what an operation writes or plans is ErrInvalid naming
+// the field, with nothing stored, with or without an authorizer (each
+// panicked before).
+func TestNilInputsRefused(t *testing.T) {
+	for _, withAuth := range []bool{false, true} {
+		opts := []dlc.Option{}
+		if withAuth {
+			opts = append(opts, dlc.WithAuthorizer(auth.AllowAll()))
+		}
+		c, err := dlc.New(opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := dlc.WithUser(context.Background(), "alice")
+		for _, tc := range []struct {
+			name, field string
+			call        func() error
+		}{
+			{"Clusters().Create", "spec", func() error { _, err := c.Clusters().Create(ctx, nil); return err }},
+			{"Clusters().Update", "cluster", func() error { _, err := c.Clusters().Update(ctx, nil); return err }},
+			{"Clusters().PlanCreate", "spec", func() error { _, err := c.Clusters().PlanCreate(ctx, nil); return err }},
+			{"Clusters().PlanUpdate", "cluster", func() error { _, err := c.Clusters().PlanUpdate(ctx, nil); return err }},
+			{"Jobs().Create", "config", func() error { _, err := c.Jobs().Create(ctx, nil, dlc.SaveOptions{}); return err }},
+			{"Jobs().Update", "record", func() error { _, err := c.Jobs().Update(ctx, nil); return err }},
+			{"Templates().Save", "template", func() error { return c.Templates().Save(ctx, nil) }},
+		} {
+			err := func() (err error) {
+				defer func() {
+					if r := recover(); r != nil {
+						err = fmt.Errorf("panic: %v", r)
+					}
+				}()
+				return tc.call()
+			}()
+			var fe *errs.FieldError
+			if !errors.Is(err, errs.ErrInvalid) || !errors.As(err, &fe) || string(fe.Path) != tc.field {
+				t.Errorf("authorizer %v: %s(nil): %v, want ErrInvalid at %q", withAuth, tc.name, err, tc.field)
+			}
+		}
+		clusters, _ := c.Clusters().List(ctx)
+		jobs, _ := c.Jobs().List(ctx)
+		if len(clusters) != 0 || len(jobs) != 0 {
+			t.Errorf("stored: %d clusters, %d jobs", len(clusters), len(jobs))
+		}
+		_ = c.Close()
 	}
 }

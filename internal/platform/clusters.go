@@ -54,6 +54,9 @@ func (s *ClusterService) Create(ctx context.Context, spec *cluster.Spec) (*clust
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	if spec == nil {
+		return nil, nilInput("spec", "a cluster spec")
+	}
 	return s.c.createCluster(ctx, spec.DeepCopy(), "create", "cluster "+spec.Name+" created")
 }
 
@@ -686,6 +689,9 @@ func (s *ClusterService) Edit(ctx context.Context, in *cluster.Cluster) (*cluste
 	c := s.c
 	if err := ctx.Err(); err != nil {
 		return nil, err
+	}
+	if in == nil {
+		return nil, nilInput("cluster", "the cluster to update, as read")
 	}
 	e, err := c.edited(ctx, in)
 	if err != nil {

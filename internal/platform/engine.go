@@ -815,5 +815,11 @@ func (c *Engine) listLatest(ctx context.Context, kind string, sel map[string]str
 	return out, nil
 }
 
+// nilInput is the error of an operation given nil for what at path:
+// ErrInvalid, naming what was wanted; nothing is changed.
+func nilInput(path, want string) error {
+	return errs.List{errs.Required(errs.Path(path), "", want+" is required; nil was passed")}.ToError()
+}
+
 // conflictRetries bounds compare-and-swap loops on one object.
 const conflictRetries = 16

@@ -34,6 +34,9 @@ func (s *JobService) Save(ctx context.Context, cfg *job.Config, opts job.SaveOpt
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	if cfg == nil {
+		return nil, nilInput("config", "a job config")
+	}
 	id := newID("job")
 	if opts.RequestID != "" {
 		id = idFor("job", opts.RequestID)
@@ -216,6 +219,9 @@ func (s *JobService) Edit(ctx context.Context, rec *job.Record) (*job.Record, er
 	c := s.c
 	if err := ctx.Err(); err != nil {
 		return nil, err
+	}
+	if rec == nil {
+		return nil, nilInput("record", "the job config to update, as read")
 	}
 	cur, err := c.getJob(ctx, rec.ID)
 	if err != nil {

@@ -78,6 +78,9 @@ func (s *ClusterService) PlanCreate(ctx context.Context, spec *cluster.Spec) (*P
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	if spec == nil {
+		return nil, nilInput("spec", "a cluster spec")
+	}
 	cl, err := c.newCluster(ctx, spec.DeepCopy(), "cls-"+plannedID)
 	if err != nil {
 		return nil, err
@@ -131,6 +134,9 @@ func (s *ClusterService) PlanUpdate(ctx context.Context, in *cluster.Cluster) (*
 	c := s.c
 	if err := ctx.Err(); err != nil {
 		return nil, err
+	}
+	if in == nil {
+		return nil, nilInput("cluster", "the cluster to update, as read")
 	}
 	e, err := c.edited(ctx, in)
 	if err != nil {

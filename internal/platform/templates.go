@@ -22,6 +22,9 @@ func (s *TemplateService) Save(ctx context.Context, t *cluster.Template) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	if t == nil {
+		return nilInput("template", "a cluster template")
+	}
 	if err := t.Problems(c.cat).ToError(); err != nil {
 		return err
 	}
