@@ -637,7 +637,7 @@ func (s *ClusterService) delete(ctx context.Context, cl *cluster.Cluster, opts c
 	} else if err := c.userOp(cl, cluster.OpDelete); err != nil {
 		return err
 	}
-	if _, _, err := advanceCluster(cl.DeepCopy(), t); err != nil {
+	if _, _, err := cluster.Transition(cl.ID, cl.State, t); err != nil {
 		return err // refused before the mark
 	}
 	cl, err := c.stopActiveRuns(ctx, cl, cluster.OpDelete, opts.Force)

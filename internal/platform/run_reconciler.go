@@ -78,8 +78,6 @@ func (c *Engine) atDeadline(ctx context.Context, r *job.Run, dl time.Time) error
 	switch {
 	case errs.IsNotFound(err):
 		return c.failFinally(ctx, r, why)
-	case isBusy(err):
-		return err // not made: the head was busy with another call
 	case err != nil:
 		_, err = c.rayUnanswered(ctx, r, err, why, true)
 		return err
@@ -110,6 +108,9 @@ func (c *Engine) runStatus(ctx context.Context, id string) (job.Observation, err
 // then rayUnanswered returns an error that process retries with backoff
 // and does not count as a failed step.
 func (c *Engine) rayUnanswered(ctx context.Context, r *job.Run, cause error, why string, final bool) (time.Duration, error) {
+	if isBusy(cause) {
+		return 0, cause // not made: the head was busy with another call (process retries it)
+	}
 	now := c.clock.Now()
 	since := r.RayUnreachableSince
 	if since.IsZero() {
@@ -394,7 +395,7 @@ func (c *Engine) followRun(ctx context.Context, r *job.Run) (time.Duration, erro
 			// changes that.
 			_, err = c.endRun(ctx, r, job.Fail, job.ClipMessage("the job cannot be submitted: "+err.Error()))
 			return 0, err
-		} else if errors.Is(err, errs.ErrConflict) || isBusy(err) {
+		} else if errors.Is(err, errs.ErrConflict) {
 			return 0, err
 		} else if err != nil {
 			return c.rayUnanswered(ctx, r, err, "the job could not be submitted", false)
@@ -406,8 +407,8 @@ func (c *Engine) followRun(ctx context.Context, r *job.Run) (time.Duration, erro
 		}
 		obs, err = c.runStatus(ctx, r.ID)
 	}
-	if errs.IsNotFound(err) || isBusy(err) {
-		return 0, err // just accepted, not shown yet, or not asked: looked at again
+	if errs.IsNotFound(err) {
+		return 0, err // just accepted, not shown yet: looked at again
 	}
 	if err != nil {
 		return c.rayUnanswered(ctx, r, err, "the job's status could not be read", false)

@@ -90,10 +90,7 @@ func (c *Engine) reconcileSchedule(ctx context.Context, id string) (time.Duratio
 		case c.markHeld(rec.Deleting.At):
 			return time.Minute, nil // being deleted: look again once the mark no longer holds
 		}
-		last := rec.ScheduleStatus.LastTick
-		if last.IsZero() {
-			last = rec.UpdatedAt // a config written before schedules were kept
-		}
+		last := countFrom(rec)
 		if last.After(now) && !inAdoptedStep(ctx) {
 			// Counted from a time ahead of this owner's clock, which fires
 			// the ticks (a save or a resume on a client whose clock is
@@ -103,11 +100,7 @@ func (c *Engine) reconcileSchedule(ctx context.Context, id string) (time.Duratio
 			// whose id the tick derives. (Not by a client adopting the
 			// step: the owner's clock decides.)
 			_, err := c.recordOnJob(ctx, id, func(r *job.Record) bool {
-				from := r.ScheduleStatus.LastTick
-				if from.IsZero() {
-					from = r.UpdatedAt
-				}
-				if !from.After(now) {
+				if !countFrom(r).After(now) {
 					return false
 				}
 				r.ScheduleStatus.LastTick = now
@@ -200,6 +193,16 @@ func (c *Engine) reconcileSchedule(ctx context.Context, id string) (time.Duratio
 	return untilNext(ticks.Next, now), nil
 }
 
+// countFrom is the time rec's schedule counts its ticks from: its last
+// recorded tick, or, for a config written before schedules were kept,
+// its last update.
+func countFrom(rec *job.Record) time.Time {
+	if t := rec.ScheduleStatus.LastTick; !t.IsZero() {
+		return t
+	}
+	return rec.UpdatedAt
+}
+
 // tooOften says how a schedule fires more often than the floor
 // (WithScheduleFloor) allows, or "" when it does not (or has no floor).
 func (c *Engine) tooOften(s *job.Schedule) string {
@@ -283,7 +286,7 @@ func (c *Engine) ticksRun(ctx context.Context, rec *job.Record, ticks job.Ticks)
 	if err != nil {
 		return 0, err
 	}
-	last := rec.ScheduleStatus.LastTick
+	last := countFrom(rec)
 	n := 0
 	for _, d := range docs {
 		var r struct {
