@@ -174,6 +174,19 @@ func (c *Engine) retryRun(ctx context.Context, r *job.Run) (time.Duration, error
 	if now, at := c.clock.Now(), r.FinishedAt.Add(job.Backoff(r.AttemptNumber(), c.o.runRetryBase, c.o.runRetryMax)); now.Before(at) {
 		return at.Sub(now), nil
 	}
+	// The store decides: a replica whose cache lags may hold an attempt
+	// that has since named its retry, or been deleted with it by the
+	// retention; made again from that copy, the retry would run twice.
+	cur, err := c.freshRun(ctx, r.ID)
+	if errs.IsNotFound(err) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	if r = cur; r.NextAttempt != "" || !r.RayDone || r.State.Live() || !r.Retries() {
+		return 0, nil // its watch brings it back as it is now
+	}
 	n := r.AttemptNumber() + 1
 	total := r.Config.BackoffLimit + 1
 	id := idFor("run", r.ID, "retry")
