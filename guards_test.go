@@ -288,3 +288,42 @@ func TestHibernateFencedAgainstARunPlacedMeanwhile(t *testing.T) {
 		t.Fatalf("the mark is still on the cluster: %v, %v", cl, err)
 	}
 }
+
+// Case 3, from a replica whose watch lags: it holds a failed attempt as
+// it was before its retry was made, and its step of that copy makes the
+// retry from the attempt as the store has it: named its retry, and then
+// deleted with it by the retention. (Made from the copy, the retry's
+// create met the retry made by the other replica, the step failed on the
+// attempt's version and came again with backoff, and once the retention
+// had deleted both, the retry was created a second time: the stress
+// test's "run run-r… created 2 times".)
+func TestRetryMadeOnceByALaggingReplica(t *testing.T) {
+	w := &writeLedger{creates: map[string]int{}, refuse: map[string]bool{}}
+	f := newFixture(t, dlctest.MemoryOptions{Options: []dlc.Option{dlc.WithRunRetention(time.Second, 0),
+		dlc.WithRunRetryBackoff(10*time.Second, time.Minute)},
+		Store: memory.StoreHooks{Write: w.hook},
+		Ray: memory.RayHooks{RunOutcome: func(r *job.Run) memory.Outcome {
+			return memory.Outcome{Duration: time.Second, Fail: r.AttemptNumber() == 1, Message: "exit code 1"}
+		}}})
+	cl := f.runningCluster("c1")
+	rec := f.job(dlc.NewJob("j").OnCluster(cl.ID).Retries(1))
+	lagger, l := laggingReplica(f)
+	defer l.release()
+	r := f.start(rec.ID)
+	f.m.Step(3 * time.Second) // the attempt fails; its retry is 10 s away
+	if got, err := lagger.Runs().Get(f.ctx, r.ID); err != nil || got.State != job.Failed || !got.RayDone || got.NextAttempt != "" {
+		t.Fatalf("the attempt as the lagging replica has it: %v, %v; want failed, no retry yet", got, err)
+	}
+	l.lag("run") // its cache keeps the attempt as it is now
+	f.m.Step(time.Minute)
+	if _, err := f.c.Runs().Get(f.ctx, r.ID); !errs.IsNotFound(err) {
+		t.Fatalf("the attempt is still stored (%v): the retention has not run", err)
+	}
+	f.m.Step(10 * time.Minute) // the lagging replica's step comes back with its backoff
+	if twice := w.twice(); len(twice) > 0 {
+		t.Fatalf("runs made more than once: %v", twice)
+	}
+	if len(w.creates) != 2 {
+		t.Fatalf("%d runs made, want the attempt and its retry", len(w.creates))
+	}
+}
