@@ -11,11 +11,11 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/aidlc/dlc"
 	"github.com/aidlc/dlc/backend/kube"
+	"github.com/aidlc/dlc/backend/kube/api/v1alpha1"
 	"github.com/aidlc/dlc/backend/memory"
 	"github.com/aidlc/dlc/dlctest/kubetest"
 	"github.com/aidlc/dlc/errs"
@@ -36,21 +36,23 @@ func (c countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	return c.rt.RoundTrip(r)
 }
 
-// onConfigMaps matches the calls on ConfigMaps but watches.
-func onConfigMaps(r *http.Request) bool {
-	return strings.Contains(r.URL.Path, "/configmaps") && r.URL.Query().Get("watch") != "true"
+// onStoreEntries matches the calls on StoreEntries but watches.
+func onStoreEntries(r *http.Request) bool {
+	return strings.Contains(r.URL.Path, "/storeentries") && r.URL.Query().Get("watch") != "true"
 }
 
-// A ConfigMap someone made under the name of a cluster name's claim (a
+// A StoreEntry someone made under the name of a cluster name's claim (a
 // public function of the name), without the store's label: Create is a
 // conflict that names it, after a bounded number of API calls, not a loop
-// until the context ends.
-func TestForeignClaimConfigMap(t *testing.T) {
+// until the context ends. (Only an administrator can: no other role
+// writes StoreEntries, and admission refuses every writer but the
+// backend in the enforced namespaces.)
+func TestForeignClaimEntry(t *testing.T) {
 	cp := kubetest.StartControlPlane(t)
 	ns := cp.NewNamespace(t)
 	var calls atomic.Int64
 	cfg := cp.Config()
-	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return countingTransport{rt, &calls, onConfigMaps} })
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return countingTransport{rt, &calls, onStoreEntries} })
 	st, err := kube.NewStore(t.Context(), cfg, ns, kube.StoreOptions{NoEvents: true})
 	if err != nil {
 		t.Fatal(err)
@@ -73,7 +75,7 @@ func TestForeignClaimConfigMap(t *testing.T) {
 	const name = "占用的名字"
 	sum := sha256.Sum256([]byte("name\x00cluster:" + name))
 	cmName := "x-" + hex.EncodeToString(sum[:20])
-	squat := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: cmName}, Data: map[string]string{"x": "y"}}
+	squat := &v1alpha1.StoreEntry{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: cmName}, Data: `{"x":"y"}`}
 	if err := cp.Client().Create(t.Context(), squat); err != nil {
 		t.Fatal(err)
 	}
@@ -90,15 +92,15 @@ func TestForeignClaimConfigMap(t *testing.T) {
 	_, err = c.Clusters().Create(cctx, spec)
 	var ce *errs.ConflictError
 	if !errors.Is(err, errs.ErrConflict) || !errors.As(err, &ce) || !strings.Contains(err.Error(), cmName) {
-		t.Fatalf("Create: %v, want a conflict naming ConfigMap %s", err, cmName)
+		t.Fatalf("Create: %v, want a conflict naming StoreEntry %s", err, cmName)
 	}
 	n := calls.Load() - before
-	t.Logf("refused in %v after %d ConfigMap calls: %v", time.Since(start), n, err)
+	t.Logf("refused in %v after %d StoreEntry calls: %v", time.Since(start), n, err)
 	// At most three attempts, each a create, the store's look at what
 	// answered AlreadyExists, and the client's read of the claim past the
 	// cache: nine calls (before, it looped until its context ended).
 	if n > 9 {
-		t.Fatalf("%d ConfigMap calls: want at most 9", n)
+		t.Fatalf("%d StoreEntry calls: want at most 9", n)
 	}
 	// The cluster was stored while its name was being claimed: it is
 	// undone (deleted, saying why), and nothing of it stays.

@@ -8,12 +8,12 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/aidlc/dlc"
 	"github.com/aidlc/dlc/backend"
 	"github.com/aidlc/dlc/backend/kube"
+	"github.com/aidlc/dlc/backend/kube/api/v1alpha1"
 	"github.com/aidlc/dlc/backend/memory"
 	"github.com/aidlc/dlc/cluster"
 	"github.com/aidlc/dlc/dlctest/kubetest"
@@ -119,7 +119,7 @@ func TestSettledReservationsOnAPIServer(t *testing.T) {
 		// documents, then compare every client's view, a new one's too.
 		deadline := time.Now().Add(time.Minute)
 		for {
-			var cms corev1.ConfigMapList
+			var cms v1alpha1.StoreEntryList
 			if err := cp.Client().List(ctx, &cms, client.InNamespace(ns), client.MatchingLabels{kube.StoreKeyKind: "hold"}); err != nil {
 				t.Fatal(err)
 			}
@@ -127,7 +127,7 @@ func TestSettledReservationsOnAPIServer(t *testing.T) {
 				break
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("%s: %d reservation ConfigMaps after a minute, want 32 or more settled", what, len(cms.Items))
+				t.Fatalf("%s: %d reservation StoreEntries after a minute, want 32 or more settled", what, len(cms.Items))
 			}
 			time.Sleep(20 * time.Millisecond) // polls a condition; no timing is assumed
 		}

@@ -325,8 +325,8 @@ func TestInstallCRDs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(crds) != len(kindCases(t)) {
-		t.Errorf("%d CRDs embedded, want %d", len(crds), len(kindCases(t)))
+	if len(crds) != len(kindCases(t))+1 { // and StoreEntry, below
+		t.Errorf("%d CRDs embedded, want %d", len(crds), len(kindCases(t))+1)
 	}
 	c, err := client.New(cp.Config(), client.Options{})
 	if err != nil {
@@ -345,6 +345,24 @@ func TestInstallCRDs(t *testing.T) {
 	}
 	t.Run("short names collide with no other resource", func(t *testing.T) {
 		shortNamesAreOurs(t, cp.Config(), crds)
+	})
+	t.Run("StoreEntry", func(t *testing.T) {
+		// The store's bookkeeping: namespaced, no status (only the backend
+		// writes it, whole), its store kind as a column.
+		crd := byKind["StoreEntry"]
+		if crd == nil {
+			t.Fatal("no CRD for StoreEntry")
+		}
+		if crd.Spec.Scope != apiextensionsv1.NamespaceScoped || crd.Spec.Group != v1.Group || len(crd.Spec.Versions) != 1 {
+			t.Fatalf("scope %s, group %s, versions %d", crd.Spec.Scope, crd.Spec.Group, len(crd.Spec.Versions))
+		}
+		ver := crd.Spec.Versions[0]
+		if ver.Subresources != nil && ver.Subresources.Status != nil {
+			t.Errorf("a status subresource")
+		}
+		if len(ver.AdditionalPrinterColumns) == 0 || ver.AdditionalPrinterColumns[0].JSONPath != `.metadata.labels.store\.dlc\.aidlc\.io/kind` {
+			t.Errorf("columns %+v, want the store kind first", ver.AdditionalPrinterColumns)
+		}
 	})
 	for _, tc := range kindCases(t) {
 		t.Run(tc.kind, func(t *testing.T) {

@@ -23,15 +23,14 @@ package kube
 // dlc.aidlc.io: the store (NewStore) keeps every domain object as one of
 // the SDK's own kinds: it watches them through informers, creates,
 // updates (a compare-and-swap on the resourceVersion) and deletes them, and
-// writes their status subresource separately.
+// writes their status subresource separately. Its own bookkeeping (name
+// claims, the members sharing the work, settled reservations) is
+// StoreEntries, which nothing else writes: no role aggregated to edit or
+// admin names them, and the admission policy dlc-store refuses every
+// writer of the SDK's kinds but this identity in the enforced namespaces.
 //
-// +kubebuilder:rbac:groups=dlc.aidlc.io,namespace=dlc-system,resources=computeclusters;clustergroups;clustertemplates;jobconfigs;runs;resourcegroups,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=dlc.aidlc.io,namespace=dlc-system,resources=computeclusters;clustergroups;clustertemplates;jobconfigs;runs;resourcegroups;storeentries,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=dlc.aidlc.io,namespace=dlc-system,resources=computeclusters/status;clustergroups/status;clustertemplates/status;jobconfigs/status;runs/status;resourcegroups/status,verbs=get;update;patch
-
-// Core ConfigMaps: the store's name claims (kind "name") are ConfigMaps,
-// watched and written like the documents.
-//
-// +kubebuilder:rbac:groups="",namespace=dlc-system,resources=configmaps,verbs=get;list;watch;create;update;patch;delete
 
 // ray.io: the provisioner applies RayClusters and RayJobs rendered by
 // RenderRayCluster and RenderRayJob (server-side apply is a patch, which

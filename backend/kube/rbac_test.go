@@ -284,9 +284,9 @@ func TestLeastPrivilege(t *testing.T) {
 	cc := func(ns string) *v1alpha1.ComputeCluster {
 		return &v1alpha1.ComputeCluster{ObjectMeta: metav1.ObjectMeta{Name: "cls-1a2b3c", Namespace: ns, ResourceVersion: "1"}}
 	}
-	claim := func(ns string) *corev1.ConfigMap {
-		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "name-claim", Namespace: ns,
-			Labels: map[string]string{kube.StoreKeyKind: "name"}}}
+	claim := func(ns string) *v1alpha1.StoreEntry {
+		return &v1alpha1.StoreEntry{ObjectMeta: metav1.ObjectMeta{Name: "name-claim", Namespace: ns,
+			Labels: map[string]string{kube.StoreKeyKind: "name"}}, Data: "{}"}
 	}
 	storeOps := []rbacOp{
 		{"computeclusters create", func(ctx context.Context, ns string) error {
@@ -307,11 +307,11 @@ func TestLeastPrivilege(t *testing.T) {
 		{"resourcegroups/status update", func(ctx context.Context, ns string) error {
 			return c.Status().Update(ctx, &v1alpha1.ResourceGroup{ObjectMeta: metav1.ObjectMeta{Name: "rg-1", Namespace: ns, ResourceVersion: "1"}})
 		}},
-		{"configmaps create", func(ctx context.Context, ns string) error { return c.Create(ctx, claim(ns)) }},
-		{"configmaps list", func(ctx context.Context, ns string) error {
-			return c.List(ctx, &corev1.ConfigMapList{}, client.InNamespace(ns))
+		{"storeentries create", func(ctx context.Context, ns string) error { return c.Create(ctx, claim(ns)) }},
+		{"storeentries list", func(ctx context.Context, ns string) error {
+			return c.List(ctx, &v1alpha1.StoreEntryList{}, client.InNamespace(ns))
 		}},
-		{"configmaps delete", func(ctx context.Context, ns string) error { return c.Delete(ctx, claim(ns)) }},
+		{"storeentries delete", func(ctx context.Context, ns string) error { return c.Delete(ctx, claim(ns)) }},
 	}
 	t.Run("elsewhere", func(t *testing.T) {
 		for _, op := range append(storeOps, granted...) {

@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -53,8 +52,8 @@ const (
 	// kubectl, under StoreLabelPrefix, of the pairs that are valid
 	// Kubernetes labels.
 	StoreKeyLabels = "store.dlc.aidlc.io/labels"
-	// StoreKeyKind is a label of the ConfigMaps that hold documents,
-	// naming their kind ("name" for name claims); the store's ConfigMap
+	// StoreKeyKind is a label of the StoreEntries that hold documents,
+	// naming their kind ("name" for name claims); the store's StoreEntry
 	// informer selects by it.
 	StoreKeyKind = "store.dlc.aidlc.io/kind"
 	// StoreKeyInitialStatus is an annotation holding a document's status
@@ -64,8 +63,6 @@ const (
 	StoreKeyInitialStatus = "store.dlc.aidlc.io/initial-status"
 	// StoreLabelPrefix prefixes a document's label key in metadata.labels.
 	StoreLabelPrefix = "dlc.aidlc.io/"
-	// StoreDataKey is the ConfigMap data key holding a claim's JSON.
-	StoreDataKey = "data"
 )
 
 // StoreOptions configures a Store.
@@ -86,8 +83,8 @@ type StoreOptions struct {
 }
 
 // Store is a backend.Store on a Kubernetes API server: each document is an
-// object of dlc.aidlc.io/v1alpha1 in one namespace (a name claim is a
-// ConfigMap), its Version the object's resourceVersion. Reads (Get, List,
+// object of dlc.aidlc.io/v1alpha1 in one namespace (a name claim, a
+// membership or a settled reservation is a StoreEntry), its Version the object's resourceVersion. Reads (Get, List,
 // Watch) are served from informer caches, which every write waits for
 // (see StoreOptions.WriteWait), so a client reads its own writes; writes
 // go to the API server with the version as a compare-and-swap.
@@ -180,7 +177,7 @@ type entry struct {
 	doc     backend.Doc
 	name    string
 	meta    []byte // labels and annotations as JSON
-	spec    []byte // the spec as JSON ("" for a ConfigMap)
+	spec    []byte // the spec as JSON (the data of a StoreEntry)
 	status  []byte // the status as JSON
 	initial string // the initial-status annotation, while the status subresource is unwritten
 }
@@ -250,18 +247,19 @@ func init() {
 			k.dropStatus[storeLabelsKey] = true
 		}
 	}
-	for _, kind := range configMapKinds {
-		kinds[kind] = &kindInfo{kind: kind, newObj: func() client.Object { return &corev1.ConfigMap{} }}
+	for _, kind := range entryKinds {
+		kinds[kind] = &kindInfo{kind: kind, newObj: func() client.Object { return &v1alpha1.StoreEntry{} }}
 	}
 }
 
-// configMapKinds are the kinds kept in ConfigMaps (labelled StoreKeyKind
+// entryKinds are the kinds kept in StoreEntries (labelled StoreKeyKind
 // with the kind): name claims, the membership documents of the clients
 // that share the work, and the settled reservations of resource groups.
-var configMapKinds = []string{"name", "replica", "hold"}
+// Only the backend writes them (v1alpha1.StoreEntry).
+var entryKinds = []string{"name", "replica", "hold"}
 
-// inConfigMap reports whether documents of kind k are ConfigMaps.
-func (k *kindInfo) inConfigMap() bool { return slices.Contains(configMapKinds, k.kind) }
+// inEntry reports whether documents of kind k are StoreEntries.
+func (k *kindInfo) inEntry() bool { return slices.Contains(entryKinds, k.kind) }
 
 // storeLabelsKey is the status key of a document's labels, in the kinds
 // whose status has one (v1alpha1.Record): there a change of state and of
@@ -315,15 +313,15 @@ func NewStore(ctx context.Context, cfg *rest.Config, namespace string, opts Stor
 	if err != nil {
 		return nil, err
 	}
-	inCM, err := labels.NewRequirement(StoreKeyKind, selection.In, configMapKinds)
+	inEntry, err := labels.NewRequirement(StoreKeyKind, selection.In, entryKinds)
 	if err != nil {
 		return nil, fmt.Errorf("kube store: %w", err)
 	}
-	sel := labels.NewSelector().Add(*inCM)
+	sel := labels.NewSelector().Add(*inEntry)
 	cache, err := ctrlcache.New(cfg, ctrlcache.Options{
 		Scheme:            scheme,
 		DefaultNamespaces: map[string]ctrlcache.Config{namespace: {}},
-		ByObject:          map[client.Object]ctrlcache.ByObject{&corev1.ConfigMap{}: {Label: sel}},
+		ByObject:          map[client.Object]ctrlcache.ByObject{&v1alpha1.StoreEntry{}: {Label: sel}},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("kube store: %w", err)
@@ -631,8 +629,8 @@ const defaultListPage = 500
 // are in their status (status.storeLabels), where the API server cannot
 // select by them, so the store selects on each page as it reads it and
 // keeps only what is selected: the LIST transfers every object of the
-// kind in the namespace. The kinds kept in ConfigMaps (name claims, the
-// clients' membership documents) are selected by their kind label
+// kind in the namespace. The kinds kept in StoreEntries (name claims, the
+// clients' membership documents, settled reservations) are selected by their kind label
 // (StoreKeyKind) on the API server, as the cache selects them. An object
 // that is not the store's is left out, as the cache leaves it out.
 func (s *Store) ListLatest(ctx context.Context, kind string, selector map[string]string) ([]backend.Doc, error) {
@@ -657,7 +655,7 @@ func (s *Store) ListLatest(ctx context.Context, kind string, selector map[string
 		return nil, fmt.Errorf("%s: %T is not a list", op, lo)
 	}
 	opts := []client.ListOption{client.InNamespace(s.namespace), client.Limit(s.listPage)}
-	if k.inConfigMap() {
+	if k.inEntry() {
 		opts = append(opts, client.MatchingLabels{StoreKeyKind: k.kind})
 	}
 	if ml := s.serverSelector(k, selector); ml != nil {
@@ -795,18 +793,18 @@ func (k *kindInfo) derivedOnly(status any) (bool, error) {
 	return true, nil
 }
 
-// foreignClaim is the error of a name claim whose ConfigMap exists: a
-// conflict, which names the ConfigMap when it is not the store's (made by
+// foreignClaim is the error of a name claim whose StoreEntry exists: a
+// conflict, which names the StoreEntry when it is not the store's (made by
 // someone else, without the label the store's cache selects by, so the
 // store can never read it as a claim). One uncached read tells.
 func (s *Store) foreignClaim(ctx context.Context, op, id, name string, err error) error {
-	cm := &corev1.ConfigMap{}
+	cm := &v1alpha1.StoreEntry{}
 	if gerr := s.c.Get(ctx, client.ObjectKey{Namespace: s.namespace, Name: name}, cm); gerr != nil ||
 		cm.Labels[StoreKeyKind] == "name" {
 		return apiError(op, "name", id, err)
 	}
 	return &wrapped{errs.Conflict("name", id, fmt.Sprintf(
-		"ConfigMap %s/%s holds the name's claim but is not the store's (it lacks the label %s=name): someone else made it; delete it to free the name",
+		"StoreEntry %s/%s holds the name's claim but is not the store's (it lacks the label %s=name): someone else made it; delete it to free the name",
 		s.namespace, name, StoreKeyKind)), err}
 }
 
@@ -969,7 +967,7 @@ func (w *wrapped) Unwrap() []error { return []error{w.err, w.cause} }
 // "x-" and 40 hex digits of its SHA-256. An id that is itself such a name
 // conflicts with the one it hashes from, which only a crafted id can do.
 func storeObjectName(k *kindInfo, id string) string {
-	if !k.inConfigMap() && len(validation.IsDNS1123Subdomain(id)) == 0 {
+	if !k.inEntry() && len(validation.IsDNS1123Subdomain(id)) == 0 {
 		return id
 	}
 	sum := sha256.Sum256([]byte(k.kind + "\x00" + id))
@@ -1008,15 +1006,15 @@ func (s *Store) toObject(k *kindInfo, d backend.Doc) (client.Object, any, error)
 			kl[StoreLabelPrefix+key] = v
 		}
 	}
-	if k.inConfigMap() {
+	if k.inEntry() {
 		kl[StoreKeyKind] = k.kind
-		cm := obj.(*corev1.ConfigMap)
-		cm.Labels = kl
+		se := obj.(*v1alpha1.StoreEntry)
+		se.Labels = kl
 		if !json.Valid(d.Data) {
 			return nil, nil, invalid("data is not JSON")
 		}
-		cm.Data = map[string]string{StoreDataKey: string(d.Data)}
-		return cm, nil, nil
+		se.Data = string(d.Data)
+		return se, nil, nil
 	}
 	if !k.labelsInStatus() {
 		obj.SetLabels(kl)
@@ -1123,12 +1121,12 @@ func fromObject(k *kindInfo, obj client.Object) (entry, error) {
 	}
 	e := entry{name: obj.GetName(), meta: meta}
 	e.doc = backend.Doc{Kind: k.kind, ID: id, Version: obj.GetResourceVersion(), Labels: lbl}
-	if cm, ok := obj.(*corev1.ConfigMap); ok {
-		if cm.Labels[StoreKeyKind] != k.kind {
-			// The ConfigMap kinds share one informer: each takes its own.
+	if se, ok := obj.(*v1alpha1.StoreEntry); ok {
+		if se.Labels[StoreKeyKind] != k.kind {
+			// The StoreEntry kinds share one informer: each takes its own.
 			return entry{}, fmt.Errorf("kube store: %s is not a %s", obj.GetName(), k.kind)
 		}
-		e.doc.Data = []byte(cm.Data[StoreDataKey])
+		e.doc.Data = []byte(se.Data)
 		e.spec = e.doc.Data
 		return e, nil
 	}

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	dlc "github.com/aidlc/dlc"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -87,17 +86,17 @@ func TestStoreListLatest(t *testing.T) {
 	create(b, must2(run("run-3", "job-1", job.Succeeded)))
 	create(b, must2(run("run-4", "job-2", job.Queued)))
 	// What is not the store's: a Run made by hand, without the id
-	// annotation; a ConfigMap without the claims' kind label.
+	// annotation; a StoreEntry without the claims' kind label.
 	hand := &v1alpha1.Run{ObjectMeta: metav1.ObjectMeta{Name: "by-hand", Namespace: ns},
 		Spec: v1alpha1.RunSpec{JobID: "job-1", Config: v1alpha1.JobConfigBody{Name: "by hand"}, SubmittedAt: t0.Format(time.RFC3339Nano)}}
 	if err := cp.Client().Create(ctx, hand); err != nil {
 		t.Fatal(err)
 	}
-	if err := cp.Client().Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "not-a-claim", Namespace: ns}}); err != nil {
+	if err := cp.Client().Create(ctx, &v1alpha1.StoreEntry{ObjectMeta: metav1.ObjectMeta{Name: "not-a-claim", Namespace: ns}, Data: "{}"}); err != nil {
 		t.Fatal(err)
 	}
 	create(b, backend.Doc{Kind: "name", ID: "cluster:c1", Data: []byte(`{"owner":"cls-1"}`)})
-	create(b, backend.Doc{Kind: "replica", ID: "client-1", Data: []byte(`{"id":"client-1"}`)}) // a ConfigMap of another kind
+	create(b, backend.Doc{Kind: "replica", ID: "client-1", Data: []byte(`{"id":"client-1"}`)}) // a StoreEntry of another kind
 	acc := &quota.Account{Group: quota.Group{ID: "rg-1", Package: "pkg-1", Capacity: quota.Cores(8)}}
 	create(b, backend.Doc{Kind: "resourcegroup", ID: acc.ID, Labels: map[string]string{"package": "pkg-1"}, Data: mustJSON(t, acc)})
 

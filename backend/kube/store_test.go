@@ -13,7 +13,6 @@ import (
 	"time"
 
 	dlc "github.com/aidlc/dlc"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -456,12 +455,12 @@ func TestStoreObjects(t *testing.T) {
 		t.Errorf("resource group spec %+v status %+v", r.Spec, r.Status)
 	}
 
-	var cms corev1.ConfigMapList
-	if err := cp.Client().List(ctx, &cms, client.InNamespace(ns), client.MatchingLabels{kube.StoreKeyKind: "name"}); err != nil || len(cms.Items) != 1 {
-		t.Fatalf("claims: %v, %v", cms.Items, err)
+	var claims v1alpha1.StoreEntryList
+	if err := cp.Client().List(ctx, &claims, client.InNamespace(ns), client.MatchingLabels{kube.StoreKeyKind: "name"}); err != nil || len(claims.Items) != 1 {
+		t.Fatalf("claims: %v, %v", claims.Items, err)
 	}
-	if cm := cms.Items[0]; cm.Annotations[kube.StoreKeyID] != "cluster:集群 一" || !json.Valid([]byte(cm.Data[kube.StoreDataKey])) {
-		t.Errorf("claim %s annotations %v data %v", cm.Name, cm.Annotations, cm.Data)
+	if se := claims.Items[0]; se.Annotations[kube.StoreKeyID] != "cluster:集群 一" || !json.Valid([]byte(se.Data)) {
+		t.Errorf("claim %s annotations %v data %v", se.Name, se.Annotations, se.Data)
 	}
 }
 

@@ -182,7 +182,7 @@ func writesAndLists(n map[string]int) (writes []string, total int, lists []strin
 // delete is skipped from the cache, Events aside (best effort, and not the
 // operation's):
 //
-//   - create (4): the name claim (a ConfigMap: names are unique), the
+//   - create (4): the name claim (a StoreEntry: names are unique), the
 //     ComputeCluster (its initial status in the create), the suspended
 //     RayCluster (apply), the status to created;
 //   - start (4): the status to starting, the reservation on the resource
@@ -232,7 +232,7 @@ func TestRequestsPerOperation(t *testing.T) {
 	}
 	t.Cleanup(be.Close)
 	// Alone, and not sharing the work: a renewal of its membership (a
-	// ConfigMap write every 5 s) is no operation's.
+	// StoreEntry write every 5 s) is no operation's.
 	c := newClient(t, be, dlc.WithWorkSharing(0))
 	ctx := dlc.WithUser(t.Context(), "counting")
 	if _, err := c.ResourceGroups().Register(ctx, quota.Group{ID: "rg", Package: "pkg-1",

@@ -280,7 +280,7 @@ func (h *harness) newBackend(api *counter) *kube.Backend {
 }
 
 // bareWrites measures the API server's own write rate in the same run: M
-// ConfigMaps (what a name claim is), then M RayClusters rendered as the
+// ConfigMaps (the size of a name claim, which is a StoreEntry), then M RayClusters rendered as the
 // SDK renders a cluster, created with a plain controller-runtime client
 // without a client-side limit, by as many goroutines as the SDK's calls,
 // in a namespace no controller watches.
