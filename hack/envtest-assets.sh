@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # envtest-assets.sh builds the kube-apiserver and etcd binaries that
-# sigs.k8s.io/controller-runtime/pkg/envtest needs, from the Go module proxy,
+# sigs.k8s.io/controller-runtime/pkg/envtest needs, and the
+# kube-controller-manager whose resourcequota and garbagecollector
+# controllers dlctest/kubetest runs beside them, from the Go module proxy,
 # into a versioned cache directory outside the work tree, and prints that
 # directory on stdout (and nothing else), so that
 #
 #     export KUBEBUILDER_ASSETS="$(bash hack/envtest-assets.sh)"
 #
-# works. Progress goes to stderr. When both binaries already exist it does
-# nothing and returns at once.
+# works. Progress goes to stderr. When every binary already exists it does
+# nothing and returns at once; otherwise it builds those missing.
 #
 # The binaries are built in a throw-away module of their own (never in the
 # SDK's go.mod: k8s.io/kubernetes must not become a dependency of the SDK).
@@ -35,7 +37,7 @@ cache_root="${XDG_CACHE_HOME:-${HOME:?HOME is not set}/.cache}"
 bin_dir="${DLC_ENVTEST_DIR:-${cache_root}/dlc/envtest/k8s-${K8S_VERSION}-etcd-${ETCD_VERSION}/bin}"
 
 have_binaries() {
-	[[ -x "${bin_dir}/kube-apiserver" && -x "${bin_dir}/etcd" ]]
+	[[ -x "${bin_dir}/kube-apiserver" && -x "${bin_dir}/etcd" && -x "${bin_dir}/kube-controller-manager" ]]
 }
 
 if have_binaries; then
@@ -74,7 +76,7 @@ cleanup() { rm -rf "${work}"; }
 trap cleanup EXIT
 
 start=${SECONDS}
-log "building kube-apiserver v${K8S_VERSION} and etcd v${ETCD_VERSION} into ${bin_dir} (takes several minutes)"
+log "building what is missing of kube-apiserver and kube-controller-manager v${K8S_VERSION} and etcd v${ETCD_VERSION} into ${bin_dir} (takes several minutes)"
 
 # Everything below runs inside the throw-away module; never let the caller's
 # work tree (a go.work, or GOFLAGS=-mod=vendor/readonly) leak into it.
@@ -114,7 +116,7 @@ for mod in "${staging[@]}"; do
 done
 go mod edit "${edits[@]}"
 
-# tools.go lists the two commands so that `go mod tidy` keeps (and sums)
+# tools.go lists the three commands so that `go mod tidy` keeps (and sums)
 # everything they need.
 cat >tools.go <<'EOF'
 //go:build tools
@@ -124,6 +126,7 @@ package tools
 import (
 	_ "go.etcd.io/etcd/server/v3"
 	_ "k8s.io/kubernetes/cmd/kube-apiserver"
+	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
 )
 EOF
 
@@ -138,15 +141,21 @@ ldflags+=" -X k8s.io/component-base/version.gitMinor=${minor%%.*}"
 ldflags+=" -X k8s.io/component-base/version.gitTreeState=clean"
 
 mkdir -p out
-log "go build kube-apiserver"
-go build -trimpath -ldflags="${ldflags}" -o out/kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver
-log "go build etcd"
-go build -trimpath -ldflags="-s -w" -o out/etcd "go.etcd.io/etcd/server/v3"
-
-# Each mv is an atomic rename; kube-apiserver goes last, and callers require
-# both, so no caller ever sees a half-finished set as done.
-mv -f out/etcd "${bin_dir}/etcd"
-mv -f out/kube-apiserver "${bin_dir}/kube-apiserver"
+# Each binary is built only when missing, and moved into place by an atomic
+# rename; callers require all three, so no caller ever sees a half-finished
+# set as done.
+if [[ ! -x "${bin_dir}/etcd" ]]; then
+	log "go build etcd"
+	go build -trimpath -ldflags="-s -w" -o out/etcd "go.etcd.io/etcd/server/v3"
+	mv -f out/etcd "${bin_dir}/etcd"
+fi
+for cmd in kube-controller-manager kube-apiserver; do
+	if [[ ! -x "${bin_dir}/${cmd}" ]]; then
+		log "go build ${cmd}"
+		go build -trimpath -ldflags="${ldflags}" -o "out/${cmd}" "k8s.io/kubernetes/cmd/${cmd}"
+		mv -f "out/${cmd}" "${bin_dir}/${cmd}"
+	fi
+done
 
 log "done in $((SECONDS - start))s: ${bin_dir}"
 printf '%s\n' "${bin_dir}"

@@ -26,3 +26,7 @@ func NameSurplus(rc *rayv1.RayCluster, pods []corev1.Pod) { nameSurplus(rc, pods
 
 // Listed returns how many objects s's ListLatest has read from the API server.
 func Listed(s *Store) int64 { return s.listed.Load() }
+
+// Lingering is lingering, for a table test of which pods of a deleted
+// cluster it still waits for.
+var Lingering = lingering

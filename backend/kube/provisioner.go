@@ -535,12 +535,21 @@ func (p *Provisioner) ClusterStatus(ctx context.Context, id string) (cluster.Obs
 	if err != nil {
 		return cluster.Observation{}, err
 	}
-	if rj == nil && len(rcs) == 0 {
-		return cluster.Observation{}, errs.NotFound("ray cluster", id)
-	}
 	raw, err := p.podsOf(ctx, id)
 	if err != nil {
 		return cluster.Observation{}, err
+	}
+	now := time.Now()
+	if rj == nil && len(rcs) == 0 {
+		// Ray's objects are gone; their pods go after them (the garbage
+		// collector deletes them, and each takes its termination grace).
+		// Until they have, the cluster is not gone: its hold, released
+		// then, would free quota its pods still use.
+		if left := lingering(raw, now); len(left) > 0 {
+			return cluster.Observation{Phase: cluster.PhasePending, Pods: clusterPods(left),
+				Reason: fmt.Sprintf("%d of its pods are still being deleted", len(left))}, nil
+		}
+		return cluster.Observation{}, errs.NotFound("ray cluster", id)
 	}
 	pods := clusterPods(raw)
 	var rc *rayv1.RayCluster
@@ -549,7 +558,6 @@ func (p *Provisioner) ClusterStatus(ctx context.Context, id string) (cluster.Obs
 			rc = &rcs[i]
 		}
 	}
-	now := time.Now()
 	if rc != nil {
 		if until, ok := takeover(rc, now); ok {
 			p.recheckAt(id, until)
@@ -578,6 +586,29 @@ func (p *Provisioner) ClusterStatus(ctx context.Context, id string) (cluster.Obs
 		o.Autoscaled = autoscaled(rc)
 	}
 	return o, nil
+}
+
+// LingerBound is how long past its deletion a pod still counts as using
+// its requests (see lingering): past it, its node has not confirmed it
+// stopped (a node lost, a kubelet down), Kubernetes' pod garbage collector
+// is the one to remove it, and a deleted cluster waits for it no longer.
+const LingerBound = 10 * time.Minute
+
+// lingering returns the pods of a deleted cluster that still use what they
+// request: not finished, and deleted less than LingerBound ago (a pod's
+// deletionTimestamp is when its grace ends) or not deleted at all.
+func lingering(pods []corev1.Pod, now time.Time) []corev1.Pod {
+	var out []corev1.Pod
+	for _, pod := range pods {
+		if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		if d := pod.DeletionTimestamp; d != nil && now.Sub(d.Time) > LingerBound {
+			continue
+		}
+		out = append(out, pod)
+	}
+	return out
 }
 
 func generationOf(o client.Object) int64 {

@@ -23,9 +23,9 @@ import (
 // tolerance (see [ControlPlane.StartRedisCleanupJobs]). KubeRay holds the
 // deletion of such a RayCluster with its finalizer
 // ray.io/gcs-ft-redis-cleanup-finalizer until that Job has finished, and
-// an envtest control plane runs no Jobs (there is no
-// kube-controller-manager), so without a stand-in the RayCluster is never
-// gone.
+// an envtest control plane runs no Jobs (the kube-controller-manager of
+// [ControlPlane.StartControllers] runs no Job controller), so without a
+// stand-in the RayCluster is never gone.
 //
 // It looks only at Jobs labelled as KubeRay labels them
 // (ray.io/node-type=redis-cleanup and a ray.io/cluster), and:

@@ -143,6 +143,9 @@ type ControlPlane struct {
 	started time.Duration
 
 	usersMu sync.Mutex // envtest's AddUser is not safe for concurrent use
+
+	controllers controllersOnce // kube-controller-manager (StartControllers)
+	stops       []func()        // run first to last before the API server stops
 }
 
 // Client returns a controller-runtime client for the control plane, with the
@@ -347,7 +350,7 @@ func requireAssets(t TestingT) (string, bool) {
 		return dir, true
 	}
 	msg := fmt.Sprintf("dlctest: no control plane: %v.\n"+
-		"Build kube-apiserver and etcd once (several minutes, from the Go module proxy) with\n"+
+		"Build kube-apiserver, etcd and kube-controller-manager once (several minutes, from the Go module proxy) with\n"+
 		"\tbash hack/envtest-assets.sh\n"+
 		"at the root of github.com/aidlc/dlc (from another module: "+
 		"bash \"$(go list -m -f '{{.Dir}}' github.com/aidlc/dlc)/hack/envtest-assets.sh\"),\n"+
@@ -472,4 +475,13 @@ func start(o *options, dir string) (*ControlPlane, error) {
 	}, nil
 }
 
-func (cp *ControlPlane) stop() error { return cp.env.Stop() }
+func (cp *ControlPlane) stop() error {
+	cp.controllers.mu.Lock()
+	stops := cp.stops
+	cp.stops = nil
+	cp.controllers.mu.Unlock()
+	for _, f := range stops {
+		f()
+	}
+	return cp.env.Stop()
+}

@@ -30,6 +30,10 @@
 // the CRDs' OpenAPI schemas and CEL rules and applies their defaults, as a real
 // cluster would; there is no kubelet, no controller manager and no KubeRay
 // operator, so nothing reconciles what you create.
+// [ControlPlane.StartControllers] adds kube-controller-manager's
+// ResourceQuota controller and garbage collector (the real ones, built by
+// hack/envtest-assets.sh beside the API server), cluster-wide; the kubelet
+// stand-in and the Ray loop start them.
 //
 // A start takes about ten seconds, so share one control plane across a test
 // package with [RunMain]:
@@ -45,8 +49,9 @@
 // Without RunMain, each StartControlPlane call starts a control plane of its
 // own and stops it when the test ends.
 //
-// The API server and etcd binaries are not downloaded (envtest's usual download
-// needs network access); build them once from the Go module proxy with
+// The API server, etcd and controller-manager binaries are not downloaded
+// (envtest's usual download needs network access); build them once from the
+// Go module proxy with
 //
 //	bash hack/envtest-assets.sh
 //

@@ -70,6 +70,9 @@ type podBreak struct {
 // given namespaces (all namespaces when none are given) and stops it when
 // t's test ends. Tests sharing a control plane should each pass their own
 // namespace, so that one test's stand-in does not touch another's pods.
+// Pods that run have a garbage collector too: it starts the control
+// plane's controllers ([ControlPlane.StartControllers]), so that a deleted
+// RayCluster's pods go after it, as on a real cluster.
 //
 //	cp := kubetest.StartControlPlane(t)
 //	ns := cp.NewNamespace(t)
@@ -78,6 +81,7 @@ type podBreak struct {
 //	err := kubelet.Fail(ns, "head-pod", "OOMKilled")
 func (cp *ControlPlane) StartKubelet(t TestingT, namespaces ...string) *Kubelet {
 	t.Helper()
+	cp.StartControllers(t)
 	k, err := startKubelet(cp, namespaces, nil)
 	if err != nil {
 		t.Fatalf("dlctest: kubelet: %v", err)

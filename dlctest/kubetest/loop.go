@@ -43,7 +43,10 @@ type LoopOptions struct {
 // plane that has no kubelet and no Ray: KubeRay's own RayCluster and RayJob
 // reconcilers ([KubeRay]), a [Kubelet] stand-in that runs the pods they
 // make, a [RedisCleanupJobs] stand-in that completes KubeRay's Redis-cleanup
-// Jobs (so that a RayCluster with GCS fault tolerance can be deleted), and
+// Jobs (so that a RayCluster with GCS fault tolerance can be deleted),
+// kube-controller-manager's real ResourceQuota controller and garbage
+// collector ([ControlPlane.StartControllers]: a deleted RayCluster's pods
+// go after it, and a namespace's ResourceQuota is enforced), and
 // a [RayHead] stand-in per RayCluster that serves its dashboard's Jobs API
 // and runs each job's entrypoint as a local process. The heads share one
 // loopback listener, each under a path of its own (/heads/<RayCluster
@@ -78,6 +81,9 @@ type RayLoop struct {
 	KubeRay      *KubeRay
 	Kubelet      *Kubelet
 	RedisCleanup *RedisCleanupJobs
+	// Controllers are kube-controller-manager's ResourceQuota controller
+	// and garbage collector, cluster-wide ([ControlPlane.StartControllers]).
+	Controllers *Controllers
 
 	t        TestingT
 	fetch    func(ctx context.Context, url string) (io.ReadCloser, error)
@@ -130,6 +136,7 @@ func (cp *ControlPlane) StartRayLoop(t TestingT, o LoopOptions) *RayLoop {
 	t.Cleanup(k.stop)
 	l.Kubelet = k
 	l.RedisCleanup = cp.StartRedisCleanupJobs(t, o.Namespaces...)
+	l.Controllers = cp.StartControllers(t)
 	return l
 }
 

@@ -215,10 +215,10 @@ func (c *Engine) CheckQuota(ctx context.Context) error {
 		}
 		// And what the provisioner observes: the pods that exist request
 		// no more than the cluster holds (a pod requests what it runs
-		// until it is gone). Not for a cluster being deleted: its hold
-		// goes once Ray's objects are gone, and its pods after them (the
-		// garbage collector deletes them, and they take their time to
-		// stop), a gap the platform leaves for now.
+		// until it is gone). Not for a cluster being deleted: it holds
+		// what it held until Ray's objects and their pods are gone (on
+		// Kubernetes, the garbage collector deletes the pods after their
+		// RayCluster), while the pods already stopping are still listed.
 		if cl.State == cluster.Deleting {
 			continue
 		}
