@@ -3,24 +3,43 @@ package kube
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/go-logr/logr"
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/rest"
 	ctrlcache "sigs.k8s.io/controller-runtime/pkg/cache"
+
+	"github.com/aidlc/dlc/errs"
 )
 
 // Options configure New.
 type Options struct {
-	// Namespace holds every object of the platform: our objects, the
-	// RayClusters and RayJobs, their pods. Required.
+	// Namespace holds the platform's own objects (the store), and the
+	// RayClusters and RayJobs, with their pods, of every resource group
+	// that GroupNamespaces does not map. Required.
 	Namespace string
+	// GroupNamespaces maps a resource group's id to the namespace its
+	// RayClusters, RayJobs, pods, Services and NetworkPolicy live in: the
+	// Kubernetes boundary between resource groups (the README's Security
+	// model), where a group's dlc-env-* Secrets and Redis credentials are,
+	// and where a ResourceQuota can hold its pods. Each namespace needs
+	// the Ray side of the backend's rights (config/rbac/group) and its
+	// labels (Pod Security, dlc.aidlc.io/ray-admission), an administrator's
+	// step as the CRDs are. The map is fixed when the backend starts (its
+	// informers watch these namespaces): a new group's namespace takes a
+	// restart of the replicas. A RayCluster in another namespace than the
+	// store's has no owner reference to its ComputeCluster (owner
+	// references do not cross namespaces); the delete deletes it.
+	GroupNamespaces map[string]string
 	// Render is how clusters and runs render (catalogs, volumes, Redis for
 	// high availability, the URL of a job package); its Namespace is
-	// replaced by Namespace. Pass the same catalogs as the client's
+	// replaced by Namespace, or the resource group's (GroupNamespaces). Pass the same catalogs as the client's
 	// dlc.WithCatalogs.
 	Render RenderOptions
 	// FieldManager names the backend in server-side apply and in
@@ -136,13 +155,19 @@ type Backend struct {
 	*Provisioner
 }
 
-// New starts the backend on the API server of cfg: the store's and the
-// provisioner's informers on o.Namespace, which it waits to sync. The
-// namespace needs our CRDs (InstallCRDs) and KubeRay's. Close the backend
-// when done with it, after the client over it.
+// New starts the backend on the API server of cfg: the store's informers
+// on o.Namespace and the provisioner's on it and o.GroupNamespaces', which
+// it waits to sync. The namespace needs our CRDs (InstallCRDs) and
+// KubeRay's. Close the backend when done with it, after the client over
+// it. A namespace that is not a valid name is ErrInvalid, before any call.
 func New(ctx context.Context, cfg *rest.Config, o Options) (*Backend, error) {
 	if o.Namespace == "" {
-		return nil, fmt.Errorf("kube: Options.Namespace is required")
+		return nil, fmt.Errorf("%w: kube: Options.Namespace is required", errs.ErrInvalid)
+	}
+	for _, rg := range slices.Sorted(maps.Keys(o.GroupNamespaces)) {
+		if ns := o.GroupNamespaces[rg]; len(validation.IsDNS1123Label(ns)) > 0 {
+			return nil, fmt.Errorf("%w: kube: Options.GroupNamespaces: resource group %q: %q is not a namespace name", errs.ErrInvalid, rg, ns)
+		}
 	}
 	cfg = limitConfig(cfg, o.QPS, o.Burst)
 	st, err := NewStore(ctx, cfg, o.Namespace, o.Store)

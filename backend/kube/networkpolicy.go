@@ -68,7 +68,7 @@ func (p *Provisioner) ensureNetworkPolicy(ctx context.Context, rg string) error 
 	if _, done := p.netpolDone.Load(rg); done {
 		return nil
 	}
-	np, err := RenderNetworkPolicy(rg, p.namespace, *p.netpol)
+	np, err := RenderNetworkPolicy(rg, p.nsFor(rg), *p.netpol)
 	if err != nil {
 		return err
 	}

@@ -21,7 +21,7 @@ var _ backend.Planner = (*Provisioner)(nil)
 // running cluster carries over from the applied one (the autoscaler's
 // replicas). It reads and writes nothing.
 func (p *Provisioner) PlanCluster(c *cluster.Cluster) ([]backend.Manifest, error) {
-	rc, err := RenderRayCluster(c, p.render)
+	rc, err := RenderRayCluster(c, p.renderIn(liveGroup(c)))
 	if err != nil {
 		return nil, err
 	}
@@ -43,7 +43,13 @@ func (p *Provisioner) PlanCluster(c *cluster.Cluster) ([]backend.Manifest, error
 // signature, with a placeholder saying when the real one is made
 // (PlanSignature).
 func (p *Provisioner) PlanRun(r *job.Run, c *cluster.Cluster) ([]backend.Manifest, error) {
-	o := p.render
+	rg := ""
+	if od := r.Config.OnDemand; od != nil {
+		rg = od.ResourceGroup
+	} else if c != nil {
+		rg = liveGroup(c)
+	}
+	o := p.renderIn(rg)
 	if real := o.WorkingDir; real != nil {
 		o.WorkingDir = func(u PackageUse) (string, error) {
 			dir, err := real(u)

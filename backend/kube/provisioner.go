@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 	"sort"
@@ -74,6 +75,7 @@ type Provisioner struct {
 	cache     ctrlcache.Cache
 	store     *Store
 	namespace string
+	groupNS   map[string]string // resource group → namespace (Options.GroupNamespaces)
 	render    RenderOptions
 	manager   string
 	dashboard func(ctx context.Context, rc *rayv1.RayCluster) (string, *http.Client, error)
@@ -110,9 +112,13 @@ func newProvisioner(ctx context.Context, cfg *rest.Config, st *Store, o Options)
 	if err != nil {
 		return nil, err
 	}
+	watched := map[string]ctrlcache.Config{o.Namespace: {}}
+	for _, ns := range o.GroupNamespaces { // valid names (New)
+		watched[ns] = ctrlcache.Config{}
+	}
 	cache, err := ctrlcache.New(cfg, ctrlcache.Options{
 		Scheme:            scheme,
-		DefaultNamespaces: map[string]ctrlcache.Config{o.Namespace: {}},
+		DefaultNamespaces: watched,
 		ByObject: map[client.Object]ctrlcache.ByObject{
 			&rayv1.RayCluster{}: {Label: ours},
 			&rayv1.RayJob{}:     {Label: ours},
@@ -123,7 +129,7 @@ func newProvisioner(ctx context.Context, cfg *rest.Config, st *Store, o Options)
 		return nil, fmt.Errorf("kube provisioner: %w", err)
 	}
 	p := &Provisioner{
-		c: c, cache: cache, store: st, namespace: o.Namespace, render: o.Render,
+		c: c, cache: cache, store: st, namespace: o.Namespace, groupNS: maps.Clone(o.GroupNamespaces), render: o.Render,
 		manager: o.FieldManager, dashboard: o.Dashboard, poll: o.PollInterval, log: o.Logger,
 		headTime: o.HeadTimeout, heads: &HeadGuard{Backoff: o.HeadBackoff},
 		logTime: o.LogTimeout, logHeads: &HeadGuard{Backoff: o.HeadBackoff}, tokens: o.RayTokens,
@@ -206,7 +212,7 @@ func newProvisioner(ctx context.Context, cfg *rest.Config, st *Store, o Options)
 	}
 	if !synced {
 		stop()
-		return nil, errs.Unavailable("kube provisioner sync", fmt.Errorf("caches of namespace %s did not sync: %w", o.Namespace, context.Cause(sctx)))
+		return nil, errs.Unavailable("kube provisioner sync", fmt.Errorf("caches of namespaces %v did not sync: %w", slices.Sorted(maps.Keys(watched)), context.Cause(sctx)))
 	}
 	polling := make(chan struct{})
 	go func() { defer close(polling); p.poller(run) }()
@@ -357,7 +363,7 @@ func (p *Provisioner) ApplyCluster(ctx context.Context, c *cluster.Cluster) erro
 		if err != nil {
 			return err
 		}
-		rj, err := RenderTemporary(c, r, p.render)
+		rj, err := RenderTemporary(c, r, p.renderIn(liveGroup(c)))
 		if err != nil {
 			return err
 		}
@@ -382,9 +388,19 @@ func (p *Provisioner) ApplyCluster(ctx context.Context, c *cluster.Cluster) erro
 		} else if cur != nil && generationOf(cur) >= c.Generation && cur.DeletionTimestamp == nil {
 			return nil // at this generation already, or a newer one: a late apply never takes Ray back
 		}
-		rc, err := RenderRayCluster(c, p.render)
+		rc, err := RenderRayCluster(c, p.renderIn(liveGroup(c)))
 		if err != nil {
 			return err
+		}
+		if cur != nil && cur.Namespace != rc.Namespace {
+			// Started again in a resource group of another namespace (an
+			// edit of a hibernated cluster): the RayCluster in the old one
+			// goes first, and this step is tried again.
+			if err := p.deleteObjects(ctx, c.ID, []client.Object{cur}); err != nil {
+				return err
+			}
+			return errs.Unavailable("apply RayCluster "+rc.Name, fmt.Errorf(
+				"cluster %s moves from namespace %s to %s: its RayCluster in %s is being deleted first", c.ID, cur.Namespace, rc.Namespace, cur.Namespace))
 		}
 		if err := p.ensureNetworkPolicy(ctx, rc.Labels[KeyResourceGroup]); err != nil {
 			return err
@@ -399,6 +415,9 @@ func (p *Provisioner) ApplyCluster(ctx context.Context, c *cluster.Cluster) erro
 		}
 		obj = rc
 	}
+	if obj.GetNamespace() != p.namespace {
+		return p.apply(ctx, obj) // owner references do not cross namespaces: the delete deletes it
+	}
 	owner := &v1alpha1.ComputeCluster{}
 	okey := types.NamespacedName{Namespace: p.namespace, Name: storeObjectName(kinds["cluster"], c.ID)}
 	if err := p.store.cache.Get(ctx, okey, owner); err != nil {
@@ -408,6 +427,33 @@ func (p *Provisioner) ApplyCluster(ctx context.Context, c *cluster.Cluster) erro
 		return err
 	}
 	return p.apply(ctx, obj)
+}
+
+// liveGroup is the resource group cluster c runs in (its live one, which
+// an edit of its spec changes at its next start), as RenderRayCluster
+// labels it.
+func liveGroup(c *cluster.Cluster) string {
+	if c.Live != nil && c.Live.ResourceGroup != "" {
+		return c.Live.ResourceGroup
+	}
+	return c.Spec.ResourceGroup
+}
+
+// nsFor returns the namespace of resource group rg's Ray objects: its own
+// (Options.GroupNamespaces), else the backend's.
+func (p *Provisioner) nsFor(rg string) string {
+	if ns, ok := p.groupNS[rg]; ok {
+		return ns
+	}
+	return p.namespace
+}
+
+// renderIn returns the render options of resource group rg's objects: in
+// its namespace.
+func (p *Provisioner) renderIn(rg string) RenderOptions {
+	o := p.render
+	o.Namespace = p.nsFor(rg)
+	return o
 }
 
 // apply writes obj with server-side apply as the field manager, taking
@@ -486,6 +532,12 @@ func (p *Provisioner) DeleteCluster(ctx context.Context, id string) error {
 	for i := range rcs {
 		objs = append(objs, &rcs[i])
 	}
+	return p.deleteObjects(ctx, id, objs)
+}
+
+// deleteObjects deletes cluster id's objects objs (each by its uid, in the
+// background) and waits for the cache to show each going.
+func (p *Provisioner) deleteObjects(ctx context.Context, id string, objs []client.Object) error {
 	for _, obj := range objs {
 		if obj.GetDeletionTimestamp() != nil {
 			continue
@@ -965,7 +1017,7 @@ func (p *Provisioner) RunStatus(ctx context.Context, runID string) (job.Observat
 	}
 	if od := r.Config.OnDemand; od != nil {
 		var rj rayv1.RayJob
-		err := p.cache.Get(ctx, types.NamespacedName{Namespace: p.namespace, Name: RayJobName(runID)}, &rj)
+		err := p.cache.Get(ctx, types.NamespacedName{Namespace: p.nsFor(od.ResourceGroup), Name: RayJobName(runID)}, &rj)
 		if apierrors.IsNotFound(err) {
 			return job.Observation{}, errs.NotFound("ray job", runID)
 		}
@@ -999,7 +1051,7 @@ func (p *Provisioner) RunStatus(ctx context.Context, runID string) (job.Observat
 			return job.Observation{}, err
 		}
 	}
-	if lost, err := p.driverLost(ctx, r.ClusterID, info); err != nil {
+	if lost, err := p.driverLost(ctx, rc.Namespace, r.ClusterID, info); err != nil {
 		return job.Observation{}, err
 	} else if lost != "" {
 		// Ray says RUNNING until its job manager, made lazily by the
@@ -1032,7 +1084,7 @@ const LostDriverMessage = "Unexpected error occurred: failed to get job supervis
 // submit, stop or logs call (job_agent.py). The cache says where to look;
 // a fresh list of the cluster's pods decides, so a new pod the cache has
 // not seen yet never fails a run.
-func (p *Provisioner) driverLost(ctx context.Context, clusterID string, info *JobInfo) (string, error) {
+func (p *Provisioner) driverLost(ctx context.Context, namespace, clusterID string, info *JobInfo) (string, error) {
 	ip := info.DriverIP()
 	if ip == "" || (info.JobStatus != rayv1.JobStatusRunning && info.JobStatus != rayv1.JobStatusPending) {
 		return "", nil
@@ -1045,7 +1097,7 @@ func (p *Provisioner) driverLost(ctx context.Context, clusterID string, info *Jo
 		return "", nil
 	}
 	var live corev1.PodList
-	if err := p.c.List(ctx, &live, client.InNamespace(p.namespace), client.MatchingLabels{KeyClusterID: clusterID}); err != nil {
+	if err := p.c.List(ctx, &live, client.InNamespace(namespace), client.MatchingLabels{KeyClusterID: clusterID}); err != nil {
 		return "", apiError("list pods", "cluster", clusterID, err)
 	}
 	if !driverGone(live.Items, info) {
@@ -1157,9 +1209,9 @@ func (p *Provisioner) headOf(ctx context.Context, runID string) (*JobsClient, er
 		return nil, err
 	}
 	var rc *rayv1.RayCluster
-	if r.Config.OnDemand != nil {
+	if od := r.Config.OnDemand; od != nil {
 		var rj rayv1.RayJob
-		err := p.cache.Get(ctx, types.NamespacedName{Namespace: p.namespace, Name: RayJobName(runID)}, &rj)
+		err := p.cache.Get(ctx, types.NamespacedName{Namespace: p.nsFor(od.ResourceGroup), Name: RayJobName(runID)}, &rj)
 		if apierrors.IsNotFound(err) {
 			return nil, nil
 		}
@@ -1168,7 +1220,7 @@ func (p *Provisioner) headOf(ctx context.Context, runID string) (*JobsClient, er
 		}
 		if rj.Status.RayClusterName != "" {
 			var c rayv1.RayCluster
-			err := p.cache.Get(ctx, types.NamespacedName{Namespace: p.namespace, Name: rj.Status.RayClusterName}, &c)
+			err := p.cache.Get(ctx, types.NamespacedName{Namespace: rj.Namespace, Name: rj.Status.RayClusterName}, &c)
 			if err != nil && !apierrors.IsNotFound(err) {
 				return nil, apiError("read the RayCluster", "run", runID, err)
 			}
@@ -1270,7 +1322,7 @@ func clusterPods(pods []corev1.Pod) []cluster.Pod {
 // label.
 func (p *Provisioner) podsOf(ctx context.Context, clusterID string) ([]corev1.Pod, error) {
 	var list corev1.PodList
-	if err := p.cache.List(ctx, &list, client.InNamespace(p.namespace), client.MatchingFields{indexCluster: clusterID}); err != nil {
+	if err := p.cache.List(ctx, &list, client.MatchingFields{indexCluster: clusterID}); err != nil {
 		return nil, apiError("list pods", "cluster", clusterID, err)
 	}
 	return list.Items, nil
@@ -1334,25 +1386,24 @@ func (p *Provisioner) Dashboard(ctx context.Context, clusterID string) (string, 
 // rayCluster returns the RayCluster of (not on-demand) cluster id from the
 // cache, or nil.
 func (p *Provisioner) rayCluster(ctx context.Context, id string) (*rayv1.RayCluster, error) {
-	var rc rayv1.RayCluster
-	err := p.cache.Get(ctx, types.NamespacedName{Namespace: p.namespace, Name: RayClusterName(id)}, &rc)
-	if apierrors.IsNotFound(err) {
-		return nil, nil
-	}
+	rcs, err := p.rayClusters(ctx, id) // in whichever namespace its resource group's is
 	if err != nil {
-		return nil, apiError("read the RayCluster", "cluster", id, err)
+		return nil, err
 	}
-	if rc.Annotations[KeyClusterID] != id {
-		return nil, nil // another id's, whose name hashes the same: not ours
+	for i := range rcs {
+		// Not another id's whose name hashes the same, nor a RayJob's.
+		if rcs[i].Name == RayClusterName(id) && rcs[i].Annotations[KeyClusterID] == id {
+			return &rcs[i], nil
+		}
 	}
-	return &rc, nil
+	return nil, nil
 }
 
 // rayClusters returns the RayClusters labelled with cluster id: its own,
 // or its RayJob's.
 func (p *Provisioner) rayClusters(ctx context.Context, id string) ([]rayv1.RayCluster, error) {
 	var list rayv1.RayClusterList
-	if err := p.cache.List(ctx, &list, client.InNamespace(p.namespace), client.MatchingFields{indexCluster: id}); err != nil {
+	if err := p.cache.List(ctx, &list, client.MatchingFields{indexCluster: id}); err != nil {
 		return nil, apiError("list RayClusters", "cluster", id, err)
 	}
 	return list.Items, nil
@@ -1361,7 +1412,7 @@ func (p *Provisioner) rayClusters(ctx context.Context, id string) ([]rayv1.RayCl
 // rayJob returns the RayJob of on-demand cluster id, or nil.
 func (p *Provisioner) rayJob(ctx context.Context, id string) (*rayv1.RayJob, error) {
 	var list rayv1.RayJobList
-	if err := p.cache.List(ctx, &list, client.InNamespace(p.namespace), client.MatchingFields{indexCluster: id}); err != nil {
+	if err := p.cache.List(ctx, &list, client.MatchingFields{indexCluster: id}); err != nil {
 		return nil, apiError("list RayJobs", "cluster", id, err)
 	}
 	if len(list.Items) == 0 {

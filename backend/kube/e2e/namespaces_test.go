@@ -1,0 +1,138 @@
+package e2e_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"github.com/aidlc/dlc"
+	"github.com/aidlc/dlc/backend/kube"
+	"github.com/aidlc/dlc/errs"
+	"github.com/aidlc/dlc/job"
+	"github.com/aidlc/dlc/quota"
+)
+
+// A resource group mapped to a namespace of its own (kube.Options.
+// GroupNamespaces) has its Ray side there: a cluster's RayCluster and
+// pods, an on-demand run's RayJob, its RayCluster and pods; none in the
+// backend's namespace or the other group's, where the SDK's own objects
+// stay. The backend runs as its ServiceAccount with config/rbac's Role in
+// its namespace and config/rbac/group's in each group's. Runs on both
+// succeed, through the Jobs API and through KubeRay;
+// the cluster's delete removes its RayCluster there (no owner reference
+// crosses namespaces) and releases its hold once its pods are gone.
+func TestGroupNamespaces(t *testing.T) {
+	w := getWorld(t)
+	nsA, nsB := w.cp.NewNamespace(t), w.cp.NewNamespace(t)
+	s := newScene(t, kube.Options{GroupNamespaces: map[string]string{"rg": nsA, "rg-b": nsB}})
+	if _, err := s.c.ResourceGroups().Register(s.ctx, quota.Group{ID: "rg-b", Package: "pkg-1",
+		Capacity: quota.Resources{MilliCPU: 16000, Memory: 64 * quota.GiB}}); err != nil {
+		t.Fatal(err)
+	}
+	admin := w.cp.Client()
+	// From here on, the backend runs as its ServiceAccount, with the Role
+	// config/rbac ships in its namespace and config/rbac/group's in each
+	// group's: what it does there it may do with those rights alone.
+	saCfg := w.cp.BindRBAC(t, s.ns, filepath.Join("..", "..", "..", "config", "rbac"))
+	b, err := os.ReadFile(filepath.Join("..", "..", "..", "config", "rbac", "group", "role.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ns := range []string{nsA, nsB} {
+		var role rbacv1.Role
+		if err := yaml.UnmarshalStrict(b, &role); err != nil {
+			t.Fatal(err)
+		}
+		role.Namespace = ns
+		bind := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: role.Name, Namespace: ns},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name},
+			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "dlc-backend", Namespace: s.ns}}}
+		for _, obj := range []client.Object{&role, bind} {
+			if err := admin.Create(s.ctx, obj); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	o := s.o
+	o.Dashboard, o.Render.WorkingDir, o.PollInterval = w.loop.Dashboard, w.presign, 50*time.Millisecond
+	// Its informers retry until the authorizer grants the group Roles
+	// (a moment after they are made), within the store's sync timeout.
+	be, err := kube.New(s.ctx, saCfg, o)
+	if err != nil {
+		t.Fatalf("kube.New as the ServiceAccount: %v", err)
+	}
+	t.Cleanup(be.Close)
+	_ = s.c.Close()
+	s.c = newClient(t, be)
+	count := func(list client.ObjectList, ns string, labels client.MatchingLabels) int {
+		t.Helper()
+		if err := admin.List(s.ctx, list, client.InNamespace(ns), labels); err != nil {
+			t.Fatal(err)
+		}
+		switch l := list.(type) {
+		case *rayv1.RayClusterList:
+			return len(l.Items)
+		case *rayv1.RayJobList:
+			return len(l.Items)
+		case *corev1.PodList:
+			return len(l.Items)
+		}
+		t.Fatalf("%T", list)
+		return 0
+	}
+
+	cl := s.cluster("in_its_namespace", true)
+	byCluster := client.MatchingLabels{kube.KeyClusterID: cl.ID}
+	for ns, want := range map[string]int{nsA: 1, s.ns: 0, nsB: 0} {
+		if n := count(&rayv1.RayClusterList{}, ns, byCluster); n != want {
+			t.Errorf("%d RayClusters of the cluster in namespace %s, want %d", n, ns, want)
+		}
+	}
+	if n := count(&corev1.PodList{}, nsA, byCluster); n != 3 {
+		t.Errorf("%d pods of the cluster in its group's namespace, want 3", n)
+	}
+	var rc rayv1.RayCluster
+	if err := admin.Get(s.ctx, client.ObjectKey{Namespace: nsA, Name: kube.RayClusterName(cl.ID)}, &rc); err != nil {
+		t.Fatal(err)
+	}
+	if len(rc.OwnerReferences) != 0 {
+		t.Errorf("owner references across namespaces %v: the garbage collector would delete the RayCluster", rc.OwnerReferences)
+	}
+
+	onCluster := s.run(dlc.NewJob("on-the-cluster").OnCluster(cl.ID).COSPackage("cos://jobs-1250000000/slow.zip").Entrypoint("python main.py"))
+	onDemand := s.run(dlc.NewJob("on-demand-in-b").OnDemand("pkg-1", "rg-b").Image("ray-2.46.0-py310-cpu").
+		Head("head", "cu.4c8g").WorkerGroup("cpu", "cu.4c8g", 1, 1).COSPackage("cos://jobs-1250000000/slow.zip").Entrypoint("python main.py"))
+	waitFor(t, "the on-demand run's RayJob in rg-b's namespace", func() (bool, string) {
+		n := count(&rayv1.RayJobList{}, nsB, client.MatchingLabels{kube.KeyRunID: onDemand.ID})
+		return n == 1, fmt.Sprint(n, " RayJobs")
+	})
+	for _, ns := range []string{s.ns, nsA} {
+		if n := count(&rayv1.RayJobList{}, ns, client.MatchingLabels{kube.KeyRunID: onDemand.ID}); n != 0 {
+			t.Errorf("%d RayJobs of the rg-b run in namespace %s", n, ns)
+		}
+	}
+	for _, id := range []string{onCluster.ID, onDemand.ID} {
+		if r := s.ended(s.c, id); r.State != job.Succeeded {
+			t.Errorf("run %s: %s %q", id, r.State, r.Message)
+		}
+	}
+
+	if err := s.c.Clusters().Delete(s.ctx, cl.ID, dlc.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the cluster gone, its RayCluster and pods too, its hold released", func() (bool, string) {
+		_, err := s.c.Clusters().Get(s.ctx, cl.ID)
+		rcs, pods := count(&rayv1.RayClusterList{}, nsA, byCluster), count(&corev1.PodList{}, nsA, byCluster)
+		r := s.reserved()
+		return errs.IsNotFound(err) && rcs == 0 && pods == 0 && r.IsZero(), fmt.Sprint(err, rcs, " RayClusters ", pods, " pods, reserved ", r)
+	})
+}
