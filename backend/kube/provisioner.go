@@ -89,9 +89,11 @@ type Provisioner struct {
 	// netpolDone are the resource groups whose NetworkPolicy this process
 	// applied.
 	netpolDone sync.Map
-	log        logr.Logger
-	stop       func()
-	waitFor    time.Duration
+	// groups remembers clusters' live resource groups (clusterGroup).
+	groups  sync.Map
+	log     logr.Logger
+	stop    func()
+	waitFor time.Duration
 
 	mu       sync.Mutex
 	watchers backend.Watchers[func(kind, id string)]
@@ -392,15 +394,8 @@ func (p *Provisioner) ApplyCluster(ctx context.Context, c *cluster.Cluster) erro
 		if err != nil {
 			return err
 		}
-		if cur != nil && cur.Namespace != rc.Namespace {
-			// Started again in a resource group of another namespace (an
-			// edit of a hibernated cluster): the RayCluster in the old one
-			// goes first, and this step is tried again.
-			if err := p.deleteObjects(ctx, c.ID, []client.Object{cur}); err != nil {
-				return err
-			}
-			return errs.Unavailable("apply RayCluster "+rc.Name, fmt.Errorf(
-				"cluster %s moves from namespace %s to %s: its RayCluster in %s is being deleted first", c.ID, cur.Namespace, rc.Namespace, cur.Namespace))
+		if err := p.leaveOldNamespace(ctx, c.ID, rc); err != nil {
+			return err
 		}
 		if err := p.ensureNetworkPolicy(ctx, rc.Labels[KeyResourceGroup]); err != nil {
 			return err
@@ -427,6 +422,39 @@ func (p *Provisioner) ApplyCluster(ctx context.Context, c *cluster.Cluster) erro
 		return err
 	}
 	return p.apply(ctx, obj)
+}
+
+// leaveOldNamespace deletes cluster id's RayCluster in another namespace
+// than rc's, left there by the resource group it ran in before (started
+// again in a group of another namespace, after an edit while hibernated),
+// and then fails the step, which is tried again once it is gone. One that
+// is not suspended still runs: it is not deleted, and the step fails
+// saying so.
+func (p *Provisioner) leaveOldNamespace(ctx context.Context, id string, rc *rayv1.RayCluster) error {
+	all, err := p.rayClustersOf(ctx, id, "")
+	if err != nil {
+		return err
+	}
+	var old []client.Object
+	for i := range all {
+		o := &all[i]
+		if o.Name != rc.Name || o.Namespace == rc.Namespace || o.DeletionTimestamp != nil {
+			continue
+		}
+		if o.Spec.Suspend == nil || !*o.Spec.Suspend {
+			return &errs.StateError{Kind: "ray cluster", ID: id, Op: "move to namespace " + rc.Namespace,
+				State: "running in namespace " + o.Namespace, Allowed: []string{"suspended"}}
+		}
+		old = append(old, o)
+	}
+	if len(old) == 0 {
+		return nil
+	}
+	if err := p.deleteObjects(ctx, id, old); err != nil {
+		return err
+	}
+	return errs.Unavailable("apply RayCluster "+rc.Name, fmt.Errorf(
+		"cluster %s moves to namespace %s: its RayCluster in namespace %s is being deleted first", id, rc.Namespace, old[0].GetNamespace()))
 }
 
 // liveGroup is the resource group cluster c runs in (its live one, which
@@ -525,7 +553,7 @@ func (p *Provisioner) DeleteCluster(ctx context.Context, id string) error {
 	} else if rj != nil {
 		objs = append(objs, rj)
 	}
-	rcs, err := p.rayClusters(ctx, id)
+	rcs, err := p.rayClustersOf(ctx, id, "") // and what is left of a group it ran in before
 	if err != nil {
 		return err
 	}
@@ -1319,13 +1347,20 @@ func clusterPods(pods []corev1.Pod) []cluster.Pod {
 }
 
 // podsOf lists cluster clusterID's pods from the cache, by the cluster id
-// label.
+// label: those a RayCluster controls (KubeRay's), in their place
+// (inPlace). A pod someone else made with the label is not counted in the
+// cluster's hold, nor waited for when it is deleted.
 func (p *Provisioner) podsOf(ctx context.Context, clusterID string) ([]corev1.Pod, error) {
 	var list corev1.PodList
 	if err := p.cache.List(ctx, &list, client.MatchingFields{indexCluster: clusterID}); err != nil {
 		return nil, apiError("list pods", "cluster", clusterID, err)
 	}
-	return list.Items, nil
+	rg := p.clusterGroup(ctx, clusterID)
+	return slices.DeleteFunc(list.Items, func(pod corev1.Pod) bool {
+		owner := metav1.GetControllerOf(&pod)
+		return owner == nil || owner.Kind != "RayCluster" || !strings.HasPrefix(owner.APIVersion, rayv1.GroupVersion.Group+"/") ||
+			!p.inPlace(&pod, rg)
+	}), nil
 }
 
 func podOf(pod *corev1.Pod) cluster.Pod {
@@ -1399,27 +1434,82 @@ func (p *Provisioner) rayCluster(ctx context.Context, id string) (*rayv1.RayClus
 	return nil, nil
 }
 
-// rayClusters returns the RayClusters labelled with cluster id: its own,
-// or its RayJob's.
+// rayClusters returns the RayClusters labelled with cluster id, in their
+// place (inPlace): its own, or its RayJob's.
 func (p *Provisioner) rayClusters(ctx context.Context, id string) ([]rayv1.RayCluster, error) {
+	return p.rayClustersOf(ctx, id, p.clusterGroup(ctx, id))
+}
+
+// rayClustersOf returns the RayClusters labelled with cluster id in their
+// place (inPlace) for resource group rg; "" takes those of any group, each
+// in its own group's namespace (what is left of a group the cluster ran in
+// before, which a start or a delete removes).
+func (p *Provisioner) rayClustersOf(ctx context.Context, id, rg string) ([]rayv1.RayCluster, error) {
 	var list rayv1.RayClusterList
 	if err := p.cache.List(ctx, &list, client.MatchingFields{indexCluster: id}); err != nil {
 		return nil, apiError("list RayClusters", "cluster", id, err)
 	}
-	return list.Items, nil
+	return slices.DeleteFunc(list.Items, func(rc rayv1.RayCluster) bool { return !p.inPlace(&rc, rg) }), nil
 }
 
-// rayJob returns the RayJob of on-demand cluster id, or nil.
+// rayJob returns the RayJob of on-demand cluster id, in its place
+// (inPlace), or nil.
 func (p *Provisioner) rayJob(ctx context.Context, id string) (*rayv1.RayJob, error) {
 	var list rayv1.RayJobList
 	if err := p.cache.List(ctx, &list, client.MatchingFields{indexCluster: id}); err != nil {
 		return nil, apiError("list RayJobs", "cluster", id, err)
 	}
-	if len(list.Items) == 0 {
-		return nil, nil
+	rg := p.clusterGroup(ctx, id)
+	for i := range list.Items {
+		if p.inPlace(&list.Items[i], rg) {
+			return &list.Items[i], nil
+		}
 	}
-	return &list.Items[0], nil
+	return nil, nil
 }
+
+// inPlace reports whether o, labelled with a cluster's id, is where the
+// backend puts that cluster's objects: in the namespace of its own
+// resource group (KeyResourceGroup, Options.GroupNamespaces), and of the
+// cluster's live group rg when it is known. An object with the id in
+// another group's namespace, whose editors may write it there, is not the
+// cluster's: a RayCluster made there would otherwise be taken for the
+// cluster's, its head given the cluster's jobs and its pods counted in the
+// cluster's hold.
+func (p *Provisioner) inPlace(o client.Object, rg string) bool {
+	own := o.GetLabels()[KeyResourceGroup]
+	if rg != "" && own != rg {
+		return false
+	}
+	return o.GetNamespace() == p.nsFor(own)
+}
+
+// clusterGroup returns the live resource group of cluster id as the
+// store's cache has it (liveGroup), or "" when it has no such cluster (a
+// leftover of one deleted). The last one read is remembered by the
+// document's version.
+func (p *Provisioner) clusterGroup(_ context.Context, id string) string {
+	if len(p.groupNS) == 0 {
+		return "" // one namespace: nothing to tell apart
+	}
+	d, ok := p.store.cached("cluster", id)
+	if !ok {
+		return ""
+	}
+	if g, ok := p.groups.Load(id); ok && g.(seenGroup).version == d.Version {
+		return g.(seenGroup).rg
+	}
+	var c cluster.Cluster
+	if err := json.Unmarshal(d.Data, &c); err != nil {
+		return ""
+	}
+	rg := liveGroup(&c)
+	p.groups.Store(id, seenGroup{d.Version, rg})
+	return rg
+}
+
+// seenGroup is a cluster's live resource group at a version of it.
+type seenGroup struct{ version, rg string }
 
 // getRun reads a run from the store's cache.
 func (p *Provisioner) getRun(ctx context.Context, id string) (*job.Run, error) {

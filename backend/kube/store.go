@@ -570,6 +570,15 @@ func (s *Store) Get(ctx context.Context, kind, id string) (backend.Doc, error) {
 	return s.getLatest(ctx, k, id)
 }
 
+// cached returns the document kind/id as the store's cache has it, and
+// whether it has it; it never asks the API server.
+func (s *Store) cached(kind, id string) (backend.Doc, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	e, ok := s.docs[kind][id]
+	return e.doc, ok
+}
+
 // GetLatest returns the document kind/id as the API server has it now,
 // past the cache (a dlc.LatestReader): one GET, a quorum read.
 func (s *Store) GetLatest(ctx context.Context, kind, id string) (backend.Doc, error) {

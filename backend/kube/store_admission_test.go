@@ -7,6 +7,7 @@ import (
 	"time"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -33,7 +34,8 @@ const storeDenied = "ValidatingAdmissionPolicy 'dlc-store'"
 // given every verb on them, a cluster administrator, whom RBAC does not
 // stop) is refused by admission: every write of a StoreEntry, of a
 // status, of a spec, and every delete; nothing the backend wrote changes.
-// The backend itself writes as before.
+// The backend itself writes as before. Once the namespace is being
+// deleted, its deletes pass for anyone (the namespace controller's).
 func TestAdmissionStore(t *testing.T) {
 	cp := kubetest.StartControlPlane(t)
 	ns := cp.NewNamespace(t)
@@ -194,6 +196,38 @@ func TestAdmissionStore(t *testing.T) {
 		}
 		if err := st.Delete(ctx, "hold", d.ID, ""); err != nil {
 			t.Fatalf("the backend's delete of its hold: %v", err)
+		}
+	})
+
+	t.Run("a namespace being deleted", func(t *testing.T) {
+		// Kubernetes' namespace controller empties a namespace being
+		// deleted, as itself: its deletes pass (else the namespace would
+		// stay Terminating), and nothing else does.
+		root, err := client.New(cp.AddUser(t, "system:kube-controller-manager", "system:masters"), client.Options{Scheme: cp.Scheme()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := admin.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+			t.Fatal(err)
+		}
+		var left v1alpha1.StoreEntryList
+		if err := admin.List(ctx, &left, client.InNamespace(ns)); err != nil || len(left.Items) < 2 {
+			t.Fatalf("entries left: %d, %v", len(left.Items), err)
+		}
+		for {
+			err := root.Delete(ctx, &left.Items[0])
+			if err == nil {
+				break
+			}
+			if !strings.Contains(err.Error(), storeDenied) || ctx.Err() != nil {
+				t.Fatalf("a delete in the namespace being deleted: %v", err)
+			}
+			time.Sleep(10 * time.Millisecond) // polls the policy's view of the namespace; no timing assumed
+		}
+		e := left.Items[1].DeepCopy()
+		e.Data = `{}`
+		if err := root.Update(ctx, e); !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), storeDenied) {
+			t.Errorf("an update in the namespace being deleted: %v, want the policy's refusal", err)
 		}
 	})
 }

@@ -2,6 +2,7 @@ package e2e_test
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"testing"
@@ -30,6 +31,8 @@ import (
 // succeed, through the Jobs API and through KubeRay;
 // the cluster's delete removes its RayCluster there (no owner reference
 // crosses namespaces) and releases its hold once its pods are gone.
+// RayClusters another group's editors make with the cluster's id in their
+// namespace are not taken for the cluster's.
 func TestGroupNamespaces(t *testing.T) {
 	w := getWorld(t)
 	nsA, nsB := w.cp.NewNamespace(t), w.cp.NewNamespace(t)
@@ -106,6 +109,43 @@ func TestGroupNamespaces(t *testing.T) {
 	}
 	if len(rc.OwnerReferences) != 0 {
 		t.Errorf("owner references across namespaces %v: the garbage collector would delete the RayCluster", rc.OwnerReferences)
+	}
+
+	// Another group's editors make RayClusters with this cluster's id in
+	// their namespace, one labelled with its group, one with their own;
+	// KubeRay runs their pods. Neither is taken for the cluster's: its
+	// pods, its head and its hold stay its own.
+	before, err := s.c.Clusters().Details(s.ctx, cl.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, rg := range []string{"rg", "rg-b"} {
+		forged := rc.DeepCopy()
+		forged.ObjectMeta = metav1.ObjectMeta{Name: rc.Name, Namespace: nsB, Labels: maps.Clone(rc.Labels), Annotations: maps.Clone(rc.Annotations)}
+		if i == 1 {
+			forged.Name = rc.Name + "-b"
+		}
+		forged.Labels[kube.KeyResourceGroup] = rg
+		forged.Spec.Suspend = nil
+		if err := admin.Create(s.ctx, forged); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = admin.Delete(s.ctx, forged) }()
+	}
+	waitFor(t, "the forged RayClusters' pods in rg-b's namespace", func() (bool, string) {
+		n := count(&corev1.PodList{}, nsB, byCluster)
+		return n == 6, fmt.Sprint(n, " pods")
+	})
+	after, err := s.c.Clusters().Details(s.ctx, cl.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(after.Pods) != 3 || after.Dashboard != before.Dashboard || after.Resources != before.Resources {
+		t.Fatalf("with forged RayClusters in another group's namespace: %d pods, dashboard %q (was %q), resources %s (was %s)",
+			len(after.Pods), after.Dashboard, before.Dashboard, after.Resources, before.Resources)
+	}
+	if got := s.reserved(); got.MilliCPU != 12000 {
+		t.Fatalf("the group reserves %s with forged pods in another namespace, want the cluster's 12 cores", got)
 	}
 
 	onCluster := s.run(dlc.NewJob("on-the-cluster").OnCluster(cl.ID).COSPackage("cos://jobs-1250000000/slow.zip").Entrypoint("python main.py"))

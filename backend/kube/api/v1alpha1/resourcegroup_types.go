@@ -47,7 +47,7 @@ func (h *Hold) UnmarshalJSON(b []byte) error {
 // ResourceGroupStatus is what a resource group has reserved, as
 // quota.Account: the sum of every reservation, and the reservations
 // changed since they were last settled (the settled ones are each kept in
-// a ConfigMap of their own, labelled with the store kind "hold"). It is
+// a StoreEntry of their own, labelled with the store kind "hold"). It is
 // changed only by compare-and-swap on the object's resourceVersion (an
 // update of the status subresource with the version read): the object is
 // the one serialisation point of reservations across replicas.
@@ -64,7 +64,7 @@ type ResourceGroupStatus struct {
 	// +kubebuilder:validation:Minimum=0
 	// +optional
 	Seq int64 `json:"seq,omitempty"`
-	// Settled is the resourceVersion of the newest reservation ConfigMap
+	// Settled is the resourceVersion of the newest reservation StoreEntry
 	// settled.
 	// +kubebuilder:validation:MaxLength=64
 	// +optional
