@@ -230,8 +230,41 @@ func (p *Provisioner) Close() { p.stop() }
 // RayJob or pods changed, and with "run" and the id of a run whose RayJob
 // changed or whose job on a Jobs API is due to be looked at again, until
 // the backend is closed. f must return quickly.
+//
+// It first calls f with every cluster that has a RayCluster or RayJob in a
+// resource group's own namespace (Options.GroupNamespaces), as the cache
+// has them now: their informers' first events came before any observer,
+// and such an object has no owner that the garbage collector would follow
+// (owner references do not cross namespaces), so one whose cluster is no
+// longer stored (its ComputeCluster removed while no client ran) is found
+// here, and deleted by the client's look at it, or not at all.
 func (p *Provisioner) Observe(ctx context.Context, f func(kind, id string)) {
 	p.watchers.Add(ctx, &p.mu, f, nil)
+	seen := map[string]bool{}
+	for _, ns := range slices.Sorted(maps.Values(p.groupNS)) {
+		if ns == p.namespace || seen[ns] {
+			continue
+		}
+		seen[ns] = true
+		var rcs rayv1.RayClusterList
+		var rjs rayv1.RayJobList
+		for _, l := range []client.ObjectList{&rcs, &rjs} {
+			if err := p.cache.List(ctx, l, client.InNamespace(ns)); err != nil {
+				p.log.Error(err, "listing Ray objects at start", "namespace", ns)
+			}
+		}
+		ids := map[string]bool{}
+		for _, rc := range rcs.Items {
+			ids[rc.Labels[KeyClusterID]] = true
+		}
+		for _, rj := range rjs.Items {
+			ids[rj.Labels[KeyClusterID]] = true
+		}
+		delete(ids, "")
+		for _, id := range slices.Sorted(maps.Keys(ids)) {
+			f("cluster", id)
+		}
+	}
 }
 
 // changed tells the observers what an informer event is about.

@@ -11,12 +11,14 @@ import (
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	"github.com/aidlc/dlc"
 	"github.com/aidlc/dlc/backend/kube"
+	"github.com/aidlc/dlc/backend/kube/api/v1alpha1"
 	"github.com/aidlc/dlc/errs"
 	"github.com/aidlc/dlc/job"
 	"github.com/aidlc/dlc/quota"
@@ -174,5 +176,36 @@ func TestGroupNamespaces(t *testing.T) {
 		rcs, pods := count(&rayv1.RayClusterList{}, nsA, byCluster), count(&corev1.PodList{}, nsA, byCluster)
 		r := s.reserved()
 		return errs.IsNotFound(err) && rcs == 0 && pods == 0 && r.IsZero(), fmt.Sprint(err, rcs, " RayClusters ", pods, " pods, reserved ", r)
+	})
+}
+
+// A RayCluster in a group's namespace has no owner the garbage collector
+// follows. One whose ComputeCluster was removed while no client ran (by
+// hand, where dlc-store is not installed) is found when a client starts,
+// and deleted; before, nothing looked at it until an event on it came.
+func TestGroupNamespaceLeftoverRemovedAtStart(t *testing.T) {
+	w := getWorld(t)
+	nsA := w.cp.NewNamespace(t)
+	s := newScene(t, kube.Options{GroupNamespaces: map[string]string{"rg": nsA}})
+	cl := s.cluster("left_over", true)
+	admin := w.cp.Client()
+	rcKey := client.ObjectKey{Namespace: nsA, Name: kube.RayClusterName(cl.ID)}
+	if err := admin.Get(s.ctx, rcKey, &rayv1.RayCluster{}); err != nil {
+		t.Fatal(err)
+	}
+	_ = s.c.Close() // no client runs
+	var cc v1alpha1.ComputeClusterList
+	if err := admin.List(s.ctx, &cc, client.InNamespace(s.ns)); err != nil || len(cc.Items) != 1 {
+		t.Fatalf("ComputeClusters: %d, %v", len(cc.Items), err)
+	}
+	if err := admin.Delete(s.ctx, &cc.Items[0]); err != nil {
+		t.Fatal(err)
+	}
+	o := s.o
+	o.Namespace = s.ns
+	newClient(t, w.backend(t, o))
+	waitFor(t, "the leftover RayCluster deleted", func() (bool, string) {
+		err := admin.Get(s.ctx, rcKey, &rayv1.RayCluster{})
+		return apierrors.IsNotFound(err), fmt.Sprint(err)
 	})
 }
