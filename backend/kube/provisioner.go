@@ -640,15 +640,16 @@ func (p *Provisioner) deleteObjects(ctx context.Context, id string, objs []clien
 // An on-demand cluster whose job has ended reads ready: it did its work,
 // and KubeRay shuts it down; the run's reconciler then deletes it.
 func (p *Provisioner) ClusterStatus(ctx context.Context, id string) (cluster.Observation, error) {
-	rj, err := p.rayJob(ctx, id)
+	rg := p.clusterGroup(ctx, id) // read once for the three lookups
+	rj, err := p.rayJobOf(ctx, id, rg)
 	if err != nil {
 		return cluster.Observation{}, err
 	}
-	rcs, err := p.rayClusters(ctx, id)
+	rcs, err := p.rayClustersOf(ctx, id, rg)
 	if err != nil {
 		return cluster.Observation{}, err
 	}
-	raw, err := p.podsOf(ctx, id)
+	raw, err := p.podsOfIn(ctx, id, rg)
 	if err != nil {
 		return cluster.Observation{}, err
 	}
@@ -1384,11 +1385,15 @@ func clusterPods(pods []corev1.Pod) []cluster.Pod {
 // (inPlace). A pod someone else made with the label is not counted in the
 // cluster's hold, nor waited for when it is deleted.
 func (p *Provisioner) podsOf(ctx context.Context, clusterID string) ([]corev1.Pod, error) {
+	return p.podsOfIn(ctx, clusterID, p.clusterGroup(ctx, clusterID))
+}
+
+// podsOfIn is podsOf for cluster clusterID of live resource group rg.
+func (p *Provisioner) podsOfIn(ctx context.Context, clusterID, rg string) ([]corev1.Pod, error) {
 	var list corev1.PodList
 	if err := p.cache.List(ctx, &list, client.MatchingFields{indexCluster: clusterID}); err != nil {
 		return nil, apiError("list pods", "cluster", clusterID, err)
 	}
-	rg := p.clusterGroup(ctx, clusterID)
 	return slices.DeleteFunc(list.Items, func(pod corev1.Pod) bool {
 		owner := metav1.GetControllerOf(&pod)
 		return owner == nil || owner.Kind != "RayCluster" || !strings.HasPrefix(owner.APIVersion, rayv1.GroupVersion.Group+"/") ||
@@ -1488,11 +1493,15 @@ func (p *Provisioner) rayClustersOf(ctx context.Context, id, rg string) ([]rayv1
 // rayJob returns the RayJob of on-demand cluster id, in its place
 // (inPlace), or nil.
 func (p *Provisioner) rayJob(ctx context.Context, id string) (*rayv1.RayJob, error) {
+	return p.rayJobOf(ctx, id, p.clusterGroup(ctx, id))
+}
+
+// rayJobOf is rayJob for cluster id of live resource group rg.
+func (p *Provisioner) rayJobOf(ctx context.Context, id, rg string) (*rayv1.RayJob, error) {
 	var list rayv1.RayJobList
 	if err := p.cache.List(ctx, &list, client.MatchingFields{indexCluster: id}); err != nil {
 		return nil, apiError("list RayJobs", "cluster", id, err)
 	}
-	rg := p.clusterGroup(ctx, id)
 	for i := range list.Items {
 		if p.inPlace(&list.Items[i], rg) {
 			return &list.Items[i], nil

@@ -558,11 +558,8 @@ func (s *Store) Get(ctx context.Context, kind, id string) (backend.Doc, error) {
 	if err != nil {
 		return backend.Doc{}, err
 	}
-	s.mu.RLock()
-	e, ok := s.docs[kind][id]
-	s.mu.RUnlock()
-	if ok {
-		return backend.CopyDoc(e.doc), nil
+	if d, ok := s.cached(kind, id); ok {
+		return backend.CopyDoc(d), nil
 	}
 	// A miss may be the cache lagging a write another replica made a
 	// moment ago (behind a load balancer, a user's next call lands on
@@ -571,7 +568,8 @@ func (s *Store) Get(ctx context.Context, kind, id string) (backend.Doc, error) {
 }
 
 // cached returns the document kind/id as the store's cache has it, and
-// whether it has it; it never asks the API server.
+// whether it has it; it never asks the API server. The document is the
+// cache's own: not to be changed (Get returns a copy).
 func (s *Store) cached(kind, id string) (backend.Doc, bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
@@ -807,9 +805,9 @@ func (k *kindInfo) derivedOnly(status any) (bool, error) {
 // someone else, without the label the store's cache selects by, so the
 // store can never read it as a claim). One uncached read tells.
 func (s *Store) foreignClaim(ctx context.Context, op, id, name string, err error) error {
-	cm := &v1alpha1.StoreEntry{}
-	if gerr := s.c.Get(ctx, client.ObjectKey{Namespace: s.namespace, Name: name}, cm); gerr != nil ||
-		cm.Labels[StoreKeyKind] == "name" {
+	se := &v1alpha1.StoreEntry{}
+	if gerr := s.c.Get(ctx, client.ObjectKey{Namespace: s.namespace, Name: name}, se); gerr != nil ||
+		se.Labels[StoreKeyKind] == "name" {
 		return apiError(op, "name", id, err)
 	}
 	return &wrapped{errs.Conflict("name", id, fmt.Sprintf(
