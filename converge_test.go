@@ -119,6 +119,29 @@ func (b *backlogRay) ClusterStatus(ctx context.Context, id string) (cluster.Obse
 	return o, err
 }
 
+// startForAnHour has the fixture's client work on b, creates a cluster
+// and starts it, and runs the clock 70 minutes a minute at a time; it
+// returns the cluster as created and as it is then.
+func (f *fixture) startForAnHour(b dlc.Backend, name string) (created, got *cluster.Cluster) {
+	f.t.Helper()
+	c := f.m.NewClient(dlc.WithBackend(b))
+	f.m.CloseClient(f.c)
+	f.c = c
+	cl, err := f.c.Clusters().Create(f.ctx, f.spec(name, 1, 1))
+	f.must(err)
+	f.m.Settle(time.Millisecond, 10)
+	_, err = f.c.Clusters().Start(f.ctx, cl.ID)
+	f.must(err)
+	f.m.Reconcile()
+	for range 70 {
+		f.m.Clock.Advance(time.Minute)
+		f.m.Reconcile()
+	}
+	got, err = f.c.Clusters().Get(f.ctx, cl.ID)
+	f.must(err)
+	return cl, got
+}
+
 // An operator's backlog is not a failure of the cluster: a start that
 // Ray has not taken up waits backlogFactor (6) step timeouts, not one,
 // and then fails saying what it waited for.
@@ -135,21 +158,7 @@ func TestStepTimeoutBacklog(t *testing.T) {
 			f := newFixture(t, dlctest.MemoryOptions{Delays: startTakes(tc.start)})
 			b := &backlogRay{Backend: f.m.Backend}
 			b.backlog.Store(true)
-			c := f.m.NewClient(dlc.WithBackend(b))
-			f.m.CloseClient(f.c)
-			f.c = c
-			cl, err := f.c.Clusters().Create(f.ctx, f.spec("积压", 1, 1))
-			f.must(err)
-			f.m.Settle(time.Millisecond, 10)
-			_, err = f.c.Clusters().Start(f.ctx, cl.ID)
-			f.must(err)
-			f.m.Reconcile()
-			for range 70 {
-				f.m.Clock.Advance(time.Minute)
-				f.m.Reconcile()
-			}
-			got, err := f.c.Clusters().Get(f.ctx, cl.ID)
-			f.must(err)
+			cl, got := f.startForAnHour(b, "积压")
 			if got.State != tc.want {
 				t.Fatalf("after 70 minutes: %s %q, want %s:\n%s", got.State, got.Reason, tc.want, f.events(cl.ID))
 			}
@@ -158,6 +167,54 @@ func TestStepTimeoutBacklog(t *testing.T) {
 			}
 			if tc.want == cluster.Running && strings.Contains(f.events(cl.ID), "timed out") {
 				t.Errorf("a backlogged start timed out on the way:\n%s", f.events(cl.ID))
+			}
+		})
+	}
+}
+
+// refusedRay is the memory backend whose Ray says, while a pending
+// cluster's start has not finished, that the platform under it refuses
+// its nodes for quota (a Kubernetes ResourceQuota that other pods fill).
+type refusedRay struct{ *memory.Backend }
+
+// refusal is what refusedRay says.
+const refusal = `Kubernetes refuses pods of its RayCluster in namespace team-a: exceeded quota "dlc-resource-group"`
+
+func (b refusedRay) ClusterStatus(ctx context.Context, id string) (cluster.Observation, error) {
+	o, err := b.Backend.ClusterStatus(ctx, id)
+	if err == nil && o.Phase == cluster.PhasePending {
+		o.Refused = refusal
+	}
+	return o, err
+}
+
+// A start whose nodes the platform refuses for quota is not a failure of
+// the cluster: it is recorded on the cluster once (a quota-refused entry,
+// a Warning on Kubernetes) and waits backlogFactor (6) step timeouts, not
+// one, then fails saying why.
+func TestStepTimeoutQuotaRefused(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		start time.Duration // how long the refused start takes
+		want  cluster.State
+	}{
+		{"room within 40 minutes", 40 * time.Minute, cluster.Running},
+		{"no room for hours", 3 * time.Hour, cluster.Abnormal},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, dlctest.MemoryOptions{Delays: startTakes(tc.start)})
+			cl, got := f.startForAnHour(refusedRay{f.m.Backend}, "配额")
+			if got.State != tc.want {
+				t.Fatalf("after 70 minutes: %s %q, want %s:\n%s", got.State, got.Reason, tc.want, f.events(cl.ID))
+			}
+			if n := strings.Count(f.events(cl.ID), "quota-refused"); n != 1 {
+				t.Errorf("the refusal recorded %d times, want once:\n%s", n, f.events(cl.ID))
+			}
+			if tc.want == cluster.Abnormal && !strings.Contains(got.Reason, "exceeded quota") {
+				t.Errorf("reason %q does not say Kubernetes refused its nodes", got.Reason)
+			}
+			if tc.want == cluster.Running && strings.Contains(f.events(cl.ID), "timed out") {
+				t.Errorf("a refused start timed out on the way:\n%s", f.events(cl.ID))
 			}
 		})
 	}

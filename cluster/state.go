@@ -199,6 +199,12 @@ type Observation struct {
 	// one (KubeRay's in-tree autoscaler); nil otherwise (the memory
 	// backend, whose autoscaler's requests are Clusters().Autoscale).
 	Autoscaled *Autoscaled
+	// Refused says why the platform under Ray refuses some of the
+	// cluster's nodes (a Kubernetes ResourceQuota exceeded: other pods
+	// use what the resource group has), "" when it does not. The cluster
+	// waits for room: a refusal is no failure of Ray's, and its step has
+	// the longer bound of a backlog.
+	Refused string
 }
 
 // Autoscaled is what Ray's own autoscaler asks of a running cluster.

@@ -30,3 +30,10 @@ func Listed(s *Store) int64 { return s.listed.Load() }
 // Lingering is lingering, for a table test of which pods of a deleted
 // cluster it still waits for.
 var Lingering = lingering
+
+// PodResources is podResources: what a pod requests (or is limited to),
+// as Kubernetes counts it.
+var PodResources = podResources
+
+// QuotaRefusal is quotaRefusal.
+var QuotaRefusal = quotaRefusal

@@ -216,9 +216,14 @@ func newProvisioner(ctx context.Context, cfg *rest.Config, st *Store, o Options)
 		stop()
 		return nil, errs.Unavailable("kube provisioner sync", fmt.Errorf("caches of namespaces %v did not sync: %w", slices.Sorted(maps.Keys(watched)), context.Cause(sctx)))
 	}
+	keeping, err := startQuotaKeeper(run, p)
+	if err != nil {
+		stop()
+		return nil, fmt.Errorf("kube provisioner: resource group quotas: %w", err)
+	}
 	polling := make(chan struct{})
 	go func() { defer close(polling); p.poller(run) }()
-	p.stop = func() { stop(); awaitStopped(polling) }
+	p.stop = func() { stop(); keeping(); awaitStopped(polling) }
 	return p, nil
 }
 
@@ -696,7 +701,7 @@ func (p *Provisioner) ClusterStatus(ctx context.Context, id string) (cluster.Obs
 		o.Phase = cluster.PhaseReady
 	case rc != nil:
 		ro := clusterObservation(rc, now)
-		o.Phase, o.Reason, o.Queued = ro.Phase, ro.Reason, ro.Queued || kubeRayOwes(rc, raw)
+		o.Phase, o.Reason, o.Queued, o.Refused = ro.Phase, ro.Reason, ro.Queued || kubeRayOwes(rc, raw), ro.Refused
 		o.Autoscaled = autoscaled(rc)
 	}
 	return o, nil
@@ -825,7 +830,35 @@ func clusterObservation(rc *rayv1.RayCluster, now time.Time) cluster.Observation
 		}
 		o.Reason = job.ClipMessage(o.Reason)
 	}
+	o.Refused = quotaRefusal(rc)
 	return o
+}
+
+// quotaRefusal says which ResourceQuota refuses rc's pods when KubeRay's
+// last reconcile failed to create one for it: KubeRay (v1.5.0,
+// raycluster_controller.go, calculateStatus) sets the condition
+// ReplicaFailure to the error of its pod create, which says "exceeded
+// quota: <name>, requested: …" (the API server's quota admission). The
+// words kept are the stable ones (not the amounts, which change with
+// every pod), so that a cluster's log says it once.
+func quotaRefusal(rc *rayv1.RayCluster) string {
+	c := meta.FindStatusCondition(rc.Status.Conditions, string(rayv1.RayClusterReplicaFailure))
+	if c == nil || c.Status != metav1.ConditionTrue {
+		return ""
+	}
+	const exceeded = "exceeded quota: "
+	i := strings.Index(c.Message, exceeded)
+	if i < 0 {
+		return ""
+	}
+	name := c.Message[i+len(exceeded):]
+	if j := strings.IndexAny(name, ", "); j >= 0 {
+		name = name[:j]
+	}
+	if len(name) > 253 {
+		name = name[:253]
+	}
+	return fmt.Sprintf("Kubernetes refuses pods of its RayCluster in namespace %s: exceeded quota %s (other pods use what its resource group may request there); it waits for room", rc.Namespace, strconv.Quote(name))
 }
 
 // autoscaled is what Ray's autoscaler has written into rc's worker groups
@@ -1416,11 +1449,35 @@ func podOf(pod *corev1.Pod) cluster.Pod {
 	for _, c := range pod.Spec.Containers {
 		if c.Name == HeadContainer || c.Name == WorkerContainer || len(pod.Spec.Containers) == 1 {
 			out.Image = c.Image
-			out.Requests, out.Limits = resourcesOf(c.Resources.Requests), resourcesOf(c.Resources.Limits)
 			break
 		}
 	}
+	out.Requests = podResources(pod, func(r corev1.ResourceRequirements) corev1.ResourceList { return r.Requests })
+	out.Limits = podResources(pod, func(r corev1.ResourceRequirements) corev1.ResourceList { return r.Limits })
 	return out
+}
+
+// podResources is what pod requests (or is limited to, by of) as
+// Kubernetes counts it for a ResourceQuota and the scheduler
+// (k8s.io/component-helpers/resource, PodRequests): its containers added
+// up, with its restartable init containers (sidecars), at least each
+// other init container with the sidecars started before it, plus its
+// overhead. The autoscaler KubeRay adds to a head and the init container
+// it adds to workers count, as they count against the namespace's quota.
+func podResources(pod *corev1.Pod, of func(corev1.ResourceRequirements) corev1.ResourceList) quota.Resources {
+	var sum, sidecars, initMax quota.Resources
+	for _, c := range pod.Spec.Containers {
+		sum = sum.Add(resourcesOf(of(c.Resources)))
+	}
+	for _, c := range pod.Spec.InitContainers {
+		r := resourcesOf(of(c.Resources))
+		if c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways {
+			sum, sidecars = sum.Add(r), sidecars.Add(r)
+			continue
+		}
+		initMax = initMax.Max(r.Add(sidecars))
+	}
+	return sum.Max(initMax).Add(resourcesOf(pod.Spec.Overhead))
 }
 
 func resourcesOf(l corev1.ResourceList) quota.Resources {

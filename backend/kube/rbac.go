@@ -56,6 +56,12 @@ package kube
 //
 // +kubebuilder:rbac:groups="";events.k8s.io,namespace=dlc-system,resources=events,verbs=create;patch
 
+// ResourceQuotas: a resource group with a namespace of its own
+// (Options.GroupNamespaces) has the ResourceQuota GroupQuotaName there,
+// which the backend keeps equal to its capacity (get, create, update). No
+// marker here: the backend's own namespace has none, and only
+// config/rbac/group's Role grants it (TestGroupRoleMatchesTheBackendRole).
+
 // NetworkPolicies: one per resource group, applied (server-side apply:
 // patch, create the first time) when Options.NetworkPolicy is set; never
 // read back, so no get, list or watch.

@@ -180,7 +180,9 @@ func (o RenderOptions) catalogs() cluster.Catalogs {
 //     abnormal ones with false;
 //   - each node group is one container (ray-head, ray-worker) whose
 //     requests and limits are its node spec's cpu, memory and, for GU
-//     specs, nvidia.com/gpu; its environment variables are the
+//     specs, nvidia.com/gpu (but an autoscaling head's requests, which
+//     leave AutoscalerRequests to its autoscaler container, so that each
+//     pod requests its node spec in all, as a ResourceQuota counts it); its environment variables are the
 //     container's; its Ray node labels are the group's labels field and
 //     its logical resources the "resources" start parameter;
 //   - every pod meets the restricted Pod Security profile: it runs as
@@ -357,8 +359,10 @@ func renderClusterSpec(in clusterInput, o RenderOptions) (*rayv1.RayClusterSpec,
 		// KubeRay adds the autoscaler container to the head with no security
 		// context of its own, and runs the head as a ServiceAccount of the
 		// cluster's that the autoscaler's token comes from.
-		spec.AutoscalerOptions = &rayv1.AutoscalerOptions{SecurityContext: containerSecurity(), Env: rayTokenEnv(in.rayToken)}
+		spec.AutoscalerOptions = &rayv1.AutoscalerOptions{SecurityContext: containerSecurity(), Env: rayTokenEnv(in.rayToken),
+			Resources: &corev1.ResourceRequirements{Requests: AutoscalerRequests(), Limits: AutoscalerRequests()}}
 		spec.HeadGroupSpec.Template.Spec.AutomountServiceAccountToken = nil
+		carveAutoscaler(&spec.HeadGroupSpec.Template.Spec.Containers[0])
 	}
 	if redis != nil {
 		ft := &rayv1.GcsFaultToleranceOptions{RedisAddress: redis.Address}
@@ -371,6 +375,36 @@ func renderClusterSpec(in clusterInput, o RenderOptions) (*rayv1.RayClusterSpec,
 		spec.GcsFaultToleranceOptions = ft
 	}
 	return spec, nil
+}
+
+// AutoscalerRequests is what the autoscaler container KubeRay adds to an
+// autoscaling head requests, and is limited to: KubeRay's own default
+// (v1.5.0, controllers/ray/common/pod.go, BuildAutoscalerContainer: 500m
+// and 512Mi), set in autoscalerOptions.resources so that it does not
+// change with KubeRay's. A Kubernetes ResourceQuota counts every
+// container of a pod, and a cluster's reservation is its node specs:
+// so the head's Ray container requests its node spec less this
+// (carveAutoscaler), and the head pod requests its node spec in all.
+func AutoscalerRequests() corev1.ResourceList {
+	return corev1.ResourceList{
+		corev1.ResourceCPU:    resource.MustParse("500m"),
+		corev1.ResourceMemory: resource.MustParse("512Mi"),
+	}
+}
+
+// carveAutoscaler takes what the autoscaler requests out of an autoscaling
+// head's Ray container's requests (a node spec has at least one core and
+// 1 GiB: the rest is positive). Its limits stay the node spec's: KubeRay
+// gives Ray its num-cpus and memory from the limits (v1.5.0,
+// controllers/ray/common/pod.go, generateRayStartCommand), so Ray still
+// schedules on the whole node spec, and the container may use what the
+// autoscaler leaves idle.
+func carveAutoscaler(c *corev1.Container) {
+	for name, q := range AutoscalerRequests() {
+		r := c.Resources.Requests[name]
+		r.Sub(q)
+		c.Resources.Requests[name] = r
+	}
 }
 
 // podTemplate renders one node group's pods. The group's variables from

@@ -28,8 +28,11 @@ import (
 // admission refuses every pod of a namespace with a ResourceQuota, and
 // counts nothing), and the garbage collector, which deletes what an owner
 // reference ties to a deleted owner (a RayCluster's pods, a RayJob's
-// RayCluster, a ComputeCluster's RayCluster).
-var ControllerNames = []string{"resourcequota", "garbagecollector"}
+// RayCluster, a ComputeCluster's RayCluster); and the ClusterRole
+// aggregation controller, which fills the aggregated ClusterRoles (admin,
+// edit, view: without it they grant nothing, and a test cannot bind a user
+// to a namespace's editors as a cluster would).
+var ControllerNames = []string{"resourcequota", "garbagecollector", "clusterrole-aggregation"}
 
 // Controllers is a kube-controller-manager process running
 // [ControllerNames] against a control plane: the real controllers, built

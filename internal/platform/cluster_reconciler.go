@@ -151,8 +151,14 @@ func (c *Engine) reconcileCluster(ctx context.Context, id string) (again time.Du
 			if err != nil || wrote {
 				return again, err // the write brings the cluster back here
 			}
+			if err := c.noteRefused(ctx, cl, obs); err != nil {
+				return 0, err
+			}
 			inRay := podRequests(obs.Pods)
 			return sooner(again, idle), c.trueUpHold(ctx, cl, &inRay)
+		}
+		if err := c.noteRefused(ctx, cl, obs); err != nil {
+			return 0, err
 		}
 		// Transitional: Ray will say when it is done; meanwhile the step has
 		// a deadline on its progress, so that no cluster stays transitional
@@ -273,11 +279,30 @@ func (c *Engine) stepLeft(cl *cluster.Cluster, obs cluster.Observation, found bo
 	c.mu.Unlock()
 	bound := c.o.stepTime
 	waits := fmt.Sprintf("%s with no progress from Ray for more than %s", cl.State, bound)
-	if queued {
+	switch {
+	case obs.Refused != "":
+		bound *= backlogFactor
+		waits = fmt.Sprintf("%s, and for %s: %s", cl.State, bound, obs.Refused)
+	case queued:
 		bound *= backlogFactor
 		waits = fmt.Sprintf("%s, and Ray has not taken up generation %d in %s: is the operator (KubeRay) running?", cl.State, cl.Generation, bound)
 	}
 	return bound - now.Sub(s.since), waits
+}
+
+// noteRefused records on cl, once, that the platform under Ray refuses
+// its nodes (obs.Refused: a Kubernetes ResourceQuota), as a quota
+// discrepancy of its resource group (noteQuota, "quota-refused"): the
+// cluster is not abnormal for it, it waits for room.
+func (c *Engine) noteRefused(ctx context.Context, cl *cluster.Cluster, obs cluster.Observation) error {
+	if obs.Refused == "" || logged(cl.Events, "quota-refused", obs.Refused) {
+		return nil
+	}
+	rg := cl.QuotaGroup
+	if cl.Live != nil && cl.Live.ResourceGroup != "" {
+		rg = cl.Live.ResourceGroup
+	}
+	return c.noteQuota(ctx, cl.ID, rg, "quota-refused", obs.Refused)
 }
 
 // reconcileDelete has Ray delete the cluster and, once it is gone,

@@ -3,18 +3,13 @@ package e2e_test
 import (
 	"fmt"
 	"maps"
-	"os"
-	"path/filepath"
 	"testing"
-	"time"
 
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	"github.com/aidlc/dlc"
 	"github.com/aidlc/dlc/backend/kube"
@@ -39,45 +34,14 @@ func TestGroupNamespaces(t *testing.T) {
 	w := getWorld(t)
 	nsA, nsB := w.cp.NewNamespace(t), w.cp.NewNamespace(t)
 	s := newScene(t, kube.Options{GroupNamespaces: map[string]string{"rg": nsA, "rg-b": nsB}})
+	// Room for the forged RayClusters' pods below (24 cores): each group's
+	// namespace has a ResourceQuota of its capacity.
 	if _, err := s.c.ResourceGroups().Register(s.ctx, quota.Group{ID: "rg-b", Package: "pkg-1",
-		Capacity: quota.Resources{MilliCPU: 16000, Memory: 64 * quota.GiB}}); err != nil {
+		Capacity: quota.Resources{MilliCPU: 48000, Memory: 192 * quota.GiB}}); err != nil {
 		t.Fatal(err)
 	}
 	admin := w.cp.Client()
-	// From here on, the backend runs as its ServiceAccount, with the Role
-	// config/rbac ships in its namespace and config/rbac/group's in each
-	// group's: what it does there it may do with those rights alone.
-	saCfg := w.cp.BindRBAC(t, s.ns, filepath.Join("..", "..", "..", "config", "rbac"))
-	b, err := os.ReadFile(filepath.Join("..", "..", "..", "config", "rbac", "group", "role.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, ns := range []string{nsA, nsB} {
-		var role rbacv1.Role
-		if err := yaml.UnmarshalStrict(b, &role); err != nil {
-			t.Fatal(err)
-		}
-		role.Namespace = ns
-		bind := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: role.Name, Namespace: ns},
-			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name},
-			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "dlc-backend", Namespace: s.ns}}}
-		for _, obj := range []client.Object{&role, bind} {
-			if err := admin.Create(s.ctx, obj); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	o := s.o
-	o.Dashboard, o.Render.WorkingDir, o.PollInterval = w.loop.Dashboard, w.presign, 50*time.Millisecond
-	// Its informers retry until the authorizer grants the group Roles
-	// (a moment after they are made), within the store's sync timeout.
-	be, err := kube.New(s.ctx, saCfg, o)
-	if err != nil {
-		t.Fatalf("kube.New as the ServiceAccount: %v", err)
-	}
-	t.Cleanup(be.Close)
-	_ = s.c.Close()
-	s.c = newClient(t, be)
+	s.asServiceAccount(nsA, nsB)
 	count := func(list client.ObjectList, ns string, labels client.MatchingLabels) int {
 		t.Helper()
 		if err := admin.List(s.ctx, list, client.InNamespace(ns), labels); err != nil {

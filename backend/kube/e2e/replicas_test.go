@@ -166,15 +166,5 @@ func TestTwoClientsFiftyOnDemandRuns(t *testing.T) {
 // waitFor polls cond every 20 ms for up to a minute.
 func waitFor(t *testing.T, what string, cond func() (bool, string)) time.Duration {
 	t.Helper()
-	began := time.Now()
-	for {
-		ok, state := cond()
-		if ok {
-			return time.Since(began)
-		}
-		if time.Since(began) > time.Minute {
-			t.Fatalf("after a minute, still waiting for %s: %s", what, state)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	return waitForLonger(t, what, time.Minute, cond)
 }
