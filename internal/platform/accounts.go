@@ -185,6 +185,30 @@ func (c *Engine) writeAccount(rg string, l *accountLine, batch []*accountOp) []*
 		if err != nil {
 			c.o.log.Error(err, "writing reservations out of their resource group's account failed; its reconciler will", "resourceGroup", rg)
 		}
+		// An account changed as the platform never changes it (someone
+		// else removed a hold, lowered the sum) is not decided on before
+		// the live clusters are looked at: their holds are put back first
+		// (foreign_accounts.go).
+		mark, walk := c.suspectMark(rg), false
+		if mark != 0 {
+			walk = true
+		} else if d, ok := c.cache.get(kindResourceGroup, rg); !ok || d.Version != v {
+			walk = c.foreignAccountChange(c.accountOf(d, ok), a) // read past the cache: not vetted there yet
+		}
+		var restored []holdReport
+		repaired := false
+		if walk {
+			repaired = work.TrueUp()
+			var short []holdReport
+			if restored, short, err = c.restoreHolds(ctx, work, c.clock.Now()); err != nil {
+				fail(err)
+				return batch
+			}
+			repaired = repaired || len(restored) > 0
+			for _, r := range short {
+				c.o.log.Error(r.err, "a live cluster holds less than it runs and its resource group cannot make up for it", "cluster", r.cluster, "resourceGroup", rg, "needs", r.need.String())
+			}
+		}
 		var last *accountOp
 		refused := false
 		for _, op := range ops {
@@ -192,9 +216,9 @@ func (c *Engine) writeAccount(rg string, l *accountLine, batch []*accountOp) []*
 			// f may fence on the version it is given (holdAsStored: "the
 			// account has not changed since my reservation"): a change made
 			// earlier in this batch is a change, so after one the version
-			// is none ("").
+			// is none (""), as after a repair of the live clusters' holds.
 			next.Version = v
-			if last != nil {
+			if last != nil || repaired {
 				next.Version = ""
 			}
 			op.changed, op.err = op.f(next)
@@ -218,7 +242,10 @@ func (c *Engine) writeAccount(rg string, l *accountLine, batch []*accountOp) []*
 				continue
 			}
 		}
-		if last == nil && !(settled && force) {
+		if last == nil && !(settled && force) && !repaired {
+			if walk {
+				c.clearSuspect(rg, mark) // the live clusters have what they run
+			}
 			return batch // nothing to write: each op has the account as it was given
 		}
 		sent := time.Now()
@@ -236,6 +263,10 @@ func (c *Engine) writeAccount(rg string, l *accountLine, batch []*accountOp) []*
 				if op.err == nil && op.changed {
 					noteWrite(op.ctx, kindResourceGroup, rg, nv)
 				}
+			}
+			if walk {
+				c.clearSuspect(rg, mark)
+				c.noteRestored(ctx, rg, restored)
 			}
 			return batch
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/aidlc/dlc/cluster"
 	"github.com/aidlc/dlc/errs"
 	"github.com/aidlc/dlc/job"
+	"github.com/aidlc/dlc/quota"
 )
 
 // The reconcilers are level-triggered, as in controller-runtime: a key
@@ -33,10 +34,17 @@ func (c *Engine) onChange(ch backend.Change) {
 	}
 	var before backend.Doc
 	had := false
-	if c.watching() {
+	if c.watching() || ch.Doc.Kind == kindResourceGroup {
 		before, had = c.cache.get(ch.Doc.Kind, ch.Doc.ID)
 	}
+	var account *quota.Account // as it was: the account's change is vetted (vetAccount)
+	if ch.Doc.Kind == kindResourceGroup {
+		account = c.accountOf(before, had)
+	}
 	d, obj := c.observed(ch.Doc, ch.Deleted)
+	if d.Kind == kindResourceGroup {
+		c.vetAccount(account, d, ch.Deleted)
+	}
 	c.publish(d, before, ch.Deleted, had)
 	if _, ok := c.reconcilers[d.Kind]; ok {
 		c.enqueue(d.Kind + "/" + d.ID)

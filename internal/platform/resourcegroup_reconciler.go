@@ -109,9 +109,7 @@ func (c *Engine) reconcileResourceGroup(ctx context.Context, id string) (time.Du
 	// says it then; written after, a failed note was never said (the next
 	// pass finds nothing to restore). A note said already is not repeated.
 	for _, r := range restored {
-		c.o.log.Info("restored a reservation that a live cluster needs and its resource group lacked", "cluster", r.cluster, "resourceGroup", id, "reserved", r.need.String())
-		if err := c.noteQuota(ctx, r.cluster, id, "quota-restored", fmt.Sprintf(
-			"its reservation in resource group %s was missing or short (changed outside the platform): %s reserved again", id, r.need)); err != nil {
+		if err := c.noteRestore(ctx, id, r); err != nil {
 			return 0, err
 		}
 	}
@@ -339,6 +337,24 @@ func (c *Engine) restoreHolds(ctx context.Context, a *quota.Account, now time.Ti
 		restored = append(restored, holdReport{cluster: cl.ID, need: need})
 	}
 	return restored, short, nil
+}
+
+// noteRestore says on the cluster, and in the log, that its hold in
+// resource group rg was restored.
+func (c *Engine) noteRestore(ctx context.Context, rg string, r holdReport) error {
+	c.o.log.Info("restored a reservation that a live cluster needs and its resource group lacked", "cluster", r.cluster, "resourceGroup", rg, "reserved", r.need.String())
+	return c.noteQuota(ctx, r.cluster, rg, "quota-restored", fmt.Sprintf(
+		"its reservation in resource group %s was missing or short (changed outside the platform): %s reserved again", rg, r.need))
+}
+
+// noteRestored says each of restored, written already, on its cluster: a
+// note that fails is logged (the hold is back; the log line says so).
+func (c *Engine) noteRestored(ctx context.Context, rg string, restored []holdReport) {
+	for _, r := range restored {
+		if err := c.noteRestore(ctx, rg, r); err != nil {
+			c.o.log.Error(err, "a restored reservation is not said on its cluster", "cluster", r.cluster, "resourceGroup", rg)
+		}
+	}
 }
 
 // lacksHold returns what cluster cl runs, and whether resource group a
