@@ -173,10 +173,10 @@ func TestForeignEditRemovedHoldNotTakenByAStart(t *testing.T) {
 	if got := u.Holders[a.ID]; got != (quota.Resources{MilliCPU: 8000, Memory: 24 * quota.GiB}) || u.Reserved != got {
 		t.Fatalf("after the refused start: a holds %s of %s reserved, want its 8 cores back", got, u.Reserved)
 	}
+	f.settle()
 	if !strings.Contains(f.events(a.ID), "quota-restored") {
 		t.Errorf("the restore is not in the cluster's log:\n%s", f.events(a.ID))
 	}
-	f.settle()
 	if n := quotaReports(t, reg, "rg-one", "quota-restored"); n != 1 {
 		t.Errorf("dlc_quota_discrepancies_total{quota-restored} = %v, want 1", n)
 	}
@@ -206,6 +206,18 @@ func TestForeignEditAccountNeverFreesQuotaForAStart(t *testing.T) {
 			})
 			f.editHold(rg, holder, func(h quota.Hold) (quota.Hold, bool) {
 				h.Resources, h.Seq = quota.Resources{}, int64(seq)+1
+				return h, true
+			})
+		}},
+		{"the hold shrunk for a newer generation (an operation on its way, it says)", false, func(f *fixture, rg, holder string) {
+			var seq float64
+			f.edit("resourcegroup", rg, func(data map[string]any, _ map[string]string) {
+				seq, _ = data["seq"].(float64)
+				data["seq"] = seq + 1
+				data["reserved"] = quota.Resources{MilliCPU: 1, Memory: 1}
+			})
+			f.editHold(rg, holder, func(h quota.Hold) (quota.Hold, bool) {
+				h.Resources, h.Seq, h.Generation = quota.Resources{MilliCPU: 1, Memory: 1}, int64(seq)+1, h.Generation+1
 				return h, true
 			})
 		}},

@@ -28,7 +28,10 @@ type Options struct {
 	// RayClusters, RayJobs, pods, Services and NetworkPolicy live in: the
 	// Kubernetes boundary between resource groups (the README's Security
 	// model), where a group's dlc-env-* Secrets and Redis credentials are,
-	// and where a ResourceQuota can hold its pods. Each namespace needs
+	// and where the backend keeps a ResourceQuota equal to the group's
+	// capacity (GroupQuotaName). A namespace is one group's: two groups
+	// mapped to one namespace, or a group mapped to Namespace, are
+	// ErrInvalid. Each namespace needs
 	// the Ray side of the backend's rights (config/rbac/group) and its
 	// labels (Pod Security, dlc.aidlc.io/ray-admission), an administrator's
 	// step as the CRDs are. The map is fixed when the backend starts (its
@@ -164,10 +167,18 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (*Backend, error) {
 	if o.Namespace == "" {
 		return nil, fmt.Errorf("%w: kube: Options.Namespace is required", errs.ErrInvalid)
 	}
+	owner := map[string]string{} // namespace → the resource group mapped to it
 	for _, rg := range slices.Sorted(maps.Keys(o.GroupNamespaces)) {
-		if ns := o.GroupNamespaces[rg]; len(validation.IsDNS1123Label(ns)) > 0 {
+		ns := o.GroupNamespaces[rg]
+		switch {
+		case len(validation.IsDNS1123Label(ns)) > 0:
 			return nil, fmt.Errorf("%w: kube: Options.GroupNamespaces: resource group %q: %q is not a namespace name", errs.ErrInvalid, rg, ns)
+		case ns == o.Namespace:
+			return nil, fmt.Errorf("%w: kube: Options.GroupNamespaces: resource group %q: %q is the backend's own namespace, which unmapped groups share: leave the group out of the map", errs.ErrInvalid, rg, ns)
+		case owner[ns] != "":
+			return nil, fmt.Errorf("%w: kube: Options.GroupNamespaces: resource groups %q and %q share namespace %q, whose ResourceQuota is one group's capacity", errs.ErrInvalid, owner[ns], rg, ns)
 		}
+		owner[ns] = rg
 	}
 	cfg = limitConfig(cfg, o.QPS, o.Burst)
 	st, err := NewStore(ctx, cfg, o.Namespace, o.Store)

@@ -37,3 +37,6 @@ var PodResources = podResources
 
 // QuotaRefusal is quotaRefusal.
 var QuotaRefusal = quotaRefusal
+
+// CapacityBytes is capacityBytes.
+var CapacityBytes = capacityBytes

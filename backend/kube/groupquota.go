@@ -1,6 +1,7 @@
 package kube
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -94,6 +95,47 @@ type quotaKeeper struct {
 	queue workqueue.TypedRateLimitingInterface[string]
 	fails map[string]int // by the one worker only
 	done  chan struct{}
+	// seen is each group's capacity as its last change showed it (the
+	// bytes of its "capacity" field), by the store's watch only, which
+	// calls it with the store locked: every
+	// reservation writes the group's document, and only a new capacity
+	// (or a delete) is worth a look at its quota.
+	seen map[string]string
+}
+
+// capacityChanged reports whether ch, a change of a resource group's
+// document, shows another capacity than the last one seen (a document
+// whose capacity cannot be found counts as changed).
+func (k *quotaKeeper) capacityChanged(ch backend.Change) bool {
+	if ch.Deleted {
+		delete(k.seen, ch.Doc.ID)
+		return true
+	}
+	capacity := capacityBytes(ch.Doc.Data)
+	if capacity == "" {
+		return true
+	}
+	if k.seen[ch.Doc.ID] == capacity {
+		return false
+	}
+	k.seen[ch.Doc.ID] = capacity
+	return true
+}
+
+// capacityBytes returns the "capacity" object of a resource group's
+// document as it is written (quota.Group, near its start), or "".
+func capacityBytes(data []byte) string {
+	const key = `"capacity":`
+	i := bytes.Index(data, []byte(key))
+	if i < 0 {
+		return ""
+	}
+	rest := data[i+len(key):]
+	j := bytes.IndexByte(rest, '}') // its fields are numbers: no nested object
+	if j < 0 {
+		return ""
+	}
+	return string(rest[:j+1])
 }
 
 // startQuotaKeeper starts keeping the ResourceQuotas of p's mapped groups
@@ -110,10 +152,11 @@ func startQuotaKeeper(ctx context.Context, p *Provisioner) (stop func(), err err
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "dlc-group-quotas"}),
 		fails: map[string]int{},
 		done:  make(chan struct{}),
+		seen:  map[string]string{},
 	}
 	wctx, cancel := context.WithCancel(ctx)
 	if _, err := p.store.Watch(wctx, func(ch backend.Change) {
-		if _, ok := p.groupNS[ch.Doc.ID]; ok && ch.Doc.Kind == "resourcegroup" {
+		if _, ok := p.groupNS[ch.Doc.ID]; ok && ch.Doc.Kind == "resourcegroup" && k.capacityChanged(ch) {
 			k.queue.Add(ch.Doc.ID)
 		}
 	}); err != nil {

@@ -1,9 +1,11 @@
 package kube_test
 
 import (
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -164,5 +166,37 @@ func TestQuotaRefusal(t *testing.T) {
 	rc2 := &rayv1.RayCluster{Status: rayv1.RayClusterStatus{Conditions: []metav1.Condition{{Type: string(rayv1.RayClusterReplicaFailure), Status: metav1.ConditionTrue, Message: refused}}}}
 	if kube.QuotaRefusal(rc) != kube.QuotaRefusal(rc2) {
 		t.Errorf("the refusal's words change with the amounts: %q, %q", kube.QuotaRefusal(rc), kube.QuotaRefusal(rc2))
+	}
+}
+
+// The quota keeper looks at a group's quota when its capacity changes,
+// not at every reservation: the capacity is found in the document as the
+// store has it, and is the same bytes whatever the holds.
+func TestCapacityBytes(t *testing.T) {
+	doc := func(a *quota.Account) []byte {
+		t.Helper()
+		b, err := json.Marshal(a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	a := &quota.Account{Group: quota.Group{ID: "rg-a", Package: "pkg-1", Capacity: quota.Cores(16)}}
+	before := kube.CapacityBytes(doc(a))
+	if before == "" || !strings.Contains(before, "16000") {
+		t.Fatalf("capacity of %s: %q", doc(a), before)
+	}
+	if _, err := a.Set("cls-1", quota.Cores(4), time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if got := kube.CapacityBytes(doc(a)); got != before {
+		t.Errorf("a reservation changed the capacity's bytes: %q, was %q", got, before)
+	}
+	a.Capacity = quota.Cores(24)
+	if got := kube.CapacityBytes(doc(a)); got == before || got == "" {
+		t.Errorf("a new capacity reads %q, as before (%q)", got, before)
+	}
+	if got := kube.CapacityBytes([]byte(`{"id":"rg-a"}`)); got != "" {
+		t.Errorf("no capacity: %q", got)
 	}
 }

@@ -83,6 +83,15 @@ func TestGroupNamespacesInvalid(t *testing.T) {
 			t.Errorf("namespace %q: %v, want ErrInvalid naming the resource group", ns, err)
 		}
 	}
+	for name, m := range map[string]map[string]string{
+		"two groups in one namespace":  {"rg-1": "team-a", "rg-2": "team-a"},
+		"a group in the backend's own": {"rg-1": "dlc-system"},
+	} {
+		_, err := kube.New(t.Context(), &rest.Config{Host: "http://127.0.0.1:1"}, kube.Options{Namespace: "dlc-system", GroupNamespaces: m})
+		if !errors.Is(err, errs.ErrInvalid) || !strings.Contains(err.Error(), "rg-1") {
+			t.Errorf("%s: %v, want ErrInvalid naming the resource group", name, err)
+		}
+	}
 	if _, err := kube.New(t.Context(), &rest.Config{Host: "http://127.0.0.1:1"}, kube.Options{}); !errors.Is(err, errs.ErrInvalid) {
 		t.Errorf("no namespace: %v, want ErrInvalid", err)
 	}

@@ -393,12 +393,16 @@ func AutoscalerRequests() corev1.ResourceList {
 }
 
 // carveAutoscaler takes what the autoscaler requests out of an autoscaling
-// head's Ray container's requests (a node spec has at least one core and
-// 1 GiB: the rest is positive). Its limits stay the node spec's: KubeRay
-// gives Ray its num-cpus and memory from the limits (v1.5.0,
+// head's Ray container's requests (a node spec has at least
+// quota.MinNodeCPU core and quota.MinNodeMemory GiB: the rest is
+// positive). Its limits stay the node spec's: KubeRay gives Ray its
+// num-cpus and memory from the limits (v1.5.0,
 // controllers/ray/common/pod.go, generateRayStartCommand), so Ray still
 // schedules on the whole node spec, and the container may use what the
-// autoscaler leaves idle.
+// autoscaler leaves idle. So such a head pod is of the Burstable QoS class
+// (requests below limits), and its limits add up to its node spec and
+// the autoscaler's 500m and 512Mi: a node may be asked for that much more
+// than the pod requests, as with any burstable pod.
 func carveAutoscaler(c *corev1.Container) {
 	for name, q := range AutoscalerRequests() {
 		r := c.Resources.Requests[name]

@@ -190,10 +190,12 @@ func (c *Engine) writeAccount(rg string, l *accountLine, batch []*accountOp) []*
 		// the live clusters are looked at: their holds are put back first
 		// (foreign_accounts.go).
 		mark, walk := c.suspectMark(rg), false
-		if mark != 0 {
+		if mark.n != 0 {
 			walk = true
-		} else if d, ok := c.cache.get(kindResourceGroup, rg); !ok || d.Version != v {
-			walk = c.foreignAccountChange(c.accountOf(d, ok), a) // read past the cache: not vetted there yet
+		} else if d, ok := c.cache.get(kindResourceGroup, rg); !ok || newerVersion(v, d.Version) {
+			// Read past the cache (after a conflict): not vetted there yet.
+			// (A cache ahead of v makes this write conflict: not looked at.)
+			walk = c.foreignAccountChange(c.accountOf(d, ok), a)
 		}
 		var restored []holdReport
 		repaired := false
@@ -244,7 +246,7 @@ func (c *Engine) writeAccount(rg string, l *accountLine, batch []*accountOp) []*
 		}
 		if last == nil && !(settled && force) && !repaired {
 			if walk {
-				c.clearSuspect(rg, mark) // the live clusters have what they run
+				c.clearSuspect(rg, mark, v) // the live clusters have what they run
 			}
 			return batch // nothing to write: each op has the account as it was given
 		}
@@ -265,7 +267,7 @@ func (c *Engine) writeAccount(rg string, l *accountLine, batch []*accountOp) []*
 				}
 			}
 			if walk {
-				c.clearSuspect(rg, mark)
+				c.clearSuspect(rg, mark, v)
 				c.noteRestored(ctx, rg, restored)
 			}
 			return batch

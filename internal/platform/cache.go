@@ -111,6 +111,19 @@ func (c *cache) deleted(kind, id string) bool {
 	return ok
 }
 
+// seed keeps obj as the decoded form of kind/id at version, if the cache
+// has that version.
+func (c *cache) seed(kind, id, version string, obj any) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if cur, ok := c.docs[kind][id]; ok && cur.Version == version {
+		if c.objs[kind] == nil {
+			c.objs[kind] = map[string]any{}
+		}
+		c.objs[kind][id] = obj
+	}
+}
+
 // object returns the decoded form of kind/id at version, made by dec
 // the first time it is asked for; ok is false when the cache holds
 // another version (or none).

@@ -338,7 +338,7 @@ type Engine struct {
 	tombs        map[string]map[string]seenHold // per resource group, released holds' documents as first seen (tombstones)
 	holdVersions versions                       // the newest hold document the cache has seen (awaitHolds)
 	seen         map[string]map[string]seenHold // resource group → holder → the hold as first seen, and when
-	suspect      map[string]uint64              // resource group → a mark while its account changed as the platform never changes it (foreign_accounts.go)
+	suspect      map[string]suspicion           // resource group → a mark while its account changed as the platform never changes it (foreign_accounts.go)
 	seq          uint64                         // the last run Seq handed out
 	dependents   map[string]string              // cluster → the state it last queued its runs for
 	idleRefused  map[string]time.Time           // cluster → until when its idle hibernate waits after a refusal (idle.go)
@@ -429,7 +429,7 @@ func New(opts ...Option) (*Engine, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &Engine{o: o, store: o.backend, ray: o.backend, clock: o.clock, cat: o.catalogs, policy: o.policy,
-		cache: newCache(), queues: newQueues(queue.QueueOptions{MaxWait: o.maxWait}), finished: newFinishedRuns(), order: newRunOrder(), load: newRunLoad(), ctx: ctx, cancel: cancel, failures: map[string]int{}, timers: map[string]timer{}, repaired: map[string]time.Time{}, seen: map[string]map[string]seenHold{}, suspect: map[string]uint64{}, tombs: map[string]map[string]seenHold{}, dependents: map[string]string{}, idleRefused: map[string]time.Time{}, steps: map[string]stepSeen{}, claimsSeen: map[string]claimSeen{}, lines: map[string]*accountLine{},
+		cache: newCache(), queues: newQueues(queue.QueueOptions{MaxWait: o.maxWait}), finished: newFinishedRuns(), order: newRunOrder(), load: newRunLoad(), ctx: ctx, cancel: cancel, failures: map[string]int{}, timers: map[string]timer{}, repaired: map[string]time.Time{}, seen: map[string]map[string]seenHold{}, suspect: map[string]suspicion{}, tombs: map[string]map[string]seenHold{}, dependents: map[string]string{}, idleRefused: map[string]time.Time{}, steps: map[string]stepSeen{}, claimsSeen: map[string]claimSeen{}, lines: map[string]*accountLine{},
 		queue:   workqueue.NewTyped[string](),
 		admit:   workqueue.NewTyped[string](),
 		limiter: workqueue.NewTypedItemExponentialFailureRateLimiter[string](o.baseDelay, o.maxDelay)}
@@ -464,9 +464,7 @@ func New(opts ...Option) (*Engine, error) {
 			// Its first sight: what it was before this client came is
 			// not known, so its first change looks at the live clusters
 			// (foreign_accounts.go).
-			c.mu.Lock()
-			c.suspect[d.ID]++
-			c.mu.Unlock()
+			c.markSuspect(d.ID, d.Version)
 		}
 	}
 	// The snapshot's runs came in any order beside their clusters: the

@@ -1,8 +1,6 @@
 package platform
 
 import (
-	"time"
-
 	"github.com/aidlc/dlc/backend"
 	"github.com/aidlc/dlc/cluster"
 	"github.com/aidlc/dlc/quota"
@@ -27,9 +25,11 @@ import (
 // no longer runs it. Without before (the account's first sight) it reports
 // true. It reads the cache only, which may lag: it may report a change of
 // the platform's own as foreign (the caller then looks at the live
-// clusters in the store), never a foreign change as the platform's,
-// except one that copies a release of a cluster the cache shows not
-// holding quota.
+// clusters in the store). What it lets pass as the platform's: a copy of
+// a release of a cluster the cache shows not holding quota (stopped, or
+// deleting: a deleting cluster's pods are capped by the namespace's
+// ResourceQuota on Kubernetes), and a hold lowered no further than what
+// its cluster runs.
 func (c *Engine) foreignAccountChange(before, after *quota.Account) bool {
 	if before == nil || after == nil {
 		return true
@@ -39,7 +39,7 @@ func (c *Engine) foreignAccountChange(before, after *quota.Account) bool {
 	}
 	for holder, p := range before.Pending {
 		if q, ok := after.Pending[holder]; ok {
-			if q.Seq < p.Seq {
+			if q.Seq < p.Seq || q.Seq == p.Seq && !q.Same(p) {
 				return true
 			}
 			continue
@@ -51,7 +51,6 @@ func (c *Engine) foreignAccountChange(before, after *quota.Account) bool {
 		}
 	}
 	var moved [3]int64 // what the changes since before move the sum by
-	now := c.clock.Now()
 	for holder, q := range after.Pending {
 		if q.Seq <= before.Seq {
 			continue
@@ -60,7 +59,7 @@ func (c *Engine) foreignAccountChange(before, after *quota.Account) bool {
 		moved[0] += q.Resources.MilliCPU - prev.MilliCPU
 		moved[1] += q.Resources.Memory - prev.Memory
 		moved[2] += q.Resources.GPU - prev.GPU
-		if !prev.Fits(q.Resources) && c.clusterLacks(holder, after, now) {
+		if !prev.Fits(q.Resources) && c.clusterNeedsMore(holder, after) {
 			return true
 		}
 	}
@@ -68,19 +67,24 @@ func (c *Engine) foreignAccountChange(before, after *quota.Account) bool {
 		after.Sum.GPU-before.Sum.GPU != moved[2]
 }
 
-// clusterLacks reports whether the cache has holder as a live cluster
-// that a holds less for than it runs (lacksHold).
-func (c *Engine) clusterLacks(holder string, a *quota.Account, now time.Time) bool {
+// clusterNeedsMore reports whether the cache has holder as a cluster that
+// runs, or is about to, in a's group more than a holds for it. Unlike
+// lacksHold it makes no allowance for a hold made for a newer generation
+// (an operation on its way): the platform never lowers a hold below what
+// the cluster runs at its stored generation, whatever generation it is
+// made for (writeWithHold keeps the larger), so a lowered hold below it
+// is someone else's.
+func (c *Engine) clusterNeedsMore(holder string, a *quota.Account) bool {
 	d, ok := c.cache.get(kindCluster, holder)
 	if !ok {
 		return false
 	}
 	cl, _, err := sharedObject[cluster.Cluster](c, d)
-	if err != nil {
+	if err != nil || !cl.State.HoldsQuota() || cl.State == cluster.Deleting || cl.Live == nil || cl.Live.ResourceGroup != a.ID {
 		return false
 	}
-	_, lacks := c.lacksHold(cl, a, now)
-	return lacks
+	need, err := cl.Live.ResourcesAt(c.cat.Nodes, cl.Replicas)
+	return err == nil && !need.Fits(a.Held(holder))
 }
 
 // accountOf returns the account a cached document holds (decoded once
@@ -96,39 +100,66 @@ func (c *Engine) accountOf(d backend.Doc, ok bool) *quota.Account {
 	return a
 }
 
+// decodeAccount decodes an account document as the cache will keep it
+// (its settled holds bound to the cache), or nil.
+func (c *Engine) decodeAccount(d backend.Doc) *quota.Account {
+	a, err := decode[quota.Account](d)
+	if err != nil {
+		return nil
+	}
+	c.bind(a)
+	return a
+}
+
+// suspicion marks a resource group whose account changed as the platform
+// never changes it: n counts the marks, version is the account's version
+// that was marked.
+type suspicion struct {
+	n       uint64
+	version string
+}
+
 // vetAccount marks resource group d's account suspect when its change
-// from before (the cache's copy as it was, nil for none) is one the
-// platform never makes (foreignAccountChange): the next change of the
-// account in its line looks at the live clusters first. It is called as
-// the cache takes the change, before anything decides on it there.
-func (c *Engine) vetAccount(before *quota.Account, d backend.Doc, deleted bool) {
+// from before (the cache's copy as it was, nil for none) to next (d,
+// decoded) is one the platform never makes (foreignAccountChange): the
+// next change of the account in its line looks at the live clusters
+// first. It is called before the cache takes d, so that no change is
+// decided on d unvetted.
+func (c *Engine) vetAccount(before, next *quota.Account, d backend.Doc, deleted bool) {
 	if deleted {
 		c.mu.Lock()
 		delete(c.suspect, d.ID)
 		c.mu.Unlock()
 		return
 	}
-	if !c.foreignAccountChange(before, c.accountOf(d, true)) {
+	if !c.foreignAccountChange(before, next) {
 		return
 	}
-	c.mu.Lock()
-	c.suspect[d.ID]++
-	c.mu.Unlock()
+	c.markSuspect(d.ID, d.Version)
 }
 
-// suspectMark returns resource group rg's suspect mark: 0 when its account
-// changed only as the platform changes it since its line last looked.
-func (c *Engine) suspectMark(rg string) uint64 {
+// markSuspect marks resource group rg's account at version suspect.
+func (c *Engine) markSuspect(rg, version string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.suspect[rg] = suspicion{n: c.suspect[rg].n + 1, version: version}
+}
+
+// suspectMark returns resource group rg's suspect mark: n is 0 when its
+// account changed only as the platform changes it since its line last
+// looked.
+func (c *Engine) suspectMark(rg string) suspicion {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.suspect[rg]
 }
 
-// clearSuspect clears rg's suspect mark if it is still mark.
-func (c *Engine) clearSuspect(rg string, mark uint64) {
+// clearSuspect clears rg's mark if it is still mark and the account
+// looked at, at version v, is the marked version or newer.
+func (c *Engine) clearSuspect(rg string, mark suspicion, v string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.suspect[rg] == mark {
+	if cur := c.suspect[rg]; cur.n == mark.n && (v == mark.version || newerVersion(v, mark.version)) {
 		delete(c.suspect, rg)
 	}
 }

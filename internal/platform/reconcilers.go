@@ -37,13 +37,16 @@ func (c *Engine) onChange(ch backend.Change) {
 	if c.watching() || ch.Doc.Kind == kindResourceGroup {
 		before, had = c.cache.get(ch.Doc.Kind, ch.Doc.ID)
 	}
-	var account *quota.Account // as it was: the account's change is vetted (vetAccount)
+	var account *quota.Account // as it comes, vetted before the cache has it (vetAccount)
 	if ch.Doc.Kind == kindResourceGroup {
-		account = c.accountOf(before, had)
+		if !ch.Deleted {
+			account = c.decodeAccount(ch.Doc)
+		}
+		c.vetAccount(c.accountOf(before, had), account, ch.Doc, ch.Deleted)
 	}
 	d, obj := c.observed(ch.Doc, ch.Deleted)
-	if d.Kind == kindResourceGroup {
-		c.vetAccount(account, d, ch.Deleted)
+	if account != nil {
+		c.cache.seed(d.Kind, d.ID, d.Version, account) // decoded once
 	}
 	c.publish(d, before, ch.Deleted, had)
 	if _, ok := c.reconcilers[d.Kind]; ok {

@@ -348,7 +348,9 @@ func (c *Engine) noteRestore(ctx context.Context, rg string, r holdReport) error
 }
 
 // noteRestored says each of restored, written already, on its cluster: a
-// note that fails is logged (the hold is back; the log line says so).
+// note that fails is logged (the hold is back; the log line says so). It
+// is said before the batch's callers are woken, which a restore after
+// someone else's edit delays by a write per cluster.
 func (c *Engine) noteRestored(ctx context.Context, rg string, restored []holdReport) {
 	for _, r := range restored {
 		if err := c.noteRestore(ctx, rg, r); err != nil {
@@ -358,9 +360,11 @@ func (c *Engine) noteRestored(ctx context.Context, rg string, restored []holdRep
 }
 
 // lacksHold returns what cluster cl runs, and whether resource group a
-// holds less for it than that: no hold, or one below it made for the
-// cluster's generation or an older one (a hold for a newer generation is
-// a write on its way, until it is older than the repair grace). Only a
+// holds less for it than that: no hold, or one below it, whatever
+// generation it was made for (the platform never lowers a live cluster's
+// hold below what it runs at its stored generation: an operation on its
+// way reserves the larger of the two, writeWithHold; so a hold below it
+// made for a newer generation is someone else's, and no shield). Only a
 // cluster whose compute Ray runs or is about to counts: starting,
 // running, abnormal or hibernating in a; a deleting one releases its hold
 // before its object goes.
@@ -373,7 +377,7 @@ func (c *Engine) lacksHold(cl *cluster.Cluster, a *quota.Account, now time.Time)
 		return quota.Resources{}, false
 	}
 	h, ok := a.Hold(cl.ID)
-	if ok && ((h.Generation > cl.Generation && c.holdAge(a.ID, cl.ID, h, now) < c.o.grace) || need.Fits(h.Resources)) {
+	if ok && need.Fits(h.Resources) {
 		return need, false
 	}
 	return need, true
