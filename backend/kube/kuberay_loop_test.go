@@ -119,7 +119,8 @@ func wantPods(rc *rayv1.RayCluster) (workers map[string]int) {
 	return workers
 }
 
-// warnings returns the warning Events in the namespace, one line each.
+// warnings returns the warning Events in the namespace, one line each,
+// but KubeRay's own transient ones (kubetest.KubeRaySelfHealing), logged.
 func (l *loop) warnings() []string {
 	l.t.Helper()
 	var events corev1.EventList
@@ -128,10 +129,15 @@ func (l *loop) warnings() []string {
 	}
 	var out []string
 	for _, e := range events.Items {
-		if e.Type == corev1.EventTypeWarning {
-			out = append(out, fmt.Sprintf("%s %s/%s: %s: %s", e.Source.Component,
-				e.InvolvedObject.Kind, e.InvolvedObject.Name, e.Reason, e.Message))
+		if e.Type != corev1.EventTypeWarning {
+			continue
 		}
+		w := fmt.Sprintf("%s %s/%s: %s: %s", e.Source.Component, e.InvolvedObject.Kind, e.InvolvedObject.Name, e.Reason, e.Message)
+		if kubetest.KubeRaySelfHealing(e.Reason, e.Message) {
+			l.t.Logf("KubeRay's own transient warning (it retries): %s", w)
+			continue
+		}
+		out = append(out, w)
 	}
 	sort.Strings(out)
 	return out

@@ -244,3 +244,19 @@ func (c byCluster) List(ctx context.Context, list client.ObjectList, opts ...cli
 	}
 	return c.Client.List(ctx, list, opts...)
 }
+
+// KubeRaySelfHealing tells KubeRay's transient warnings, which its next
+// reconcile heals, from those about what it was given: on a loaded API
+// server its informer cache lags its own writes, so it tries to create a
+// Service or pod it has already made ("already exists"), or writes over a
+// version that has moved on (a conflict). Anything else (an invalid spec,
+// a refusal) is about the objects, and a test should fail on it.
+func KubeRaySelfHealing(reason, message string) bool {
+	switch {
+	case strings.HasPrefix(reason, "FailedToCreate") && strings.Contains(message, "already exists"):
+		return true
+	case strings.Contains(message, "the object has been modified; please apply your changes to the latest version"):
+		return true
+	}
+	return false
+}

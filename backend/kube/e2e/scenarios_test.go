@@ -19,6 +19,7 @@ import (
 	"github.com/aidlc/dlc/backend/kube"
 	"github.com/aidlc/dlc/cluster"
 	"github.com/aidlc/dlc/dlctest/cosfake"
+	"github.com/aidlc/dlc/dlctest/kubetest"
 	"github.com/aidlc/dlc/group"
 	"github.com/aidlc/dlc/job"
 	"github.com/aidlc/dlc/quota"
@@ -166,28 +167,12 @@ func (s *scene) noWarnings() {
 		if e.Type != corev1.EventTypeWarning || (e.InvolvedObject.Kind != "RayCluster" && e.InvolvedObject.Kind != "RayJob") {
 			continue
 		}
-		if selfHealing(e.Reason, e.Message) {
+		if kubetest.KubeRaySelfHealing(e.Reason, e.Message) {
 			s.t.Logf("KubeRay's own transient warning about %s %s (it retries): %s: %s", e.InvolvedObject.Kind, e.InvolvedObject.Name, e.Reason, e.Message)
 			continue
 		}
 		s.t.Errorf("warning event about %s %s: %s: %s", e.InvolvedObject.Kind, e.InvolvedObject.Name, e.Reason, e.Message)
 	}
-}
-
-// selfHealing tells KubeRay's transient warnings, which its next
-// reconcile heals, from those about what we rendered: on a loaded API
-// server its informer cache lags its own writes, so it tries to create
-// a service or pod it has already made ("already exists"), or writes
-// over a version that has moved on (a conflict). Anything else (an
-// invalid spec, a refusal) is ours.
-func selfHealing(reason, message string) bool {
-	switch {
-	case strings.HasPrefix(reason, "FailedToCreate") && strings.Contains(message, "already exists"):
-		return true
-	case strings.Contains(message, "the object has been modified; please apply your changes to the latest version"):
-		return true
-	}
-	return false
 }
 
 func timed(t *testing.T, name string, f func(t *testing.T)) {
@@ -470,8 +455,8 @@ func TestSelfHealing(t *testing.T) {
 		{"InvalidRayClusterSpec", `The RayCluster spec is invalid: headGroupSpec should have at least one container`, false},
 		{"FailedToCreateService", `Service "x" is invalid: spec.ports: Required value`, false},
 	} {
-		if got := selfHealing(tc.reason, tc.message); got != tc.want {
-			t.Errorf("selfHealing(%q, %q) = %v, want %v", tc.reason, tc.message, got, tc.want)
+		if got := kubetest.KubeRaySelfHealing(tc.reason, tc.message); got != tc.want {
+			t.Errorf("kubetest.KubeRaySelfHealing(%q, %q) = %v, want %v", tc.reason, tc.message, got, tc.want)
 		}
 	}
 }
