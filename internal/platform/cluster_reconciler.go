@@ -577,12 +577,12 @@ func (c *Engine) holds(ctx context.Context, cl *cluster.Cluster) (bool, error) {
 	}
 	now := c.clock.Now()
 	if a, _, err := cached[quota.Account](ctx, c, kindResourceGroup, cl.QuotaGroup); err == nil {
-		if _, lacks := c.lacksHold(cl, a, now); !lacks {
+		if _, lacks := c.lacksHold(cl, a); !lacks {
 			return true, nil
 		}
 	}
 	_, err := c.changeAccount(ctx, cl.QuotaGroup, func(a *quota.Account) (bool, error) {
-		need, lacks := c.lacksHold(cl, a, now)
+		need, lacks := c.lacksHold(cl, a)
 		if !lacks {
 			return false, nil
 		}

@@ -68,23 +68,20 @@ func (c *Engine) foreignAccountChange(before, after *quota.Account) bool {
 }
 
 // clusterNeedsMore reports whether the cache has holder as a cluster that
-// runs, or is about to, in a's group more than a holds for it. Unlike
-// lacksHold it makes no allowance for a hold made for a newer generation
-// (an operation on its way): the platform never lowers a hold below what
-// the cluster runs at its stored generation, whatever generation it is
-// made for (writeWithHold keeps the larger), so a lowered hold below it
-// is someone else's.
+// a holds less for than it runs (lacksHold, which makes no allowance for
+// a hold made for a newer generation: the platform never lowers a hold
+// below what the cluster runs at its stored generation).
 func (c *Engine) clusterNeedsMore(holder string, a *quota.Account) bool {
 	d, ok := c.cache.get(kindCluster, holder)
 	if !ok {
 		return false
 	}
 	cl, _, err := sharedObject[cluster.Cluster](c, d)
-	if err != nil || !cl.State.HoldsQuota() || cl.State == cluster.Deleting || cl.Live == nil || cl.Live.ResourceGroup != a.ID {
+	if err != nil {
 		return false
 	}
-	need, err := cl.Live.ResourcesAt(c.cat.Nodes, cl.Replicas)
-	return err == nil && !need.Fits(a.Held(holder))
+	_, lacks := c.lacksHold(cl, a)
+	return lacks
 }
 
 // accountOf returns the account a cached document holds (decoded once

@@ -318,7 +318,7 @@ func (c *Engine) restoreHolds(ctx context.Context, a *quota.Account, now time.Ti
 		if err != nil {
 			continue
 		}
-		if _, lacks := c.lacksHold(cl, a, now); !lacks {
+		if _, lacks := c.lacksHold(cl, a); !lacks {
 			continue
 		}
 		if cl, err = c.getFresh(ctx, d.ID); errs.IsNotFound(err) {
@@ -326,7 +326,7 @@ func (c *Engine) restoreHolds(ctx context.Context, a *quota.Account, now time.Ti
 		} else if err != nil {
 			return nil, nil, err
 		}
-		need, lacks := c.lacksHold(cl, a, now)
+		need, lacks := c.lacksHold(cl, a)
 		if !lacks {
 			continue
 		}
@@ -368,7 +368,7 @@ func (c *Engine) noteRestored(ctx context.Context, rg string, restored []holdRep
 // cluster whose compute Ray runs or is about to counts: starting,
 // running, abnormal or hibernating in a; a deleting one releases its hold
 // before its object goes.
-func (c *Engine) lacksHold(cl *cluster.Cluster, a *quota.Account, now time.Time) (quota.Resources, bool) {
+func (c *Engine) lacksHold(cl *cluster.Cluster, a *quota.Account) (quota.Resources, bool) {
 	if !cl.State.HoldsQuota() || cl.State == cluster.Deleting || cl.Live == nil || cl.Live.ResourceGroup != a.ID {
 		return quota.Resources{}, false
 	}
@@ -517,7 +517,7 @@ func (c *Engine) confirmLacks(ctx context.Context, id, rg string, now time.Time)
 			return need, held, false, err
 		}
 		if again.Version == cl.Version {
-			need, lacks = c.lacksHold(cl, a, now)
+			need, lacks = c.lacksHold(cl, a)
 			return need, a.Held(id), lacks, nil
 		}
 	}

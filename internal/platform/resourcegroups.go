@@ -278,7 +278,7 @@ func (c *Engine) CheckQuota(ctx context.Context) error {
 			bad = append(bad, fmt.Sprintf("cluster %s is %s in resource group %s, which does not exist", cl.ID, cl.State, cl.Live.ResourceGroup))
 			continue
 		}
-		if _, lacks := c.lacksHold(cl, a, now); !lacks {
+		if _, lacks := c.lacksHold(cl, a); !lacks {
 			continue
 		}
 		need, held, lacks, err := c.confirmLacks(ctx, cl.ID, a.ID, now)

@@ -147,11 +147,7 @@ func (s *scene) reserved() quota.Resources {
 // rayClusters lists the RayClusters of cluster id, as the operator sees them.
 func (s *scene) rayClusters(id string) []rayv1.RayCluster {
 	s.t.Helper()
-	var l rayv1.RayClusterList
-	if err := s.w.cp.Client().List(s.ctx, &l, client.InNamespace(s.ns), client.MatchingLabels{kube.KeyClusterID: id}); err != nil {
-		s.t.Fatal(err)
-	}
-	return l.Items
+	return s.rayClustersIn(s.ns, id)
 }
 
 // noWarnings fails the test if any Warning event is about a RayCluster or
