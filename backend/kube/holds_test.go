@@ -3,6 +3,7 @@ package kube_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -142,7 +143,7 @@ func TestSettledReservationsOnAPIServer(t *testing.T) {
 					break
 				}
 				if time.Now().After(deadline) {
-					t.Fatalf("%s: client %d reads %s reserved by %d holders, want %s by %d", what, i, u.Reserved, len(u.Holders), held, holders)
+					t.Fatalf("%s: client %d reads %s reserved by %d holders (%v), want %s by %d; stored: %s", what, i, u.Reserved, len(u.Holders), u.Holders, held, holders, storedHolds(ctx, store(), "rg", u.Holders))
 				}
 				time.Sleep(20 * time.Millisecond) // polls a condition; no timing is assumed
 			}
@@ -164,4 +165,24 @@ func TestSettledReservationsOnAPIServer(t *testing.T) {
 		t.Errorf("the resource group was written at %d bytes; want a few KB with 40 holders", n)
 	}
 	t.Logf("the resource group's largest write: %d bytes, %d holders", largest.Load(), clusters)
+}
+
+// storedHolds says what the API server stores of the resource group rg
+// and of the hold documents of holders, for a failure message.
+func storedHolds(ctx context.Context, st *kube.Store, rg string, holders map[string]quota.Resources) string {
+	var b strings.Builder
+	ids := []string{"resourcegroup/" + rg}
+	for h := range holders {
+		ids = append(ids, "hold/"+rg+"."+h)
+	}
+	for _, key := range ids {
+		kind, id, _ := strings.Cut(key, "/")
+		d, err := st.GetLatest(ctx, kind, id)
+		if err != nil {
+			fmt.Fprintf(&b, "\n%s: %v", key, err)
+			continue
+		}
+		fmt.Fprintf(&b, "\n%s v%s: %s", key, d.Version, d.Data)
+	}
+	return b.String()
 }

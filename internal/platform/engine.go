@@ -359,6 +359,11 @@ type Engine struct {
 	watchMu  sync.Mutex                 // serialises changes of watchers
 	watchers atomic.Pointer[[]*watcher] // the watches on (watch.go); nil when none
 	loaded   atomic.Bool                // the store's snapshot is in the cache (runLoad keeps only ends of cached clusters after)
+
+	// early holds the changes the store's watch told of before the
+	// snapshot was in the cache, in order (see onChange); nil once it is.
+	earlyMu sync.Mutex
+	early   *[]backend.Change
 }
 
 // New returns a client; with no options it runs on a new memory backend
@@ -451,6 +456,7 @@ func New(opts ...Option) (*Engine, error) {
 		}
 		c.rep = newReplicas(o.shareTTL, probation)
 	}
+	c.early = &[]backend.Change{}
 	snap, err := c.store.Watch(ctx, c.onChange)
 	if err != nil {
 		cancel()
@@ -467,6 +473,7 @@ func New(opts ...Option) (*Engine, error) {
 			c.markSuspect(d.ID, d.Version)
 		}
 	}
+	c.applyEarly()
 	// The snapshot's runs came in any order beside their clusters: the
 	// ends kept of clusters it does not have are dropped now, and later
 	// ones as they come (observeRunEnd).

@@ -26,12 +26,48 @@ import (
 
 // onChange is the store's watch: it keeps the cache and queues the keys
 // that the change concerns. It runs inside the store's write, so it only
-// touches memory.
+// touches memory. A change told of before the store's snapshot is in the
+// cache is newer than the snapshot's copy of its document: it is kept
+// until the snapshot is in, and applied after it (applyEarly), or the
+// snapshot would take the cache back to the older copy, for good if
+// nothing changes the document again.
 func (c *Engine) onChange(ch backend.Change) {
 	if ch.Doc.Kind == kindReplica {
 		c.observeReplica(ch.Doc, ch.Deleted)
 		return
 	}
+	c.earlyMu.Lock()
+	if c.early != nil {
+		*c.early = append(*c.early, ch)
+		c.earlyMu.Unlock()
+		return
+	}
+	c.earlyMu.Unlock()
+	c.apply(ch)
+}
+
+// applyEarly applies the changes onChange kept while the snapshot was
+// applied, in the order they came, then lets onChange apply the later
+// ones itself.
+func (c *Engine) applyEarly() {
+	for {
+		c.earlyMu.Lock()
+		batch := *c.early
+		if len(batch) == 0 {
+			c.early = nil
+			c.earlyMu.Unlock()
+			return
+		}
+		*c.early = nil
+		c.earlyMu.Unlock()
+		for _, ch := range batch {
+			c.apply(ch)
+		}
+	}
+}
+
+// apply keeps the cache by ch and queues the keys it concerns.
+func (c *Engine) apply(ch backend.Change) {
 	var before backend.Doc
 	had := false
 	if c.watching() || ch.Doc.Kind == kindResourceGroup {
