@@ -25,9 +25,9 @@ envtest:
 # Regenerates deep copies and CRDs from backend/kube/api, and the backend's
 # Role (config/rbac/role.yaml) from the markers in backend/kube/rbac.go, with
 # controller-gen (run through go run at a pinned version, so it is not in
-# go.mod).
+# go.mod); and docs/rules.md from the rule catalog of package rules.
 generate:
-	go generate ./backend/kube ./backend/kube/api/...
+	go generate ./backend/kube ./backend/kube/api/... ./rules
 
 # vet and staticcheck (at the version hack/staticcheck.sh pins).
 lint:

@@ -17,7 +17,9 @@
 //
 // Build and Validate report every problem at once; each is an
 // *errs.FieldError (aliased here as FieldError) with its field path and
-// the rule ID of SPEC.md, and the whole error is errors.Is ErrInvalid.
+// the ID of the rule it breaks, which package rules resolves (the
+// catalog is in docs/rules.md), and the whole error is errors.Is
+// ErrInvalid.
 package dlc
 
 import (

@@ -59,7 +59,7 @@ const (
 // rule it breaks, and why. errors.Is(fe, ErrInvalid) is true.
 type FieldError struct {
 	Path     Path      // the field, e.g. "workerGroups[2].instances.max"
-	Rule     string    // the rule ID from SPEC.md, e.g. "C8"; "" for a rule of Kubernetes or Ray
+	Rule     string    // the product rule's ID, e.g. "C8" (package rules, docs/rules.md); "" for a rule of Kubernetes or Ray
 	Type     ErrorType // what kind of problem
 	BadValue any       // the offending value, when there is one
 	Detail   string    // what is wrong and, where it helps, what to do instead

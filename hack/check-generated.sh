@@ -4,11 +4,11 @@
 # RBAC markers in backend/kube/rbac.go (config/rbac/role.yaml), and fails
 # when the committed files differ: run `make generate` and commit. It also
 # fails when config/crd/kustomization.yaml does not list exactly the CRDs in
-# config/crd/bases.
+# config/crd/bases. And it regenerates docs/rules.md from package rules.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-go generate ./backend/kube ./backend/kube/api/...
-paths=(backend/kube/api/v1alpha1/zz_generated.deepcopy.go backend/kube/crds config/crd config/rbac)
+go generate ./backend/kube ./backend/kube/api/... ./rules
+paths=(backend/kube/api/v1alpha1/zz_generated.deepcopy.go backend/kube/crds config/crd config/rbac docs/rules.md)
 if ! git diff --exit-code -- "${paths[@]}" || [ -n "$(git status --porcelain --untracked-files=all -- "${paths[@]}")" ]; then
   echo "generated files are stale: run make generate and commit the result" >&2
   git status --short -- "${paths[@]}" >&2
