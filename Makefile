@@ -6,7 +6,7 @@
 test:
 	KUBEBUILDER_ASSETS="$$(bash hack/envtest-assets.sh)" go test -race -count=1 -timeout 30m ./...
 
-# The scale test (not in CI; the README's "A scale test"): DLC_SCALE clusters
+# The scale test (not in CI; docs/scale.md): DLC_SCALE clusters
 # and as many runs through DLC_SCALE_REPLICAS clients on envtest with Ray in
 # the loop, printing its figures as tables. Without -race: it measures. The
 # other DLC_SCALE_* variables pass through the environment; the test bounds

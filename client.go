@@ -334,8 +334,8 @@ func WithLogger(l logr.Logger) Option { return platform.WithLogger(l) }
 // WithMetrics registers the client's Prometheus metrics with r (for
 // example controller-runtime's metrics.Registry); by default none are
 // registered. Labels are bounded: resource groups, priorities, states,
-// kinds and operations, never a run or cluster id. See the README's
-// "Operating it" for the list.
+// kinds and operations, never a run or cluster id. See docs/operating.md
+// for the list.
 func WithMetrics(r prometheus.Registerer) Option { return platform.WithMetrics(r) }
 
 // Store is the backend's store of the platform's objects: see

@@ -88,9 +88,9 @@ func ExampleNewCluster_fromTemplate() {
 	// Output: <nil> 8 4
 }
 
-// The README's "Building specs": a cluster spec and an on-demand job
+// docs/guide.md's "Building specs": a cluster spec and an on-demand job
 // config from a template (TestReadmeSnippets checks the region against
-// the README's block).
+// docs/guide.md's block).
 func Example_readmeBuilders() {
 	groupID := "grp-1"
 	tmpl, _ := dlc.NewCluster("").Image("ray-2.46.0-py310-gpu").Head("head", "cu.8c32g").
@@ -117,7 +117,7 @@ func Example_readmeBuilders() {
 	// Output: 训练集群_01 train-resnet <nil>
 }
 
-// The README's YAML loading: a sample config of examples/configs, loaded
+// docs/guide.md's YAML loading: a sample config of examples/configs, loaded
 // strictly and validated.
 func Example_readmeYAML() {
 	// snippet yaml
@@ -128,7 +128,7 @@ func Example_readmeYAML() {
 	// Output: <nil> <nil> true
 }
 
-// The README's error handling: every problem at once, each a field path
+// docs/guide.md's error handling: every problem at once, each a field path
 // and a rule.
 func Example_readmeErrors() {
 	// snippet errors

@@ -122,7 +122,7 @@ func countingClient(t *testing.T) (*dlc.Client, *countingStore, func(), *backend
 
 // TestStoreCallsPerOperation counts the store calls each operation makes,
 // the background steps that finish it included, on the fake clock. The
-// bounds are the minimum each needs (see the README's table).
+// bounds are the minimum each needs (see docs/consistency.md's table).
 func TestStoreCallsPerOperation(t *testing.T) {
 	c, cs, settle, clk := countingClient(t)
 	ctx := dlc.WithUser(t.Context(), "alice")

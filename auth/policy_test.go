@@ -209,9 +209,10 @@ func TestUserContext(t *testing.T) {
 	}
 }
 
-// The policy the README shows is a valid policy, and does what it says.
-func TestReadmePolicy(t *testing.T) {
-	b, err := os.ReadFile("../README.md")
+// The policy docs/security.md shows is a valid policy, and does what it
+// says.
+func TestDocsPolicy(t *testing.T) {
+	b, err := os.ReadFile("../docs/security.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -219,7 +220,7 @@ func TestReadmePolicy(t *testing.T) {
 	_, block, ok2 := strings.Cut(section, "```yaml\n")
 	block, _, ok3 := strings.Cut(block, "```")
 	if !ok || !ok2 || !ok3 {
-		t.Fatal("no yaml block under Permission control")
+		t.Fatal("no yaml block under Permission control in docs/security.md")
 	}
 	p, err := auth.ParsePolicy([]byte(block))
 	if err != nil {

@@ -5,7 +5,8 @@
 // envtest package, so a test that uses only these compiles in what the SDK
 // itself costs; the Kubernetes fixtures (a real API server and etcd, KubeRay's
 // reconcilers, a kubelet and a Ray head stand-in) are in package
-// github.com/aidlc/dlc/dlctest/kubetest.
+// github.com/aidlc/dlc/dlctest/kubetest. The repository's docs/testing.md
+// describes both.
 //
 // # Memory client
 //

@@ -11,9 +11,9 @@ import (
 	"github.com/aidlc/dlc/job"
 )
 
-// The README's memory fixture: Ray's outcomes scripted by hooks, the
+// docs/testing.md's memory fixture: Ray's outcomes scripted by hooks, the
 // reconcilers run on a fake clock, a second replica (TestReadmeSnippets,
-// in the repository's root, checks the region against the README).
+// in the repository's root, checks the region against docs/testing.md).
 func ExampleNewMemory() {
 	// snippet memory
 	m := dlctest.NewMemory(dlctest.MemoryOptions{Ray: memory.RayHooks{

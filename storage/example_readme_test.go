@@ -9,10 +9,10 @@ import (
 	"github.com/aidlc/dlc/storage"
 )
 
-// The README's job package snippet: inspect, upload to COS, reference,
+// docs/packages-cos.md's job package snippet: inspect, upload to COS, reference,
 // presign. It is compiled, not run (no output): it would call Tencent COS
 // (TestReadmeSnippets, in the repository's root, checks the region
-// against the README; dlctest/cosfake's example runs the same calls on
+// against docs/packages-cos.md; dlctest/cosfake's example runs the same calls on
 // loopback).
 func Example_readme() {
 	ctx := context.Background()

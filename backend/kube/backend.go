@@ -26,7 +26,7 @@ type Options struct {
 	Namespace string
 	// GroupNamespaces maps a resource group's id to the namespace its
 	// RayClusters, RayJobs, pods, Services and NetworkPolicy live in: the
-	// Kubernetes boundary between resource groups (the README's Security
+	// Kubernetes boundary between resource groups (docs/security.md's Security
 	// model), where a group's dlc-env-* Secrets and Redis credentials are,
 	// and where the backend keeps a ResourceQuota equal to the group's
 	// capacity (GroupQuotaName). A namespace is one group's: two groups

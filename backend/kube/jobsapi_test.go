@@ -229,9 +229,9 @@ func TestServiceProxyURL(t *testing.T) {
 	}
 }
 
-// The README's Ray head snippet: a run's request rendered and submitted to
+// docs/kubernetes.md's Ray head snippet: a run's request rendered and submitted to
 // the stand-in, which runs it (TestReadmeSnippets, in the repository's
-// root, checks the region against the README).
+// root, checks the region against docs/kubernetes.md).
 func TestReadmeRayHead(t *testing.T) {
 	ctx := context.Background()
 	pkg := writeZip(t, map[string]string{"main.py": "print('hello')\n"})

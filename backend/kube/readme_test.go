@@ -15,9 +15,9 @@ import (
 	"github.com/aidlc/dlc/quota"
 )
 
-// The README's production backend snippet, on the package's control
+// docs/kubernetes.md's production backend snippet, on the package's control
 // plane: kube.New over a rest.Config, a client on it (TestReadmeSnippets,
-// in the repository's root, checks the region against the README).
+// in the repository's root, checks the region against docs/kubernetes.md).
 func TestReadmeKubeNew(t *testing.T) {
 	cp := kubetest.StartControlPlane(t)
 	ctx := t.Context()

@@ -6,6 +6,7 @@
 // github.com/aidlc/dlc/dlctest, which imports none of this. Each fixture takes
 // a small [TestingT] interface rather than *testing.T (or none, where nothing
 // needs stopping), so tests, benchmarks and fuzz targets can all use it.
+// The repository's docs/testing.md describes both.
 //
 // # Ray head stand-in
 //

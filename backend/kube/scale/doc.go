@@ -11,5 +11,6 @@
 //	DLC_SCALE=50 DLC_SCALE_REPLICAS=2 KUBEBUILDER_ASSETS="$(bash hack/envtest-assets.sh)" \
 //		go test ./backend/kube/scale -run '^TestScale$' -v -count=1 -timeout 90m
 //
-// The README's "A scale test" lists its parameters.
+// docs/scale.md ("A scale test") lists its parameters and the figures it
+// gave.
 package scale

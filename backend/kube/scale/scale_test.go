@@ -37,7 +37,7 @@ import (
 	"github.com/aidlc/dlc/quota"
 )
 
-// Environment variables of the scale test (the README's "A scale test").
+// Environment variables of the scale test (docs/scale.md).
 const (
 	envClusters    = "DLC_SCALE"                 // N clusters; unset: the test skips
 	envRuns        = "DLC_SCALE_RUNS"            // runs (default N)
@@ -161,11 +161,11 @@ type harness struct {
 
 // TestScale is the scale test: N clusters created and started through R
 // replicas, then N runs, on an envtest control plane with Ray in the loop;
-// it prints a report of each phase (see the package doc and the README).
+// it prints a report of each phase (see the package doc and docs/scale.md).
 // Without DLC_SCALE it skips.
 func TestScale(t *testing.T) {
 	if os.Getenv(envClusters) == "" {
-		t.Skipf("the scale test runs only with %s=<clusters> set (make scale); see the README's \"A scale test\"", envClusters)
+		t.Skipf("the scale test runs only with %s=<clusters> set (make scale); see docs/scale.md", envClusters)
 	}
 	p, err := readParams()
 	if err != nil {

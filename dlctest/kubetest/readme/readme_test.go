@@ -1,6 +1,6 @@
-// Package readme_test is the README's control-plane snippet, as a test
+// Package readme_test is docs/testing.md's control-plane snippet, as a test
 // package of its own (it has its TestMain): TestReadmeSnippets, in the
-// repository's root, checks the region against the README.
+// repository's root, checks the region against docs/testing.md.
 package readme_test
 
 import (
