@@ -102,9 +102,7 @@ func (c *Engine) periodicResync() {
 	rep.adopted = adopted
 	rep.mu.Unlock()
 	for _, key := range adopt {
-		if c.ctx.Err() == nil {
-			c.lane(key).Add(key)
-		}
+		c.run.Add(key)
 	}
 	c.forgetFailures(adopt)
 }
@@ -118,21 +116,22 @@ func (c *Engine) forgetFailures(adopt []string) {
 	for _, key := range adopt {
 		adopted[key] = true
 	}
-	c.mu.Lock()
-	keys := make([]string, 0, len(c.failures))
-	for key := range c.failures {
-		keys = append(keys, key)
+	c.run.ForgetFailures(func(key string) bool { return adopted[key] || c.owns(key) })
+}
+
+// sharing is the work sharing as the runner asks it (package runner).
+type sharing struct{ c *Engine }
+
+func (s sharing) Owner(key string) (string, bool) { return s.c.owner(key) }
+
+// Adopt takes an adopted key one step, whose writes (stepWrites) tell
+// whether its owner left it undone (adoptedStep).
+func (s sharing) Adopt(ctx context.Context, key, owner string) (context.Context, func(), bool) {
+	if !s.c.rep.takeAdopted(key) {
+		return nil, nil, false
 	}
-	c.mu.Unlock()
-	for _, key := range keys {
-		if adopted[key] || c.owns(key) {
-			continue
-		}
-		c.mu.Lock()
-		delete(c.failures, key)
-		c.mu.Unlock()
-		c.limiter.Forget(key)
-	}
+	w := &stepWrites{key: key}
+	return context.WithValue(ctx, stepWritesKey{}, w), func() { s.c.adoptedStep(owner, w) }, true
 }
 
 // takeAdopted reports whether key was adopted at the last periodic

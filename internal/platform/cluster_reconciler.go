@@ -12,6 +12,7 @@ import (
 
 	"github.com/aidlc/dlc/cluster"
 	"github.com/aidlc/dlc/errs"
+	"github.com/aidlc/dlc/internal/runner"
 	"github.com/aidlc/dlc/quota"
 )
 
@@ -19,22 +20,23 @@ import (
 // runs, and its reservation with it.
 type clusterReconciler struct{ *Engine }
 
-func (r clusterReconciler) reconcile(ctx context.Context, id string) (time.Duration, error) {
-	return r.reconcileCluster(ctx, id)
+func (r clusterReconciler) Reconcile(ctx context.Context, id string) (runner.Result, error) {
+	after, err := r.reconcileCluster(ctx, id)
+	return runner.Result{After: after}, err
 }
 
-func (r clusterReconciler) giveUp(ctx context.Context, id, why string) error {
+func (r clusterReconciler) GiveUp(ctx context.Context, id, why string) error {
 	changed, err := r.stepFailed(ctx, id, why)
 	if err == nil && !changed {
 		// Nothing to fall back to (abnormal already, created, hibernated,
 		// or gone): the steps go on, their backoff growing. Told nil, the
 		// caller would start it again from its first delay.
-		return errRetry
+		return runner.ErrRetry
 	}
 	return err
 }
 
-func (clusterReconciler) logKey() string { return "cluster" }
+func (clusterReconciler) LogKey() string { return "cluster" }
 
 // reconcileCluster takes a cluster one step towards its stored state:
 // Ray follows the desired state at the cluster's generation, an

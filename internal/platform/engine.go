@@ -14,13 +14,13 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
-	"k8s.io/client-go/util/workqueue"
 
 	"github.com/aidlc/dlc/backend"
 	"github.com/aidlc/dlc/backend/memory"
 	"github.com/aidlc/dlc/cluster"
 	"github.com/aidlc/dlc/errs"
 	"github.com/aidlc/dlc/internal/queue"
+	"github.com/aidlc/dlc/internal/runner"
 	"github.com/aidlc/dlc/job"
 	"github.com/aidlc/dlc/quota"
 	"github.com/aidlc/dlc/scheduler"
@@ -321,19 +321,11 @@ type Engine struct {
 	order    *runOrder     // each job config's runs in list order (runorder.go)
 	load     *runLoad      // each cluster's active runs and last run end (placement.go)
 
-	queue   workqueue.TypedInterface[string] // the clusters', runs' and schedules' keys
-	admit   workqueue.TypedInterface[string] // the resource groups' keys: admission has a lane of its own (lanes.go)
-	limiter workqueue.TypedRateLimiter[string]
-	ctx     context.Context
-	cancel  context.CancelFunc
-	// reconcilers holds each kind's reconciler, by kind.
-	reconcilers map[string]reconciler
-	wg          sync.WaitGroup
+	run    *runner.Runner // runs each kind's reconciler on its queued keys
+	ctx    context.Context
+	cancel context.CancelFunc
 
 	mu           sync.Mutex
-	failures     map[string]int   // consecutive failures of a key's reconcile
-	timers       map[string]timer // a key's pending requeue, to stop
-	timerSeq     uint64
 	repaired     map[string]time.Time           // when each resource group's holders were last audited
 	tombs        map[string]map[string]seenHold // per resource group, released holds' documents as first seen (tombstones)
 	holdVersions versions                       // the newest hold document the cache has seen (awaitHolds)
@@ -434,21 +426,21 @@ func New(opts ...Option) (*Engine, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &Engine{o: o, store: o.backend, ray: o.backend, clock: o.clock, cat: o.catalogs, policy: o.policy,
-		cache: newCache(), queues: newQueues(queue.QueueOptions{MaxWait: o.maxWait}), finished: newFinishedRuns(), order: newRunOrder(), load: newRunLoad(), ctx: ctx, cancel: cancel, failures: map[string]int{}, timers: map[string]timer{}, repaired: map[string]time.Time{}, seen: map[string]map[string]seenHold{}, suspect: map[string]suspicion{}, tombs: map[string]map[string]seenHold{}, dependents: map[string]string{}, idleRefused: map[string]time.Time{}, steps: map[string]stepSeen{}, claimsSeen: map[string]claimSeen{}, lines: map[string]*accountLine{},
-		queue:   workqueue.NewTyped[string](),
-		admit:   workqueue.NewTyped[string](),
-		limiter: workqueue.NewTypedItemExponentialFailureRateLimiter[string](o.baseDelay, o.maxDelay)}
-	c.reconcilers = c.newReconcilers()
+		cache: newCache(), queues: newQueues(queue.QueueOptions{MaxWait: o.maxWait}), finished: newFinishedRuns(), order: newRunOrder(), load: newRunLoad(), ctx: ctx, cancel: cancel, repaired: map[string]time.Time{}, seen: map[string]map[string]seenHold{}, suspect: map[string]suspicion{}, tombs: map[string]map[string]seenHold{}, dependents: map[string]string{}, idleRefused: map[string]time.Time{}, steps: map[string]stepSeen{}, claimsSeen: map[string]claimSeen{}, lines: map[string]*accountLine{}}
 	m, err := newMetrics(o.registerer, c)
 	if err != nil {
 		cancel()
 		return nil, fmt.Errorf("dlc: registering metrics: %w", err)
 	}
+	ro := runner.Options{Clock: o.clock, Workers: o.workers, Retries: o.retries, StepTimeout: o.reconcileTime,
+		BaseDelay: o.baseDelay, MaxDelay: o.maxDelay, Log: o.log, Admission: admission, Transient: transient, Sharing: sharing{c}}
 	if m != nil {
 		c.metrics = m
 		ib := instrumented{Backend: o.backend, m: m, log: o.log}
 		c.store, c.ray = ib, ib
+		ro.Metrics = m
 	}
+	c.run = runner.New(ctx, ro, c.newReconcilers())
 	if o.shareTTL > 0 {
 		probation := uint64(o.probation)
 		if o.resync == 0 {
@@ -499,14 +491,7 @@ func New(opts ...Option) (*Engine, error) {
 		c.stopResync = c.clock.AfterFunc(o.resync, tick)
 		c.mu.Unlock()
 	}
-	for range o.workers {
-		c.wg.Add(1)
-		go c.worker(c.queue)
-	}
-	for range admitWorkers(o.workers) {
-		c.wg.Add(1)
-		go c.worker(c.admit)
-	}
+	c.run.Start()
 	return c, nil
 }
 
@@ -519,13 +504,8 @@ func (c *Engine) Close() error {
 	if c.stopResync != nil {
 		c.stopResync()
 	}
-	for _, t := range c.timers {
-		t.stop()
-	}
 	c.mu.Unlock()
-	c.queue.ShutDown()
-	c.admit.ShutDown()
-	c.wg.Wait()
+	c.run.Stop()
 	c.linesMu.Lock()
 	c.linesClosed = true
 	c.linesMu.Unlock()

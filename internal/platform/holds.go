@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/aidlc/dlc/errs"
+	"github.com/aidlc/dlc/internal/runner"
 	"github.com/aidlc/dlc/quota"
 )
 
@@ -295,7 +296,13 @@ const keySettle = "settle"
 // account with its other changes.
 type settleReconciler struct{ *Engine }
 
-func (r settleReconciler) reconcile(ctx context.Context, id string) (time.Duration, error) {
+func (r settleReconciler) Reconcile(ctx context.Context, id string) (runner.Result, error) {
+	after, err := r.settleStep(ctx, id)
+	return runner.Result{After: after}, err
+}
+
+// settleStep settles resource group id's pending holds.
+func (r settleReconciler) settleStep(ctx context.Context, id string) (time.Duration, error) {
 	a, _, err := cached[quota.Account](ctx, r.Engine, kindResourceGroup, id)
 	if errs.IsNotFound(err) {
 		return 0, nil
@@ -307,9 +314,9 @@ func (r settleReconciler) reconcile(ctx context.Context, id string) (time.Durati
 	return 0, err
 }
 
-func (settleReconciler) giveUp(context.Context, string, string) error { return errRetry }
+func (settleReconciler) GiveUp(context.Context, string, string) error { return runner.ErrRetry }
 
-func (settleReconciler) logKey() string { return "resourceGroup" }
+func (settleReconciler) LogKey() string { return "resourceGroup" }
 
 // maxMaterialise bounds the hold documents one settling step writes.
 const maxMaterialise = 256

@@ -81,7 +81,7 @@ func (h *holdsEngine) reconcile(t *testing.T) {
 	if _, err := h.c.reconcileResourceGroup(t.Context(), "rg"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := (settleReconciler{h.c}).reconcile(t.Context(), "rg"); err != nil {
+	if _, err := (settleReconciler{h.c}).Reconcile(t.Context(), "rg"); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -289,7 +289,7 @@ func TestPendingHoldsBounded(t *testing.T) {
 	h.failHolds = true
 	h.mu.Unlock()
 	h.set(t, "cls-late", quota.Cores(3))
-	if _, err := (settleReconciler{h.c}).reconcile(t.Context(), "rg"); !errors.Is(err, errs.ErrUnavailable) {
+	if _, err := (settleReconciler{h.c}).Reconcile(t.Context(), "rg"); !errors.Is(err, errs.ErrUnavailable) {
 		t.Fatalf("a settling step that cannot write the documents: %v, want it to fail (and be retried)", err)
 	}
 	h.mu.Lock()

@@ -26,8 +26,8 @@ func WithLogger(l logr.Logger) Option { return func(o *options) { o.log = l } }
 // WithMetrics registers the client's Prometheus metrics with r (for
 // example controller-runtime's metrics.Registry); by default none are
 // registered. Labels are bounded: resource groups, priorities, states,
-// kinds and operations, never a run or cluster id. See the README's
-// "Operating it" for the list.
+// kinds and operations, never a run or cluster id. See docs/operating.md
+// for the list.
 func WithMetrics(r prometheus.Registerer) Option { return func(o *options) { o.registerer = r } }
 
 // metrics are the client's Prometheus metrics; nil when none were asked
@@ -141,13 +141,15 @@ func (m *metrics) replicaStalled(id string) {
 	}
 }
 
-func (m *metrics) failed(kind string) {
+// Failed counts a failed reconcile step of kind (runner.Metrics).
+func (m *metrics) Failed(kind string) {
 	if m != nil {
 		m.reconcileErrs.WithLabelValues(kind).Inc()
 	}
 }
 
-func (m *metrics) retried(kind string) {
+// Retried counts a reconcile step of kind queued again (runner.Metrics).
+func (m *metrics) Retried(kind string) {
 	if m != nil {
 		m.retries.WithLabelValues(kind).Inc()
 	}

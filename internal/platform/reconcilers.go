@@ -1,17 +1,13 @@
 package platform
 
 import (
-	"context"
 	"errors"
-	"fmt"
 	"strings"
-	"time"
-
-	"k8s.io/client-go/util/workqueue"
 
 	"github.com/aidlc/dlc/backend"
 	"github.com/aidlc/dlc/cluster"
 	"github.com/aidlc/dlc/errs"
+	"github.com/aidlc/dlc/internal/runner"
 	"github.com/aidlc/dlc/job"
 	"github.com/aidlc/dlc/quota"
 )
@@ -85,7 +81,7 @@ func (c *Engine) apply(ch backend.Change) {
 		c.cache.seed(d.Kind, d.ID, d.Version, account) // decoded once
 	}
 	c.publish(d, before, ch.Deleted, had)
-	if _, ok := c.reconcilers[d.Kind]; ok {
+	if c.run.Handles(d.Kind) {
 		c.enqueue(d.Kind + "/" + d.ID)
 		if ch.Deleted {
 			c.rep.forget(d.Kind + "/" + d.ID) // what the adoption keeps of it
@@ -139,11 +135,8 @@ func (c *Engine) apply(ch backend.Change) {
 	}
 }
 
-func (c *Engine) enqueue(key string) {
-	if c.ctx.Err() == nil && c.owns(key) {
-		c.lane(key).Add(key)
-	}
-}
+// enqueue queues key, if this client owns it.
+func (c *Engine) enqueue(key string) { c.run.Enqueue(key) }
 
 // enqueueRuns queues the runs the cache finds under sel.
 func (c *Engine) enqueueRuns(sel map[string]string) {
@@ -165,8 +158,8 @@ func (c *Engine) walk(see func(key, version string, owned bool)) {
 		for _, d := range docs {
 			key := kind + "/" + d.ID
 			owned := c.owns(key)
-			if owned && c.ctx.Err() == nil {
-				c.lane(key).Add(key)
+			if owned {
+				c.run.Add(key)
 			}
 			if see != nil {
 				see(key, d.Version, owned)
@@ -183,136 +176,20 @@ func (c *Engine) walk(see func(key, version string, owned bool)) {
 	c.enqueueRetained()
 }
 
-func (c *Engine) worker(q workqueue.TypedInterface[string]) {
-	defer c.wg.Done()
-	for {
-		key, shutdown := q.Get()
-		if shutdown {
-			return
-		}
-		c.process(key)
-	}
-}
-
 // Reconcile runs every queued reconcile step in the caller's goroutine,
 // including the steps they queue, and returns how many it ran. It is for
 // clients made WithWorkers(0), such as dlctest.NewMemory's on a fake
 // clock; with workers it only competes with them.
-func (c *Engine) Reconcile() int {
-	n := 0
-	for c.ctx.Err() == nil {
-		q := c.admit // admission first, as its own workers would
-		if q.Len() == 0 {
-			q = c.queue
-		}
-		if q.Len() == 0 {
-			break
-		}
-		key, shutdown := q.Get()
-		if shutdown {
-			break
-		}
-		c.process(key)
-		n++
-	}
-	return n
-}
+func (c *Engine) Reconcile() int { return c.run.RunQueued() }
 
-// process runs one reconcile of key and schedules what follows. The step
-// has a deadline (WithReconcileTimeout): a step that runs past it, a call
-// that hangs, is a failed step, and its worker goes on to other keys.
-func (c *Engine) process(key string) {
-	defer c.lane(key).Done(key)
-	ctx, cancel := c.stepContext()
-	defer cancel()
-	owner, owned := c.owner(key)
-	var adopted *stepWrites
-	if !owned {
-		if !c.rep.takeAdopted(key) {
-			// Queued before the members changed: another client's now.
-			c.limiter.Forget(key)
-			return
-		}
-		// Adopted at the periodic resync (adoption.go): one step, whose
-		// writes to the key tell whether its owner left it undone. What
-		// follows it (a later look, a retry) is its owner's.
-		adopted = &stepWrites{key: key}
-		ctx = context.WithValue(ctx, stepWritesKey{}, adopted)
-	}
-	kind, id, _ := strings.Cut(key, "/")
-	r, ok := c.reconcilers[kind]
-	if !ok {
-		c.o.log.Error(errs.ErrInvalid, "no reconciler for the key's kind", "key", key)
-		return
-	}
-	after, err := r.reconcile(ctx, id)
-	if adopted != nil {
-		c.adoptedStep(owner, adopted)
-	}
-	if c.ctx.Err() != nil {
-		return
-	}
-	if err != nil && ctx.Err() != nil {
-		err = errs.Unavailable("reconcile "+key, fmt.Errorf("the step did not end within %s: %w", c.o.reconcileTime, err))
-	}
-	if err == nil {
-		c.limiter.Forget(key)
-		c.mu.Lock()
-		delete(c.failures, key)
-		c.mu.Unlock()
-		if adopted == nil {
-			c.later(key, after)
-		}
-		return
-	}
-	// A conflict means the object moved on: read it again at once, with a
-	// short backoff, and do not count it as a failure. Nor is a call not
-	// made because its target was busy with another (a Ray head takes one
-	// call at a time): that call's own outcome counts. Nor a run's step
-	// that could not reach Ray about its job: it keeps its own bound
-	// (rayUnanswered).
-	conflict := errors.Is(err, errs.ErrConflict) || isBusy(err) || isUnanswered(err)
-	if adopted != nil && conflict {
-		c.limiter.Forget(key)
-		return // the owner, or another client, was at it
-	}
-	c.metrics.retried(kind)
-	if !conflict {
-		c.metrics.failed(kind)
-		c.mu.Lock()
-		c.failures[key]++
-		n := c.failures[key]
-		c.mu.Unlock()
-		c.o.log.Error(err, "reconcile step failed", r.logKey(), id, "attempt", n, "retries", c.o.retries)
-		if n > c.o.retries {
-			gctx, gcancel := c.stepContext()
-			// The cause may quote what a Ray head or a server answered: bounded.
-			gerr := r.giveUp(gctx, id, job.ClipMessage("a background step kept failing: "+err.Error()))
-			gcancel()
-			if gerr == nil {
-				c.mu.Lock()
-				delete(c.failures, key)
-				c.mu.Unlock()
-				c.limiter.Forget(key)
-				c.enqueue(key)
-				return
-			}
-		}
-	}
-	if adopted != nil {
-		// Counted all the same: an adopted key whose steps fail at every
-		// round, unchanged in between, is one whose owner does not give
-		// up on it either (periodicResync forgets the count otherwise).
-		c.limiter.Forget(key)
-		return
-	}
-	c.later(key, c.limiter.When(key))
-}
-
-// stepContext is the context of one reconcile step: the client's, with
-// the step's deadline.
-func (c *Engine) stepContext() (context.Context, context.CancelFunc) {
-	return context.WithTimeout(c.ctx, c.o.reconcileTime)
+// transient reports whether a step's error is no failure of its object:
+// a conflict means the object moved on (it is read again at once, with a
+// short backoff); a call not made because its target was busy with
+// another (a Ray head takes one call at a time) counts by that call's own
+// outcome; a run's step that could not reach Ray about its job keeps its
+// own bound (rayUnanswered).
+func transient(err error) bool {
+	return errors.Is(err, errs.ErrConflict) || isBusy(err) || isUnanswered(err)
 }
 
 // isBusy reports whether err says a call was not made because its target
@@ -323,61 +200,10 @@ func isBusy(err error) bool {
 	return errors.As(err, &b) && b.Busy()
 }
 
-// later queues key again after d on the client's clock, replacing the
-// key's earlier timer; d == 0 only stops that timer. A key has at most
-// one timer, so a step that settles leaves nothing pending.
-func (c *Engine) later(key string, d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if t, ok := c.timers[key]; ok {
-		t.stop()
-		delete(c.timers, key)
-	}
-	if d <= 0 {
-		return
-	}
-	c.timerSeq++
-	seq := c.timerSeq
-	stop := c.clock.AfterFunc(d, func() {
-		c.mu.Lock()
-		if t, ok := c.timers[key]; ok && t.seq == seq {
-			delete(c.timers, key)
-		}
-		c.mu.Unlock()
-		c.enqueue(key)
-	})
-	c.timers[key] = timer{stop: stop, seq: seq}
-}
-
-// timer is a key's pending requeue.
-type timer struct {
-	stop func() bool
-	seq  uint64
-}
-
-// reconciler is one kind's reconciler (cluster_reconciler.go,
-// run_reconciler.go, resourcegroup_reconciler.go), chosen by the kind of
-// the key queued.
-type reconciler interface {
-	// reconcile takes object id one step, level-triggered: it reads the
-	// stored object and Ray's side afresh. It returns when to look again
-	// (0: when something changes).
-	reconcile(ctx context.Context, id string) (after time.Duration, err error)
-	// giveUp records on the object that its steps kept failing, with why:
-	// a cluster turns abnormal, a run fails. It returns errRetry when the
-	// kind has no state to fall back to, and its steps go on retrying.
-	giveUp(ctx context.Context, id, why string) error
-	// logKey is the log key that names an object of the kind.
-	logKey() string
-}
-
-// errRetry is a reconciler's giveUp saying that the steps go on.
-var errRetry = errors.New("no state to fall back to: retrying")
-
 // newReconcilers returns the reconciler of each kind of stored object that
 // has one.
-func (c *Engine) newReconcilers() map[string]reconciler {
-	return map[string]reconciler{
+func (c *Engine) newReconcilers() map[string]runner.Reconciler {
+	return map[string]runner.Reconciler{
 		kindCluster:       clusterReconciler{c},
 		kindRun:           runReconciler{c},
 		kindResourceGroup: resourceGroupReconciler{c},

@@ -11,6 +11,7 @@ import (
 	"github.com/aidlc/dlc/cluster"
 	"github.com/aidlc/dlc/errs"
 	"github.com/aidlc/dlc/internal/queue"
+	"github.com/aidlc/dlc/internal/runner"
 	"github.com/aidlc/dlc/job"
 	"github.com/aidlc/dlc/quota"
 )
@@ -25,14 +26,15 @@ func odClusterID(runID string) string { return odPrefix + runID }
 // quota and repairs its reservations.
 type resourceGroupReconciler struct{ *Engine }
 
-func (r resourceGroupReconciler) reconcile(ctx context.Context, id string) (time.Duration, error) {
-	return r.reconcileResourceGroup(ctx, id)
+func (r resourceGroupReconciler) Reconcile(ctx context.Context, id string) (runner.Result, error) {
+	after, err := r.reconcileResourceGroup(ctx, id)
+	return runner.Result{After: after}, err
 }
 
 // giveUp: a resource group has no state to fall back to; its steps go on.
-func (resourceGroupReconciler) giveUp(context.Context, string, string) error { return errRetry }
+func (resourceGroupReconciler) GiveUp(context.Context, string, string) error { return runner.ErrRetry }
 
-func (resourceGroupReconciler) logKey() string { return "resourceGroup" }
+func (resourceGroupReconciler) LogKey() string { return "resourceGroup" }
 
 // reconcileResourceGroup admits the runs waiting in a resource group's queue that
 // its allocatable quota fits, in priority order (BestEffortFIFO, with the

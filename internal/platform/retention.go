@@ -404,10 +404,7 @@ func (c *Engine) enqueueRetained() {
 	}
 	for _, d := range c.cache.selectDocs(kindRun, map[string]string{labelPhase: phaseDone}) {
 		key := kindRun + "/" + d.ID
-		c.mu.Lock()
-		_, pending := c.timers[key]
-		c.mu.Unlock()
-		if first || !pending {
+		if first || !c.run.Waiting(key) {
 			c.enqueue(key)
 		}
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/aidlc/dlc/cluster"
 	"github.com/aidlc/dlc/errs"
+	"github.com/aidlc/dlc/internal/runner"
 	"github.com/aidlc/dlc/job"
 	"github.com/aidlc/dlc/quota"
 	"github.com/aidlc/dlc/scheduler"
@@ -17,15 +18,16 @@ import (
 // runReconciler places, admits, submits, follows and cleans up a run.
 type runReconciler struct{ *Engine }
 
-func (r runReconciler) reconcile(ctx context.Context, id string) (time.Duration, error) {
-	return r.reconcileRun(ctx, id)
+func (r runReconciler) Reconcile(ctx context.Context, id string) (runner.Result, error) {
+	after, err := r.reconcileRun(ctx, id)
+	return runner.Result{After: after}, err
 }
 
-func (r runReconciler) giveUp(ctx context.Context, id, why string) error {
+func (r runReconciler) GiveUp(ctx context.Context, id, why string) error {
 	return r.failRun(ctx, id, why)
 }
 
-func (runReconciler) logKey() string { return "run" }
+func (runReconciler) LogKey() string { return "run" }
 
 // reconcileRun takes a run one step on: place it, follow it on Ray, or
 // release what an ended run still holds.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/aidlc/dlc/cluster"
 	"github.com/aidlc/dlc/errs"
+	"github.com/aidlc/dlc/internal/runner"
 	"github.com/aidlc/dlc/job"
 	"github.com/aidlc/dlc/quota"
 )
@@ -567,7 +568,7 @@ func (c *Engine) failRun(ctx context.Context, id, why string) error {
 		if err := c.noteCleanupRetrying(ctx, r, why); err != nil {
 			return err
 		}
-		return errRetry
+		return runner.ErrRetry
 	}
 	_, err = c.endRun(ctx, r, job.Fail, why)
 	return err

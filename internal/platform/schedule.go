@@ -10,6 +10,7 @@ import (
 
 	"github.com/aidlc/dlc/cluster"
 	"github.com/aidlc/dlc/errs"
+	"github.com/aidlc/dlc/internal/runner"
 	"github.com/aidlc/dlc/job"
 )
 
@@ -41,14 +42,15 @@ func jobLabels(rec *job.Record) map[string]string {
 // jobReconciler fires job configs' schedules.
 type jobReconciler struct{ *Engine }
 
-func (r jobReconciler) reconcile(ctx context.Context, id string) (time.Duration, error) {
-	return r.reconcileSchedule(ctx, id)
+func (r jobReconciler) Reconcile(ctx context.Context, id string) (runner.Result, error) {
+	after, err := r.reconcileSchedule(ctx, id)
+	return runner.Result{After: after}, err
 }
 
 // giveUp records on the config that its schedule's steps kept failing
 // (said again at most once per longest backoff: renote); the steps go
 // on, their backoff growing.
-func (r jobReconciler) giveUp(ctx context.Context, id, why string) error {
+func (r jobReconciler) GiveUp(ctx context.Context, id, why string) error {
 	_, err := r.recordOnJob(ctx, id, func(rec *job.Record) bool {
 		var said bool
 		rec.Events, said = renote(rec.Events, r.event(ctx, "system", "schedule-failing", why), r.o.maxDelay)
@@ -57,10 +59,10 @@ func (r jobReconciler) giveUp(ctx context.Context, id, why string) error {
 	if err != nil {
 		return err
 	}
-	return errRetry
+	return runner.ErrRetry
 }
 
-func (jobReconciler) logKey() string { return "job" }
+func (jobReconciler) LogKey() string { return "job" }
 
 // tickRequest is the request id a tick's run is created under: its id
 // derives from the config and the tick.
