@@ -34,7 +34,7 @@ type ForbiddenError = errs.ForbiddenError
 //
 // auth.NewPolicyAuthorizer decides by CAM-style statements; on
 // Kubernetes, kube.NewAccessReviewAuthorizer asks the API server's RBAC.
-func WithAuthorizer(a auth.Authorizer) Option { return platform.WithAuthorizer(a) }
+func WithAuthorizer(a auth.Authorizer) Option { return Option{platform.WithAuthorizer(a)} }
 
 // gate asks a client's authorizer; the zero gate allows everything
 // without reading anything.

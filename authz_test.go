@@ -247,7 +247,6 @@ func TestAuthorizerRefusesEveryOperation(t *testing.T) {
 		{"Clusters.Delete", auth.DeleteCluster, func() error { return c.Clusters().Delete(ctx, w.clusterB, dlc.DeleteOptions{}) }},
 		{"Clusters.Clone", auth.DescribeCluster, func() error { return e(c.Clusters().Clone(ctx, w.clusterB, "copy")) }},
 		{"Clusters.Update", auth.UpdateCluster, func() error { return e(c.Clusters().Update(ctx, clusterB())) }},
-		{"Clusters.Edit", auth.UpdateCluster, func() error { return e(c.Clusters().Edit(ctx, clusterB())) }},
 		{"Clusters.PlanUpdate", auth.UpdateCluster, func() error { return e(c.Clusters().PlanUpdate(ctx, clusterB())) }},
 		{"Clusters.Create tagged A in B's resource group", auth.UseResourceGroup, func() error {
 			s := specB()
@@ -305,8 +304,8 @@ func TestAuthorizerRefusesEveryOperation(t *testing.T) {
 		{"Jobs.Create on B's cluster, tagged A", auth.RunJob, func() error {
 			return e(c.Jobs().Create(ctx, jobOn(w.clusterB, "a"), dlc.SaveOptions{}))
 		}},
-		{"Jobs.Save tagged B", auth.CreateJob, func() error {
-			return e(c.Jobs().Save(ctx, jobOn(w.clusterA, "b"), dlc.SaveOptions{}))
+		{"Jobs.Create tagged B", auth.CreateJob, func() error {
+			return e(c.Jobs().Create(ctx, jobOn(w.clusterA, "b"), dlc.SaveOptions{}))
 		}},
 		{"Client.SaveJob", auth.RunJob, func() error { return e(c.SaveJob(ctx, jobOn(w.clusterB, "a"), "req-1")) }},
 		{"Jobs.Get", auth.DescribeJob, func() error { return e(c.Jobs().Get(ctx, w.jobB)) }},
@@ -321,9 +320,7 @@ func TestAuthorizerRefusesEveryOperation(t *testing.T) {
 			return e(c.Jobs().Update(ctx, rec))
 		}},
 		{"Jobs.Update", auth.UpdateJob, func() error { return e(c.Jobs().Update(ctx, recB())) }},
-		{"Jobs.Edit", auth.UpdateJob, func() error { return e(c.Jobs().Edit(ctx, recB())) }},
 		{"Jobs.Clone", auth.DescribeJob, func() error { return e(c.Jobs().Clone(ctx, w.jobB, "copy")) }},
-		{"Jobs.Copy", auth.DescribeJob, func() error { return e(c.Jobs().Copy(ctx, w.jobB, "copy")) }},
 		{"Jobs.Delete", auth.DeleteJob, func() error { return c.Jobs().Delete(ctx, w.jobB) }},
 		{"Jobs.SuspendSchedule", auth.UpdateJob, func() error { return e(c.Jobs().SuspendSchedule(ctx, w.jobB)) }},
 		{"Jobs.ResumeSchedule", auth.UpdateJob, func() error { return e(c.Jobs().ResumeSchedule(ctx, w.jobB)) }},

@@ -12,8 +12,10 @@ import (
 	"github.com/aidlc/dlc/cluster"
 	"github.com/aidlc/dlc/internal/platform"
 	"github.com/aidlc/dlc/job"
+	"github.com/aidlc/dlc/plan"
 	"github.com/aidlc/dlc/scheduler"
 	"github.com/aidlc/dlc/storage"
+	"github.com/aidlc/dlc/watch"
 )
 
 // Client is the platform: clusters, cluster groups, templates, job
@@ -31,8 +33,16 @@ type Client struct {
 // with the real clock. It reads the store once (the snapshot its cache
 // starts from), then reconciles every object it found: what another
 // client, or this process before a restart, left half-done is finished.
+// An option given a value out of its range (docs/options.md) makes it
+// fail with ErrInvalid, naming every such option.
 func New(opts ...Option) (*Client, error) {
-	e, err := platform.New(opts...)
+	popts := make([]platform.Option, 0, len(opts))
+	for _, o := range opts {
+		if o.apply != nil { // the zero Option sets nothing
+			popts = append(popts, o.apply)
+		}
+	}
+	e, err := platform.New(popts...)
 	if err != nil {
 		return nil, err
 	}
@@ -56,12 +66,6 @@ func (c *Client) Catalogs() cluster.Catalogs {
 func (c *Client) Reconcile() int {
 	return c.e.Reconcile()
 }
-
-// RunPending is Reconcile, under the name it had before Runs().Pending
-// (a run's queue position) made it ambiguous.
-//
-// Deprecated: use Reconcile.
-func (c *Client) RunPending() int { return c.Reconcile() }
 
 // CheckQuota audits the reservations in the store itself, both ways, and
 // against what Ray runs. In every resource group: no reservation is
@@ -105,61 +109,89 @@ func WithUser(ctx context.Context, user string) context.Context { return platfor
 // UserFrom returns the user of ctx, or "anonymous".
 func UserFrom(ctx context.Context) string { return platform.UserFrom(ctx) }
 
-// Option configures a Client.
-type Option = platform.Option
+// Option configures a Client: see the With functions, and
+// docs/options.md for all of them in one table. An option not given
+// keeps its default; given twice, the last one counts. New refuses a
+// value out of its option's range with ErrInvalid, naming every such
+// option (and parameter) at once.
+type Option struct{ apply platform.Option }
 
-// WithBackend sets the backend; the default is a new memory backend.
-func WithBackend(b Backend) Option { return platform.WithBackend(b) }
+// WithBackend sets the backend: the store the client keeps its objects in
+// and the Ray it runs them on. The default, and nil, is a new memory
+// backend on the client's clock and node spec catalog.
+func WithBackend(b Backend) Option { return Option{platform.WithBackend(b)} }
 
 // WithClock sets the clock the client stamps times with, queues by and
-// retries on; pass the backend's clock in tests.
-func WithClock(c backend.Clock) Option { return platform.WithClock(c) }
+// retries on; pass the backend's clock in tests. The default, and nil, is
+// the real clock.
+func WithClock(c backend.Clock) Option { return Option{platform.WithClock(c)} }
 
-// WithCatalogs replaces the node spec and image catalogs.
-func WithCatalogs(c cluster.Catalogs) Option { return platform.WithCatalogs(c) }
+// WithCatalogs replaces the node spec and image catalogs the client
+// validates with (Catalogs). A catalog left empty keeps the default:
+// quota.DefaultCatalog's node specs, cluster.DefaultImages's images.
+func WithCatalogs(c cluster.Catalogs) Option { return Option{platform.WithCatalogs(c)} }
 
 // WithPolicy sets the policy that picks the member of a cluster group
-// whose policy is random (group.Random, the default; G3); the default is
-// scheduler.NewRandom with a time-based seed. Groups with another policy
-// (Groups().SetPolicy) use the scheduler package's, which decide the same
+// whose policy is random (group.Random, the default; G3); the default, and
+// nil, is scheduler.NewRandom with a time-based seed. Groups with another
+// policy (least-loaded, ordered failover, most free quota:
+// Groups().SetPolicy) use the scheduler package's, which decide the same
 // on every client.
-func WithPolicy(p scheduler.Policy) Option { return platform.WithPolicy(p) }
+func WithPolicy(p scheduler.Policy) Option { return Option{platform.WithPolicy(p)} }
 
-// WithMaxWait sets how long an on-demand run may wait before it holds
-// back smaller runs behind it in its resource group (0: never).
-func WithMaxWait(d time.Duration) Option { return platform.WithMaxWait(d) }
+// WithMaxWait sets how long an on-demand run that does not fit its
+// resource group's free quota may wait before it holds back the smaller
+// runs behind it in the group's queue, so that the quota freed meanwhile
+// adds up until it fits (default 0: never; smaller runs that fit always
+// go first). A negative value makes New fail with ErrInvalid.
+func WithMaxWait(d time.Duration) Option { return Option{platform.WithMaxWait(d)} }
 
 // WithLogsLocation sets the prefix of where runs' logs are kept, e.g.
-// "cos://logs-1250000000/dlc"; a run's logs are at <prefix>/<run id>.
-func WithLogsLocation(prefix string) Option { return platform.WithLogsLocation(prefix) }
+// "cos://logs-1250000000/dlc"; a run's logs are at <prefix>/<run id>
+// (Run.Logs). The default, and "", is "memory://logs".
+func WithLogsLocation(prefix string) Option { return Option{platform.WithLogsLocation(prefix)} }
 
-// WithWorkers sets how many goroutines run the reconcilers (default 8).
-// Zero starts none: the caller runs what is queued with Reconcile, as
-// dlctest.NewMemory does on its fake clock, so that every step is
-// deterministic.
-func WithWorkers(n int) Option { return platform.WithWorkers(n) }
+// WithWorkers sets how many goroutines run the reconcilers of clusters,
+// runs and schedules (default 8); the resource groups' (admission, the
+// quota's repair, settling reservations) have a quarter as many more of
+// their own, at least two, so that admitting a run never waits behind
+// the steps of the runs admitted before it. 0 starts none: the caller
+// runs what is queued with Reconcile, as dlctest.NewMemory does on its
+// fake clock, so that every step is deterministic. A negative value makes
+// New fail with ErrInvalid.
+func WithWorkers(n int) Option { return Option{platform.WithWorkers(n)} }
 
 // WithRetries sets how a failing background step is retried: up to
-// retries times (default 8), waiting from base (default 10ms) doubling
-// up to max (default 30s). After the last retry the object turns
-// abnormal (a cluster) or failed (a run) with the error as its reason;
-// a delete keeps retrying at the longest wait.
+// retries times (default 8; 0: the first failure gives up), waiting from
+// base (default, and 0, 10ms) doubling up to max (default 30s). After the
+// last retry the object turns abnormal (a cluster) or failed (a run) with
+// the error as its reason; a delete keeps retrying at the longest wait.
+// A step that met only a conflict, or a Ray that did not answer
+// (WithRayUnreachableTimeout), is retried with the same backoff without
+// counting. A negative retries or base, or a max below base (10ms if base
+// is 0), makes New fail with ErrInvalid.
 func WithRetries(retries int, base, max time.Duration) Option {
-	return platform.WithRetries(retries, base, max)
+	return Option{platform.WithRetries(retries, base, max)}
 }
 
 // WithRunRetryBackoff sets how long a failed run's retry (L3) waits after
 // it ended: base after the first attempt, doubling per attempt, at most
-// max (defaults job.RetryBackoffBase, 10s, and job.RetryBackoffMax, 5m).
-// Values not above 0 keep the defaults.
+// max (defaults, and 0, job.RetryBackoffBase, 10s, and
+// job.RetryBackoffMax, 5m). A negative value, or a max below base (each
+// taken with its default for 0), makes New fail with ErrInvalid.
 func WithRunRetryBackoff(base, max time.Duration) Option {
-	return platform.WithRunRetryBackoff(base, max)
+	return Option{platform.WithRunRetryBackoff(base, max)}
 }
 
 // WithRepairGrace sets how long a reservation whose holder no longer
 // justifies it (deleted, hibernated, ended: left by a crash between two
 // writes) is kept before the quota reconciler releases it (default 30s).
-func WithRepairGrace(d time.Duration) Option { return platform.WithRepairGrace(d) }
+// It is also how long a name claim whose owner does not exist (yet) is
+// left to its creator before another may take it over, and the quota
+// reconciler audits a resource group's holders at most every quarter of
+// it. It is the room a creator has between its two writes: a value not
+// above 0 makes New fail with ErrInvalid.
+func WithRepairGrace(d time.Duration) Option { return Option{platform.WithRepairGrace(d)} }
 
 // WithAutoscaleHeadroom sets how many workers above what Ray's own
 // autoscaler runs an autoscaling worker group's reservation covers, while
@@ -167,17 +199,24 @@ func WithRepairGrace(d time.Duration) Option { return platform.WithRepairGrace(d
 // than are reserved, and using that room is how it asks for more. 0: the
 // platform does not follow that autoscaler, which then moves within what
 // Clusters().Autoscale grants (from a start: the group's minimum). (Only
-// where Ray runs an autoscaler of its own: Kubernetes.)
-func WithAutoscaleHeadroom(workers int) Option { return platform.WithAutoscaleHeadroom(workers) }
+// where Ray runs an autoscaler of its own: Kubernetes.) A negative value
+// makes New fail with ErrInvalid.
+func WithAutoscaleHeadroom(workers int) Option {
+	return Option{platform.WithAutoscaleHeadroom(workers)}
+}
 
 // WithStepTimeout sets how long a cluster may stay creating, starting or
 // hibernating with no progress from Ray (a change of the generation it
 // follows, its phase, its pods) before it turns abnormal, saying it timed
-// out (default 10m), timed on the client's own clock; while Ray has not
-// taken the change up at all (KubeRay's backlog) six times as long. An
-// abnormal cluster still follows Ray, and leaves abnormal when Ray runs it
-// (or has released it) at its generation after all.
-func WithStepTimeout(d time.Duration) Option { return platform.WithStepTimeout(d) }
+// out (default 10m). Each client measures it on its own clock from when
+// it first saw the step as it is, so neither a jump of the wall clock nor
+// a skew between replicas fails a step. While Ray has not taken the
+// change up at all (KubeRay's backlog) the step may take six times as
+// long. An abnormal cluster still follows Ray, and leaves abnormal when
+// Ray runs it (or has released it) at its generation after all. A
+// deleting cluster that Ray still has after this long says so, and the
+// delete goes on. A value not above 0 makes New fail with ErrInvalid.
+func WithStepTimeout(d time.Duration) Option { return Option{platform.WithStepTimeout(d)} }
 
 // WithWorkSharing sets how clients over one store (the replicas of a
 // service) share the background work: each reconciles the objects it owns
@@ -194,22 +233,26 @@ func WithStepTimeout(d time.Duration) Option { return platform.WithStepTimeout(d
 // step at two resyncs in a row, taking its share over (it logs it, and
 // counts it in dlc_replica_stalled_total). 0 turns sharing off (every
 // client reconciles every object). Default: 15 s for a client with
-// workers, off for one without (WithWorkers(0)).
-func WithWorkSharing(ttl time.Duration) Option { return platform.WithWorkSharing(ttl) }
+// workers, off for one without (WithWorkers(0)). A negative value makes
+// New fail with ErrInvalid.
+func WithWorkSharing(ttl time.Duration) Option { return Option{platform.WithWorkSharing(ttl)} }
 
 // WithReconcileTimeout bounds one reconcile step, every call it makes to
-// the store and to Ray included (default 2 min): a step still running then
-// is cancelled and retried as a failed step, so that a call that hangs
-// cannot hold a worker. The backends bound their own calls more tightly
-// (the Kubernetes backend: 10 s to a Ray head, 30 s to the API server).
-func WithReconcileTimeout(d time.Duration) Option { return platform.WithReconcileTimeout(d) }
+// the store and to Ray included (default, and 0, 2 min): a step still
+// running then is cancelled and retried as a failed step, so that a call
+// that hangs cannot hold a worker. The backends bound their own calls
+// more tightly (the Kubernetes backend: 10 s to a Ray head, 30 s to the
+// API server). A negative value makes New fail with ErrInvalid.
+func WithReconcileTimeout(d time.Duration) Option { return Option{platform.WithReconcileTimeout(d)} }
 
 // WithResync sets how often the client queues every object again, so that
 // a change whose notice was lost is still acted on (default 5 min; 0:
 // only at start, as dlctest.NewMemory does on its fake clock). With the
 // work shared it is also when a client takes up the keys their owner left
-// undone (WithWorkSharing): with 0, nothing is.
-func WithResync(d time.Duration) Option { return platform.WithResync(d) }
+// undone (WithWorkSharing): with 0, nothing is, and a joining replica has
+// no probation (WithMemberProbation). A negative value makes New fail
+// with ErrInvalid.
+func WithResync(d time.Duration) Option { return Option{platform.WithResync(d)} }
 
 // WithRunRetention sets how long finished runs are kept (default
 // DefaultRunRetention, 7 days, and DefaultRunsPerJob, 1,000). A run that
@@ -219,12 +262,12 @@ func WithResync(d time.Duration) Option { return platform.WithResync(d) }
 // once. 0 is no bound of that kind: WithRunRetention(0, 0) with
 // WithMaxFinishedRuns(0) keeps every run for ever (WithMaxFinishedRuns
 // bounds them across job configs). A negative value makes New fail with
-// ErrInvalid. Runs
-// that have not finished are never deleted. The run's record goes, with
-// its event log and the reference to its logs (Run.Logs); a request id
-// that made it no longer finds it, so a retry after that makes a new run.
+// ErrInvalid. Runs that have not finished are never deleted. The run's
+// record goes, with its event log and the reference to its logs
+// (Run.Logs); a request id that made it no longer finds it, so a retry
+// after that makes a new run.
 func WithRunRetention(maxAge time.Duration, perJob int) Option {
-	return platform.WithRunRetention(maxAge, perJob)
+	return Option{platform.WithRunRetention(maxAge, perJob)}
 }
 
 // WithMemberProbation sets how many periodic resyncs (WithResync) a
@@ -238,7 +281,7 @@ func WithRunRetention(maxAge time.Duration, perJob int) Option {
 // replica should spare the others at once. A negative value makes New
 // fail with ErrInvalid; without periodic resyncs (WithResync(0)) there
 // is no probation.
-func WithMemberProbation(rounds int) Option { return platform.WithMemberProbation(rounds) }
+func WithMemberProbation(rounds int) Option { return Option{platform.WithMemberProbation(rounds)} }
 
 // DefaultMemberProbation is WithMemberProbation's default: two periodic
 // resyncs.
@@ -250,7 +293,7 @@ const DefaultMemberProbation = platform.DefaultMemberProbation
 // finished, the oldest of them all go, with a hundredth of the bound
 // more, so that every replica's cache of runs stays bounded however many
 // job configs there are. A negative value makes New fail with ErrInvalid.
-func WithMaxFinishedRuns(n int) Option { return platform.WithMaxFinishedRuns(n) }
+func WithMaxFinishedRuns(n int) Option { return Option{platform.WithMaxFinishedRuns(n)} }
 
 // WithRunStartTimeout sets how long Ray may keep a run's job pending after
 // it accepted it (the driver not started: Ray reports the job PENDING)
@@ -262,7 +305,7 @@ func WithMaxFinishedRuns(n int) Option { return platform.WithMaxFinishedRuns(n) 
 // Ray's acceptance (Run.RayAcceptedAt), on that client's clock (a client
 // whose clock is ahead of it by a good part of the bound ends the run that
 // much early). A negative value makes New fail with ErrInvalid.
-func WithRunStartTimeout(d time.Duration) Option { return platform.WithRunStartTimeout(d) }
+func WithRunStartTimeout(d time.Duration) Option { return Option{platform.WithRunStartTimeout(d)} }
 
 // WithScheduleFloor sets the shortest time a job config's schedule (L1)
 // may leave between two of its ticks (default DefaultScheduleFloor, a
@@ -270,7 +313,7 @@ func WithRunStartTimeout(d time.Duration) Option { return platform.WithRunStartT
 // six-field "* * * * * *" fires every second) is refused when saved
 // (ErrInvalid, rule L1), and one stored so by someone else starts nothing
 // and says so in its log. A negative value makes New fail with ErrInvalid.
-func WithScheduleFloor(d time.Duration) Option { return platform.WithScheduleFloor(d) }
+func WithScheduleFloor(d time.Duration) Option { return Option{platform.WithScheduleFloor(d)} }
 
 // DefaultScheduleFloor is WithScheduleFloor's default: a minute.
 const DefaultScheduleFloor = platform.DefaultScheduleFloor
@@ -281,7 +324,7 @@ const DefaultScheduleFloor = platform.DefaultScheduleFloor
 // and recorded in the config's log (tick-skipped), so that a schedule
 // whose runs wait, on a cluster that does not run, leaves a bounded number
 // of them. A negative value makes New fail with ErrInvalid.
-func WithMaxUnfinishedRuns(n int) Option { return platform.WithMaxUnfinishedRuns(n) }
+func WithMaxUnfinishedRuns(n int) Option { return Option{platform.WithMaxUnfinishedRuns(n)} }
 
 // DefaultMaxUnfinishedRuns is WithMaxUnfinishedRuns's default: 100.
 const DefaultMaxUnfinishedRuns = platform.DefaultMaxUnfinishedRuns
@@ -299,9 +342,10 @@ const DefaultRunStartTimeout = platform.DefaultRunStartTimeout
 // the deadline included: a job that ended before its deadline keeps its
 // outcome. The outage is timed from the recording client's clock to the
 // looking client's: a skew between them shortens or lengthens it by as
-// much. A value not above 0 makes New fail with ErrInvalid.
+// much. There is no "no bound": a value not above 0 makes New fail with
+// ErrInvalid.
 func WithRayUnreachableTimeout(d time.Duration) Option {
-	return platform.WithRayUnreachableTimeout(d)
+	return Option{platform.WithRayUnreachableTimeout(d)}
 }
 
 // DefaultRayUnreachableTimeout is WithRayUnreachableTimeout's default.
@@ -320,23 +364,25 @@ const (
 )
 
 // WithCOS sets the COS client that job packages in COS are inspected with
-// when a job config is saved (J5); without it only local packages are.
-func WithCOS(c *storage.COSClient) Option { return platform.WithCOS(c) }
+// when a job config is saved (J5); without it (the default, and nil) only
+// local packages are.
+func WithCOS(c *storage.COSClient) Option { return Option{platform.WithCOS(c)} }
 
 // WithLogger sets the logger the client's services and reconcilers write
-// to (default: discard). It logs one line per state change (V(0)) and per
-// failed step (an error, with the retry it schedules), with the keys
-// cluster, run, job, resourceGroup, state and reason; errors are values.
-// V(1) adds each admission, each run the retention deleted, and each
-// backend call that failed. It never logs a spec, a credential or a URL.
-func WithLogger(l logr.Logger) Option { return platform.WithLogger(l) }
+// to (default, and the zero logr.Logger: discard). It logs one line per
+// state change (V(0)) and per failed step (an error, with the retry it
+// schedules), with the keys cluster, run, job, resourceGroup, state and
+// reason; errors are values. V(1) adds each admission, each run the
+// retention deleted, and each backend call that failed. It never logs a
+// spec, a credential or a URL.
+func WithLogger(l logr.Logger) Option { return Option{platform.WithLogger(l)} }
 
 // WithMetrics registers the client's Prometheus metrics with r (for
-// example controller-runtime's metrics.Registry); by default none are
-// registered. Labels are bounded: resource groups, priorities, states,
-// kinds and operations, never a run or cluster id. See docs/operating.md
-// for the list.
-func WithMetrics(r prometheus.Registerer) Option { return platform.WithMetrics(r) }
+// example controller-runtime's metrics.Registry); by default, and with
+// nil, none are registered. Labels are bounded: resource groups,
+// priorities, states, kinds and operations, never a run or cluster id.
+// See docs/operating.md for the list.
+func WithMetrics(r prometheus.Registerer) Option { return Option{platform.WithMetrics(r)} }
 
 // Store is the backend's store of the platform's objects: see
 // backend.Store.
@@ -389,39 +435,42 @@ type RunListOptions = job.RunListOptions
 
 // EventType says what became of an object in a watch event: Added,
 // Modified or Deleted.
-type EventType = platform.EventType
+type EventType = watch.EventType
 
 // Watch event types.
 const (
-	Added    = platform.Added
-	Modified = platform.Modified
-	Deleted  = platform.Deleted
+	Added    = watch.Added
+	Modified = watch.Modified
+	Deleted  = watch.Deleted
 )
 
-// ClusterEvent is a change of a cluster, as Clusters().Watch tells it.
-type ClusterEvent = platform.ClusterEvent
+// ClusterEvent is a change of a cluster, as Clusters().Watch tells it:
+// see watch.ClusterEvent.
+type ClusterEvent = watch.ClusterEvent
 
 // Plan is what an operation would do, found without writing anything
 // (Clusters().PlanCreate and PlanStart, Jobs().PlanRun): the objects the
 // backend would write, the quota the operation reserves beside what its
 // resource group holds, whether it fits now, and where an on-demand run
-// that does not would wait.
-type Plan = platform.Plan
+// that does not would wait: see package plan.
+type Plan = plan.Plan
 
-// QuotaPlan is an operation's effect on its resource group's quota.
-type QuotaPlan = platform.QuotaPlan
+// QuotaPlan is an operation's effect on its resource group's quota: see
+// plan.Quota.
+type QuotaPlan = plan.Quota
 
 // Manifest is one object a plan says the backend would write.
 type Manifest = backend.Manifest
 
 // ClusterWatchOptions select the clusters Clusters().Watch tells of.
-type ClusterWatchOptions = platform.ClusterWatchOptions
+type ClusterWatchOptions = watch.ClusterOptions
 
-// RunEvent is a change of a run, as Runs().Watch tells it.
-type RunEvent = platform.RunEvent
+// RunEvent is a change of a run, as Runs().Watch tells it: see
+// watch.RunEvent.
+type RunEvent = watch.RunEvent
 
 // RunWatchOptions select the runs Runs().Watch tells of.
-type RunWatchOptions = platform.RunWatchOptions
+type RunWatchOptions = watch.RunOptions
 
 // RunPage is one page of runs: see job.RunPage.
 type RunPage = job.RunPage

@@ -165,14 +165,7 @@ func (s *ClusterService) Update(ctx context.Context, in *cluster.Cluster) (*Edit
 	if err := s.mayUpdate(ctx, in); err != nil {
 		return nil, err
 	}
-	return s.s.Edit(ctx, in)
-}
-
-// Edit is Update, under its former name.
-//
-// Deprecated: use Update.
-func (s *ClusterService) Edit(ctx context.Context, in *cluster.Cluster) (*EditResult, error) {
-	return s.Update(ctx, in)
+	return s.s.Update(ctx, in)
 }
 
 // Autoscale is what Ray's autoscaler asks for: replicas workers in the

@@ -30,15 +30,8 @@ func (s *JobService) Create(ctx context.Context, cfg *job.Config, opts SaveOptio
 	if err := s.c.mayConfig(ctx, auth.CreateJob, configResource(auth.KindJob, "", UserFrom(ctx), cfg), cfg); err != nil {
 		return nil, err
 	}
-	rec, err := s.s.Save(ctx, cfg, opts)
+	rec, err := s.s.Create(ctx, cfg, opts)
 	return replayed(ctx, s.c.gate(), auth.DescribeJob, opts.RequestID, rec, err, recordCreator, jobResource)
-}
-
-// Save is Create, under its former name.
-//
-// Deprecated: use Create.
-func (s *JobService) Save(ctx context.Context, cfg *job.Config, opts SaveOptions) (*job.Record, error) {
-	return s.Create(ctx, cfg, opts)
 }
 
 // Get returns a saved job config.
@@ -95,14 +88,7 @@ func (s *JobService) Update(ctx context.Context, rec *job.Record) (*job.Record, 
 			return nil, err
 		}
 	}
-	return s.s.Edit(ctx, rec)
-}
-
-// Edit is Update, under its former name.
-//
-// Deprecated: use Update.
-func (s *JobService) Edit(ctx context.Context, rec *job.Record) (*job.Record, error) {
-	return s.Update(ctx, rec)
+	return s.s.Update(ctx, rec)
 }
 
 // Clone saves a copy of a job config under a new name (J16); an empty name
@@ -117,14 +103,7 @@ func (s *JobService) Clone(ctx context.Context, id, name string) (*job.Record, e
 			return nil, err
 		}
 	}
-	return s.s.Copy(ctx, id, name)
-}
-
-// Copy is Clone, under its former name.
-//
-// Deprecated: use Clone.
-func (s *JobService) Copy(ctx context.Context, id, name string) (*job.Record, error) {
-	return s.Clone(ctx, id, name)
+	return s.s.Clone(ctx, id, name)
 }
 
 // Delete deletes a job config; it is refused while a run of it has not

@@ -121,11 +121,6 @@ func (m *Memory) Reconcile() int {
 	}
 }
 
-// RunPending is Reconcile, under its former name.
-//
-// Deprecated: use Reconcile.
-func (m *Memory) RunPending() int { return m.Reconcile() }
-
 // Step advances the fake clock by exactly d and runs what comes due on
 // the way, in order: the clients' queued steps first, then, timer by
 // timer, the clock moved to the next one due within d and the steps it

@@ -37,7 +37,7 @@ var catalog = []Rule{
 	{ID: "J15", Area: Jobs, Statement: "Edit changes the package, entrypoint, storage mounts and runtime environment, for new runs only.",
 		Enforced: []string{"internal/platform.uneditable"}},
 	{ID: "J16", Area: Jobs, Statement: "Copy saves all of a config as a new one, to adjust.",
-		Enforced: []string{"internal/platform.JobService.Copy"}},
+		Enforced: []string{"internal/platform.JobService.Clone"}},
 	{ID: "J17", Area: Jobs, Statement: "A job config with a run in progress cannot be deleted.",
 		Enforced: []string{"internal/platform.JobService.Delete"}},
 	{ID: "J18", Area: Jobs, Statement: "A run waits, saying why: its cluster is not running, every member of its group is abnormal, or its resource group lacks allocatable quota.",

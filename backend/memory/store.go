@@ -107,11 +107,6 @@ func (s *Store) List(ctx context.Context, kind string, selector map[string]strin
 	return out, nil
 }
 
-// Matches reports whether labels include every pair of selector.
-//
-// Deprecated: use backend.Matches.
-func Matches(labels, selector map[string]string) bool { return backend.Matches(labels, selector) }
-
 func (s *Store) read(ctx context.Context, kind, id string) error {
 	if err := ctx.Err(); err != nil {
 		return err

@@ -685,7 +685,7 @@ func (s *ClusterService) Clone(ctx context.Context, id, newName string) (*cluste
 // cluster, worker instance ranges and metadata apply at once (the
 // reservation follows, or ErrQuota changes nothing); the rest is listed
 // in NeedsRestart and applies at the next start.
-func (s *ClusterService) Edit(ctx context.Context, in *cluster.Cluster) (*cluster.EditResult, error) {
+func (s *ClusterService) Update(ctx context.Context, in *cluster.Cluster) (*cluster.EditResult, error) {
 	c := s.c
 	if err := ctx.Err(); err != nil {
 		return nil, err

@@ -1,6 +1,7 @@
 package platform
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -27,106 +28,173 @@ import (
 	"github.com/aidlc/dlc/storage"
 )
 
-// Option configures an Engine (dlc.Option).
+// Option configures an Engine (dlc.Option). The options are documented
+// once, on package dlc's With functions (and in docs/options.md); New sets
+// their defaults and refuses a value out of range, naming the option.
 type Option func(*options)
 
+// options are what the With functions set. A field holds what its option
+// was given, unchanged; New sets the defaults (its literal, and below it
+// the defaults of the options whose 0 means "the default"), then checks
+// every value (check) before it derives anything.
 type options struct {
-	backend   backend.Backend
-	clock     backend.Clock
+	backend   backend.Backend // nil: a new memory backend
+	clock     backend.Clock   // nil: the real clock
 	catalogs  cluster.Catalogs
-	policy    scheduler.Policy
-	maxWait   time.Duration
-	logPrefix string
-	workers   int
-	retries   int
-	baseDelay time.Duration
-	maxDelay  time.Duration
-	grace     time.Duration
+	policy    scheduler.Policy // nil: scheduler.NewRandom
+	maxWait   time.Duration    // 0: never
+	logPrefix string           // "": defaultLogsLocation
+	workers   int              // 0: none (Reconcile runs the steps)
+	retries   int              // 0: the first failed step gives up
+	baseDelay time.Duration    // 0: defaultBaseDelay
+	maxDelay  time.Duration    // at least baseDelay
+	grace     time.Duration    // above 0
 	// settleAt is how many pending holds an account keeps before its
-	// reconciler writes their documents and settles them (holds.go).
+	// reconciler writes their documents and settles them (holds.go); no
+	// option sets it.
 	settleAt int
-	// holdsWait bounds awaitHolds.
+	// holdsWait bounds awaitHolds; no option sets it.
 	holdsWait time.Duration
-	stepTime  time.Duration
-	shareTTL  time.Duration // -1: the default
-	// reconcileTime bounds one reconcile step.
+	stepTime  time.Duration // above 0
+	// shareTTL is WithWorkSharing's (0: off); shareSet says whether it
+	// was given, else it is derived from workers.
+	shareTTL time.Duration
+	shareSet bool
+	// reconcileTime bounds one reconcile step (0: defaultReconcileTimeout).
 	reconcileTime time.Duration
 	cos           *storage.COSClient
 	log           logr.Logger
 	registerer    prometheus.Registerer
-	resync        time.Duration
-	headroom      int
+	resync        time.Duration // 0: only at start
+	headroom      int           // 0: Ray's autoscaler not followed
 	retention     retention
-	// runRetryBase and runRetryMax are a failed run's retry backoff (L3).
+	// runRetryBase and runRetryMax are a failed run's retry backoff (L3);
+	// 0: job.RetryBackoffBase and job.RetryBackoffMax.
 	runRetryBase, runRetryMax time.Duration
 	// runStartTime bounds how long Ray may keep an accepted job pending
 	// (0: no bound).
 	runStartTime time.Duration
 	// rayUnreachable bounds how long a live run's job may stay unreadable
-	// on Ray before the run fails for it (WithRayUnreachableTimeout).
+	// on Ray before the run fails for it (above 0).
 	rayUnreachable time.Duration
 	// scheduleFloor is the shortest time a schedule may leave between two
-	// ticks (WithScheduleFloor); 0: none.
+	// ticks; 0: none.
 	scheduleFloor time.Duration
 	// maxUnfinished bounds a config's runs that have not ended, past which
-	// its schedule's ticks are skipped (WithMaxUnfinishedRuns); 0: none.
+	// its schedule's ticks are skipped; 0: none.
 	maxUnfinished int
-	// probation is WithMemberProbation's.
+	// probation is WithMemberProbation's (0: counted at once).
 	probation int
 	// authorizer decides user operations (nil: all allowed); the engine
 	// holds it for the services of package dlc, which ask it.
 	authorizer auth.Authorizer
 }
 
-// WithBackend sets the backend; the default is a new memory backend.
-func WithBackend(b backend.Backend) Option { return func(o *options) { o.backend = b } }
+// The defaults of the options whose 0 (or "") means the default.
+const (
+	defaultLogsLocation     = "memory://logs"
+	defaultBaseDelay        = 10 * time.Millisecond
+	defaultReconcileTimeout = 2 * time.Minute
+	// defaultShareTTL is WithWorkSharing's default for a client with
+	// workers; one without shares nothing.
+	defaultShareTTL = 15 * time.Second
+)
 
-// WithClock sets the clock the client stamps times with, queues by and
-// retries on; pass the backend's clock in tests.
-func WithClock(c backend.Clock) Option { return func(o *options) { o.clock = c } }
-
-// WithCatalogs replaces the node spec and image catalogs.
-func WithCatalogs(c cluster.Catalogs) Option { return func(o *options) { o.catalogs = c } }
-
-// WithPolicy sets the policy that picks the member of a cluster group
-// whose policy is random (group.Random, the default; G3); the default is
-// scheduler.NewRandom with a time-based seed. Groups with another policy
-// (least-loaded, ordered failover, most free quota) use the scheduler
-// package's, which decide the same on every client.
-func WithPolicy(p scheduler.Policy) Option { return func(o *options) { o.policy = p } }
-
-// WithMaxWait sets how long an on-demand run may wait before it holds
-// back smaller runs behind it in its resource group (0: never).
-func WithMaxWait(d time.Duration) Option { return func(o *options) { o.maxWait = d } }
-
-// WithLogsLocation sets the prefix of where runs' logs are kept, e.g.
-// "cos://logs-1250000000/dlc"; a run's logs are at <prefix>/<run id>.
-func WithLogsLocation(prefix string) Option { return func(o *options) { o.logPrefix = prefix } }
-
-// WithWorkers sets how many goroutines run the reconcilers of clusters,
-// runs and schedules (default 8); the resource groups' (admission, the
-// quota's repair, settling reservations) have a quarter as many more of
-// their own, at least two, so that admitting a run never waits behind
-// the steps of the runs admitted before it. Zero starts none: the caller
-// runs what is queued with Reconcile, as dlctest.NewMemory does on its
-// fake clock, so that every step is deterministic.
-func WithWorkers(n int) Option {
-	return func(o *options) { o.workers = max(n, 0) }
+// check returns every value out of its option's range, each named by its
+// option (and parameter): what New refuses. It looks at what the options
+// were given, before New derives anything from them.
+func (o *options) check() errs.List {
+	var l errs.List
+	bad := func(option string, v any, detail string) {
+		l = append(l, errs.Invalid(errs.NewPath(option), "", v, detail))
+	}
+	if o.maxWait < 0 {
+		bad("WithMaxWait", o.maxWait, "must not be negative (0: never)")
+	}
+	if o.workers < 0 {
+		bad("WithWorkers", o.workers, "must not be negative (0: none, Reconcile runs the steps)")
+	}
+	if o.retries < 0 {
+		bad("WithRetries.retries", o.retries, "must not be negative (0: the first failed step gives up)")
+	}
+	if o.baseDelay < 0 {
+		bad("WithRetries.base", o.baseDelay, fmt.Sprintf("must not be negative (0: the default, %s)", defaultBaseDelay))
+	} else if base := cmp.Or(o.baseDelay, defaultBaseDelay); o.maxDelay < base {
+		bad("WithRetries.max", o.maxDelay, fmt.Sprintf("must not be below base (%s)", base))
+	}
+	if o.runRetryBase < 0 {
+		bad("WithRunRetryBackoff.base", o.runRetryBase, fmt.Sprintf("must not be negative (0: the default, %s)", job.RetryBackoffBase))
+	}
+	if o.runRetryMax < 0 {
+		bad("WithRunRetryBackoff.max", o.runRetryMax, fmt.Sprintf("must not be negative (0: the default, %s)", job.RetryBackoffMax))
+	}
+	if base, top := cmp.Or(o.runRetryBase, job.RetryBackoffBase), cmp.Or(o.runRetryMax, job.RetryBackoffMax); base > 0 && top > 0 && top < base {
+		bad("WithRunRetryBackoff.max", o.runRetryMax, fmt.Sprintf("must not be below base (%s; 0: the default, %s)", base, job.RetryBackoffMax))
+	}
+	if o.grace <= 0 {
+		bad("WithRepairGrace", o.grace, "must be above 0")
+	}
+	if o.headroom < 0 {
+		bad("WithAutoscaleHeadroom", o.headroom, "must not be negative (0: Ray's autoscaler is not followed)")
+	}
+	if o.stepTime <= 0 {
+		bad("WithStepTimeout", o.stepTime, "must be above 0")
+	}
+	if o.shareSet && o.shareTTL < 0 {
+		bad("WithWorkSharing", o.shareTTL, "must not be negative (0: off)")
+	}
+	if o.reconcileTime < 0 {
+		bad("WithReconcileTimeout", o.reconcileTime, fmt.Sprintf("must not be negative (0: the default, %s)", defaultReconcileTimeout))
+	}
+	if o.resync < 0 {
+		bad("WithResync", o.resync, "must not be negative (0: only at start)")
+	}
+	l = append(l, errs.Fields(o.retention.validate())...)
+	if o.runStartTime < 0 {
+		bad("WithRunStartTimeout", o.runStartTime, "must not be negative (0: no bound)")
+	}
+	if o.rayUnreachable <= 0 {
+		bad("WithRayUnreachableTimeout", o.rayUnreachable, "must be above 0")
+	}
+	if o.scheduleFloor < 0 {
+		bad("WithScheduleFloor", o.scheduleFloor, "must not be negative (0: no floor)")
+	}
+	if o.maxUnfinished < 0 {
+		bad("WithMaxUnfinishedRuns", o.maxUnfinished, "must not be negative (0: no bound)")
+	}
+	if o.probation < 0 {
+		bad("WithMemberProbation", o.probation, "must not be negative (0: counted at once)")
+	}
+	return l
 }
 
-// WithRetries sets how a failing background step is retried: up to
-// retries times (default 8), waiting from base (default 10ms) doubling
-// up to max (default 30s). After the last retry the object turns
-// abnormal (a cluster) or failed (a run) with the error as its reason;
-// a delete keeps retrying at the longest wait.
+// WithBackend: see dlc.WithBackend.
+func WithBackend(b backend.Backend) Option { return func(o *options) { o.backend = b } }
+
+// WithClock: see dlc.WithClock.
+func WithClock(c backend.Clock) Option { return func(o *options) { o.clock = c } }
+
+// WithCatalogs: see dlc.WithCatalogs.
+func WithCatalogs(c cluster.Catalogs) Option { return func(o *options) { o.catalogs = c } }
+
+// WithPolicy: see dlc.WithPolicy.
+func WithPolicy(p scheduler.Policy) Option { return func(o *options) { o.policy = p } }
+
+// WithMaxWait: see dlc.WithMaxWait.
+func WithMaxWait(d time.Duration) Option { return func(o *options) { o.maxWait = d } }
+
+// WithLogsLocation: see dlc.WithLogsLocation.
+func WithLogsLocation(prefix string) Option { return func(o *options) { o.logPrefix = prefix } }
+
+// WithWorkers: see dlc.WithWorkers.
+func WithWorkers(n int) Option { return func(o *options) { o.workers = n } }
+
+// WithRetries: see dlc.WithRetries.
 func WithRetries(retries int, base, max time.Duration) Option {
 	return func(o *options) { o.retries, o.baseDelay, o.maxDelay = retries, base, max }
 }
 
-// WithRunRetryBackoff sets how long a failed run's retry (L3) waits after
-// it ended: base after the first attempt, doubling per attempt, at most
-// max (defaults job.RetryBackoffBase and job.RetryBackoffMax). Values
-// not above 0 keep the defaults.
+// WithRunRetryBackoff: see dlc.WithRunRetryBackoff.
 func WithRunRetryBackoff(base, max time.Duration) Option {
 	return func(o *options) { o.runRetryBase, o.runRetryMax = base, max }
 }
@@ -138,14 +206,7 @@ func WithRunRetryBackoff(base, max time.Duration) Option {
 // keeps to its limit fails the job first, with its own reason.
 const DefaultRunStartTimeout = time.Hour
 
-// WithRunStartTimeout sets how long Ray may keep a run's job pending
-// after it accepted it (its driver not started: Ray reports the job
-// PENDING) before the run fails saying so, its job stopped on Ray (default
-// DefaultRunStartTimeout; 0: no bound). It is measured from when a client
-// recorded Ray's acceptance (job.Run.RayAcceptedAt), on that client's
-// clock (a client whose clock is ahead of it by a good part of the bound
-// ends the run that much early). A negative value makes New fail with
-// ErrInvalid.
+// WithRunStartTimeout: see dlc.WithRunStartTimeout.
 func WithRunStartTimeout(d time.Duration) Option { return func(o *options) { o.runStartTime = d } }
 
 // DefaultRayUnreachableTimeout is how long, unless
@@ -154,19 +215,7 @@ func WithRunStartTimeout(d time.Duration) Option { return func(o *options) { o.r
 // which a cluster's head that does not answer is taken for lost.
 const DefaultRayUnreachableTimeout = 10 * time.Minute
 
-// WithRayUnreachableTimeout sets how long a run's job may stay out of
-// reach on Ray (a status read or a submit that fails: a head restarting,
-// a proxy or an API server that does not answer, which is no word of
-// Ray's on the job) before the run fails, saying since when (default
-// DefaultRayUnreachableTimeout). Until then the run keeps its state and
-// its message says "Ray unreachable since …", and the step is retried
-// with backoff, not counted as a failed step (WithRetries); once Ray
-// answers, what it says decides, its deadline included (L2: a job that
-// ended before its deadline keeps its outcome). It is measured from the
-// time the client that first saw the outage recorded, on its clock, to
-// the clock of the client that looks again: a skew between the two
-// shortens or lengthens it by as much. A value not above 0 makes New
-// fail with ErrInvalid.
+// WithRayUnreachableTimeout: see dlc.WithRayUnreachableTimeout.
 func WithRayUnreachableTimeout(d time.Duration) Option {
 	return func(o *options) { o.rayUnreachable = d }
 }
@@ -176,115 +225,46 @@ func WithRayUnreachableTimeout(d time.Duration) Option {
 // own step.
 const DefaultScheduleFloor = time.Minute
 
-// WithScheduleFloor sets the shortest time a job config's schedule (L1)
-// may leave between two of its ticks (default DefaultScheduleFloor; 0: no
-// floor): a config whose schedule fires more often (a six-field cron such
-// as "* * * * * *" fires every second) is refused when saved, and one
-// stored so by someone else starts nothing and says so in its log. A
-// negative value makes New fail with ErrInvalid.
+// WithScheduleFloor: see dlc.WithScheduleFloor.
 func WithScheduleFloor(d time.Duration) Option { return func(o *options) { o.scheduleFloor = d } }
 
 // DefaultMaxUnfinishedRuns bounds a job config's runs that have not ended
 // unless WithMaxUnfinishedRuns says otherwise.
 const DefaultMaxUnfinishedRuns = 100
 
-// WithMaxUnfinishedRuns bounds how many runs of one job config may not
-// have ended when its schedule starts another (default
-// DefaultMaxUnfinishedRuns; 0: no bound): a tick beyond is skipped and
-// recorded in the config's log, so that a schedule whose runs wait (on a
-// cluster that does not run) leaves a bounded number of them. A negative
-// value makes New fail with ErrInvalid.
+// WithMaxUnfinishedRuns: see dlc.WithMaxUnfinishedRuns.
 func WithMaxUnfinishedRuns(n int) Option { return func(o *options) { o.maxUnfinished = n } }
 
-// WithMemberProbation sets how many periodic resyncs (WithResync) a
-// replica that joins the work sharing waits before the others count it
-// (default DefaultMemberProbation, 2; 0: counted at once). A membership document
-// forged by a writer of the store with ids that change faster never owns
-// a key. A negative value makes New fail with ErrInvalid.
+// WithMemberProbation: see dlc.WithMemberProbation.
 func WithMemberProbation(rounds int) Option { return func(o *options) { o.probation = rounds } }
 
-// WithAuthorizer sets who may do what: every user operation is asked of
-// a (see package auth); nil, the default, allows everything.
+// WithAuthorizer: see dlc.WithAuthorizer.
 func WithAuthorizer(a auth.Authorizer) Option { return func(o *options) { o.authorizer = a } }
 
 // Authorizer returns the authorizer the engine was given, nil for none.
 func (c *Engine) Authorizer() auth.Authorizer { return c.o.authorizer }
 
-// WithRepairGrace sets how long a reservation whose holder no longer
-// justifies it (deleted, hibernated, ended: left by a crash between two
-// writes) is kept before the quota reconciler releases it (default 30s).
+// WithRepairGrace: see dlc.WithRepairGrace.
 func WithRepairGrace(d time.Duration) Option { return func(o *options) { o.grace = d } }
 
-// WithAutoscaleHeadroom sets how many workers above what Ray's own
-// autoscaler runs an autoscaling worker group's reservation covers, while
-// quota allows (default 1): the autoscaler cannot be given more workers
-// than are reserved, and using that room is how it asks for more. 0: the
-// platform does not follow that autoscaler, which then moves within what
-// Clusters().Autoscale grants (from a start: the group's minimum). (Only
-// where Ray runs an autoscaler of its own: Kubernetes.)
-func WithAutoscaleHeadroom(workers int) Option {
-	return func(o *options) { o.headroom = max(workers, 0) }
-}
+// WithAutoscaleHeadroom: see dlc.WithAutoscaleHeadroom.
+func WithAutoscaleHeadroom(workers int) Option { return func(o *options) { o.headroom = workers } }
 
-// WithStepTimeout sets how long a cluster may stay creating, starting or
-// hibernating with no progress before it turns abnormal, saying it timed
-// out (default 10m). Progress is any change in what Ray reports of the
-// cluster (its phase, the generation it follows, its pods), measured by
-// each client on its own clock from when it first saw the step as it is,
-// so neither a jump of the wall clock nor skew between replicas fails a
-// step. While Ray has not yet taken the change up at all (KubeRay's
-// operator has it in its backlog), the step may wait backlogFactor times
-// as long. An abnormal cluster still follows Ray: should the cluster come
-// up after all, it runs.
+// WithStepTimeout: see dlc.WithStepTimeout.
 func WithStepTimeout(d time.Duration) Option { return func(o *options) { o.stepTime = d } }
 
-// WithWorkSharing sets how clients over one store share the background
-// work: each reconciles the objects it owns by key among the live clients
-// (rendezvous hashing), so a replica adds throughput, not conflicts. A
-// client renews a membership document in the store every third of ttl; a
-// client that stops renewing (it crashed) is taken for gone after ttl and
-// its share is taken over; one that closes hands its share over at once.
-// Correctness never rests on it: every decision is a compare-and-swap, so
-// two clients that both think they own a key (while the members change)
-// only conflict. A member counted live that leaves its share undone (a
-// membership document forged in the store and kept changing, a replica
-// whose workers hang) is found at the periodic resyncs (WithResync): each
-// client also takes a step of every key it finds unchanged since the last
-// one, and leaves out, for a while, a member whose keys needed such a
-// step at two resyncs in a row, taking its share over (it logs it, and
-// counts it in dlc_replica_stalled_total). 0 turns sharing off: every
-// client reconciles every object. Default: 15 s for a client with
-// workers, off for one without (WithWorkers(0), whose Reconcile runs the
-// steps on a fake clock).
+// WithWorkSharing: see dlc.WithWorkSharing.
 func WithWorkSharing(ttl time.Duration) Option {
-	return func(o *options) { o.shareTTL = max(ttl, 0) }
+	return func(o *options) { o.shareTTL, o.shareSet = ttl, true }
 }
 
-// defaultShareTTL is WithWorkSharing's default for a client with workers.
-const defaultShareTTL = 15 * time.Second
+// WithReconcileTimeout: see dlc.WithReconcileTimeout.
+func WithReconcileTimeout(d time.Duration) Option { return func(o *options) { o.reconcileTime = d } }
 
-// WithReconcileTimeout bounds one reconcile step, every call it makes to
-// the store and to Ray included (default 2 min): a step still running then
-// is cancelled and retried as a failed step, so that a call that hangs
-// cannot hold a worker. The backends bound their own calls more tightly
-// (the Kubernetes backend: 10 s to a Ray head, 30 s to the API server).
-func WithReconcileTimeout(d time.Duration) Option {
-	return func(o *options) {
-		if d > 0 {
-			o.reconcileTime = d
-		}
-	}
-}
+// WithResync: see dlc.WithResync.
+func WithResync(d time.Duration) Option { return func(o *options) { o.resync = d } }
 
-// WithResync sets how often the client queues every object again, so that
-// a change whose notice was lost is still acted on (default 5 min; 0:
-// only at start, as dlctest.NewMemory does on its fake clock). With the
-// work shared it is also when a client takes up the keys their owner left
-// undone (WithWorkSharing): with 0, nothing is.
-func WithResync(d time.Duration) Option { return func(o *options) { o.resync = max(d, 0) } }
-
-// WithCOS sets the COS client that job packages in COS are inspected with
-// when a job config is saved (J5); without it only local packages are.
+// WithCOS: see dlc.WithCOS.
 func WithCOS(c *storage.COSClient) Option { return func(o *options) { o.cos = c } }
 
 // WithUser returns a context that acts as user, in no group: the creator
@@ -363,37 +343,27 @@ type Engine struct {
 // starts from), then reconciles every object it found: what another
 // client, or this process before a restart, left half-done is finished.
 func New(opts ...Option) (*Engine, error) {
-	o := options{workers: 8, retries: 8, baseDelay: 10 * time.Millisecond, maxDelay: 30 * time.Second,
-		grace: 30 * time.Second, settleAt: 32, holdsWait: 5 * time.Second, headroom: 1, stepTime: 10 * time.Minute, reconcileTime: 2 * time.Minute, log: logr.Discard(), resync: 5 * time.Minute, shareTTL: -1,
+	// The defaults: the options' that have a value of their own, then,
+	// once the values are checked, those whose 0 means the default and
+	// those derived from other options.
+	o := options{workers: 8, retries: 8, maxDelay: 30 * time.Second, grace: 30 * time.Second, settleAt: 32,
+		holdsWait: 5 * time.Second, headroom: 1, stepTime: 10 * time.Minute, log: logr.Discard(), resync: 5 * time.Minute,
 		retention: retention{maxAge: DefaultRunRetention, perJob: DefaultRunsPerJob, total: DefaultMaxFinishedRuns}, runStartTime: DefaultRunStartTimeout, rayUnreachable: DefaultRayUnreachableTimeout,
 		scheduleFloor: DefaultScheduleFloor, maxUnfinished: DefaultMaxUnfinishedRuns, probation: DefaultMemberProbation}
 	for _, f := range opts {
 		f(&o)
 	}
-	if err := o.retention.validate(); err != nil {
+	if err := o.check().ToError(); err != nil {
 		return nil, fmt.Errorf("dlc: %w", err)
 	}
-	if o.runStartTime < 0 {
-		return nil, fmt.Errorf("dlc: %w", errs.List{errs.Invalid(errs.NewPath("WithRunStartTimeout"), "", o.runStartTime, "must not be negative (0: no bound)")}.ToError())
+	if !o.shareSet && o.workers > 0 {
+		o.shareTTL = defaultShareTTL
 	}
-	if o.rayUnreachable <= 0 {
-		return nil, fmt.Errorf("dlc: %w", errs.List{errs.Invalid(errs.NewPath("WithRayUnreachableTimeout"), "", o.rayUnreachable, "must be above 0")}.ToError())
-	}
-	if o.scheduleFloor < 0 {
-		return nil, fmt.Errorf("dlc: %w", errs.List{errs.Invalid(errs.NewPath("WithScheduleFloor"), "", o.scheduleFloor, "must not be negative (0: no floor)")}.ToError())
-	}
-	if o.probation < 0 {
-		return nil, fmt.Errorf("dlc: %w", errs.List{errs.Invalid(errs.NewPath("WithMemberProbation"), "", o.probation, "must not be negative (0: counted at once)")}.ToError())
-	}
-	if o.maxUnfinished < 0 {
-		return nil, fmt.Errorf("dlc: %w", errs.List{errs.Invalid(errs.NewPath("WithMaxUnfinishedRuns"), "", o.maxUnfinished, "must not be negative (0: no bound)")}.ToError())
-	}
-	if o.shareTTL < 0 {
-		o.shareTTL = 0
-		if o.workers > 0 {
-			o.shareTTL = defaultShareTTL
-		}
-	}
+	o.baseDelay = cmp.Or(o.baseDelay, defaultBaseDelay)
+	o.runRetryBase = cmp.Or(o.runRetryBase, job.RetryBackoffBase)
+	o.runRetryMax = cmp.Or(o.runRetryMax, job.RetryBackoffMax)
+	o.reconcileTime = cmp.Or(o.reconcileTime, defaultReconcileTimeout)
+	o.logPrefix = cmp.Or(o.logPrefix, defaultLogsLocation)
 	if o.clock == nil {
 		o.clock = backend.RealClock{}
 	}
@@ -408,21 +378,6 @@ func New(opts ...Option) (*Engine, error) {
 	}
 	if o.policy == nil {
 		o.policy = scheduler.NewRandom(time.Now().UnixNano())
-	}
-	if o.logPrefix == "" {
-		o.logPrefix = "memory://logs"
-	}
-	if o.runRetryBase <= 0 {
-		o.runRetryBase = job.RetryBackoffBase
-	}
-	if o.runRetryMax <= 0 {
-		o.runRetryMax = job.RetryBackoffMax
-	}
-	if o.baseDelay <= 0 {
-		o.baseDelay = 10 * time.Millisecond
-	}
-	if o.maxDelay < o.baseDelay {
-		o.maxDelay = o.baseDelay
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &Engine{o: o, store: o.backend, ray: o.backend, clock: o.clock, cat: o.catalogs, policy: o.policy,

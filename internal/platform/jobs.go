@@ -29,7 +29,7 @@ func (c *Engine) Jobs() *JobService { return &JobService{c} }
 // group — must resolve. An on-demand config whose minimum cluster could
 // never fit its resource group's whole quota is refused; one that fits
 // only later is saved, and its runs wait.
-func (s *JobService) Save(ctx context.Context, cfg *job.Config, opts job.SaveOptions) (*job.Record, error) {
+func (s *JobService) Create(ctx context.Context, cfg *job.Config, opts job.SaveOptions) (*job.Record, error) {
 	c := s.c
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -215,7 +215,7 @@ func (s *JobService) Events(ctx context.Context, id string) ([]cluster.Event, er
 // schedule, the deadline and the retry limit (L1–L3), may change; anything
 // else is an error naming the field. Runs already started keep the
 // revision they started from.
-func (s *JobService) Edit(ctx context.Context, rec *job.Record) (*job.Record, error) {
+func (s *JobService) Update(ctx context.Context, rec *job.Record) (*job.Record, error) {
 	c := s.c
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -276,7 +276,7 @@ func uneditable(old, next *job.Config) errs.List {
 
 // Copy saves a copy of a job config under a new name (J16); an empty name
 // gives "<name> (copy)".
-func (s *JobService) Copy(ctx context.Context, id, name string) (*job.Record, error) {
+func (s *JobService) Clone(ctx context.Context, id, name string) (*job.Record, error) {
 	rec, err := s.Get(ctx, id)
 	if err != nil {
 		return nil, err
@@ -286,7 +286,7 @@ func (s *JobService) Copy(ctx context.Context, id, name string) (*job.Record, er
 		name = cfg.Name + " (copy)"
 	}
 	cfg.Name = name
-	return s.Save(ctx, cfg, job.SaveOptions{})
+	return s.Create(ctx, cfg, job.SaveOptions{})
 }
 
 // Delete deletes a job config; it is refused while a run of it has not

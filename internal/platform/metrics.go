@@ -15,19 +15,10 @@ import (
 	"github.com/aidlc/dlc/quota"
 )
 
-// WithLogger sets the logger the client's services and reconcilers write
-// to (default: discard). It logs one line per state change (V(0)) and per
-// failed step (an error, with the retry it schedules), with the keys
-// cluster, run, job, resourceGroup, state and reason; errors are values.
-// V(1) adds each admission, each run the retention deleted, and each
-// backend call that failed. It never logs a spec, a credential or a URL.
+// WithLogger: see dlc.WithLogger.
 func WithLogger(l logr.Logger) Option { return func(o *options) { o.log = l } }
 
-// WithMetrics registers the client's Prometheus metrics with r (for
-// example controller-runtime's metrics.Registry); by default none are
-// registered. Labels are bounded: resource groups, priorities, states,
-// kinds and operations, never a run or cluster id. See docs/operating.md
-// for the list.
+// WithMetrics: see dlc.WithMetrics.
 func WithMetrics(r prometheus.Registerer) Option { return func(o *options) { o.registerer = r } }
 
 // metrics are the client's Prometheus metrics; nil when none were asked

@@ -9,60 +9,9 @@ import (
 	"github.com/aidlc/dlc/errs"
 	"github.com/aidlc/dlc/group"
 	"github.com/aidlc/dlc/job"
+	"github.com/aidlc/dlc/plan"
 	"github.com/aidlc/dlc/quota"
 )
-
-// Plan is what an operation would do, found without writing anything:
-// the objects the backend would write, the quota the operation reserves
-// beside what its resource group holds, whether it fits now and, when it
-// does not, what it lacks and (an on-demand run) where it would wait. Two
-// clients over one store plan the same.
-type Plan struct {
-	// Operation names it: "create cluster", "start cluster", "run job".
-	Operation string `json:"operation"`
-	// Cluster is the cluster as the operation would store it (a create,
-	// a start), or the on-demand cluster a run would get, or the cluster
-	// a run on a cluster would go to as it is now.
-	Cluster *cluster.Cluster `json:"cluster,omitempty"`
-	// Run is the run a job's run would store (its id is not the one a
-	// real run gets).
-	Run *job.Run `json:"run,omitempty"`
-	// Manifests are what the backend would write (on Kubernetes the
-	// RayCluster or RayJob as it would apply it, checked by KubeRay's own
-	// validation, or the Ray Jobs API request of a run on a cluster); on a
-	// backend that cannot say, a summary: the cluster as stored.
-	Manifests []backend.Manifest `json:"manifests,omitempty"`
-	// Quota is the reservation the operation makes; nil when it makes
-	// none (a run on an existing cluster: the cluster holds the quota, C15).
-	Quota *QuotaPlan `json:"quota,omitempty"`
-	// Position and Ahead are where an on-demand run that does not fit now
-	// would wait in its resource group's queue: 1-based, behind Ahead
-	// runs of a priority as high or higher.
-	Position int `json:"position,omitempty"`
-	Ahead    int `json:"ahead,omitempty"`
-	// Notes say what else is worth knowing: an autoscaling maximum the
-	// whole quota could never reach, a run on a cluster that is not
-	// running (it would wait, J18).
-	Notes []string `json:"notes,omitempty"`
-}
-
-// QuotaPlan is an operation's effect on its resource group's quota.
-type QuotaPlan struct {
-	ResourceGroup string          `json:"resourceGroup"`
-	Capacity      quota.Resources `json:"capacity"`
-	// Needs is what the operation reserves; for a create, what its start
-	// will reserve (a create itself reserves nothing).
-	Needs quota.Resources `json:"needs"`
-	// ReservedBefore and ReservedAfter are the group's reservations now
-	// and once the operation has reserved (the same for a create).
-	ReservedBefore quota.Resources `json:"reservedBefore"`
-	ReservedAfter  quota.Resources `json:"reservedAfter"`
-	// Allocatable is what the group can allocate now.
-	Allocatable quota.Resources `json:"allocatable"`
-	// Fits says whether Needs fits Allocatable now; Lacks says it in words.
-	Fits  bool   `json:"fits"`
-	Lacks string `json:"lacks,omitempty"`
-}
 
 // plannedID is the id a plan gives what it would create: a real create
 // makes a new one.
@@ -73,7 +22,7 @@ const plannedID = "planned"
 // be stored and what the backend would write for it (a suspended
 // RayCluster on Kubernetes), and what its start will reserve. It writes
 // nothing.
-func (s *ClusterService) PlanCreate(ctx context.Context, spec *cluster.Spec) (*Plan, error) {
+func (s *ClusterService) PlanCreate(ctx context.Context, spec *cluster.Spec) (*plan.Plan, error) {
 	c := s.c
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -89,7 +38,7 @@ func (s *ClusterService) PlanCreate(ctx context.Context, spec *cluster.Spec) (*P
 	if err != nil {
 		return nil, err
 	}
-	p := &Plan{Operation: "create cluster", Cluster: cl}
+	p := &plan.Plan{Operation: "create cluster", Cluster: cl}
 	if p.Quota, err = c.quotaPlan(ctx, cl.Spec.ResourceGroup, "", need, false); err != nil {
 		return nil, err
 	}
@@ -102,7 +51,7 @@ func (s *ClusterService) PlanCreate(ctx context.Context, spec *cluster.Spec) (*P
 // RayCluster unsuspended), and the reservation with the group before and
 // after; when it does not fit, Start would be ErrQuota. It writes
 // nothing.
-func (s *ClusterService) PlanStart(ctx context.Context, id string) (*Plan, error) {
+func (s *ClusterService) PlanStart(ctx context.Context, id string) (*plan.Plan, error) {
 	c := s.c
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -115,7 +64,7 @@ func (s *ClusterService) PlanStart(ctx context.Context, id string) (*Plan, error
 	if err != nil {
 		return nil, err
 	}
-	p := &Plan{Operation: "start cluster", Cluster: next}
+	p := &plan.Plan{Operation: "start cluster", Cluster: next}
 	if p.Quota, err = c.quotaPlan(ctx, next.Live.ResourceGroup, id, need, true); err != nil {
 		return nil, err
 	}
@@ -130,7 +79,7 @@ func (s *ClusterService) PlanStart(ctx context.Context, id string) (*Plan, error
 // the reservation before and after (a wider worker range reserves at
 // once); for one that does not, what its next start will reserve. It
 // writes nothing.
-func (s *ClusterService) PlanUpdate(ctx context.Context, in *cluster.Cluster) (*Plan, error) {
+func (s *ClusterService) PlanUpdate(ctx context.Context, in *cluster.Cluster) (*plan.Plan, error) {
 	c := s.c
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -142,7 +91,7 @@ func (s *ClusterService) PlanUpdate(ctx context.Context, in *cluster.Cluster) (*
 	if err != nil {
 		return nil, err
 	}
-	p := &Plan{Operation: "update cluster", Cluster: e.next}
+	p := &plan.Plan{Operation: "update cluster", Cluster: e.next}
 	for _, l := range e.live {
 		p.Notes = append(p.Notes, "applies now: "+l)
 	}
@@ -176,7 +125,7 @@ func (s *ClusterService) PlanUpdate(ctx context.Context, in *cluster.Cluster) (*
 // resource group's queue. A run on a cluster or a group: the Ray Jobs API
 // request, on the cluster it would go to now (the group's policy may pick
 // another when it runs), or a note that it would wait. It writes nothing.
-func (s *JobService) PlanRun(ctx context.Context, jobID string) (*Plan, error) {
+func (s *JobService) PlanRun(ctx context.Context, jobID string) (*plan.Plan, error) {
 	c := s.c
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -187,7 +136,7 @@ func (s *JobService) PlanRun(ctx context.Context, jobID string) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Plan{Operation: "run job", Run: r}
+	p := &plan.Plan{Operation: "run job", Run: r}
 	why, err := c.missingTarget(ctx, &r.Config)
 	if err != nil {
 		return nil, err
@@ -257,7 +206,7 @@ func (s *JobService) PlanRun(ctx context.Context, jobID string) (*Plan, error) {
 }
 
 // planOnCluster plans run r on existing cluster cl.
-func (c *Engine) planOnCluster(p *Plan, r *job.Run, cl *cluster.Cluster) error {
+func (c *Engine) planOnCluster(p *plan.Plan, r *job.Run, cl *cluster.Cluster) error {
 	p.Cluster = cl
 	if cl.State != cluster.Running {
 		p.Notes = append(p.Notes, fmt.Sprintf("cluster %s is %s: the run would wait until it runs (J18)", cl.ID, cl.State))
@@ -270,7 +219,7 @@ func (c *Engine) planOnCluster(p *Plan, r *job.Run, cl *cluster.Cluster) error {
 // quotaPlan is need's effect on resource group rg, where holder (when
 // not "") may hold a reservation already; reserve says whether the
 // operation reserves need now (ReservedAfter grows).
-func (c *Engine) quotaPlan(ctx context.Context, rg, holder string, need quota.Resources, reserve bool) (*QuotaPlan, error) {
+func (c *Engine) quotaPlan(ctx context.Context, rg, holder string, need quota.Resources, reserve bool) (*plan.Quota, error) {
 	a, _, err := get[quota.Account](ctx, c, kindResourceGroup, "resource group", rg)
 	if err != nil {
 		return nil, err
@@ -280,7 +229,7 @@ func (c *Engine) quotaPlan(ctx context.Context, rg, holder string, need quota.Re
 		held = a.Held(holder)
 	}
 	free := a.Allocatable().Add(held)
-	q := &QuotaPlan{ResourceGroup: rg, Capacity: a.Capacity, Needs: need, ReservedBefore: a.Reserved(),
+	q := &plan.Quota{ResourceGroup: rg, Capacity: a.Capacity, Needs: need, ReservedBefore: a.Reserved(),
 		ReservedAfter: a.Reserved(), Allocatable: free, Fits: need.Fits(free)}
 	if reserve {
 		q.ReservedAfter = a.Reserved().Sub(held).Add(need)
@@ -312,7 +261,7 @@ func (c *Engine) queuedAhead(rg string, prio int) int {
 
 // maxNote says when an environment's autoscaling maximum exceeds its
 // resource group's whole quota: it could never be reached (C14).
-func (c *Engine) maxNote(env *cluster.Environment, q *QuotaPlan) []string {
+func (c *Engine) maxNote(env *cluster.Environment, q *plan.Quota) []string {
 	most, err := env.MaxResources(c.cat.Nodes)
 	if err != nil || q == nil || most.Fits(q.Capacity) {
 		return nil
@@ -321,7 +270,7 @@ func (c *Engine) maxNote(env *cluster.Environment, q *QuotaPlan) []string {
 }
 
 // planCluster fills p's manifests for standing cluster cl.
-func (c *Engine) planCluster(p *Plan, cl *cluster.Cluster) error {
+func (c *Engine) planCluster(p *plan.Plan, cl *cluster.Cluster) error {
 	if pl, ok := c.ray.(backend.Planner); ok {
 		m, err := pl.PlanCluster(cl)
 		p.Manifests = m
@@ -332,7 +281,7 @@ func (c *Engine) planCluster(p *Plan, cl *cluster.Cluster) error {
 }
 
 // planRun fills p's manifests for run r on cluster cl.
-func (c *Engine) planRun(p *Plan, r *job.Run, cl *cluster.Cluster) error {
+func (c *Engine) planRun(p *plan.Plan, r *job.Run, cl *cluster.Cluster) error {
 	if pl, ok := c.ray.(backend.Planner); ok {
 		m, err := pl.PlanRun(r, cl)
 		p.Manifests = m

@@ -50,26 +50,12 @@ type retention struct {
 
 func (r retention) on() bool { return r.maxAge > 0 || r.perJob > 0 || r.total > 0 }
 
-// WithRunRetention sets how long finished runs are kept (default
-// DefaultRunRetention, 7 days, and DefaultRunsPerJob, 1,000). A run that
-// has ended, and of which Ray holds nothing any more, is deleted once it
-// finished more than maxAge ago; and a job config keeps at most perJob
-// finished runs: when one more finishes, the oldest beyond perJob go at
-// once. 0 is no bound of that kind: WithRunRetention(0, 0) keeps every
-// run for ever. A negative value is an error from New (ErrInvalid). Runs
-// that have not finished are never deleted. The run's record goes, with
-// its event log and the reference to its logs; a request id that made it
-// no longer finds it.
+// WithRunRetention: see dlc.WithRunRetention.
 func WithRunRetention(maxAge time.Duration, perJob int) Option {
 	return func(o *options) { o.retention.maxAge, o.retention.perJob = maxAge, perJob }
 }
 
-// WithMaxFinishedRuns bounds the finished runs kept across every job
-// config (default DefaultMaxFinishedRuns, 100,000; 0: no bound), beside
-// WithRunRetention's bounds per job config: when more have finished, the
-// oldest of them all go, and with them a hundredth of the bound more, so
-// that the next pass over the finished runs comes a hundredth of the
-// bound later. A negative value is an error from New (ErrInvalid).
+// WithMaxFinishedRuns: see dlc.WithMaxFinishedRuns.
 func WithMaxFinishedRuns(n int) Option { return func(o *options) { o.retention.total = n } }
 
 // validate refuses negative bounds.

@@ -427,7 +427,7 @@ func (s *RunService) Events(ctx context.Context, id string) ([]cluster.Event, er
 // SaveJob saves a job config, as Jobs().Save with a request id; with
 // RunJob it makes *Engine a job.Submitter.
 func (c *Engine) SaveJob(ctx context.Context, cfg *job.Config, requestID string) (*job.Record, error) {
-	return c.Jobs().Save(ctx, cfg, job.SaveOptions{RequestID: requestID})
+	return c.Jobs().Create(ctx, cfg, job.SaveOptions{RequestID: requestID})
 }
 
 // RunJob starts a run, as Runs().Create with a request id.

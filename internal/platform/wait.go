@@ -9,53 +9,22 @@ import (
 	"github.com/aidlc/dlc/cluster"
 	"github.com/aidlc/dlc/errs"
 	"github.com/aidlc/dlc/job"
+	"github.com/aidlc/dlc/watch"
 )
-
-// ClusterEvent is a change of a cluster, as a watch tells it.
-type ClusterEvent struct {
-	Type EventType
-	ID   string
-	// Cluster is the cluster as the client's cache has it when the event
-	// is read (changes not read yet are merged: it is the latest); nil
-	// for Deleted.
-	Cluster *cluster.Cluster
-}
-
-// ClusterWatchOptions selects the clusters a watch tells of.
-type ClusterWatchOptions struct {
-	IDs     []string // only these clusters; none: every one
-	Initial bool     // first tell every selected cluster the cache has, as Added
-}
-
-// RunEvent is a change of a run, as a watch tells it.
-type RunEvent struct {
-	Type EventType
-	ID   string
-	// Run is the run as the client's cache has it when the event is read
-	// (the latest); nil for Deleted.
-	Run *job.Run
-}
-
-// RunWatchOptions selects the runs a watch tells of.
-type RunWatchOptions struct {
-	IDs     []string // only these runs; none: every one
-	JobID   string   // only the runs of this job config; "": of every one
-	Initial bool     // first tell every selected run the cache has, as Added
-}
 
 // Watch tells of every change of the selected clusters, from this
 // client's cache (the store's watch), on the channel it returns, until
 // ctx is done or the client closes; then it closes the channel. Changes
 // the caller has not read yet are merged per cluster, so a slow reader
 // misses none and gets each cluster as it last is.
-func (s *ClusterService) Watch(ctx context.Context, opts ClusterWatchOptions) (<-chan ClusterEvent, error) {
+func (s *ClusterService) Watch(ctx context.Context, opts watch.ClusterOptions) (<-chan watch.ClusterEvent, error) {
 	if err := s.c.watchable(ctx); err != nil {
 		return nil, err
 	}
-	out := make(chan ClusterEvent)
-	watchTyped(s.c, ctx, kindCluster, nil, opts.IDs, opts.Initial, out, func(id string, t EventType) (ClusterEvent, bool) {
-		ev := ClusterEvent{Type: t, ID: id}
-		if t == Deleted {
+	out := make(chan watch.ClusterEvent)
+	watchTyped(s.c, ctx, kindCluster, nil, opts.IDs, opts.Initial, out, func(id string, t watch.EventType) (watch.ClusterEvent, bool) {
+		ev := watch.ClusterEvent{Type: t, ID: id}
+		if t == watch.Deleted {
 			return ev, true
 		}
 		cl, v, err := fromCache[cluster.Cluster](s.c, kindCluster, id)
@@ -70,7 +39,7 @@ func (s *ClusterService) Watch(ctx context.Context, opts ClusterWatchOptions) (<
 
 // Watch tells of every change of the selected runs, as ClusterService's
 // Watch does of clusters.
-func (s *RunService) Watch(ctx context.Context, opts RunWatchOptions) (<-chan RunEvent, error) {
+func (s *RunService) Watch(ctx context.Context, opts watch.RunOptions) (<-chan watch.RunEvent, error) {
 	if err := s.c.watchable(ctx); err != nil {
 		return nil, err
 	}
@@ -78,10 +47,10 @@ func (s *RunService) Watch(ctx context.Context, opts RunWatchOptions) (<-chan Ru
 	if opts.JobID != "" {
 		sel = map[string]string{labelJob: opts.JobID}
 	}
-	out := make(chan RunEvent)
-	watchTyped(s.c, ctx, kindRun, sel, opts.IDs, opts.Initial, out, func(id string, t EventType) (RunEvent, bool) {
-		ev := RunEvent{Type: t, ID: id}
-		if t == Deleted {
+	out := make(chan watch.RunEvent)
+	watchTyped(s.c, ctx, kindRun, sel, opts.IDs, opts.Initial, out, func(id string, t watch.EventType) (watch.RunEvent, bool) {
+		ev := watch.RunEvent{Type: t, ID: id}
+		if t == watch.Deleted {
 			return ev, true
 		}
 		r, v, err := fromCache[job.Run](s.c, kindRun, id)
@@ -98,8 +67,8 @@ func (s *RunService) Watch(ctx context.Context, opts RunWatchOptions) (<-chan Ru
 
 // watchTyped runs a watch whose events read, converts and sends on out,
 // which it closes when the watch ends.
-func watchTyped[E any](c *Engine, ctx context.Context, kind string, sel map[string]string, ids []string, initial bool, out chan<- E, read func(string, EventType) (E, bool)) {
-	c.watch(ctx, kind, sel, ids, initial, func(id string, t EventType) bool {
+func watchTyped[E any](c *Engine, ctx context.Context, kind string, sel map[string]string, ids []string, initial bool, out chan<- E, read func(string, watch.EventType) (E, bool)) {
+	c.watch(ctx, kind, sel, ids, initial, func(id string, t watch.EventType) bool {
 		ev, ok := read(id, t)
 		if !ok {
 			return true
@@ -125,12 +94,12 @@ func watchTyped[E any](c *Engine, ctx context.Context, kind string, sel map[stri
 func (s *ClusterService) Wait(ctx context.Context, id string, cond func(*cluster.Cluster) (bool, error)) (*cluster.Cluster, error) {
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel() // ends the watch
-	events, err := s.Watch(wctx, ClusterWatchOptions{IDs: []string{id}})
+	events, err := s.Watch(wctx, watch.ClusterOptions{IDs: []string{id}})
 	if err != nil {
 		return nil, err
 	}
 	return waitFor(ctx, s.c, "cluster", id, s.c.getCluster, events,
-		func(ev ClusterEvent) (EventType, *cluster.Cluster) { return ev.Type, ev.Cluster },
+		func(ev watch.ClusterEvent) (watch.EventType, *cluster.Cluster) { return ev.Type, ev.Cluster },
 		func(cl *cluster.Cluster) string { return strings.TrimSpace(string(cl.State) + " " + cl.Reason) }, cond)
 }
 
@@ -140,12 +109,12 @@ func (s *ClusterService) Wait(ctx context.Context, id string, cond func(*cluster
 func (s *RunService) Wait(ctx context.Context, id string, cond func(*job.Run) (bool, error)) (*job.Run, error) {
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel() // ends the watch
-	events, err := s.Watch(wctx, RunWatchOptions{IDs: []string{id}})
+	events, err := s.Watch(wctx, watch.RunOptions{IDs: []string{id}})
 	if err != nil {
 		return nil, err
 	}
 	return waitFor(ctx, s.c, "run", id, s.c.getRun, events,
-		func(ev RunEvent) (EventType, *job.Run) { return ev.Type, ev.Run },
+		func(ev watch.RunEvent) (watch.EventType, *job.Run) { return ev.Type, ev.Run },
 		func(r *job.Run) string {
 			seen := string(r.State)
 			if r.WaitReason != "" {
@@ -162,7 +131,7 @@ func (s *RunService) Wait(ctx context.Context, id string, cond func(*job.Run) (b
 // the watch's events bring it, until cond holds or fails; seen says what
 // it last was, for the error of a wait that ends first.
 func waitFor[T, E any](ctx context.Context, c *Engine, kind, id string, get func(context.Context, string) (*T, error),
-	events <-chan E, unpack func(E) (EventType, *T), seen func(*T) string, cond func(*T) (bool, error)) (*T, error) {
+	events <-chan E, unpack func(E) (watch.EventType, *T), seen func(*T) string, cond func(*T) (bool, error)) (*T, error) {
 	obj, err := get(ctx, id)
 	for err == nil {
 		var done bool
@@ -175,7 +144,7 @@ func waitFor[T, E any](ctx context.Context, c *Engine, kind, id string, get func
 			break
 		}
 		t, next := unpack(ev)
-		if t == Deleted {
+		if t == watch.Deleted {
 			err = fmt.Errorf("%s %s was deleted while waited for (last seen %s): %w", kind, id, seen(obj), errs.NotFound(kind, id))
 			break
 		}

@@ -6,16 +6,7 @@ import (
 	"sync"
 
 	"github.com/aidlc/dlc/backend"
-)
-
-// EventType says what became of an object in a watch event.
-type EventType string
-
-// Event types, as client-go's watch names them.
-const (
-	Added    EventType = "ADDED"
-	Modified EventType = "MODIFIED"
-	Deleted  EventType = "DELETED"
+	"github.com/aidlc/dlc/watch"
 )
 
 // A watch tells a caller of the changes to one kind of the platform's
@@ -35,8 +26,8 @@ type watcher struct {
 	ids  map[string]bool   // nil: any id
 
 	mu      sync.Mutex
-	order   []string             // ids with an event pending, oldest first
-	pending map[string]EventType // id → its pending event; "" when it merged into nothing
+	order   []string                   // ids with an event pending, oldest first
+	pending map[string]watch.EventType // id → its pending event; "" when it merged into nothing
 	wake    chan struct{}
 }
 
@@ -53,18 +44,18 @@ func (w *watcher) selects(d backend.Doc) bool {
 }
 
 // push merges event t of id into what is pending.
-func (w *watcher) push(id string, t EventType) {
+func (w *watcher) push(id string, t watch.EventType) {
 	w.mu.Lock()
 	old, queued := w.pending[id]
 	switch {
 	case !queued:
 		w.order = append(w.order, id)
-	case old == Added && t == Deleted:
+	case old == watch.Added && t == watch.Deleted:
 		t = "" // came and went before it was read: nothing to tell
-	case old == Added:
-		t = Added
-	case old == Deleted && t == Added:
-		t = Modified // gone and back: the caller last heard of it as there
+	case old == watch.Added:
+		t = watch.Added
+	case old == watch.Deleted && t == watch.Added:
+		t = watch.Modified // gone and back: the caller last heard of it as there
 	}
 	w.pending[id] = t
 	w.mu.Unlock()
@@ -75,7 +66,7 @@ func (w *watcher) push(id string, t EventType) {
 }
 
 // pop returns the oldest pending event, if any.
-func (w *watcher) pop() (string, EventType, bool) {
+func (w *watcher) pop() (string, watch.EventType, bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for len(w.order) > 0 {
@@ -99,14 +90,14 @@ func (c *Engine) publish(d, before backend.Doc, deleted, had bool) {
 	if ws == nil {
 		return
 	}
-	t := Modified
+	t := watch.Modified
 	switch {
 	case deleted && !had:
 		return // never in the cache: no watch heard of it
 	case deleted:
-		t, d = Deleted, before
+		t, d = watch.Deleted, before
 	case !had:
-		t = Added
+		t = watch.Added
 	}
 	for _, w := range *ws {
 		if w.selects(d) {
@@ -123,11 +114,11 @@ func (c *Engine) watching() bool { return c.watchers.Load() != nil }
 // with ids, have one of them), and calls deliver, on a goroutine of its
 // own, with each event in turn until ctx is done, the client closes, or
 // deliver returns false; then it calls end. With initial, every such document in the cache
-// is first told as Added, as an informer's list is. deliver reads the
+// is first told as watch.Added, as an informer's list is. deliver reads the
 // object; it may find it gone (deleted since), and then skips it: its
-// Deleted event follows.
-func (c *Engine) watch(ctx context.Context, kind string, sel map[string]string, ids []string, initial bool, deliver func(id string, t EventType) bool, end func()) {
-	w := &watcher{kind: kind, sel: sel, pending: map[string]EventType{}, wake: make(chan struct{}, 1)}
+// watch.Deleted event follows.
+func (c *Engine) watch(ctx context.Context, kind string, sel map[string]string, ids []string, initial bool, deliver func(id string, t watch.EventType) bool, end func()) {
+	w := &watcher{kind: kind, sel: sel, pending: map[string]watch.EventType{}, wake: make(chan struct{}, 1)}
 	if ids != nil {
 		w.ids = map[string]bool{}
 		for _, id := range ids {
@@ -151,7 +142,7 @@ func (c *Engine) watch(ctx context.Context, kind string, sel map[string]string, 
 			}
 			w.mu.Lock()
 			if _, queued := w.pending[d.ID]; !queued {
-				w.pending[d.ID] = Added
+				w.pending[d.ID] = watch.Added
 				w.order = append(w.order, d.ID)
 			}
 			w.mu.Unlock()

@@ -3,6 +3,8 @@ package platform
 import (
 	"fmt"
 	"testing"
+
+	"github.com/aidlc/dlc/watch"
 )
 
 // What a watcher merges of the changes not yet read: per object, the
@@ -21,7 +23,7 @@ func TestWatcherMerges(t *testing.T) {
 		{[]string{"a:MODIFIED", "b:ADDED", "a:MODIFIED", "c:MODIFIED"}, "[a:MODIFIED b:ADDED c:MODIFIED]"},
 		{[]string{"a:ADDED", "b:ADDED", "a:DELETED", "a:ADDED"}, "[a:ADDED b:ADDED]"},
 	} {
-		w := &watcher{pending: map[string]EventType{}, wake: make(chan struct{}, 1)}
+		w := &watcher{pending: map[string]watch.EventType{}, wake: make(chan struct{}, 1)}
 		for _, p := range c.pushes {
 			var id, typ string
 			for i := range p {
@@ -29,7 +31,7 @@ func TestWatcherMerges(t *testing.T) {
 					id, typ = p[:i], p[i+1:]
 				}
 			}
-			w.push(id, EventType(typ))
+			w.push(id, watch.EventType(typ))
 		}
 		var got []string
 		for {
