@@ -163,6 +163,13 @@ func (c *cache) get(kind, id string) (backend.Doc, bool) {
 // selectDocs returns the documents of kind whose labels hold every pair
 // of sel (every document of the kind for an empty sel), by id. It looks
 // only at the documents of the rarest pair.
+// cacheSource is the cache as the views read it.
+type cacheSource struct{ c *cache }
+
+func (s cacheSource) SelectDocs(kind string, sel map[string]string) []backend.Doc {
+	return s.c.selectDocs(kind, sel)
+}
+
 func (c *cache) selectDocs(kind string, sel map[string]string) []backend.Doc {
 	c.mu.RLock()
 	defer c.mu.RUnlock()

@@ -22,6 +22,7 @@ import (
 	"github.com/aidlc/dlc/errs"
 	"github.com/aidlc/dlc/internal/queue"
 	"github.com/aidlc/dlc/internal/runner"
+	"github.com/aidlc/dlc/internal/views"
 	"github.com/aidlc/dlc/job"
 	"github.com/aidlc/dlc/quota"
 	"github.com/aidlc/dlc/scheduler"
@@ -328,9 +329,8 @@ type Engine struct {
 	drains      sync.WaitGroup
 	linesClosed bool
 
-	watchMu  sync.Mutex                 // serialises changes of watchers
-	watchers atomic.Pointer[[]*watcher] // the watches on (watch.go); nil when none
-	loaded   atomic.Bool                // the store's snapshot is in the cache (runLoad keeps only ends of cached clusters after)
+	views  *views.Hub  // the watches and waits of callers
+	loaded atomic.Bool // the store's snapshot is in the cache (runLoad keeps only ends of cached clusters after)
 
 	// early holds the changes the store's watch told of before the
 	// snapshot was in the cache, in order (see onChange); nil once it is.
@@ -396,6 +396,7 @@ func New(opts ...Option) (*Engine, error) {
 		ro.Metrics = m
 	}
 	c.run = runner.New(ctx, ro, c.newReconcilers())
+	c.views = views.NewHub(cacheSource{c.cache}, ctx.Done())
 	if o.shareTTL > 0 {
 		probation := uint64(o.probation)
 		if o.resync == 0 {
@@ -420,6 +421,9 @@ func New(opts ...Option) (*Engine, error) {
 			c.markSuspect(d.ID, d.Version)
 		}
 	}
+	if c.rep != nil {
+		c.seedReplicas(snap)
+	}
 	c.applyEarly()
 	// The snapshot's runs came in any order beside their clusters: the
 	// ends kept of clusters it does not have are dropped now, and later
@@ -427,7 +431,7 @@ func New(opts ...Option) (*Engine, error) {
 	c.loaded.Store(true)
 	c.load.keepOnly(func(id string) bool { _, ok := c.cache.get(kindCluster, id); return ok })
 	if c.rep != nil {
-		c.startReplicas(snap)
+		c.startReplicas()
 	}
 	c.ray.Observe(ctx, func(kind, id string) { c.enqueue(kind + "/" + id) })
 	c.periodicResync() // the first round: what later ones find unchanged since

@@ -28,10 +28,6 @@ import (
 // snapshot would take the cache back to the older copy, for good if
 // nothing changes the document again.
 func (c *Engine) onChange(ch backend.Change) {
-	if ch.Doc.Kind == kindReplica {
-		c.observeReplica(ch.Doc, ch.Deleted)
-		return
-	}
 	c.earlyMu.Lock()
 	if c.early != nil {
 		*c.early = append(*c.early, ch)
@@ -62,11 +58,16 @@ func (c *Engine) applyEarly() {
 	}
 }
 
-// apply keeps the cache by ch and queues the keys it concerns.
+// apply keeps the cache by ch and queues the keys it concerns; a
+// membership document goes to the work sharing.
 func (c *Engine) apply(ch backend.Change) {
+	if ch.Doc.Kind == kindReplica {
+		c.observeReplica(ch.Doc, ch.Deleted)
+		return
+	}
 	var before backend.Doc
 	had := false
-	if c.watching() || ch.Doc.Kind == kindResourceGroup {
+	if c.views.Watching() || ch.Doc.Kind == kindResourceGroup {
 		before, had = c.cache.get(ch.Doc.Kind, ch.Doc.ID)
 	}
 	var account *quota.Account // as it comes, vetted before the cache has it (vetAccount)
@@ -80,7 +81,7 @@ func (c *Engine) apply(ch backend.Change) {
 	if account != nil {
 		c.cache.seed(d.Kind, d.ID, d.Version, account) // decoded once
 	}
-	c.publish(d, before, ch.Deleted, had)
+	c.views.Publish(d, before, ch.Deleted, had)
 	if c.run.Handles(d.Kind) {
 		c.enqueue(d.Kind + "/" + d.ID)
 		if ch.Deleted {

@@ -123,18 +123,28 @@ const (
 	maxStallShift = 4
 )
 
-// startReplicas stores this client's membership document and starts
-// renewing it; snap is the store's snapshot, whose members count as live
-// from now until they fail to renew within the TTL.
-func (c *Engine) startReplicas(snap []backend.Doc) {
+// seedReplicas counts the members of the store's snapshot snap as live
+// from now until they fail to renew within the TTL: they were there
+// before this client. It runs before the changes the store's watch told
+// of meanwhile are applied (applyEarly), which are newer: a member gone
+// since is then forgotten, one renewed since keeps its standing.
+func (c *Engine) seedReplicas(snap []backend.Doc) {
 	rep := c.rep
 	now := c.clock.Now()
 	rep.mu.Lock()
+	defer rep.mu.Unlock()
 	for _, d := range snap {
-		if _, ok := rep.seen[d.ID]; d.Kind == kindReplica && d.ID != rep.self && !ok {
+		if d.Kind == kindReplica && d.ID != rep.self {
 			rep.seen[d.ID] = memberSeen{d.Version, now, 0} // there before this client: counted at once
 		}
 	}
+}
+
+// startReplicas publishes the members seen so far, stores this client's
+// membership document and starts renewing it.
+func (c *Engine) startReplicas() {
+	rep := c.rep
+	rep.mu.Lock()
 	rep.publish()
 	rep.mu.Unlock()
 	c.renew()

@@ -363,7 +363,7 @@ const followPoll = 500 * time.Millisecond
 // read that fails is retried at the next poll. Each line is sent once.
 func (s *RunService) Follow(ctx context.Context, id string) (<-chan string, error) {
 	c := s.c
-	if err := c.watchable(ctx); err != nil {
+	if err := c.views.Watchable(ctx); err != nil {
 		return nil, err
 	}
 	if _, err := s.Get(ctx, id); err != nil {
@@ -424,7 +424,7 @@ func (s *RunService) Events(ctx context.Context, id string) ([]cluster.Event, er
 	return r.Events, nil
 }
 
-// SaveJob saves a job config, as Jobs().Save with a request id; with
+// SaveJob saves a job config, as Jobs().Create with a request id; with
 // RunJob it makes *Engine a job.Submitter.
 func (c *Engine) SaveJob(ctx context.Context, cfg *job.Config, requestID string) (*job.Record, error) {
 	return c.Jobs().Create(ctx, cfg, job.SaveOptions{RequestID: requestID})

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/aidlc/dlc/backend"
 	"github.com/aidlc/dlc/backend/memory"
@@ -56,8 +58,13 @@ func TestChangesBeforeTheSnapshotIsApplied(t *testing.T) {
 	}
 	var released string
 	b := lateSnapshot{Backend: mb, changes: func(ctx context.Context, s backend.Store) error {
-		var err error
-		released, err = s.Update(ctx, backend.Doc{Kind: kindHold, ID: holdID("rg", "cls-1"), Version: held, Labels: labels, Data: hold(2, 0)})
+		// Two changes of one document, in order: the last one is what the
+		// cache ends with.
+		grown, err := s.Update(ctx, backend.Doc{Kind: kindHold, ID: holdID("rg", "cls-1"), Version: held, Labels: labels, Data: hold(2, 16000)})
+		if err != nil {
+			return err
+		}
+		released, err = s.Update(ctx, backend.Doc{Kind: kindHold, ID: holdID("rg", "cls-1"), Version: grown, Labels: labels, Data: hold(3, 0)})
 		if err != nil {
 			return err
 		}
@@ -77,5 +84,48 @@ func TestChangesBeforeTheSnapshotIsApplied(t *testing.T) {
 	}
 	if _, ok := c.cache.get(kindHold, holdID("rg", "cls-2")); ok {
 		t.Error("the cache has cls-2's hold, deleted after the snapshot")
+	}
+}
+
+// The same for the members sharing the work: one that left while the
+// client started is not counted, and one that renewed its membership
+// meanwhile still counts as there before the client (not a newcomer on
+// probation, whose share both would take).
+func TestMembersChangedBeforeTheSnapshotIsApplied(t *testing.T) {
+	ctx := context.Background()
+	mb := memory.New(memory.Options{})
+	member := func(id string, beat uint64) backend.Doc {
+		data, err := json.Marshal(replicaDoc{ID: id, Beat: beat, TTL: "1h"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return backend.Doc{Kind: kindReplica, ID: id, Data: data}
+	}
+	leaving, err := mb.Create(ctx, member("replica-leaving", 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	renewing, err := mb.Create(ctx, member("replica-renewing", 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := lateSnapshot{Backend: mb, changes: func(ctx context.Context, s backend.Store) error {
+		if err := s.Delete(ctx, kindReplica, "replica-leaving", leaving); err != nil {
+			return err
+		}
+		d := member("replica-renewing", 2)
+		d.Version = renewing
+		_, err := s.Update(ctx, d)
+		return err
+	}}
+	// A periodic resync, so that a newcomer waits its probation.
+	c, err := New(WithBackend(b), WithWorkers(0), WithWorkSharing(time.Hour), WithResync(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	live := c.rep.view.Load().live
+	if !slices.Contains(live, "replica-renewing") || slices.Contains(live, "replica-leaving") || len(live) != 2 {
+		t.Errorf("live members %v, want this client and replica-renewing", live)
 	}
 }
