@@ -83,7 +83,7 @@ func (c *Client) CheckQuota(ctx context.Context) error {
 	return c.e.CheckQuota(ctx)
 }
 
-// SaveJob saves a job config, as Jobs().Save with a request id; with
+// SaveJob saves a job config, as Jobs().Create with a request id; with
 // RunJob it makes *Client a job.Submitter.
 func (c *Client) SaveJob(ctx context.Context, cfg *job.Config, requestID string) (*job.Record, error) {
 	if err := c.mayConfig(ctx, auth.CreateJob, configResource(auth.KindJob, "", UserFrom(ctx), cfg), cfg); err != nil {
@@ -423,7 +423,7 @@ type EditResult = cluster.EditResult
 // see cluster.AutoscaleResult.
 type AutoscaleResult = cluster.AutoscaleResult
 
-// SaveOptions modify Jobs().Save: see job.SaveOptions.
+// SaveOptions modify Jobs().Create: see job.SaveOptions.
 type SaveOptions = job.SaveOptions
 
 // RunOptions modify Runs().Create: see job.RunOptions.

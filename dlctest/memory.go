@@ -49,7 +49,9 @@ func NewMemory(o MemoryOptions) *Memory {
 
 // NewClient starts another client on the fixture's backend, as another
 // replica of a service, or a restarted process, would be. Settle runs its
-// steps too.
+// steps too. It panics when dlc.New refuses the options (a value out of
+// its range, in MemoryOptions or more): a fixture's set-up is the test's
+// own code.
 func (m *Memory) NewClient(more ...dlc.Option) *dlc.Client {
 	seed := m.opts.Seed
 	if seed == 0 {
@@ -59,7 +61,7 @@ func (m *Memory) NewClient(more ...dlc.Option) *dlc.Client {
 		dlc.WithPolicy(scheduler.NewRandom(seed + int64(len(m.clients)))), dlc.WithMaxWait(m.opts.MaxWait)}, m.opts.Options...)
 	c, err := dlc.New(append(opts, more...)...)
 	if err != nil {
-		panic("dlctest: a memory client cannot fail to start: " + err.Error())
+		panic("dlctest: the memory client's options are refused: " + err.Error())
 	}
 	m.clients = append(m.clients, c)
 	return c

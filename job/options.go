@@ -2,7 +2,7 @@ package job
 
 import "time"
 
-// SaveOptions modify Jobs().Save.
+// SaveOptions modify Jobs().Create.
 type SaveOptions struct {
 	// RequestID makes the call idempotent: the config's id derives from
 	// the request id, so a retry after a lost reply returns the record the

@@ -49,7 +49,7 @@ type Rule struct {
 	// Enforced lists the declarations that enforce the rule, each as its
 	// package's directory in the module ("dlc" for the root), then its
 	// name, with its receiver's type for a method:
-	// "job.Config.Problems", "internal/platform.JobService.Copy".
+	// "job.Config.Problems", "internal/platform.JobService.Clone".
 	Enforced []string
 }
 

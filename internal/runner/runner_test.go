@@ -284,18 +284,84 @@ func TestRunnerStop(t *testing.T) {
 	r, clk, cancel := newRunner(t, rec, runner.Options{Workers: 2})
 	r.Start()
 	r.Enqueue("thing/a")
-	for !r.Waiting("thing/a") {
+	for deadline := time.Now().Add(time.Minute); !r.Waiting("thing/a"); {
+		if time.Now().After(deadline) {
+			t.Fatal("the workers did not take the key's step within a minute")
+		}
 		time.Sleep(time.Millisecond) // polls a condition: the worker's step has asked for its timer
 	}
 	cancel()
 	r.Stop()
+	if clk.Pending() != 0 {
+		t.Errorf("%d timers left after Stop", clk.Pending())
+	}
 	r.Enqueue("thing/a")
 	clk.Advance(2 * time.Hour)
 	if n := r.RunQueued(); n != 0 || len(rec.taken()) != 1 {
 		t.Errorf("after Stop: %d steps run, %d in all; want none more", n, len(rec.taken()))
 	}
-	if clk.Pending() != 0 {
-		t.Errorf("%d timers left after Stop", clk.Pending())
+}
+
+// After a give-up the key starts afresh: its failures are counted from
+// none and its backoff from the base again; ForgetFailures does the same
+// for the keys it does not keep.
+func TestRunnerFailuresStartAfresh(t *testing.T) {
+	boom := errors.New("boom")
+	// steps is how many steps RunQueued ran, after the clock moved by d.
+	steps := func(r *runner.Runner, clk *backend.FakeClock, d time.Duration) int {
+		clk.Advance(d)
+		return r.RunQueued()
+	}
+	t.Run("give-up", func(t *testing.T) {
+		rec := &script{answers: map[string][]answer{"a": {{err: boom}}}}
+		r, clk, _ := newRunner(t, rec, runner.Options{Retries: 2})
+		r.Enqueue("thing/a")
+		r.RunQueued()                // 1 failure, 1s
+		steps(r, clk, time.Second)   // 2, 2s
+		steps(r, clk, 2*time.Second) // 3: given up, queued at once, 4 fails: 1 failure again
+		if len(rec.gaveUp) != 1 || len(rec.taken()) != 4 {
+			t.Fatalf("gave up %d times in %d steps, want once in 4", len(rec.gaveUp), len(rec.taken()))
+		}
+		if n := steps(r, clk, time.Second-time.Millisecond); n != 0 {
+			t.Fatal("the backoff after a give-up did not start from the base again")
+		}
+		if n := steps(r, clk, time.Millisecond); n != 1 {
+			t.Fatalf("%d steps at the base backoff after a give-up, want 1", n)
+		}
+		if len(rec.gaveUp) != 1 {
+			t.Errorf("gave up again after %d failures since the last give-up; want it after 3", 2)
+		}
+	})
+	t.Run("forget", func(t *testing.T) {
+		rec := &script{answers: map[string][]answer{"a": {{err: boom}}}}
+		r, clk, _ := newRunner(t, rec, runner.Options{Retries: 3})
+		r.Enqueue("thing/a")
+		r.RunQueued()                // 1 failure, 1s
+		steps(r, clk, time.Second)   // 2, 2s
+		steps(r, clk, 2*time.Second) // 3, 4s
+		r.ForgetFailures(func(key string) bool { return key != "thing/a" })
+		if n := steps(r, clk, 4*time.Second); n != 1 || len(rec.gaveUp) != 0 {
+			t.Fatalf("%d steps, %d give-ups after the failures were forgotten; want a step and no give-up", n, len(rec.gaveUp))
+		}
+		if n := steps(r, clk, time.Second); n != 1 {
+			t.Errorf("%d steps at the base backoff after ForgetFailures, want 1", n)
+		}
+	})
+}
+
+// A key's timer queues it only if this client still owns it then.
+func TestRunnerTimerAsksTheOwner(t *testing.T) {
+	rec := &script{answers: map[string][]answer{"a": {{after: time.Minute}}}}
+	sh := &shared{mine: map[string]bool{"thing/a": true}}
+	r, clk, _ := newRunner(t, rec, runner.Options{Sharing: sh})
+	r.Enqueue("thing/a")
+	r.RunQueued()
+	sh.mu.Lock()
+	delete(sh.mine, "thing/a") // another member's now
+	sh.mu.Unlock()
+	clk.Advance(time.Minute)
+	if n := r.RunQueued(); n != 0 {
+		t.Errorf("the timer of a key this client no longer owns queued it (%d steps)", n)
 	}
 }
 
