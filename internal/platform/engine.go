@@ -109,14 +109,29 @@ func (o *options) check() errs.List {
 	bad := func(option string, v any, detail string) {
 		l = append(l, errs.Invalid(errs.NewPath(option), "", v, detail))
 	}
-	if o.maxWait < 0 {
-		bad("WithMaxWait", o.maxWait, "must not be negative (0: never)")
-	}
-	if o.workers < 0 {
-		bad("WithWorkers", o.workers, "must not be negative (0: none, Reconcile runs the steps)")
-	}
-	if o.retries < 0 {
-		bad("WithRetries.retries", o.retries, "must not be negative (0: the first failed step gives up)")
+	for _, c := range []struct {
+		option string
+		value  any
+		bad    bool
+		detail string
+	}{
+		{"WithMaxWait", o.maxWait, o.maxWait < 0, "must not be negative (0: never)"},
+		{"WithWorkers", o.workers, o.workers < 0, "must not be negative (0: none, Reconcile runs the steps)"},
+		{"WithRetries.retries", o.retries, o.retries < 0, "must not be negative (0: the first failed step gives up)"},
+		{"WithRepairGrace", o.grace, o.grace <= 0, "must be above 0"},
+		{"WithAutoscaleHeadroom", o.headroom, o.headroom < 0, "must not be negative (0: Ray's autoscaler is not followed)"},
+		{"WithStepTimeout", o.stepTime, o.stepTime <= 0, "must be above 0"},
+		{"WithWorkSharing", o.shareTTL, o.shareSet && o.shareTTL < 0, "must not be negative (0: off)"},
+		{"WithResync", o.resync, o.resync < 0, "must not be negative (0: only at start)"},
+		{"WithRunStartTimeout", o.runStartTime, o.runStartTime < 0, "must not be negative (0: no bound)"},
+		{"WithRayUnreachableTimeout", o.rayUnreachable, o.rayUnreachable <= 0, "must be above 0"},
+		{"WithScheduleFloor", o.scheduleFloor, o.scheduleFloor < 0, "must not be negative (0: no floor)"},
+		{"WithMaxUnfinishedRuns", o.maxUnfinished, o.maxUnfinished < 0, "must not be negative (0: no bound)"},
+		{"WithMemberProbation", o.probation, o.probation < 0, "must not be negative (0: counted at once)"},
+	} {
+		if c.bad {
+			bad(c.option, c.value, c.detail)
+		}
 	}
 	if o.baseDelay < 0 {
 		bad("WithRetries.base", o.baseDelay, fmt.Sprintf("must not be negative (0: the default, %s)", defaultBaseDelay))
@@ -132,40 +147,10 @@ func (o *options) check() errs.List {
 	if base, top := cmp.Or(o.runRetryBase, job.RetryBackoffBase), cmp.Or(o.runRetryMax, job.RetryBackoffMax); base > 0 && top > 0 && top < base {
 		bad("WithRunRetryBackoff.max", o.runRetryMax, fmt.Sprintf("must not be below base (%s; 0: the default, %s)", base, job.RetryBackoffMax))
 	}
-	if o.grace <= 0 {
-		bad("WithRepairGrace", o.grace, "must be above 0")
-	}
-	if o.headroom < 0 {
-		bad("WithAutoscaleHeadroom", o.headroom, "must not be negative (0: Ray's autoscaler is not followed)")
-	}
-	if o.stepTime <= 0 {
-		bad("WithStepTimeout", o.stepTime, "must be above 0")
-	}
-	if o.shareSet && o.shareTTL < 0 {
-		bad("WithWorkSharing", o.shareTTL, "must not be negative (0: off)")
-	}
 	if o.reconcileTime < 0 {
 		bad("WithReconcileTimeout", o.reconcileTime, fmt.Sprintf("must not be negative (0: the default, %s)", defaultReconcileTimeout))
 	}
-	if o.resync < 0 {
-		bad("WithResync", o.resync, "must not be negative (0: only at start)")
-	}
 	l = append(l, errs.Fields(o.retention.validate())...)
-	if o.runStartTime < 0 {
-		bad("WithRunStartTimeout", o.runStartTime, "must not be negative (0: no bound)")
-	}
-	if o.rayUnreachable <= 0 {
-		bad("WithRayUnreachableTimeout", o.rayUnreachable, "must be above 0")
-	}
-	if o.scheduleFloor < 0 {
-		bad("WithScheduleFloor", o.scheduleFloor, "must not be negative (0: no floor)")
-	}
-	if o.maxUnfinished < 0 {
-		bad("WithMaxUnfinishedRuns", o.maxUnfinished, "must not be negative (0: no bound)")
-	}
-	if o.probation < 0 {
-		bad("WithMemberProbation", o.probation, "must not be negative (0: counted at once)")
-	}
 	return l
 }
 
