@@ -9,10 +9,12 @@ import (
 
 	"github.com/aidlc/dlc/auth"
 	"github.com/aidlc/dlc/backend"
+	"github.com/aidlc/dlc/backend/memory"
 	"github.com/aidlc/dlc/cluster"
 	"github.com/aidlc/dlc/internal/platform"
 	"github.com/aidlc/dlc/job"
 	"github.com/aidlc/dlc/plan"
+	"github.com/aidlc/dlc/quota"
 	"github.com/aidlc/dlc/scheduler"
 	"github.com/aidlc/dlc/storage"
 	"github.com/aidlc/dlc/watch"
@@ -36,7 +38,7 @@ type Client struct {
 // An option given a value out of its range (docs/options.md) makes it
 // fail with ErrInvalid, naming every such option.
 func New(opts ...Option) (*Client, error) {
-	popts := make([]platform.Option, 0, len(opts))
+	popts := defaults()
 	for _, o := range opts {
 		if o.apply != nil { // the zero Option sets nothing
 			popts = append(popts, o.apply)
@@ -366,7 +368,30 @@ const (
 // WithCOS sets the COS client that job packages in COS are inspected with
 // when a job config is saved (J5); without it (the default, and nil) only
 // local packages are.
-func WithCOS(c *storage.COSClient) Option { return Option{platform.WithCOS(c)} }
+func WithCOS(c *storage.COSClient) Option {
+	return Option{platform.WithPackageCheck(checkPackage(c), c != nil)}
+}
+
+// checkPackage checks job packages with c, which reads those in COS (nil:
+// only local files).
+func checkPackage(c *storage.COSClient) platform.PackageCheck {
+	return func(ctx context.Context, pkg storage.Package, opt storage.InspectOptions) error {
+		_, err := storage.CheckPackage(ctx, c, pkg, opt)
+		return err
+	}
+}
+
+// defaults are the options New gives every client before the caller's:
+// a memory backend on the client's clock when WithBackend gives none, and
+// job packages checked where they are, local files only until WithCOS.
+func defaults() []platform.Option {
+	return []platform.Option{
+		platform.WithDefaultBackend(func(clk backend.Clock, nodes quota.Catalog) backend.Backend {
+			return memory.New(memory.Options{Clock: clk, NodeSpecs: nodes})
+		}),
+		platform.WithPackageCheck(checkPackage(nil), false),
+	}
+}
 
 // WithLogger sets the logger the client's services and reconcilers write
 // to (default, and the zero logr.Logger: discard). It logs one line per

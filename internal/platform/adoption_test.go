@@ -108,7 +108,7 @@ func TestAdoptionLeavesOutAndLetsBack(t *testing.T) {
 // that changed nothing, first in the batch (whose context the batch's
 // calls run in), is not told of the write.
 func TestAdoptionBatchedAccountWrites(t *testing.T) {
-	c, err := New(WithWorkers(0), WithResync(0))
+	c, err := New(WithBackend(memory.New(memory.Options{})), WithWorkers(0), WithResync(0))
 	if err != nil {
 		t.Fatal(err)
 	}

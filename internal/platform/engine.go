@@ -17,7 +17,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/aidlc/dlc/backend"
-	"github.com/aidlc/dlc/backend/memory"
 	"github.com/aidlc/dlc/cluster"
 	"github.com/aidlc/dlc/errs"
 	"github.com/aidlc/dlc/internal/queue"
@@ -63,12 +62,19 @@ type options struct {
 	shareSet bool
 	// reconcileTime bounds one reconcile step (0: defaultReconcileTimeout).
 	reconcileTime time.Duration
-	cos           *storage.COSClient
-	log           logr.Logger
-	registerer    prometheus.Registerer
-	resync        time.Duration // 0: only at start
-	headroom      int           // 0: Ray's autoscaler not followed
-	retention     retention
+	// checkPackage checks a job's package where it is (J5); readsCOS
+	// says whether it reads packages in COS (else only local files are
+	// checked). Set by the dlc package (WithCOS).
+	checkPackage PackageCheck
+	readsCOS     bool
+	// newBackend makes the backend when none was given (WithBackend):
+	// the dlc package supplies a memory backend on the client's clock.
+	newBackend func(backend.Clock, quota.Catalog) backend.Backend
+	log        logr.Logger
+	registerer prometheus.Registerer
+	resync     time.Duration // 0: only at start
+	headroom   int           // 0: Ray's autoscaler not followed
+	retention  retention
 	// runRetryBase and runRetryMax are a failed run's retry backoff (L3);
 	// 0: job.RetryBackoffBase and job.RetryBackoffMax.
 	runRetryBase, runRetryMax time.Duration
@@ -250,8 +256,23 @@ func WithReconcileTimeout(d time.Duration) Option { return func(o *options) { o.
 // WithResync: see dlc.WithResync.
 func WithResync(d time.Duration) Option { return func(o *options) { o.resync = d } }
 
-// WithCOS: see dlc.WithCOS.
-func WithCOS(c *storage.COSClient) Option { return func(o *options) { o.cos = c } }
+// PackageCheck checks a job's package where it is (J5), reporting its
+// problems as field errors (storage.CheckPackage, with or without a COS
+// client).
+type PackageCheck func(ctx context.Context, pkg storage.Package, opt storage.InspectOptions) error
+
+// WithPackageCheck sets how job packages are checked when a job config is
+// saved: check, which reads packages in COS when readsCOS (dlc.WithCOS).
+func WithPackageCheck(check PackageCheck, readsCOS bool) Option {
+	return func(o *options) { o.checkPackage, o.readsCOS = check, readsCOS }
+}
+
+// WithDefaultBackend sets what makes the backend when WithBackend gives
+// none, from the client's clock and node specs (dlc's New supplies a
+// memory backend).
+func WithDefaultBackend(f func(backend.Clock, quota.Catalog) backend.Backend) Option {
+	return func(o *options) { o.newBackend = f }
+}
 
 // WithUser returns a context that acts as user, in no group: the creator
 // of what it creates and the actor in operation logs (auth.NewContext
@@ -358,8 +379,11 @@ func New(opts ...Option) (*Engine, error) {
 	if len(o.catalogs.Images.Names()) == 0 {
 		o.catalogs.Images = cluster.DefaultImages()
 	}
+	if o.backend == nil && o.newBackend != nil {
+		o.backend = o.newBackend(o.clock, o.catalogs.Nodes)
+	}
 	if o.backend == nil {
-		o.backend = memory.New(memory.Options{Clock: o.clock, NodeSpecs: o.catalogs.Nodes})
+		return nil, fmt.Errorf("dlc: %w", errs.List{errs.Required(errs.NewPath("WithBackend"), "", "a backend (the dlc package supplies a memory one by default)")}.ToError())
 	}
 	if o.policy == nil {
 		o.policy = scheduler.NewRandom(time.Now().UnixNano())

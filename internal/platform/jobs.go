@@ -81,8 +81,8 @@ func (c *Engine) checkJob(ctx context.Context, cfg *job.Config) error {
 	if msg := c.tooOften(cfg.Schedule); msg != "" {
 		return errs.List{errs.Invalid(errs.NewPath("schedule").Child("cron"), "L1", cfg.Schedule.Cron, msg)}.ToError()
 	}
-	if cfg.Package.Local != "" || (cfg.Package.COS != "" && c.o.cos != nil) {
-		_, err := storage.CheckPackage(ctx, c.o.cos, cfg.Package, storage.InspectOptions{Entrypoint: cfg.Entrypoint})
+	if c.o.checkPackage != nil && (cfg.Package.Local != "" || (cfg.Package.COS != "" && c.o.readsCOS)) {
+		err := c.o.checkPackage(ctx, cfg.Package, storage.InspectOptions{Entrypoint: cfg.Entrypoint})
 		if fs := errs.Fields(err); len(fs) > 0 {
 			l = append(l, fs...)
 		} else if err != nil {

@@ -54,106 +54,174 @@ func (c *Engine) reconcileResourceGroup(ctx context.Context, id string) (time.Du
 	if err != nil {
 		return 0, err
 	}
+	p := &groupPass{id: id, a: a, v: v}
 	// Settle, first half: the pending holds whose documents carry their
 	// change (this cache has them) leave the account with the rest of this
 	// step's changes. The documents are written by a step of their own,
 	// queued at the end of this one: admitting never waits for them.
-	changed, err := c.settle(ctx, a, false)
+	if p.changed, err = c.settle(ctx, a, false); err != nil {
+		return 0, err
+	}
+	p.now = c.clock.Now()
+	c.seeHolds(id, a, p.now)
+	due := c.repairDue(p)
+	c.dropForeignHolds(p)
+	short, err := c.restoreLacking(ctx, p)
 	if err != nil {
 		return 0, err
 	}
-	now := c.clock.Now()
-	c.seeHolds(id, a, now)
-	var recheck time.Duration
-	// The repair is a fallback for what a crash between two writes left:
-	// it looks at every holder, so it runs at most once a quarter of the
-	// grace per resource group (and again when a young leak comes of age).
-	c.mu.Lock()
-	last := c.repaired[id]
-	due := last.IsZero() || now.Sub(last) >= c.o.grace/4
 	if due {
-		c.repaired[id] = now
-	} else {
-		// Skipped here: a hold that stopped being justified since the last
-		// repair is looked at when the repair is due, not at the resync.
-		recheck = c.o.grace/4 - now.Sub(last)
+		if err := c.repairLeaks(ctx, p); err != nil {
+			return 0, err
+		}
 	}
-	c.mu.Unlock()
-	lookAgain := false
-	// A hold the platform never makes (negative, or more than the whole
-	// capacity) was written by someone else: it goes at once, and the
-	// restore below puts back what a live cluster justifies, at what it
-	// runs. (A hold dated in the future ages as any other: ages are
-	// measured from when this client first saw the hold, not from its
-	// date.)
+	admitted, queued, full, err := c.admitQueued(ctx, p)
+	if err != nil {
+		return 0, err
+	}
+	if err := c.reportShort(ctx, p, short); err != nil {
+		return 0, err
+	}
+	if err := c.tellWaiting(ctx, p, admitted, queued, full); err != nil {
+		return 0, err
+	}
+	// Settle, second half: past settleAt pending holds, their documents
+	// are written by a step of their own (settleReconciler). Below
+	// settleAt the account keeps them: nothing is settled that need not be.
+	if len(a.Pending) >= c.o.settleAt {
+		c.enqueue(keySettle + "/" + id)
+	}
+	return p.recheck, nil
+}
+
+// groupPass is one step of a resource group's reconciler: the account
+// as read (a, at version v), changed by its phases in memory and written
+// once (admitQueued), and when to look again.
+type groupPass struct {
+	id      string
+	a       *quota.Account
+	v       string
+	now     time.Time
+	changed bool          // a needs writing
+	recheck time.Duration // when to look again (0: when something changes)
+}
+
+// sooner makes the pass look again within d at the latest.
+func (p *groupPass) sooner(d time.Duration) {
+	if p.recheck == 0 || d < p.recheck {
+		p.recheck = d
+	}
+}
+
+// repairDue reports whether the pass repairs leaked holds. The repair is
+// a fallback for what a crash between two writes left: it looks at every
+// holder, so it runs at most once a quarter of the grace per resource
+// group (and again when a young leak comes of age: repairLeaks).
+func (c *Engine) repairDue(p *groupPass) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	last := c.repaired[p.id]
+	if last.IsZero() || p.now.Sub(last) >= c.o.grace/4 {
+		c.repaired[p.id] = p.now
+		return true
+	}
+	// Skipped here: a hold that stopped being justified since the last
+	// repair is looked at when the repair is due, not at the resync.
+	p.recheck = c.o.grace/4 - p.now.Sub(last)
+	return false
+}
+
+// dropForeignHolds drops the holds the platform never makes (negative,
+// or more than the whole capacity): someone else wrote them, and the
+// restore puts back what a live cluster justifies, at what it runs. (A
+// hold dated in the future ages as any other: ages are measured from when
+// this client first saw the hold, not from its date.) Then the sum is the
+// holds' again: after an edit from outside the platform (of the sum, or
+// of a hold's document), or a release of a corrupt hold, it is made
+// theirs, before what live clusters lack is put back.
+func (c *Engine) dropForeignHolds(p *groupPass) {
+	a := p.a
 	for h, hold := range a.Holds() {
 		if a.Corrupt(h) {
 			c.o.log.Error(errs.ErrInvalid, "dropping a corrupt reservation (edited outside the platform)",
-				"resourceGroup", id, "holder", h, "held", hold.Resources.String(), "capacity", a.Capacity.String())
+				"resourceGroup", p.id, "holder", h, "held", hold.Resources.String(), "capacity", a.Capacity.String())
 			a.Release(h)
-			changed = true
+			p.changed = true
 		}
 	}
-	// The sum is the holds': after an edit from outside the platform (of
-	// the sum, or of a hold's document), or a release of a corrupt hold,
-	// it is made theirs again, before what live clusters lack is put back.
 	if sum := a.Sum; a.TrueUp() {
 		c.o.log.Error(errs.ErrInvalid, "a resource group's reserved sum was not that of its reservations (edited outside the platform?): made theirs",
-			"resourceGroup", id, "was", sum.String(), "now", a.Sum.String())
-		changed = true
+			"resourceGroup", p.id, "was", sum.String(), "now", a.Sum.String())
+		p.changed = true
 	}
-	restored, short, err := c.restoreHolds(ctx, a, now)
+}
+
+// restoreLacking puts back the holds live clusters lack (restoreHolds),
+// and says so on each cluster before the account is written: a note that
+// fails stops the pass, and the next finds the hold missing again and
+// says it then; written after, a failed note was never said (the next
+// pass finds nothing to restore). A note said already is not repeated. It
+// returns the clusters whose holds the group cannot make up.
+func (c *Engine) restoreLacking(ctx context.Context, p *groupPass) ([]holdReport, error) {
+	restored, short, err := c.restoreHolds(ctx, p.a, p.now)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	// Said on each cluster before the account is written: a note that
-	// fails stops the pass, and the next finds the hold missing again and
-	// says it then; written after, a failed note was never said (the next
-	// pass finds nothing to restore). A note said already is not repeated.
 	for _, r := range restored {
-		if err := c.noteRestore(ctx, id, r); err != nil {
-			return 0, err
+		if err := c.noteRestore(ctx, p.id, r); err != nil {
+			return nil, err
 		}
 	}
-	changed = changed || len(restored) > 0
-	for h, hold := range a.Holds() {
-		if !due {
-			continue
-		}
-		if ok, err := c.justified(ctx, h, id, false); err != nil {
-			return 0, err
+	p.changed = p.changed || len(restored) > 0
+	return short, nil
+}
+
+// repairLeaks releases the holds nothing justifies once they are older
+// than the repair grace (the store asked first: the cache may lag the
+// holder's write), and the documents of released holds once their holder
+// has gone (tombstones). A hold too young to judge makes the pass look
+// again when it comes of age, with the repair due then.
+func (c *Engine) repairLeaks(ctx context.Context, p *groupPass) error {
+	lookAgain := false
+	for h, hold := range p.a.Holds() {
+		if ok, err := c.justified(ctx, h, p.id, false); err != nil {
+			return err
 		} else if ok {
 			continue
 		}
-		if age := c.holdAge(id, h, hold, now); age >= c.o.grace {
-			// The cache may lag its holder's write: ask the store before
-			// the hold is taken for a leak.
-			if ok, err := c.releasable(ctx, h, id, hold); err != nil {
-				return 0, err
+		if age := c.holdAge(p.id, h, hold, p.now); age >= c.o.grace {
+			if ok, err := c.releasable(ctx, h, p.id, hold); err != nil {
+				return err
 			} else if !ok {
-				if recheck == 0 || c.o.grace/4 < recheck {
-					recheck = c.o.grace / 4
-				}
+				p.sooner(c.o.grace / 4)
 				lookAgain = true
 				continue
 			}
-			a.Release(h)
-			changed = true
-		} else if left := c.o.grace - age; recheck == 0 || left < recheck {
-			recheck, lookAgain = left, true
+			p.a.Release(h)
+			p.changed = true
+		} else {
+			p.sooner(c.o.grace - age)
+			lookAgain = true
 		}
 	}
-	if due {
-		// Released holds' documents go once their holder has.
-		if err := c.tombstones(ctx, a, now); err != nil {
-			return 0, err
-		}
+	if err := c.tombstones(ctx, p.a, p.now); err != nil {
+		return err
 	}
 	if lookAgain {
 		c.mu.Lock()
-		delete(c.repaired, id) // the repair is due when the young one is old enough
+		delete(c.repaired, p.id) // the repair is due when the young one is old enough
 		c.mu.Unlock()
 	}
+	return nil
+}
+
+// admitQueued admits what the group's queue fits and writes the account
+// with every change of the pass (one compare-and-swap); a failed write
+// puts the admitted back in the queue. It returns the runs admitted, the
+// runs newly queued since the last pass, and whether the account's room
+// for pending holds is used up.
+func (c *Engine) admitQueued(ctx context.Context, p *groupPass) (admitted []queue.Item, queued []string, full bool, err error) {
+	id, a := p.id, p.a
 	item := c.queueItem
 	q, queued := c.queues.take(id, item)
 	// A run that holds a reservation here is admitted: out of the queue,
@@ -182,70 +250,77 @@ func (c *Engine) reconcileResourceGroup(ctx context.Context, id string) (time.Du
 	// Admitting more than that room would fail the whole pass, and with it
 	// the drops of the holds settled meanwhile: no pass would ever succeed.
 	room := quota.MaxPending - len(a.Pending)
-	admitted := c.queues.admit(q, func(q *queue.Queue) []queue.Item { return q.AdmitUpTo(now, a.Allocatable(), room) })
-	full := len(admitted) >= room
+	admitted = c.queues.admit(q, func(q *queue.Queue) []queue.Item { return q.AdmitUpTo(p.now, a.Allocatable(), room) })
+	full = len(admitted) >= room
 	for _, it := range admitted {
-		if _, err := a.Set(odClusterID(it.RunID), it.Demand, now); err != nil {
+		if _, err := a.Set(odClusterID(it.RunID), it.Demand, p.now); err != nil {
 			for _, it := range admitted {
 				c.queues.push(id, it) // not admitted after all
 			}
-			return 0, err
+			return nil, nil, false, err
 		}
-		changed = true
+		p.changed = true
 	}
-	if changed {
-		if _, err := c.update(ctx, kindResourceGroup, id, v, nil, a); err != nil {
+	if p.changed {
+		if _, err := c.update(ctx, kindResourceGroup, id, p.v, nil, a); err != nil {
 			for _, it := range admitted {
 				c.queues.push(id, it) // not admitted after all
 			}
 			c.requeued(id, queued)
-			return 0, err
+			return nil, nil, false, err
 		}
 	}
-	if len(short) > 0 && !changed {
-		// Found short on the cache, which may lag (a release, a restore
-		// another replica made): reported only when the store's account
-		// is the one read; else the watch brings the newer one here again.
-		if _, fv, err := fresh[quota.Account](ctx, c, kindResourceGroup, id); err != nil {
-			return 0, err
-		} else if fv != v {
-			short = nil
+	for _, it := range admitted {
+		c.enqueue(kindRun + "/" + it.RunID)
+		c.metrics.admitted(id, p.now.Sub(it.Enqueued))
+		c.o.log.V(1).Info("run admitted", "run", it.RunID, "resourceGroup", id, "priority", it.Priority, "reserved", it.Demand.String())
+	}
+	return admitted, queued, full, nil
+}
+
+// reportShort says on each live cluster whose hold the group cannot make
+// up, and in the log, that it holds less than it runs. Found short on the
+// cache, which may lag (a release, a restore another replica made), it is
+// reported only when the store's account is the one read; else the watch
+// brings the newer one here again.
+func (c *Engine) reportShort(ctx context.Context, p *groupPass, short []holdReport) error {
+	if len(short) > 0 && !p.changed {
+		if _, fv, err := fresh[quota.Account](ctx, c, kindResourceGroup, p.id); err != nil {
+			return err
+		} else if fv != p.v {
+			return nil
 		}
 	}
 	for _, r := range short {
-		c.o.log.Error(r.err, "a live cluster holds less than it runs and its resource group cannot make up for it", "cluster", r.cluster, "resourceGroup", id, "needs", r.need.String())
-		if err := c.noteQuota(ctx, r.cluster, id, "quota-restore-failed", shortMessage(id, r)); err != nil {
-			return 0, err
+		c.o.log.Error(r.err, "a live cluster holds less than it runs and its resource group cannot make up for it", "cluster", r.cluster, "resourceGroup", p.id, "needs", r.need.String())
+		if err := c.noteQuota(ctx, r.cluster, p.id, "quota-restore-failed", shortMessage(p.id, r)); err != nil {
+			return err
 		}
 	}
+	return nil
+}
+
+// tellWaiting tells the runs newly queued and not admitted that they wait
+// for quota (J18); with no room left for pending holds (full), they are
+// looked at again next pass. Each is a write of its run: a few at once,
+// and a bounded number a pass (the rest are told by the passes that
+// follow, at once), so that a pass, and a change of the group that comes
+// meanwhile (room made), never waits behind a long backlog of them.
+func (c *Engine) tellWaiting(ctx context.Context, p *groupPass, admitted []queue.Item, queued []string, full bool) error {
+	id := p.id
 	in := map[string]bool{}
 	for _, it := range admitted {
 		in[it.RunID] = true
-		c.enqueue(kindRun + "/" + it.RunID)
-		c.metrics.admitted(id, now.Sub(it.Enqueued))
-		c.o.log.V(1).Info("run admitted", "run", it.RunID, "resourceGroup", id, "priority", it.Priority, "reserved", it.Demand.String())
 	}
-	// The rest of the newly queued wait for quota, and say so (J18); with
-	// no room left for pending holds, they are looked at again next pass.
-	if full {
-		var later []string
-		for _, runID := range queued {
-			if !in[runID] {
-				later = append(later, runID)
-			}
-		}
-		c.requeued(id, later)
-		queued = nil
-	}
-	// Each is a write of its run: a few at once, and a bounded number a
-	// pass (the rest are told by the passes that follow, at once), so
-	// that a pass, and a change of the group that comes meanwhile (room
-	// made), never waits behind a long backlog of them.
 	var tell []string
 	for _, runID := range queued {
 		if !in[runID] {
 			tell = append(tell, runID)
 		}
+	}
+	if full {
+		c.requeued(id, tell)
+		return nil
 	}
 	more := len(tell) > maxToldPerPass
 	if more {
@@ -258,7 +333,7 @@ func (c *Engine) reconcileResourceGroup(ctx context.Context, id string) (time.Du
 		if err != nil || r.State != job.Queued {
 			return
 		}
-		if _, held := a.Hold(odClusterID(r.ID)); held {
+		if _, held := p.a.Hold(odClusterID(r.ID)); held {
 			return
 		}
 		failed[i] = c.wait(ctx, r, job.InsufficientQuota, "waiting for quota in resource group "+id)
@@ -272,18 +347,12 @@ func (c *Engine) reconcileResourceGroup(ctx context.Context, id string) (time.Du
 		// The rest are told by the retry, after its backoff: queued now,
 		// the group would be stepped again at once, and a store that
 		// keeps refusing the writes would be asked in a loop.
-		return 0, err
+		return err
 	}
 	if more {
 		c.enqueue(kindResourceGroup + "/" + id)
 	}
-	// Settle, second half: past settleAt pending holds, their documents
-	// are written by a step of their own (settleReconciler). Below
-	// settleAt the account keeps them: nothing is settled that need not be.
-	if len(a.Pending) >= c.o.settleAt {
-		c.enqueue(keySettle + "/" + id)
-	}
-	return recheck, nil
+	return nil
 }
 
 // A resource group's pass tells at most maxToldPerPass of the runs newly

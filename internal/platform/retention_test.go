@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/aidlc/dlc/backend"
+	"github.com/aidlc/dlc/backend/memory"
 	"github.com/aidlc/dlc/job"
 )
 
@@ -114,7 +115,7 @@ func TestFinishedRunsFollowsTheStore(t *testing.T) {
 // or the config gone); a retry once its failed attempt names it (or the
 // attempt is gone). Kept otherwise: deleted, the run would be made again.
 func TestMadeRecorded(t *testing.T) {
-	c, err := New(WithWorkers(0), WithResync(0))
+	c, err := New(WithBackend(memory.New(memory.Options{})), WithWorkers(0), WithResync(0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -166,7 +167,7 @@ func TestMadeRecorded(t *testing.T) {
 // A run's recorded outage ends with its state: displaced to wait, placed
 // anew or ended, it counts an outage there from its start.
 func TestRayUnreachableSinceClearedByAStateChange(t *testing.T) {
-	c, err := New(WithWorkers(0), WithResync(0))
+	c, err := New(WithBackend(memory.New(memory.Options{})), WithWorkers(0), WithResync(0))
 	if err != nil {
 		t.Fatal(err)
 	}
