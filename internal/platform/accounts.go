@@ -192,7 +192,7 @@ func (c *Engine) writeAccount(rg string, l *accountLine, batch []*accountOp) []*
 		mark, walk := c.suspectMark(rg), false
 		if mark.n != 0 {
 			walk = true
-		} else if d, ok := c.cache.get(kindResourceGroup, rg); !ok || newerVersion(v, d.Version) {
+		} else if d, ok := c.cache.Get(kindResourceGroup, rg); !ok || newerVersion(v, d.Version) {
 			// Read past the cache (after a conflict): not vetted there yet.
 			// (A cache ahead of v makes this write conflict: not looked at.)
 			walk = c.foreignAccountChange(c.accountOf(d, ok), a)

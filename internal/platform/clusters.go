@@ -1121,7 +1121,7 @@ func (c *Engine) userOp(cl *cluster.Cluster, op cluster.Op) error {
 func (c *Engine) activeRunsOn(ctx context.Context, id string) ([]*job.Run, error) {
 	sel := map[string]string{labelOn: id, labelPhase: phaseActive}
 	var ids []string
-	for _, d := range c.cache.selectDocs(kindRun, sel) {
+	for _, d := range c.cache.SelectDocs(kindRun, sel) {
 		ids = append(ids, d.ID)
 	}
 	active, err := c.freshRunsOn(ctx, id, ids)

@@ -20,6 +20,7 @@ import (
 	"github.com/aidlc/dlc/cluster"
 	"github.com/aidlc/dlc/errs"
 	"github.com/aidlc/dlc/internal/queue"
+	"github.com/aidlc/dlc/internal/objects"
 	"github.com/aidlc/dlc/internal/runner"
 	"github.com/aidlc/dlc/internal/views"
 	"github.com/aidlc/dlc/job"
@@ -298,7 +299,7 @@ type Engine struct {
 	clock   backend.Clock
 	cat     cluster.Catalogs
 	policy  scheduler.Policy
-	cache   *cache
+	cache   *objects.Cache
 	queues  *queues
 	metrics *metrics    // nil: none registered
 	reads   latestReads // concurrent reads past the cache, coalesced
@@ -390,7 +391,7 @@ func New(opts ...Option) (*Engine, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &Engine{o: o, store: o.backend, ray: o.backend, clock: o.clock, cat: o.catalogs, policy: o.policy,
-		cache: newCache(), queues: newQueues(queue.QueueOptions{MaxWait: o.maxWait}), finished: newFinishedRuns(), order: newRunOrder(), load: newRunLoad(), ctx: ctx, cancel: cancel, repaired: map[string]time.Time{}, seen: map[string]map[string]seenHold{}, suspect: map[string]suspicion{}, tombs: map[string]map[string]seenHold{}, dependents: map[string]string{}, idleRefused: map[string]time.Time{}, steps: map[string]stepSeen{}, claimsSeen: map[string]claimSeen{}, lines: map[string]*accountLine{}}
+		cache: objects.New(derivers()), queues: newQueues(queue.QueueOptions{MaxWait: o.maxWait}), finished: newFinishedRuns(), order: newRunOrder(), load: newRunLoad(), ctx: ctx, cancel: cancel, repaired: map[string]time.Time{}, seen: map[string]map[string]seenHold{}, suspect: map[string]suspicion{}, tombs: map[string]map[string]seenHold{}, dependents: map[string]string{}, idleRefused: map[string]time.Time{}, steps: map[string]stepSeen{}, claimsSeen: map[string]claimSeen{}, lines: map[string]*accountLine{}}
 	m, err := newMetrics(o.registerer, c)
 	if err != nil {
 		cancel()
@@ -405,7 +406,7 @@ func New(opts ...Option) (*Engine, error) {
 		ro.Metrics = m
 	}
 	c.run = runner.New(ctx, ro, c.newReconcilers())
-	c.views = views.NewHub(cacheSource{c.cache}, ctx.Done())
+	c.views = views.NewHub(c.cache, ctx.Done())
 	if o.shareTTL > 0 {
 		probation := uint64(o.probation)
 		if o.resync == 0 {
@@ -438,7 +439,7 @@ func New(opts ...Option) (*Engine, error) {
 	// ends kept of clusters it does not have are dropped now, and later
 	// ones as they come (observeRunEnd).
 	c.loaded.Store(true)
-	c.load.keepOnly(func(id string) bool { _, ok := c.cache.get(kindCluster, id); return ok })
+	c.load.keepOnly(func(id string) bool { _, ok := c.cache.Get(kindCluster, id); return ok })
 	if c.rep != nil {
 		c.startReplicas()
 	}
@@ -531,10 +532,10 @@ func decode[T any](d backend.Doc) (*T, error) {
 // exists says whether kind/id is stored: from the cache, or, on a miss,
 // from the store itself (see cached).
 func (c *Engine) exists(ctx context.Context, kind, id string) (bool, error) {
-	if _, ok := c.cache.get(kind, id); ok {
+	if _, ok := c.cache.Get(kind, id); ok {
 		return true, nil
 	}
-	if c.cache.deleted(kind, id) {
+	if c.cache.Deleted(kind, id) {
 		return false, nil
 	}
 	_, err := c.store.Get(ctx, kind, id)
@@ -582,7 +583,7 @@ func decodeInto(data []byte, v any) error { return json.Unmarshal(data, v) }
 // answer is a typed not-found, unless the watch saw the document deleted.
 func cached[T any](ctx context.Context, c *Engine, kind, id string) (*T, string, error) {
 	v, version, err := fromCache[T](c, kind, id)
-	if errs.IsNotFound(err) && !c.cache.deleted(kind, id) {
+	if errs.IsNotFound(err) && !c.cache.Deleted(kind, id) {
 		return fresh[T](ctx, c, kind, id)
 	}
 	if err == nil {
@@ -604,7 +605,7 @@ func (c *Engine) awaitBound(ctx context.Context, v any) error {
 // not-found: for what walks the cache itself (metrics, queues), where a
 // miss is a document deleted meanwhile.
 func fromCache[T any](c *Engine, kind, id string) (*T, string, error) {
-	d, ok := c.cache.get(kind, id)
+	d, ok := c.cache.Get(kind, id)
 	if !ok {
 		return nil, "", errs.NotFound(kind, id)
 	}
@@ -619,7 +620,7 @@ func fromCache[T any](c *Engine, kind, id string) (*T, string, error) {
 // the cache (shared: not to be changed), or, when the cache has moved on
 // from d's version, d decoded afresh (not shared).
 func sharedObject[T any](c *Engine, d backend.Doc) (v *T, shared bool, err error) {
-	obj, ok, err := c.cache.object(d.Kind, d.ID, d.Version, func(d backend.Doc) (any, error) {
+	obj, ok, err := c.cache.Object(d.Kind, d.ID, d.Version, func(d backend.Doc) (any, error) {
 		v, err := decode[T](d)
 		if err == nil {
 			c.bind(v)
@@ -770,7 +771,7 @@ func (c *Engine) listLatest(ctx context.Context, kind string, sel map[string]str
 	}
 	out := docs[:0]
 	for _, d := range docs {
-		if d, _ = derived(d); backend.Matches(d.Labels, sel) {
+		if d, _ = c.cache.Derived(d); backend.Matches(d.Labels, sel) {
 			out = append(out, d)
 		}
 	}

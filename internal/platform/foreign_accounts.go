@@ -72,7 +72,7 @@ func (c *Engine) foreignAccountChange(before, after *quota.Account) bool {
 // a hold made for a newer generation: the platform never lowers a hold
 // below what the cluster runs at its stored generation).
 func (c *Engine) clusterNeedsMore(holder string, a *quota.Account) bool {
-	d, ok := c.cache.get(kindCluster, holder)
+	d, ok := c.cache.Get(kindCluster, holder)
 	if !ok {
 		return false
 	}

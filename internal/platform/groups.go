@@ -321,7 +321,7 @@ func (c *Engine) checkGroups(ctx context.Context, cl *cluster.Cluster) error {
 	}
 	for _, g := range cl.Spec.Groups {
 		msg := "its cluster group " + g + " does not exist (deleted while the cluster was put into it, or outside the platform): edit its groups"
-		if _, ok := c.cache.get(kindGroup, g); ok || logged(cl.Events, actionGroupMissing, msg) {
+		if _, ok := c.cache.Get(kindGroup, g); ok || logged(cl.Events, actionGroupMissing, msg) {
 			continue
 		}
 		if _, _, err := cached[group.Group](ctx, c, kindGroup, g); !errs.IsNotFound(err) {

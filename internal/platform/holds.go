@@ -59,7 +59,7 @@ type holdSource struct {
 }
 
 func (s holdSource) Get(holder string) (quota.Hold, bool) {
-	d, ok := s.c.cache.get(kindHold, holdID(s.rg, holder))
+	d, ok := s.c.cache.Get(kindHold, holdID(s.rg, holder))
 	if !ok {
 		return quota.Hold{}, false
 	}
@@ -71,7 +71,7 @@ func (s holdSource) Get(holder string) (quota.Hold, bool) {
 }
 
 func (s holdSource) All() map[string]quota.Hold {
-	docs := s.c.cache.selectDocs(kindHold, map[string]string{labelResourceGroup: s.rg})
+	docs := s.c.cache.SelectDocs(kindHold, map[string]string{labelResourceGroup: s.rg})
 	out := make(map[string]quota.Hold, len(docs))
 	for _, d := range docs {
 		if h, _, err := sharedObject[holdDoc](s.c, d); err == nil && h.ResourceGroup == s.rg {
@@ -183,7 +183,7 @@ func (c *Engine) tombstones(ctx context.Context, a *quota.Account, now time.Time
 		}
 		c.mu.Unlock()
 	}()
-	for _, d := range c.cache.selectDocs(kindHold, map[string]string{labelResourceGroup: a.ID}) {
+	for _, d := range c.cache.SelectDocs(kindHold, map[string]string{labelResourceGroup: a.ID}) {
 		h, _, err := sharedObject[holdDoc](c, d)
 		if err != nil || !h.Resources.IsZero() || d.Version == a.Settled {
 			continue
@@ -212,7 +212,7 @@ func (c *Engine) tombstones(ctx context.Context, a *quota.Account, now time.Time
 // holderExists reports whether a holder (a cluster, or an on-demand run's
 // cluster) is in the cache, or may be.
 func (c *Engine) holderExists(ctx context.Context, holder string) bool {
-	if _, ok := c.cache.get(kindCluster, holder); ok {
+	if _, ok := c.cache.Get(kindCluster, holder); ok {
 		return true
 	}
 	_, err := c.latest(ctx, kindCluster, holder)
@@ -228,7 +228,7 @@ func (c *Engine) settle(ctx context.Context, a *quota.Account, write bool) (bool
 	changed := false
 	var todo []string
 	for holder, p := range a.Pending {
-		d, ok := c.cache.get(kindHold, holdID(a.ID, holder))
+		d, ok := c.cache.Get(kindHold, holdID(a.ID, holder))
 		if ok {
 			if h, _, err := sharedObject[holdDoc](c, d); err == nil && holdLabels(h, d.ID) != nil && h.Hold.Same(p) {
 				changed = a.Settle(holder, p.Seq, d.Version, newerVersion) || changed
@@ -339,7 +339,7 @@ func (c *Engine) putHold(ctx context.Context, rg, holder string, h quota.Hold) (
 	id := holdID(rg, holder)
 	doc := holdDoc{ResourceGroup: rg, Holder: holder, Hold: h}
 	labels := map[string]string{labelResourceGroup: rg}
-	d, ok := c.cache.get(kindHold, id)
+	d, ok := c.cache.Get(kindHold, id)
 	for attempt := 0; ; attempt++ {
 		var err error
 		var v string

@@ -32,7 +32,7 @@ func (c *Engine) observeRunEnd(d backend.Doc, obj any) {
 	if !c.load.observe(d, r) {
 		return
 	}
-	cd, ok := c.cache.get(kindCluster, r.ClusterID)
+	cd, ok := c.cache.Get(kindCluster, r.ClusterID)
 	if !ok && c.loaded.Load() {
 		// An ended run written again after its cluster's delete (its
 		// retry recorded, its cleanup): nothing would forget the end kept

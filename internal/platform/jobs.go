@@ -196,8 +196,8 @@ func (s *JobService) ListPage(ctx context.Context, opts job.ListOptions, keep fu
 
 // liveRuns counts a job's runs that have not ended.
 func (c *Engine) liveRuns(jobID string) int {
-	return len(c.cache.selectDocs(kindRun, map[string]string{labelJob: jobID, labelPhase: phasePending})) +
-		len(c.cache.selectDocs(kindRun, map[string]string{labelJob: jobID, labelPhase: phaseActive}))
+	return len(c.cache.SelectDocs(kindRun, map[string]string{labelJob: jobID, labelPhase: phasePending})) +
+		len(c.cache.SelectDocs(kindRun, map[string]string{labelJob: jobID, labelPhase: phaseActive}))
 }
 
 // Events returns a job config's operation log, oldest first.

@@ -58,7 +58,7 @@ func parseContinue(tok string) (*pageKey, error) {
 // the cache moved on from since it was selected is decoded at the version
 // selected).
 func cachedObjects[T any](c *Engine, kind string, sel map[string]string) ([]*T, []string, error) {
-	docs := c.cache.selectDocs(kind, sel)
+	docs := c.cache.SelectDocs(kind, sel)
 	objs := make([]*T, 0, len(docs))
 	versions := make([]string, 0, len(docs))
 	for _, d := range docs {
@@ -159,7 +159,7 @@ func (c *Engine) jobRunsPage(jobID string, from *pageKey, limit int, match, keep
 	for {
 		keys := c.order.keys(jobID, from, chunk)
 		for _, k := range keys {
-			d, ok := c.cache.get(kindRun, k.ID)
+			d, ok := c.cache.Get(kindRun, k.ID)
 			if !ok {
 				continue // deleted meanwhile
 			}

@@ -190,7 +190,7 @@ func (s stateCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(pendingDesc, prometheus.GaugeValue, float64(n), key.rg, itoa(key.priority))
 	}
 	now := s.c.clock.Now()
-	for _, d := range s.c.cache.selectDocs(kindResourceGroup, nil) {
+	for _, d := range s.c.cache.SelectDocs(kindResourceGroup, nil) {
 		a, _, err := fromCache[quota.Account](s.c, kindResourceGroup, d.ID)
 		if err != nil || !check.IsID(a.ID) {
 			continue // registered groups have valid ids: this one was written by someone else

@@ -127,7 +127,7 @@ func (c *Engine) claimAge(id, version string) time.Duration {
 // owner the cache has not seen is looked for in the store itself: a
 // lagging cache must not make a live owner's claim look stale.
 func (c *Engine) ownsName(ctx context.Context, kind, name, owner string) bool {
-	d, ok := c.cache.get(kind, owner)
+	d, ok := c.cache.Get(kind, owner)
 	if !ok {
 		var err error
 		if d, err = c.latest(ctx, kind, owner); errs.IsNotFound(err) {

@@ -208,7 +208,7 @@ func (c *Engine) chooseMember(ctx context.Context, r *job.Run, gid string) (memb
 // cache without a copy of the rest of the group (its log), or from the
 // store on a miss.
 func (c *Engine) groupScheduling(ctx context.Context, gid string) (group.Scheduling, error) {
-	if d, ok := c.cache.get(kindGroup, gid); ok {
+	if d, ok := c.cache.Get(kindGroup, gid); ok {
 		if g, _, err := sharedObject[group.Group](c, d); err == nil {
 			return g.Scheduling(), nil // a copy: Normalized clones the order
 		}
@@ -226,7 +226,7 @@ func (c *Engine) groupScheduling(ctx context.Context, gid string) (group.Schedul
 // decode, can allocate nothing: its members come last. A failed read of
 // the store is returned (the step is retried).
 func (c *Engine) allocatable(ctx context.Context, rg string) (quota.Resources, error) {
-	if d, ok := c.cache.get(kindResourceGroup, rg); ok {
+	if d, ok := c.cache.Get(kindResourceGroup, rg); ok {
 		a, _, err := sharedObject[quota.Account](c, d)
 		if err != nil {
 			c.o.log.V(1).Info("a resource group's account does not decode: its members rank last", "resourceGroup", rg, "error", err.Error())

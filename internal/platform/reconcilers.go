@@ -68,7 +68,7 @@ func (c *Engine) apply(ch backend.Change) {
 	var before backend.Doc
 	had := false
 	if c.views.Watching() || ch.Doc.Kind == kindResourceGroup {
-		before, had = c.cache.get(ch.Doc.Kind, ch.Doc.ID)
+		before, had = c.cache.Get(ch.Doc.Kind, ch.Doc.ID)
 	}
 	var account *quota.Account // as it comes, vetted before the cache has it (vetAccount)
 	if ch.Doc.Kind == kindResourceGroup {
@@ -79,7 +79,7 @@ func (c *Engine) apply(ch backend.Change) {
 	}
 	d, obj := c.observed(ch.Doc, ch.Deleted)
 	if account != nil {
-		c.cache.seed(d.Kind, d.ID, d.Version, account) // decoded once
+		c.cache.Seed(d.Kind, d.ID, d.Version, account) // decoded once
 	}
 	c.views.Publish(d, before, ch.Deleted, had)
 	if c.run.Handles(d.Kind) {
@@ -141,7 +141,7 @@ func (c *Engine) enqueue(key string) { c.run.Enqueue(key) }
 
 // enqueueRuns queues the runs the cache finds under sel.
 func (c *Engine) enqueueRuns(sel map[string]string) {
-	for _, d := range c.cache.selectDocs(kindRun, sel) {
+	for _, d := range c.cache.SelectDocs(kindRun, sel) {
 		c.enqueue(kindRun + "/" + d.ID)
 	}
 }
@@ -168,12 +168,12 @@ func (c *Engine) walk(see func(key, version string, owned bool)) {
 		}
 	}
 	for _, kind := range []string{kindResourceGroup, kindCluster} {
-		visit(kind, c.cache.selectDocs(kind, nil))
+		visit(kind, c.cache.SelectDocs(kind, nil))
 	}
 	for _, phase := range []string{phasePending, phaseActive, phaseCleanup} {
-		visit(kindRun, c.cache.selectDocs(kindRun, map[string]string{labelPhase: phase}))
+		visit(kindRun, c.cache.SelectDocs(kindRun, map[string]string{labelPhase: phase}))
 	}
-	visit(kindJob, c.cache.selectDocs(kindJob, map[string]string{labelScheduled: "1"}))
+	visit(kindJob, c.cache.SelectDocs(kindJob, map[string]string{labelScheduled: "1"}))
 	c.enqueueRetained()
 }
 

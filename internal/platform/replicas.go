@@ -366,7 +366,7 @@ func (c *Engine) affinity(key string) string {
 		id = run
 		fallthrough
 	case kindRun:
-		if d, ok := c.cache.get(kindRun, id); ok {
+		if d, ok := c.cache.Get(kindRun, id); ok {
 			if rg, ok := strings.CutPrefix(d.Labels[labelTarget], targetResourceGroup); ok {
 				return kindResourceGroup + "/" + rg
 			}

@@ -382,7 +382,7 @@ func shortMessage(rg string, r holdReport) string {
 // its hold). A hold that no longer fits (the quota went to someone else
 // before the restore) is returned in short, to be reported.
 func (c *Engine) restoreHolds(ctx context.Context, a *quota.Account, now time.Time) (restored, short []holdReport, err error) {
-	for _, d := range c.cache.selectDocs(kindCluster, map[string]string{labelResourceGroup: a.ID}) {
+	for _, d := range c.cache.SelectDocs(kindCluster, map[string]string{labelResourceGroup: a.ID}) {
 		// Looked at without a copy: every admission pass walks every
 		// cluster of the group, and only the one that lacks is read again.
 		cl, _, err := sharedObject[cluster.Cluster](c, d)

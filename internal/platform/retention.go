@@ -388,7 +388,7 @@ func (c *Engine) enqueueRetained() {
 	if !ret.on() || (!first && ret.maxAge == 0) {
 		return
 	}
-	for _, d := range c.cache.selectDocs(kindRun, map[string]string{labelPhase: phaseDone}) {
+	for _, d := range c.cache.SelectDocs(kindRun, map[string]string{labelPhase: phaseDone}) {
 		key := kindRun + "/" + d.ID
 		if first || !c.run.Waiting(key) {
 			c.enqueue(key)

@@ -310,7 +310,7 @@ func (c *Engine) placeOnDemand(ctx context.Context, r *job.Run) error {
 	}
 	// A cluster not in the cache is created; one that exists after all
 	// (the cache lags) is a conflict, which is fine.
-	if _, ok := c.cache.get(kindCluster, cid); !ok {
+	if _, ok := c.cache.Get(kindCluster, cid); !ok {
 		cl, err := c.onDemandCluster(r)
 		if err != nil {
 			return err

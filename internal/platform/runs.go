@@ -118,7 +118,7 @@ func (c *Engine) createRun(ctx context.Context, jobID, id string, derived bool, 
 	case derived:
 		// A tick's or a retry's run: made by a step before this one, which
 		// the cache shows, or its create below is the conflict.
-		if _, ok := c.cache.get(kindRun, id); ok {
+		if _, ok := c.cache.Get(kindRun, id); ok {
 			if r, err := c.getRun(ctx, id); err == nil {
 				return c.fenceRun(ctx, r)
 			}

@@ -72,7 +72,7 @@ func tickRequest(t time.Time) string { return "tick/" + t.UTC().Format(time.RFC3
 func (c *Engine) reconcileSchedule(ctx context.Context, id string) (time.Duration, error) {
 	// Every write of any config comes here: one without a schedule (its
 	// label, derived from the decoded config) is passed over unread.
-	if d, ok := c.cache.get(kindJob, id); ok && d.Labels[labelScheduled] == "" {
+	if d, ok := c.cache.Get(kindJob, id); ok && d.Labels[labelScheduled] == "" {
 		return 0, nil
 	}
 	rec, err := c.getJob(ctx, id)
@@ -231,7 +231,7 @@ func untilNext(next, now time.Time) time.Duration {
 // returns the run's id, or why the tick is skipped.
 func (c *Engine) tickRun(ctx context.Context, rec *job.Record, t time.Time) (runID, skipped string, err error) {
 	id := idFor("run", rec.ID, tickRequest(t))
-	if _, ok := c.cache.get(kindRun, id); ok {
+	if _, ok := c.cache.Get(kindRun, id); ok {
 		return id, "", nil // made by an earlier step
 	}
 	if p := rec.Config.Schedule.Policy(); p != job.AllowConcurrent {

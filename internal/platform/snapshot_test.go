@@ -75,14 +75,14 @@ func TestChangesBeforeTheSnapshotIsApplied(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Close() })
-	d, ok := c.cache.get(kindHold, holdID("rg", "cls-1"))
+	d, ok := c.cache.Get(kindHold, holdID("rg", "cls-1"))
 	if !ok || d.Version != released {
 		t.Errorf("the cache has cls-1's hold at version %q (present %v), want the release's %q", d.Version, ok, released)
 	}
 	if h := (holdSource{c: c, rg: "rg"}).All(); len(h) != 1 || !h["cls-1"].Resources.IsZero() {
 		t.Errorf("the settled holds read %v, want cls-1's released and cls-2's gone", fmt.Sprint(h))
 	}
-	if _, ok := c.cache.get(kindHold, holdID("rg", "cls-2")); ok {
+	if _, ok := c.cache.Get(kindHold, holdID("rg", "cls-2")); ok {
 		t.Error("the cache has cls-2's hold, deleted after the snapshot")
 	}
 }

@@ -30,7 +30,7 @@ func (s *TemplateService) Save(ctx context.Context, t *cluster.Template) error {
 	}
 	t = t.DeepCopy()
 	version, exists := "", false
-	if d, ok := c.cache.get(kindTemplate, t.Name); ok {
+	if d, ok := c.cache.Get(kindTemplate, t.Name); ok {
 		version, exists = d.Version, true
 	}
 	for attempt := 0; ; attempt++ {
