@@ -140,12 +140,7 @@ func (c *Engine) drainLine(rg string, l *accountLine) {
 // the batch: it returns the batch as written, for their callers to be
 // woken.
 func (c *Engine) writeAccount(rg string, l *accountLine, batch []*accountOp) []*accountOp {
-	ops := make([]*accountOp, 0, len(batch))
-	for _, op := range batch {
-		if op.err = op.ctx.Err(); op.err == nil {
-			ops = append(ops, op)
-		}
-	}
+	ops := alive(nil, batch)
 	if len(ops) == 0 {
 		return batch
 	}
@@ -185,50 +180,14 @@ func (c *Engine) writeAccount(rg string, l *accountLine, batch []*accountOp) []*
 		if err != nil {
 			c.o.log.Error(err, "writing reservations out of their resource group's account failed; its reconciler will", "resourceGroup", rg)
 		}
-		// An account changed as the platform never changes it (someone
-		// else removed a hold, lowered the sum) is not decided on before
-		// the live clusters are looked at: their holds are put back first
-		// (foreign_accounts.go).
-		mark, walk := c.suspectMark(rg), false
-		if mark.n != 0 {
-			walk = true
-		} else if d, ok := c.cache.Get(kindResourceGroup, rg); !ok || newerVersion(v, d.Version) {
-			// Read past the cache (after a conflict): not vetted there yet.
-			// (A cache ahead of v makes this write conflict: not looked at.)
-			walk = c.foreignAccountChange(c.accountOf(d, ok), a)
+		w, err := c.restoreIfForeign(ctx, rg, a, v, work)
+		if err != nil {
+			fail(err)
+			return batch
 		}
-		var restored []holdReport
-		repaired := false
-		if walk {
-			repaired = work.TrueUp()
-			var short []holdReport
-			if restored, short, err = c.restoreHolds(ctx, work, c.clock.Now()); err != nil {
-				fail(err)
-				return batch
-			}
-			repaired = repaired || len(restored) > 0
-			for _, r := range short {
-				c.o.log.Error(r.err, "a live cluster holds less than it runs and its resource group cannot make up for it", "cluster", r.cluster, "resourceGroup", rg, "needs", r.need.String())
-			}
-		}
-		var last *accountOp
-		refused := false
-		for _, op := range ops {
-			next := work.DeepCopy()
-			// f may fence on the version it is given (holdAsStored: "the
-			// account has not changed since my reservation"): a change made
-			// earlier in this batch is a change, so after one the version
-			// is none (""), as after a repair of the live clusters' holds.
-			next.Version = v
-			if last != nil || repaired {
-				next.Version = ""
-			}
-			op.changed, op.err = op.f(next)
-			op.a = next
-			refused = refused || errors.Is(op.err, errs.ErrQuota)
-			if op.err == nil && op.changed {
-				work, last = next, op
-			}
+		last, refused := applyOps(ops, work, v, w.repaired)
+		if last != nil {
+			work = last.a
 		}
 		if refused && !fromStore {
 			// Refused on the cache, which may lag a release another
@@ -244,31 +203,19 @@ func (c *Engine) writeAccount(rg string, l *accountLine, batch []*accountOp) []*
 				continue
 			}
 		}
-		if last == nil && !(settled && force) && !repaired {
-			if walk {
-				c.clearSuspect(rg, mark, v) // the live clusters have what they run
+		if last == nil && !(settled && force) && !w.repaired {
+			if w.walked {
+				c.clearSuspect(rg, w.mark, v) // the live clusters have what they run
 			}
 			return batch // nothing to write: each op has the account as it was given
 		}
 		sent := time.Now()
 		nv, err := c.update(ctx, kindResourceGroup, rg, v, nil, work)
 		if err == nil {
-			for _, op := range ops {
-				if op.err == nil && op.changed {
-					op.a.Version = "" // a later change of the batch was written with it
-				}
-			}
-			if last != nil {
-				last.a.Version = nv
-			}
-			for _, op := range ops {
-				if op.err == nil && op.changed {
-					noteWrite(op.ctx, kindResourceGroup, rg, nv)
-				}
-			}
-			if walk {
-				c.clearSuspect(rg, mark, v)
-				c.noteRestored(ctx, rg, restored)
+			accountWritten(ops, last, rg, nv)
+			if w.walked {
+				c.clearSuspect(rg, w.mark, v)
+				c.noteRestored(ctx, rg, w.restored)
 			}
 			return batch
 		}
@@ -282,18 +229,15 @@ func (c *Engine) writeAccount(rg string, l *accountLine, batch []*accountOp) []*
 				return batch
 			}
 		}
+		// The changes that came on the line meanwhile join the batch, and
+		// keep its calls going as the first ones do: its context ends when
+		// every caller's has.
 		c.linesMu.Lock()
 		more := l.ops
 		l.ops = nil
 		c.linesMu.Unlock()
-		for _, op := range more {
-			if op.err = op.ctx.Err(); op.err == nil {
-				ops = append(ops, op)
-			}
-		}
+		ops = alive(ops, more)
 		batch = append(batch, more...)
-		// The changes that joined keep the batch's calls going as the
-		// first ones do: its context ends when every caller's has.
 		cancel()
 		ctx, cancel = batchContext(ops)
 		ctx = withoutStepWrites(ctx)
@@ -302,6 +246,99 @@ func (c *Engine) writeAccount(rg string, l *accountLine, batch []*accountOp) []*
 			return batch
 		}
 		fromStore = true
+	}
+}
+
+// alive appends to ops the changes of batch whose caller is still there;
+// the others get their context's error.
+func alive(ops, batch []*accountOp) []*accountOp {
+	for _, op := range batch {
+		if op.err = op.ctx.Err(); op.err == nil {
+			ops = append(ops, op)
+		}
+	}
+	return ops
+}
+
+// foreignWalk is what restoreIfForeign did to an account before the batch.
+type foreignWalk struct {
+	walked   bool         // the live clusters were looked at
+	mark     suspicion    // the suspect mark the walk was made for
+	restored []holdReport // holds put back
+	repaired bool         // the sum or a hold changed: work needs writing
+}
+
+// restoreIfForeign looks at the live clusters before a batch decides on
+// resource group rg's account a (at version v) when it changed as the
+// platform never changes it (someone else removed a hold, lowered the
+// sum: foreign_accounts.go): the sum is made its holds', and the holds
+// the live clusters lack are put back in work first.
+func (c *Engine) restoreIfForeign(ctx context.Context, rg string, a *quota.Account, v string, work *quota.Account) (foreignWalk, error) {
+	w := foreignWalk{mark: c.suspectMark(rg)}
+	if w.mark.n != 0 {
+		w.walked = true
+	} else if d, ok := c.cache.Get(kindResourceGroup, rg); !ok || newerVersion(v, d.Version) {
+		// Read past the cache (after a conflict): not vetted there yet.
+		// (A cache ahead of v makes this write conflict: not looked at.)
+		w.walked = c.foreignAccountChange(c.accountOf(d, ok), a)
+	}
+	if !w.walked {
+		return w, nil
+	}
+	w.repaired = work.TrueUp()
+	restored, short, err := c.restoreHolds(ctx, work, c.clock.Now())
+	if err != nil {
+		return w, err
+	}
+	w.restored = restored
+	w.repaired = w.repaired || len(restored) > 0
+	for _, r := range short {
+		c.o.log.Error(r.err, "a live cluster holds less than it runs and its resource group cannot make up for it", "cluster", r.cluster, "resourceGroup", rg, "needs", r.need.String())
+	}
+	return w, nil
+}
+
+// applyOps applies each change of ops, in order, to a copy of the
+// account as the changes before it left it (work), and returns the last
+// change that changed it (its account is what is to be written), and
+// whether any was refused for quota. A change may fence on the version
+// it is given (holdAsStored: "the account has not changed since my
+// reservation"): after a change earlier in the batch, or a repair of the
+// live clusters' holds, the version is none ("").
+func applyOps(ops []*accountOp, work *quota.Account, v string, repaired bool) (last *accountOp, refused bool) {
+	for _, op := range ops {
+		next := work.DeepCopy()
+		next.Version = v
+		if last != nil || repaired {
+			next.Version = ""
+		}
+		op.changed, op.err = op.f(next)
+		op.a = next
+		refused = refused || errors.Is(op.err, errs.ErrQuota)
+		if op.err == nil && op.changed {
+			work, last = next, op
+		}
+	}
+	return last, refused
+}
+
+// accountWritten tells each change of a written batch what it got: the
+// last one the account at version nv, those before it the account with a
+// later change written with it (no version); and each change's step that
+// it wrote.
+func accountWritten(ops []*accountOp, last *accountOp, rg, nv string) {
+	for _, op := range ops {
+		if op.err == nil && op.changed {
+			op.a.Version = "" // a later change of the batch was written with it
+		}
+	}
+	if last != nil {
+		last.a.Version = nv
+	}
+	for _, op := range ops {
+		if op.err == nil && op.changed {
+			noteWrite(op.ctx, kindResourceGroup, rg, nv)
+		}
 	}
 }
 
