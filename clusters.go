@@ -7,6 +7,7 @@ import (
 	"github.com/aidlc/dlc/auth"
 	"github.com/aidlc/dlc/cluster"
 	"github.com/aidlc/dlc/errs"
+	"github.com/aidlc/dlc/event"
 	"github.com/aidlc/dlc/internal/platform"
 )
 
@@ -98,7 +99,7 @@ func (s *ClusterService) List(ctx context.Context) ([]*cluster.Cluster, error) {
 }
 
 // Events returns a cluster's operation and event log (C13), oldest first.
-func (s *ClusterService) Events(ctx context.Context, id string) ([]cluster.Event, error) {
+func (s *ClusterService) Events(ctx context.Context, id string) ([]event.Event, error) {
 	if err := s.c.clusters().check(ctx, auth.DescribeCluster, id); err != nil {
 		return nil, err
 	}

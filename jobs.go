@@ -5,7 +5,7 @@ import (
 	"github.com/aidlc/dlc/auth"
 	"time"
 
-	"github.com/aidlc/dlc/cluster"
+	"github.com/aidlc/dlc/event"
 	"github.com/aidlc/dlc/internal/platform"
 	"github.com/aidlc/dlc/job"
 )
@@ -64,7 +64,7 @@ func (s *JobService) ListPage(ctx context.Context, opts JobListOptions) (*JobLis
 }
 
 // Events returns a job config's operation log, oldest first.
-func (s *JobService) Events(ctx context.Context, id string) ([]cluster.Event, error) {
+func (s *JobService) Events(ctx context.Context, id string) ([]event.Event, error) {
 	if err := s.c.jobs().check(ctx, auth.DescribeJob, id); err != nil {
 		return nil, err
 	}

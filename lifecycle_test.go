@@ -14,6 +14,7 @@ import (
 	"github.com/aidlc/dlc/cluster"
 	"github.com/aidlc/dlc/dlctest"
 	"github.com/aidlc/dlc/errs"
+	"github.com/aidlc/dlc/event"
 	"github.com/aidlc/dlc/job"
 )
 
@@ -210,7 +211,7 @@ func TestScheduleMissedTicks(t *testing.T) {
 			}
 			events, err := f.c.Jobs().Events(f.ctx, rec.ID)
 			f.must(err)
-			if !slices.ContainsFunc(events, func(e cluster.Event) bool { return e.Action == "tick-missed" }) {
+			if !slices.ContainsFunc(events, func(e event.Event) bool { return e.Action == "tick-missed" }) {
 				t.Fatalf("no tick-missed event: %+v", events)
 			}
 		})
@@ -380,7 +381,7 @@ func TestIdleHibernate(t *testing.T) {
 	if got.State != cluster.Hibernated {
 		t.Fatalf("idle past its timeout, the cluster is %s", got.State)
 	}
-	if !slices.ContainsFunc(got.Events, func(e cluster.Event) bool {
+	if !slices.ContainsFunc(got.Events, func(e event.Event) bool {
 		return e.Action == "hibernate" && e.Source == "system" && strings.Contains(e.Message, "idle timeout of 10m0s")
 	}) {
 		t.Fatalf("no idle hibernate recorded: %+v", got.Events)

@@ -9,6 +9,7 @@ import (
 	"github.com/aidlc/dlc"
 	"github.com/aidlc/dlc/cluster"
 	"github.com/aidlc/dlc/dlctest"
+	"github.com/aidlc/dlc/event"
 	"github.com/aidlc/dlc/job"
 	"github.com/aidlc/dlc/quota"
 )
@@ -126,7 +127,7 @@ func quotaGroup(id string, cores int64) quota.Group {
 
 // entries counts the entries of log whose action is action and whose
 // message contains saying ("": any).
-func entries(log []cluster.Event, action, saying string) int {
+func entries(log []event.Event, action, saying string) int {
 	n := 0
 	for _, e := range log {
 		if e.Action == action && strings.Contains(e.Message, saying) {

@@ -4,7 +4,7 @@ import (
 	"context"
 	"github.com/aidlc/dlc/auth"
 
-	"github.com/aidlc/dlc/cluster"
+	"github.com/aidlc/dlc/event"
 	"github.com/aidlc/dlc/internal/platform"
 	"github.com/aidlc/dlc/job"
 )
@@ -154,7 +154,7 @@ func (s *RunService) Follow(ctx context.Context, id string) (<-chan string, erro
 }
 
 // Events returns a run's event log, oldest first.
-func (s *RunService) Events(ctx context.Context, id string) ([]cluster.Event, error) {
+func (s *RunService) Events(ctx context.Context, id string) ([]event.Event, error) {
 	if err := s.c.runs().check(ctx, auth.DescribeRun, id); err != nil {
 		return nil, err
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/aidlc/dlc/errs"
+	"github.com/aidlc/dlc/event"
 	"github.com/aidlc/dlc/quota"
 )
 
@@ -125,21 +126,8 @@ type Cluster struct {
 	// compute go.
 	QuotaGroup string `json:"quotaGroup,omitempty"`
 	// Events is the operation and event log (C13), newest last, at most
-	// MaxEvents entries.
-	Events []Event `json:"events,omitempty"`
-}
-
-// MaxEvents is how many entries an object's operation and event log
-// keeps; older ones are dropped.
-const MaxEvents = 100
-
-// AppendEvent adds e to a log, dropping the oldest entries past MaxEvents.
-func AppendEvent(log []Event, e Event) []Event {
-	log = append(log, e)
-	if len(log) > MaxEvents {
-		log = append([]Event(nil), log[len(log)-MaxEvents:]...)
-	}
-	return log
+	// event.MaxEntries entries.
+	Events []event.Event `json:"events,omitempty"`
 }
 
 // HoldsQuota reports whether a cluster in state s keeps its reservation:
@@ -351,16 +339,6 @@ type Pod struct {
 	NodeSpec  string          `json:"nodeSpec"`
 }
 
-// Event is one entry of a cluster's, job's or run's operation and event
-// log (C13): a user operation or a system event.
-type Event struct {
-	Time    time.Time `json:"time"`
-	Source  string    `json:"source"` // "user" or "system"
-	Actor   string    `json:"actor,omitempty"`
-	Action  string    `json:"action"`
-	Message string    `json:"message,omitempty"`
-}
-
 // HistoryEntry is one run in a cluster's job history (C13).
 type HistoryEntry struct {
 	JobID       string        `json:"jobID"`
@@ -378,7 +356,7 @@ type Details struct {
 	Cluster   Cluster         `json:"cluster"`
 	Resources quota.Resources `json:"resources"` // what it reserves now
 	History   []HistoryEntry  `json:"history"`
-	Events    []Event         `json:"events"`
+	Events    []event.Event   `json:"events"`
 	Pods      []Pod           `json:"pods"`
 	Dashboard string          `json:"dashboard,omitempty"` // the Ray dashboard, while running
 }

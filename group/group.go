@@ -10,8 +10,8 @@ import (
 	"slices"
 	"time"
 
-	"github.com/aidlc/dlc/cluster"
 	"github.com/aidlc/dlc/errs"
+	"github.com/aidlc/dlc/event"
 	"github.com/aidlc/dlc/internal/check"
 	"github.com/aidlc/dlc/internal/codec"
 )
@@ -140,7 +140,7 @@ type Group struct {
 	CreatedAt time.Time `json:"createdAt"`
 	UpdatedAt time.Time `json:"updatedAt"`
 	// Events is the group's operation log, newest last.
-	Events []cluster.Event `json:"events,omitempty"`
+	Events []event.Event `json:"events,omitempty"`
 	// Deleting marks a group whose delete is in progress (G6).
 	Deleting Deletion `json:"deleting,omitzero"`
 }

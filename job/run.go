@@ -10,8 +10,8 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/aidlc/dlc/cluster"
 	"github.com/aidlc/dlc/errs"
+	"github.com/aidlc/dlc/event"
 	"github.com/aidlc/dlc/quota"
 )
 
@@ -26,7 +26,7 @@ type Record struct {
 	CreatedAt time.Time `json:"createdAt"`
 	UpdatedAt time.Time `json:"updatedAt"`
 	// Events is the config's operation log, newest last.
-	Events []cluster.Event `json:"events,omitempty"`
+	Events []event.Event `json:"events,omitempty"`
 	// Deleting marks a config whose delete is in progress (J17).
 	Deleting Deletion `json:"deleting,omitzero"`
 	// ScheduleStatus is where the config's schedule stands (L1).
@@ -301,8 +301,8 @@ type Run struct {
 	// started by hand.
 	Tick    time.Time `json:"tick,omitzero"`
 	Version string    `json:"-"` // the store's version; a stale write is a conflict
-	// Events is the run's event log, newest last (at most cluster.MaxEvents).
-	Events []cluster.Event `json:"events,omitempty"`
+	// Events is the run's event log, newest last (at most event.MaxEntries).
+	Events []event.Event `json:"events,omitempty"`
 }
 
 // DeepCopy returns a copy of r that shares nothing with it.

@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/aidlc/dlc/cluster"
+	"github.com/aidlc/dlc/event"
 	"github.com/aidlc/dlc/job"
 )
 
@@ -81,15 +82,15 @@ func (r *eventRecorder) record(k *kindInfo, before, after []byte, obj client.Obj
 // newSystemEvents returns the system entries of after's event log that
 // are not in before's, oldest first. The log is bounded and drops its
 // oldest entries, so entries are matched by what they hold, not counted.
-func newSystemEvents(before, after []byte) ([]cluster.Event, error) {
+func newSystemEvents(before, after []byte) ([]event.Event, error) {
 	type eventLog struct {
-		Events []cluster.Event `json:"events"`
+		Events []event.Event `json:"events"`
 	}
 	type key struct {
 		time                          time.Time
 		source, actor, action, detail string
 	}
-	keyOf := func(e cluster.Event) key { return key{e.Time.UTC(), e.Source, e.Actor, e.Action, e.Message} }
+	keyOf := func(e event.Event) key { return key{e.Time.UTC(), e.Source, e.Actor, e.Action, e.Message} }
 	var a eventLog
 	if err := json.Unmarshal(after, &a); err != nil {
 		return nil, err
@@ -104,7 +105,7 @@ func newSystemEvents(before, after []byte) ([]cluster.Event, error) {
 			seen[keyOf(e)]++
 		}
 	}
-	var out []cluster.Event
+	var out []event.Event
 	for _, e := range a.Events {
 		if k := keyOf(e); seen[k] > 0 {
 			seen[k]--

@@ -19,6 +19,7 @@ import (
 	"github.com/aidlc/dlc/backend/kube/api/v1alpha1"
 	"github.com/aidlc/dlc/cluster"
 	"github.com/aidlc/dlc/dlctest/kubetest"
+	"github.com/aidlc/dlc/event"
 )
 
 // TestStoreEvents: the system entries a write adds to a cluster's event
@@ -53,12 +54,12 @@ func TestStoreEvents(t *testing.T) {
 		v := put("")
 		cl.State = cluster.Running
 		cl.Events = append(cl.Events,
-			cluster.Event{Time: t0.Add(2 * time.Second), Source: "system", Action: "running", Message: "3 pods"},
-			cluster.Event{Time: t0.Add(3 * time.Second), Source: "user", Actor: "alice", Action: "scale", Message: "gpu: 2 workers"})
+			event.Event{Time: t0.Add(2 * time.Second), Source: "system", Action: "running", Message: "3 pods"},
+			event.Event{Time: t0.Add(3 * time.Second), Source: "user", Actor: "alice", Action: "scale", Message: "gpu: 2 workers"})
 		v = put(v)
 		cl.State, cl.Reason = cluster.Abnormal, "head pod lost"
 		cl.Events = append(slices.Clone(cl.Events[2:]),
-			cluster.Event{Time: t0.Add(4 * time.Second), Source: "system", Action: "abnormal", Message: "head pod lost"})
+			event.Event{Time: t0.Add(4 * time.Second), Source: "system", Action: "abnormal", Message: "head pod lost"})
 		put(v)
 	}
 	list := func(ns string) []corev1.Event {

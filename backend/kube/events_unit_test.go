@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/aidlc/dlc/cluster"
+	"github.com/aidlc/dlc/event"
 )
 
 func TestEventReasonAndType(t *testing.T) {
@@ -34,17 +35,17 @@ func TestEventReasonAndType(t *testing.T) {
 // and an entry equal to one before is new only if it is there more often.
 func TestNewSystemEvents(t *testing.T) {
 	t0 := time.Date(2026, 3, 14, 9, 0, 0, 0, time.UTC)
-	ev := func(i int, source string) cluster.Event {
-		return cluster.Event{Time: t0.Add(time.Duration(i) * time.Second), Source: source, Action: "a", Message: "m"}
+	ev := func(i int, source string) event.Event {
+		return event.Event{Time: t0.Add(time.Duration(i) * time.Second), Source: source, Action: "a", Message: "m"}
 	}
-	data := func(log ...cluster.Event) []byte {
+	data := func(log ...event.Event) []byte {
 		b, err := json.Marshal(cluster.Cluster{ID: "c", Events: log})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return b
 	}
-	full := make([]cluster.Event, cluster.MaxEvents)
+	full := make([]event.Event, event.MaxEntries)
 	for i := range full {
 		full[i] = ev(i, "system")
 	}
@@ -54,14 +55,14 @@ func TestNewSystemEvents(t *testing.T) {
 	for _, c := range []struct {
 		name          string
 		before, after []byte
-		want          []cluster.Event
+		want          []event.Event
 	}{
-		{"create", nil, data(ev(0, "user"), ev(1, "system")), []cluster.Event{ev(1, "system")}},
+		{"create", nil, data(ev(0, "user"), ev(1, "system")), []event.Event{ev(1, "system")}},
 		{"unchanged", data(ev(0, "user"), ev(1, "system")), data(ev(0, "user"), shifted), nil},
-		{"appended", data(ev(1, "system")), data(ev(1, "system"), ev(2, "user"), ev(3, "system")), []cluster.Event{ev(3, "system")}},
+		{"appended", data(ev(1, "system")), data(ev(1, "system"), ev(2, "user"), ev(3, "system")), []event.Event{ev(3, "system")}},
 		{"bounded", data(full...), data(append(full[2:], ev(200, "system"), ev(201, "system"))...),
-			[]cluster.Event{ev(200, "system"), ev(201, "system")}},
-		{"repeated", data(ev(1, "system")), data(ev(1, "system"), ev(1, "system")), []cluster.Event{ev(1, "system")}},
+			[]event.Event{ev(200, "system"), ev(201, "system")}},
+		{"repeated", data(ev(1, "system")), data(ev(1, "system"), ev(1, "system")), []event.Event{ev(1, "system")}},
 		{"no log", data(), []byte(`{"id":"c"}`), nil},
 	} {
 		got, err := newSystemEvents(c.before, c.after)

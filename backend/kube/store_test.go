@@ -13,6 +13,7 @@ import (
 	"time"
 
 	dlc "github.com/aidlc/dlc"
+	"github.com/aidlc/dlc/event"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -73,8 +74,8 @@ func testConfig() job.Config {
 	}
 }
 
-func events() []cluster.Event {
-	return []cluster.Event{{Time: t0, Source: "user", Actor: "alice", Action: "create"}, {Time: t0.Add(time.Second), Source: "system", Action: "created", Message: "Ray has it"}}
+func events() []event.Event {
+	return []event.Event{{Time: t0, Source: "user", Actor: "alice", Action: "create"}, {Time: t0.Add(time.Second), Source: "system", Action: "created", Message: "Ray has it"}}
 }
 
 // storeCase is one kind's documents: the value created, then the value it

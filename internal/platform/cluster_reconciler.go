@@ -12,6 +12,7 @@ import (
 
 	"github.com/aidlc/dlc/cluster"
 	"github.com/aidlc/dlc/errs"
+	"github.com/aidlc/dlc/event"
 	"github.com/aidlc/dlc/internal/runner"
 	"github.com/aidlc/dlc/quota"
 )
@@ -195,7 +196,7 @@ func (c *Engine) observedCluster(ctx context.Context, cl *cluster.Cluster, t clu
 		msg = strings.TrimPrefix(msg+"; ", "; ") + "Ray's cluster at generation " + fmt.Sprint(cl.Generation) + " is " + string(obs.Phase) + " after all (it was abnormal: " + cl.Reason + ")"
 		next.Reason = ""
 	}
-	next.Events = cluster.AppendEvent(next.Events, c.event(ctx, "system", string(to), msg))
+	next.Events = event.Append(next.Events, c.event(ctx, "system", string(to), msg))
 	if err := c.putCluster(ctx, next, cl.Version); err != nil {
 		return err
 	}
@@ -484,7 +485,7 @@ func (c *Engine) stepFailed(ctx context.Context, id, why string, also ...func(*c
 		for _, f := range also {
 			f(next)
 		}
-		next.Events = cluster.AppendEvent(next.Events, c.event(ctx, "system", string(to), why))
+		next.Events = event.Append(next.Events, c.event(ctx, "system", string(to), why))
 		err = c.putCluster(ctx, next, v)
 		if err == nil || !errors.Is(err, errs.ErrConflict) || attempt >= conflictRetries {
 			return err == nil, err
@@ -534,7 +535,7 @@ func deletingSince(cl *cluster.Cluster) time.Time {
 // once, past the backoff: with a cause whose words change each time (an
 // ephemeral port, a request id), a loop; and the log would lose the rest
 // of its history to it. It reports whether log changed.
-func renote(log []cluster.Event, e cluster.Event, every time.Duration) ([]cluster.Event, bool) {
+func renote(log []event.Event, e event.Event, every time.Duration) ([]event.Event, bool) {
 	if n := len(log); n > 0 && log[n-1].Action == e.Action {
 		if last := log[n-1]; last.Message == e.Message || e.Time.Sub(last.Time) < every {
 			return log, false
@@ -543,7 +544,7 @@ func renote(log []cluster.Event, e cluster.Event, every time.Duration) ([]cluste
 		out[n-1] = e
 		return out, true
 	}
-	return cluster.AppendEvent(log, e), true
+	return event.Append(log, e), true
 }
 
 // enqueueDependents queues the runs that a change of cl may move: those
@@ -606,7 +607,7 @@ func (c *Engine) deleteTemporary(ctx context.Context, cl *cluster.Cluster, why s
 		return err
 	}
 	next.Generation++
-	next.Events = cluster.AppendEvent(next.Events, c.event(ctx, "system", "delete", why))
+	next.Events = event.Append(next.Events, c.event(ctx, "system", "delete", why))
 	return c.putCluster(ctx, next, cl.Version)
 }
 

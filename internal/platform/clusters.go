@@ -13,6 +13,7 @@ import (
 
 	"github.com/aidlc/dlc/cluster"
 	"github.com/aidlc/dlc/errs"
+	"github.com/aidlc/dlc/event"
 	"github.com/aidlc/dlc/group"
 	"github.com/aidlc/dlc/job"
 	"github.com/aidlc/dlc/quota"
@@ -65,7 +66,7 @@ func (c *Engine) createCluster(ctx context.Context, spec *cluster.Spec, action, 
 	if err != nil {
 		return nil, err
 	}
-	cl.Events = cluster.AppendEvent(nil, c.event(ctx, "user", action, msg))
+	cl.Events = event.Append(nil, c.event(ctx, "user", action, msg))
 	if err := c.nameFree(ctx, kindCluster, spec.Name, cl.ID); err != nil {
 		return nil, err
 	}
@@ -186,7 +187,7 @@ func (c *Engine) undoCreate(ctx context.Context, id, why string) error {
 			return struct{}{}, err
 		}
 		next.Generation++
-		next.Events = cluster.AppendEvent(next.Events, c.event(ctx, "system", "delete", why))
+		next.Events = event.Append(next.Events, c.event(ctx, "system", "delete", why))
 		return struct{}{}, c.putCluster(ctx, next, cl.Version)
 	})
 	if err != nil {
@@ -290,7 +291,7 @@ func (c *Engine) listClusters(sel map[string]string) ([]*cluster.Cluster, error)
 }
 
 // Events returns a cluster's operation and event log (C13), oldest first.
-func (s *ClusterService) Events(ctx context.Context, id string) ([]cluster.Event, error) {
+func (s *ClusterService) Events(ctx context.Context, id string) ([]event.Event, error) {
 	cl, err := s.Get(ctx, id)
 	if err != nil {
 		return nil, err
@@ -338,7 +339,7 @@ func (s *ClusterService) start(ctx context.Context, cl *cluster.Cluster) (*clust
 	if err != nil {
 		return nil, err
 	}
-	next.Events = cluster.AppendEvent(next.Events, c.event(ctx, "user", "start", "reserving "+need.String()))
+	next.Events = event.Append(next.Events, c.event(ctx, "user", "start", "reserving "+need.String()))
 	if err := c.writeWithHold(ctx, next, cl, need); err != nil {
 		return nil, err
 	}
@@ -547,7 +548,7 @@ func (c *Engine) holdAsStored(ctx context.Context, rg, id string, gen int64, min
 func (c *Engine) fenceOff(ctx context.Context, cl *cluster.Cluster, gen int64, action, msg string) (ok bool, err error) {
 	next := cl.DeepCopy()
 	next.Generation = max(next.Generation, gen)
-	next.Events = cluster.AppendEvent(next.Events, c.event(ctx, "system", action, msg))
+	next.Events = event.Append(next.Events, c.event(ctx, "system", action, msg))
 	switch err := c.putCluster(ctx, next, cl.Version); {
 	case errors.Is(err, errs.ErrConflict), errs.IsNotFound(err):
 		return false, nil
@@ -607,7 +608,7 @@ func (s *ClusterService) hibernateAs(ctx context.Context, cl *cluster.Cluster, o
 		return nil, err
 	}
 	next.Generation++
-	next.Events = cluster.AppendEvent(next.Events, c.event(ctx, source, "hibernate", msg))
+	next.Events = event.Append(next.Events, c.event(ctx, source, "hibernate", msg))
 	if err := c.putCluster(ctx, next, cl.Version); err != nil {
 		return nil, err
 	}
@@ -657,7 +658,7 @@ func (s *ClusterService) delete(ctx context.Context, cl *cluster.Cluster, opts c
 	if opts.Force {
 		action = "force-delete"
 	}
-	next.Events = cluster.AppendEvent(next.Events, c.event(ctx, "user", action, ""))
+	next.Events = event.Append(next.Events, c.event(ctx, "user", action, ""))
 	return c.putCluster(ctx, next, cl.Version)
 }
 
@@ -706,7 +707,7 @@ func (s *ClusterService) Update(ctx context.Context, in *cluster.Cluster) (*clus
 	}
 	var werr error
 	if cur.Live == nil {
-		next.Events = cluster.AppendEvent(next.Events, c.event(ctx, "user", "edit", strings.Join(live, ", ")))
+		next.Events = event.Append(next.Events, c.event(ctx, "user", "edit", strings.Join(live, ", ")))
 		werr = c.putCluster(ctx, next, cur.Version)
 		if werr != nil && !errors.Is(werr, errs.ErrConflict) && !errs.IsNotFound(werr) {
 			// A lost reply: if the edit was written, it is done.
@@ -719,7 +720,7 @@ func (s *ClusterService) Update(ctx context.Context, in *cluster.Cluster) (*clus
 			}
 		}
 	} else {
-		next.Events = cluster.AppendEvent(next.Events, c.event(ctx, "user", "edit", strings.Join(append(live, restart...), ", ")))
+		next.Events = event.Append(next.Events, c.event(ctx, "user", "edit", strings.Join(append(live, restart...), ", ")))
 		werr = c.writeWithHold(ctx, next, cur, e.need)
 	}
 	if werr != nil {
@@ -959,7 +960,7 @@ func (c *Engine) autoscale(ctx context.Context, clusterID, group string, replica
 		if res.QuotaRefused {
 			action, msg = "autoscale-refused", msg+": refused for quota: "+res.Reason
 		}
-		next.Events = cluster.AppendEvent(next.Events, c.event(ctx, "system", action, msg))
+		next.Events = event.Append(next.Events, c.event(ctx, "system", action, msg))
 		if res.Granted != cur {
 			next.Replicas[group] = res.Granted
 			next.Generation++
@@ -981,7 +982,7 @@ func (c *Engine) autoscale(ctx context.Context, clusterID, group string, replica
 
 // refusedAlready reports whether the latest autoscale event of log for
 // the group a refusal message starts with is that same refusal.
-func refusedAlready(log []cluster.Event, prefix string) bool {
+func refusedAlready(log []event.Event, prefix string) bool {
 	group := prefix[:strings.Index(prefix, ":")+1]
 	for i := len(log) - 1; i >= 0; i-- {
 		e := log[i]

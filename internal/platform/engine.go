@@ -19,8 +19,9 @@ import (
 	"github.com/aidlc/dlc/backend"
 	"github.com/aidlc/dlc/cluster"
 	"github.com/aidlc/dlc/errs"
-	"github.com/aidlc/dlc/internal/queue"
+	"github.com/aidlc/dlc/event"
 	"github.com/aidlc/dlc/internal/objects"
+	"github.com/aidlc/dlc/internal/queue"
 	"github.com/aidlc/dlc/internal/runner"
 	"github.com/aidlc/dlc/internal/views"
 	"github.com/aidlc/dlc/job"
@@ -705,8 +706,8 @@ func (c *Engine) update(ctx context.Context, kind, id, version string, labels ma
 }
 
 // event makes a log entry; user entries name the caller.
-func (c *Engine) event(ctx context.Context, source, action, msg string) cluster.Event {
-	e := cluster.Event{Time: c.clock.Now(), Source: source, Action: action, Message: msg}
+func (c *Engine) event(ctx context.Context, source, action, msg string) event.Event {
+	e := event.Event{Time: c.clock.Now(), Source: source, Action: action, Message: msg}
 	if source == "user" {
 		e.Actor = UserFrom(ctx)
 	}

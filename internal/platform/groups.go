@@ -12,6 +12,7 @@ import (
 
 	"github.com/aidlc/dlc/cluster"
 	"github.com/aidlc/dlc/errs"
+	"github.com/aidlc/dlc/event"
 	"github.com/aidlc/dlc/group"
 )
 
@@ -43,7 +44,7 @@ func (s *GroupService) Create(ctx context.Context, name string, opts ...group.Cr
 	sched := o.Scheduling.Normalized()
 	now := c.clock.Now()
 	g := &group.Group{ID: newID("grp"), Name: name, Policy: sched.Policy, Order: sched.Order, Creator: UserFrom(ctx), CreatedAt: now, UpdatedAt: now}
-	g.Events = cluster.AppendEvent(nil, c.event(ctx, "user", "create", name+", policy "+describePolicy(sched)))
+	g.Events = event.Append(nil, c.event(ctx, "user", "create", name+", policy "+describePolicy(sched)))
 	if err := c.claimName(ctx, kindGroup, name, g.ID); err != nil {
 		return nil, err
 	}
@@ -109,7 +110,7 @@ func (s *GroupService) Rename(ctx context.Context, id, name string) (*group.Grou
 		return nil, err
 	}
 	g.Name, g.UpdatedAt = name, c.clock.Now()
-	g.Events = cluster.AppendEvent(g.Events, c.event(ctx, "user", "rename", old+" → "+name))
+	g.Events = event.Append(g.Events, c.event(ctx, "user", "rename", old+" → "+name))
 	v, err := c.update(ctx, kindGroup, id, g.Version, nil, g)
 	if err != nil && !errors.Is(err, errs.ErrConflict) && !errs.IsNotFound(err) {
 		if version, written, werr := c.wrote(ctx, kindGroup, id, g); werr != nil {
@@ -152,7 +153,7 @@ func (s *GroupService) SetPolicy(ctx context.Context, id string, sched group.Sch
 		}
 		next := g.DeepCopy()
 		next.Policy, next.Order, next.UpdatedAt = sched.Policy, sched.Order, c.clock.Now()
-		next.Events = cluster.AppendEvent(next.Events, c.event(ctx, "user", "policy", describePolicy(old)+" → "+describePolicy(sched)))
+		next.Events = event.Append(next.Events, c.event(ctx, "user", "policy", describePolicy(old)+" → "+describePolicy(sched)))
 		v, uerr := c.update(ctx, kindGroup, id, g.Version, nil, next)
 		if uerr == nil {
 			next.Version = v
@@ -268,7 +269,7 @@ func (c *Engine) changeMembers(ctx context.Context, groupID string, ids []string
 			}
 			before, written = cl.Spec.Groups, gs
 			cl.Spec.Groups = gs
-			cl.Events = cluster.AppendEvent(cl.Events, c.event(ctx, "user", "groups", "now in "+joinSorted(gs)))
+			cl.Events = event.Append(cl.Events, c.event(ctx, "user", "groups", "now in "+joinSorted(gs)))
 			return true, nil
 		})
 		if err != nil {
@@ -278,7 +279,7 @@ func (c *Engine) changeMembers(ctx context.Context, groupID string, ids []string
 			for _, d := range changed {
 				if perr := c.editCluster(context.WithoutCancel(ctx), d.id, func(cl *cluster.Cluster) (bool, error) {
 					cl.Spec.Groups = d.before
-					cl.Events = cluster.AppendEvent(cl.Events, c.event(ctx, "system", "groups", "put back: now in "+joinSorted(d.before)))
+					cl.Events = event.Append(cl.Events, c.event(ctx, "system", "groups", "put back: now in "+joinSorted(d.before)))
 					return true, nil
 				}); perr != nil {
 					failed = append(failed, fmt.Errorf("cluster %s was changed and could not be put back (it is in %s): %w", d.id, joinSorted(d.written), perr))
@@ -429,7 +430,7 @@ func (c *Engine) takeOut(ctx context.Context, into, target string, changes []gro
 				return false, nil
 			}
 			cl.Spec.Groups = next
-			cl.Events = cluster.AppendEvent(cl.Events, c.event(ctx, "system", "groups", why+": now in "+joinSorted(next)))
+			cl.Events = event.Append(cl.Events, c.event(ctx, "system", "groups", why+": now in "+joinSorted(next)))
 			return true, nil
 		})
 		if err != nil {
@@ -627,7 +628,7 @@ func (c *Engine) moveMembers(ctx context.Context, id, target string) error {
 			before = cl.Spec.Groups
 			cl.Spec.Groups = group.MoveMembers(cl.Spec.Groups, id, target)
 			written = cl.Spec.Groups
-			cl.Events = cluster.AppendEvent(cl.Events, c.event(ctx, "user", "groups", "group "+id+" deleted: now in "+joinSorted(cl.Spec.Groups)))
+			cl.Events = event.Append(cl.Events, c.event(ctx, "user", "groups", "group "+id+" deleted: now in "+joinSorted(cl.Spec.Groups)))
 			return true, nil
 		}); errs.IsNotFound(err) {
 			continue // deleted meanwhile

@@ -11,6 +11,7 @@ import (
 
 	"github.com/aidlc/dlc/cluster"
 	"github.com/aidlc/dlc/errs"
+	"github.com/aidlc/dlc/event"
 	"github.com/aidlc/dlc/job"
 	"github.com/aidlc/dlc/quota"
 	"github.com/aidlc/dlc/storage"
@@ -50,7 +51,7 @@ func (s *JobService) Create(ctx context.Context, cfg *job.Config, opts job.SaveO
 	}
 	now := c.clock.Now()
 	rec := &job.Record{ID: id, Config: *cfg, Revision: 1, Creator: UserFrom(ctx), CreatedAt: now, UpdatedAt: now}
-	rec.Events = cluster.AppendEvent(nil, c.event(ctx, "user", "create", cfg.Name))
+	rec.Events = event.Append(nil, c.event(ctx, "user", "create", cfg.Name))
 	scheduleSet(nil, rec, now)
 	v, err := c.create(ctx, kindJob, rec.ID, jobLabels(rec), rec)
 	if errors.Is(err, errs.ErrConflict) && opts.RequestID != "" {
@@ -201,7 +202,7 @@ func (c *Engine) liveRuns(jobID string) int {
 }
 
 // Events returns a job config's operation log, oldest first.
-func (s *JobService) Events(ctx context.Context, id string) ([]cluster.Event, error) {
+func (s *JobService) Events(ctx context.Context, id string) ([]event.Event, error) {
 	rec, err := s.Get(ctx, id)
 	if err != nil {
 		return nil, err
@@ -248,7 +249,7 @@ func (s *JobService) Update(ctx context.Context, rec *job.Record) (*job.Record, 
 	out.Deleting = job.Deletion{} // a mark no longer held goes with the next write
 	out.Revision++
 	out.UpdatedAt = c.clock.Now()
-	out.Events = cluster.AppendEvent(out.Events, c.event(ctx, "user", "edit", fmt.Sprintf("revision %d", out.Revision)))
+	out.Events = event.Append(out.Events, c.event(ctx, "user", "edit", fmt.Sprintf("revision %d", out.Revision)))
 	scheduleSet(&cur.Config, out, out.UpdatedAt)
 	if out.Version, err = c.update(ctx, kindJob, out.ID, cur.Version, jobLabels(out), out); err != nil {
 		return nil, notFoundAs(err, "job", out.ID)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/aidlc/dlc/cluster"
 	"github.com/aidlc/dlc/errs"
+	"github.com/aidlc/dlc/event"
 	"github.com/aidlc/dlc/internal/queue"
 	"github.com/aidlc/dlc/internal/runner"
 	"github.com/aidlc/dlc/job"
@@ -531,8 +532,8 @@ func (c *Engine) noteQuota(ctx context.Context, id, rg, action, msg string) erro
 }
 
 // logged reports whether events has an entry of action saying msg.
-func logged(events []cluster.Event, action, msg string) bool {
-	return slices.ContainsFunc(events, func(e cluster.Event) bool { return e.Action == action && e.Message == msg })
+func logged(events []event.Event, action, msg string) bool {
+	return slices.ContainsFunc(events, func(e event.Event) bool { return e.Action == action && e.Message == msg })
 }
 
 // noteCluster adds a system entry to a cluster's event log, unless the
@@ -551,7 +552,7 @@ func (c *Engine) noteCluster(ctx context.Context, id, action, msg string) (wrote
 			return false, nil
 		}
 		next := cl.DeepCopy()
-		next.Events = cluster.AppendEvent(next.Events, c.event(ctx, "system", action, msg))
+		next.Events = event.Append(next.Events, c.event(ctx, "system", action, msg))
 		err = c.putCluster(ctx, next, cl.Version)
 		if err == nil || !errors.Is(err, errs.ErrConflict) || attempt >= conflictRetries {
 			return err == nil, err

@@ -9,6 +9,7 @@ import (
 
 	"github.com/aidlc/dlc/cluster"
 	"github.com/aidlc/dlc/errs"
+	"github.com/aidlc/dlc/event"
 	"github.com/aidlc/dlc/internal/runner"
 	"github.com/aidlc/dlc/job"
 	"github.com/aidlc/dlc/quota"
@@ -119,7 +120,7 @@ func (c *Engine) rayUnanswered(ctx context.Context, r *job.Run, cause error, why
 		next := r.DeepCopy()
 		next.RayUnreachableSince = now
 		next.Message = fmt.Sprintf("Ray unreachable since %s: %s", now.UTC().Format(time.RFC3339), clipCause(cause))
-		next.Events = cluster.AppendEvent(next.Events, c.event(ctx, "system", "ray-unreachable", next.Message))
+		next.Events = event.Append(next.Events, c.event(ctx, "system", "ray-unreachable", next.Message))
 		if err := c.putRun(ctx, next, r.Version); err != nil {
 			return 0, err
 		}
@@ -202,12 +203,12 @@ func (c *Engine) retryRun(ctx context.Context, r *job.Run) (time.Duration, error
 	switch {
 	case errs.IsNotFound(err) || errors.Is(err, errs.ErrState):
 		next.Final = true
-		next.Events = cluster.AppendEvent(next.Events, c.event(ctx, "system", "not-retried", "its job config is deleted: "+err.Error()))
+		next.Events = event.Append(next.Events, c.event(ctx, "system", "not-retried", "its job config is deleted: "+err.Error()))
 	case err != nil:
 		return 0, err
 	default:
 		next.NextAttempt = retry.ID
-		next.Events = cluster.AppendEvent(next.Events, c.event(ctx, "system", "retried",
+		next.Events = event.Append(next.Events, c.event(ctx, "system", "retried",
 			fmt.Sprintf("attempt %d of %d is run %s", n, total, retry.ID)))
 	}
 	return 0, c.putRun(ctx, next, r.Version)
@@ -315,7 +316,7 @@ func (c *Engine) placeOnDemand(ctx context.Context, r *job.Run) error {
 		if err != nil {
 			return err
 		}
-		cl.Events = cluster.AppendEvent(nil, c.event(ctx, "system", "create", "on-demand cluster for run "+r.ID))
+		cl.Events = event.Append(nil, c.event(ctx, "system", "create", "on-demand cluster for run "+r.ID))
 		if _, err := c.create(ctx, kindCluster, cid, clusterLabels(cl), cl); err != nil && !errors.Is(err, errs.ErrConflict) {
 			return err
 		}
@@ -443,7 +444,7 @@ func (c *Engine) recordRay(ctx context.Context, r *job.Run, obs job.Observation)
 		if next.State == job.Running {
 			next.Message = "on cluster " + next.ClusterID
 		}
-		next.Events = cluster.AppendEvent(next.Events, c.event(ctx, "system", "ray-reachable",
+		next.Events = event.Append(next.Events, c.event(ctx, "system", "ray-reachable",
 			fmt.Sprintf("Ray answers again (unreachable since %s)", r.RayUnreachableSince.UTC().Format(time.RFC3339))))
 		return 0, c.putRun(ctx, next, r.Version) // its watch brings the run back here
 	}

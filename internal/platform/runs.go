@@ -9,8 +9,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/aidlc/dlc/cluster"
 	"github.com/aidlc/dlc/errs"
+	"github.com/aidlc/dlc/event"
 	"github.com/aidlc/dlc/internal/runner"
 	"github.com/aidlc/dlc/job"
 	"github.com/aidlc/dlc/quota"
@@ -139,7 +139,7 @@ func (c *Engine) createRun(ctx context.Context, jobID, id string, derived bool, 
 		}
 		r.Final = true   // a retry would find its target gone too
 		r.RayDone = true // it never reached Ray, nor was it admitted
-		r.Events = cluster.AppendEvent(r.Events, c.event(ctx, "system", string(job.Failed), why))
+		r.Events = event.Append(r.Events, c.event(ctx, "system", string(job.Failed), why))
 	}
 	v, err := c.create(ctx, kindRun, r.ID, runLabels(r), r)
 	if errors.Is(err, errs.ErrConflict) && derived {
@@ -192,7 +192,7 @@ func (c *Engine) queuedRun(ctx context.Context, jobID, id string, now time.Time,
 			return nil, err
 		}
 	}
-	r.Events = cluster.AppendEvent(nil, c.event(ctx, source, "submit", why))
+	r.Events = event.Append(nil, c.event(ctx, source, "submit", why))
 	return r, nil
 }
 
@@ -416,7 +416,7 @@ func (s *RunService) Follow(ctx context.Context, id string) (<-chan string, erro
 }
 
 // Events returns a run's event log, oldest first.
-func (s *RunService) Events(ctx context.Context, id string) ([]cluster.Event, error) {
+func (s *RunService) Events(ctx context.Context, id string) ([]event.Event, error) {
 	r, err := s.Get(ctx, id)
 	if err != nil {
 		return nil, err
@@ -505,7 +505,7 @@ func (c *Engine) moveRun(ctx context.Context, r *job.Run, t job.RunTrigger, msg 
 		if t == job.Stop {
 			source = "user"
 		}
-		next.Events = cluster.AppendEvent(next.Events, c.event(ctx, source, string(to), msg))
+		next.Events = event.Append(next.Events, c.event(ctx, source, string(to), msg))
 		err := c.putRun(ctx, next, r.Version)
 		if err == nil {
 			return next, true, nil

@@ -8,8 +8,8 @@ import (
 	"slices"
 	"time"
 
-	"github.com/aidlc/dlc/cluster"
 	"github.com/aidlc/dlc/errs"
+	"github.com/aidlc/dlc/event"
 	"github.com/aidlc/dlc/internal/runner"
 	"github.com/aidlc/dlc/job"
 )
@@ -106,7 +106,7 @@ func (c *Engine) reconcileSchedule(ctx context.Context, id string) (time.Duratio
 					return false
 				}
 				r.ScheduleStatus.LastTick = now
-				r.Events = cluster.AppendEvent(r.Events, c.event(ctx, "system", "schedule-clock",
+				r.Events = event.Append(r.Events, c.event(ctx, "system", "schedule-clock",
 					fmt.Sprintf("the schedule counted from %s, ahead of the clock that fires its ticks (%s): it counts from then",
 						last.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339))))
 				return true
@@ -158,7 +158,7 @@ func (c *Engine) reconcileSchedule(ctx context.Context, id string) (time.Duratio
 		}
 		if skipped != "" {
 			ns.Missed++
-			next.Events = cluster.AppendEvent(next.Events, c.event(ctx, "system", "tick-skipped",
+			next.Events = event.Append(next.Events, c.event(ctx, "system", "tick-skipped",
 				fmt.Sprintf("tick %s skipped: %s", t.Format(time.RFC3339), skipped)))
 			continue
 		}
@@ -182,7 +182,7 @@ func (c *Engine) reconcileSchedule(ctx context.Context, id string) (time.Duratio
 		if d, ok := s.StartingDeadline(); ok {
 			why = "missed by more than the starting deadline of " + d.String()
 		}
-		next.Events = cluster.AppendEvent(next.Events, c.event(ctx, "system", "tick-missed",
+		next.Events = event.Append(next.Events, c.event(ctx, "system", "tick-missed",
 			fmt.Sprintf("%d tick(s) skipped, the latest %s: %s", ticks.Missed, ticks.LastMissed.Format(time.RFC3339), why)))
 	}
 	ns.LastTick, ns.NextTick = ticks.Through.UTC(), ticks.Next.UTC()
@@ -330,7 +330,7 @@ func (c *Engine) noteOnJob(ctx context.Context, rec *job.Record, action, msg str
 		return nil
 	}
 	_, err := c.recordOnJob(ctx, rec.ID, func(r *job.Record) bool {
-		r.Events = cluster.AppendEvent(r.Events, c.event(ctx, "system", action, msg))
+		r.Events = event.Append(r.Events, c.event(ctx, "system", action, msg))
 		return true
 	})
 	return err
@@ -391,7 +391,7 @@ func (s *JobService) setSuspended(ctx context.Context, id string, suspend bool) 
 			r.ScheduleStatus.LastTick = c.clock.Now()
 		}
 		r.UpdatedAt = c.clock.Now()
-		r.Events = cluster.AppendEvent(r.Events, c.event(ctx, "user", op, ""))
+		r.Events = event.Append(r.Events, c.event(ctx, "user", op, ""))
 		return true
 	})
 	if err == nil && stateErr != nil {

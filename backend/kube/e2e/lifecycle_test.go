@@ -13,6 +13,7 @@ import (
 	"github.com/aidlc/dlc"
 	"github.com/aidlc/dlc/backend/kube"
 	"github.com/aidlc/dlc/cluster"
+	"github.com/aidlc/dlc/event"
 	"github.com/aidlc/dlc/job"
 )
 
@@ -69,7 +70,7 @@ func TestLifecycle(t *testing.T) {
 			if err != nil {
 				return false, err.Error()
 			}
-			skipped := slices.ContainsFunc(got.Events, func(e cluster.Event) bool {
+			skipped := slices.ContainsFunc(got.Events, func(e event.Event) bool {
 				return e.Action == "tick-skipped" && strings.Contains(e.Message, "concurrency policy Forbid")
 			})
 			return skipped && got.ScheduleStatus.Missed > 0, fmt.Sprintf("%+v", got.ScheduleStatus)
@@ -189,7 +190,7 @@ func TestLifecycle(t *testing.T) {
 		}
 		s.clusterState(idle.ID, cluster.Running)
 		got := s.clusterState(idle.ID, cluster.Hibernated)
-		if !slices.ContainsFunc(got.Events, func(e cluster.Event) bool {
+		if !slices.ContainsFunc(got.Events, func(e event.Event) bool {
 			return e.Action == "hibernate" && strings.Contains(e.Message, "idle timeout")
 		}) {
 			t.Errorf("no idle hibernate in the cluster's events: %+v", got.Events)

@@ -30,6 +30,7 @@ import (
 	"github.com/aidlc/dlc/backend/kube"
 	"github.com/aidlc/dlc/backend/kube/api/v1alpha1"
 	"github.com/aidlc/dlc/cluster"
+	"github.com/aidlc/dlc/event"
 	"github.com/aidlc/dlc/job"
 	"github.com/aidlc/dlc/quota"
 )
@@ -514,7 +515,7 @@ statement:
 			if cl.State != cluster.Starting && cl.State != cluster.Running {
 				t.Fatalf("the second cluster is %s (%s), want it waiting for its worker", cl.State, cl.Reason)
 			}
-			return slices.ContainsFunc(cl.Events, func(e cluster.Event) bool {
+			return slices.ContainsFunc(cl.Events, func(e event.Event) bool {
 				return e.Action == "quota-refused" && strings.Contains(e.Message, "exceeded quota")
 			}), fmt.Sprint(cl.Events)
 		})
@@ -573,7 +574,7 @@ statement:
 	}
 	if cl, err := s.c.Clusters().Get(s.ctx, b.ID); err != nil || cl.State != cluster.Running || len(cl.Events) == 0 {
 		t.Errorf("team B's cluster: %v %v", cl, err)
-	} else if i := slices.IndexFunc(cl.Events, func(e cluster.Event) bool { return strings.HasPrefix(e.Action, "quota-") }); i >= 0 {
+	} else if i := slices.IndexFunc(cl.Events, func(e event.Event) bool { return strings.HasPrefix(e.Action, "quota-") }); i >= 0 {
 		t.Errorf("team B's cluster recorded %s: %s", cl.Events[i].Action, cl.Events[i].Message)
 	}
 	s.noWarnings()

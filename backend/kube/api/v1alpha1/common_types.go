@@ -22,7 +22,7 @@ const (
 )
 
 // Event is one entry of an object's operation and event log, as
-// cluster.Event.
+// event.Event.
 type Event struct {
 	// Time is when it happened, RFC 3339 with nanoseconds.
 	// +kubebuilder:validation:Format=date-time
@@ -36,7 +36,7 @@ type Event struct {
 	Message string `json:"message,omitempty"`
 }
 
-// MaxEvents bounds an operation log, as cluster.MaxEvents.
+// MaxEvents bounds an operation log, as event.MaxEntries.
 const MaxEvents = 100
 
 // Bookkeeping is what every kind's spec carries from its creation.
