@@ -172,6 +172,57 @@ func (c *Engine) CheckQuota(ctx context.Context) error {
 		return err
 	}
 	now := c.clock.Now()
+	accounts, bad, err := c.auditAccounts(ctx, docs, now)
+	if err != nil {
+		return err
+	}
+	// The other way: every live cluster holds what it runs.
+	clusters, err := c.store.List(ctx, kindCluster, nil)
+	if err != nil {
+		return err
+	}
+	for _, d := range clusters {
+		cl, err := decode[cluster.Cluster](d)
+		if err != nil {
+			bad = append(bad, err.Error())
+			continue
+		}
+		if cl.State == cluster.Deleting {
+			// It holds what it held until Ray's objects and their pods are
+			// gone (on Kubernetes, the garbage collector deletes the pods
+			// after their RayCluster), while the pods already stopping are
+			// still listed.
+			continue
+		}
+		problem, gone, err := c.auditPods(ctx, cl, accounts)
+		if err != nil {
+			return err
+		}
+		if problem != "" {
+			bad = append(bad, problem)
+		}
+		if gone {
+			continue // deleted, or being deleted, since it was listed
+		}
+		if problem, err = c.auditLiveHold(ctx, cl, accounts, busy, now); err != nil {
+			return err
+		}
+		if problem != "" {
+			bad = append(bad, problem)
+		}
+	}
+	if len(bad) > 0 {
+		sort.Strings(bad)
+		return fmt.Errorf("quota: %s", strings.Join(bad, "; "))
+	}
+	return nil
+}
+
+// auditAccounts checks each stored account (docs) in itself and each of
+// its holds: none dated in the future, none older than the repair grace
+// that nothing justifies (a leak). It returns the accounts by resource
+// group, and the problems found.
+func (c *Engine) auditAccounts(ctx context.Context, docs []*quota.Account, now time.Time) (map[string]*quota.Account, []string, error) {
 	var bad []string
 	accounts := map[string]*quota.Account{}
 	for _, a := range docs {
@@ -194,7 +245,7 @@ func (c *Engine) CheckQuota(ctx context.Context) error {
 			}
 			ok, err := c.justified(ctx, h, a.ID, true)
 			if err != nil {
-				return err
+				return nil, nil, err
 			}
 			if !ok {
 				bad = append(bad, fmt.Sprintf("resource group %s: %s holds %s since %s and nothing justifies it",
@@ -202,97 +253,87 @@ func (c *Engine) CheckQuota(ctx context.Context) error {
 			}
 		}
 	}
-	// The other way: every live cluster holds what it runs.
-	clusters, err := c.store.List(ctx, kindCluster, nil)
+	return accounts, bad, nil
+}
+
+// auditPods checks what the provisioner observes of cluster cl (not being
+// deleted): the pods that exist request no more than the cluster holds (a
+// pod requests what it runs until it is gone). It returns the problem
+// found, or "", and whether the cluster turned out deleted or being
+// deleted since it was listed.
+func (c *Engine) auditPods(ctx context.Context, cl *cluster.Cluster, accounts map[string]*quota.Account) (problem string, gone bool, err error) {
+	pods, err := c.ray.Pods(ctx, cl.ID)
+	if err != nil && !errs.IsNotFound(err) {
+		return "", false, err
+	}
+	inRay := podRequests(pods)
+	if len(pods) == 0 {
+		return "", false, nil
+	}
+	var held quota.Resources
+	if a := accounts[cl.QuotaGroup]; a != nil {
+		held = a.Held(cl.ID)
+	}
+	if inRay.Fits(held) {
+		return "", false, nil
+	}
+	// The accounts and the cluster were read before the pods: a start
+	// since (reserve first, act second) shows pods and no hold. The
+	// cluster and its account as they are now decide, against the pods as
+	// they are after them (a hibernate that ended since released its hold
+	// after its pods went).
+	fcl, err := c.getFresh(ctx, cl.ID)
+	if errs.IsNotFound(err) {
+		return "", true, nil
+	}
 	if err != nil {
-		return err
+		return "", false, err
 	}
-	for _, d := range clusters {
-		cl, err := decode[cluster.Cluster](d)
-		if err != nil {
-			bad = append(bad, err.Error())
-			continue
-		}
-		// And what the provisioner observes: the pods that exist request
-		// no more than the cluster holds (a pod requests what it runs
-		// until it is gone). Not for a cluster being deleted: it holds
-		// what it held until Ray's objects and their pods are gone (on
-		// Kubernetes, the garbage collector deletes the pods after their
-		// RayCluster), while the pods already stopping are still listed.
-		if cl.State == cluster.Deleting {
-			continue
-		}
-		pods, err := c.ray.Pods(ctx, cl.ID)
+	if fcl.State == cluster.Deleting {
+		return "", true, nil
+	}
+	held = quota.Resources{}
+	if fcl.QuotaGroup != "" {
+		a, _, err := fresh[quota.Account](ctx, c, kindResourceGroup, fcl.QuotaGroup)
 		if err != nil && !errs.IsNotFound(err) {
-			return err
+			return "", false, err
 		}
-		if inRay := podRequests(pods); len(pods) > 0 {
-			var held quota.Resources
-			if a := accounts[cl.QuotaGroup]; a != nil {
-				held = a.Held(cl.ID)
-			}
-			if !inRay.Fits(held) {
-				// The accounts and the cluster were read before the pods: a
-				// start since (reserve first, act second) shows pods and no
-				// hold. The cluster and its account as they are now decide,
-				// against the pods as they are after them (a hibernate that
-				// ended since released its hold after its pods went).
-				fcl, err := c.getFresh(ctx, cl.ID)
-				if errs.IsNotFound(err) {
-					continue
-				}
-				if err != nil {
-					return err
-				}
-				if fcl.State == cluster.Deleting {
-					continue
-				}
-				held = quota.Resources{}
-				if fcl.QuotaGroup != "" {
-					a, _, err := fresh[quota.Account](ctx, c, kindResourceGroup, fcl.QuotaGroup)
-					if err != nil && !errs.IsNotFound(err) {
-						return err
-					}
-					if err == nil {
-						held = a.Held(cl.ID)
-					}
-				}
-				if pods, err = c.ray.Pods(ctx, cl.ID); err != nil && !errs.IsNotFound(err) {
-					return err
-				}
-				inRay = podRequests(pods)
-				if !inRay.Fits(held) {
-					bad = append(bad, fmt.Sprintf("cluster %s is %s and Ray runs %d pods of it requesting %s, but it holds %s in resource group %q",
-						cl.ID, fcl.State, len(pods), inRay, held, fcl.QuotaGroup))
-				}
-			}
-		}
-		if cl.Live == nil || !cl.State.HoldsQuota() || cl.State == cluster.Deleting {
-			continue
-		}
-		a := accounts[cl.Live.ResourceGroup]
-		if a == nil && busy[cl.Live.ResourceGroup] {
-			continue // its account kept changing while read: the next audit
-		}
-		if a == nil {
-			bad = append(bad, fmt.Sprintf("cluster %s is %s in resource group %s, which does not exist", cl.ID, cl.State, cl.Live.ResourceGroup))
-			continue
-		}
-		if _, lacks := c.lacksHold(cl, a); !lacks {
-			continue
-		}
-		need, held, lacks, err := c.confirmLacks(ctx, cl.ID, a.ID, now)
-		if err != nil {
-			return err
-		}
-		if lacks {
-			bad = append(bad, fmt.Sprintf("resource group %s: cluster %s is %s and runs %s but holds %s there",
-				a.ID, cl.ID, cl.State, need, held))
+		if err == nil {
+			held = a.Held(cl.ID)
 		}
 	}
-	if len(bad) > 0 {
-		sort.Strings(bad)
-		return fmt.Errorf("quota: %s", strings.Join(bad, "; "))
+	if pods, err = c.ray.Pods(ctx, cl.ID); err != nil && !errs.IsNotFound(err) {
+		return "", false, err
 	}
-	return nil
+	if inRay = podRequests(pods); !inRay.Fits(held) {
+		return fmt.Sprintf("cluster %s is %s and Ray runs %d pods of it requesting %s, but it holds %s in resource group %q",
+			cl.ID, fcl.State, len(pods), inRay, held, fcl.QuotaGroup), false, nil
+	}
+	return "", false, nil
+}
+
+// auditLiveHold checks that live cluster cl holds what it runs in its
+// resource group (confirmed on the store before it is reported). busy are
+// the groups whose accounts kept changing while read: the next audit
+// looks at them. It returns the problem found, or "".
+func (c *Engine) auditLiveHold(ctx context.Context, cl *cluster.Cluster, accounts map[string]*quota.Account, busy map[string]bool, now time.Time) (string, error) {
+	if cl.Live == nil || !cl.State.HoldsQuota() || cl.State == cluster.Deleting {
+		return "", nil
+	}
+	a := accounts[cl.Live.ResourceGroup]
+	if a == nil && busy[cl.Live.ResourceGroup] {
+		return "", nil
+	}
+	if a == nil {
+		return fmt.Sprintf("cluster %s is %s in resource group %s, which does not exist", cl.ID, cl.State, cl.Live.ResourceGroup), nil
+	}
+	if _, lacks := c.lacksHold(cl, a); !lacks {
+		return "", nil
+	}
+	need, held, lacks, err := c.confirmLacks(ctx, cl.ID, a.ID, now)
+	if err != nil || !lacks {
+		return "", err
+	}
+	return fmt.Sprintf("resource group %s: cluster %s is %s and runs %s but holds %s there",
+		a.ID, cl.ID, cl.State, need, held), nil
 }
