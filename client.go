@@ -382,14 +382,12 @@ func checkPackage(c *storage.COSClient) platform.PackageCheck {
 }
 
 // defaults are the options New gives every client before the caller's:
-// a memory backend on the client's clock when WithBackend gives none, and
-// job packages checked where they are, local files only until WithCOS.
+// a memory backend on the client's clock when WithBackend gives none.
 func defaults() []platform.Option {
 	return []platform.Option{
 		platform.WithDefaultBackend(func(clk backend.Clock, nodes quota.Catalog) backend.Backend {
 			return memory.New(memory.Options{Clock: clk, NodeSpecs: nodes})
 		}),
-		platform.WithPackageCheck(checkPackage(nil), false),
 	}
 }
 

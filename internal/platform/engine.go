@@ -40,7 +40,7 @@ type Option func(*options)
 // the defaults of the options whose 0 means "the default"), then checks
 // every value (check) before it derives anything.
 type options struct {
-	backend   backend.Backend // nil: a new memory backend
+	backend   backend.Backend // nil: newBackend's, which dlc.New supplies
 	clock     backend.Clock   // nil: the real clock
 	catalogs  cluster.Catalogs
 	policy    scheduler.Policy // nil: scheduler.NewRandom
@@ -66,7 +66,8 @@ type options struct {
 	reconcileTime time.Duration
 	// checkPackage checks a job's package where it is (J5); readsCOS
 	// says whether it reads packages in COS (else only local files are
-	// checked). Set by the dlc package (WithCOS).
+	// checked). Local files only by default (localPackages); dlc.WithCOS
+	// sets one that reads COS.
 	checkPackage PackageCheck
 	readsCOS     bool
 	// newBackend makes the backend when none was given (WithBackend):
@@ -263,6 +264,13 @@ func WithResync(d time.Duration) Option { return func(o *options) { o.resync = d
 // client).
 type PackageCheck func(ctx context.Context, pkg storage.Package, opt storage.InspectOptions) error
 
+// localPackages checks local package files only: a package in COS is
+// not read without a COS client (dlc.WithCOS).
+func localPackages(ctx context.Context, pkg storage.Package, opt storage.InspectOptions) error {
+	_, err := storage.CheckPackage(ctx, nil, pkg, opt)
+	return err
+}
+
 // WithPackageCheck sets how job packages are checked when a job config is
 // saved: check, which reads packages in COS when readsCOS (dlc.WithCOS).
 func WithPackageCheck(check PackageCheck, readsCOS bool) Option {
@@ -346,15 +354,16 @@ type Engine struct {
 	early   *[]backend.Change
 }
 
-// New returns a client; with no options it runs on a new memory backend
-// with the real clock. It reads the store once (the snapshot its cache
+// New returns a client over the backend WithBackend gives (or
+// WithDefaultBackend makes: dlc.New supplies a memory one), on the real
+// clock unless WithClock says otherwise. It reads the store once (the snapshot its cache
 // starts from), then reconciles every object it found: what another
 // client, or this process before a restart, left half-done is finished.
 func New(opts ...Option) (*Engine, error) {
 	// The defaults: the options' that have a value of their own, then,
 	// once the values are checked, those whose 0 means the default and
 	// those derived from other options.
-	o := options{workers: 8, retries: 8, maxDelay: 30 * time.Second, grace: 30 * time.Second, settleAt: 32,
+	o := options{checkPackage: localPackages, workers: 8, retries: 8, maxDelay: 30 * time.Second, grace: 30 * time.Second, settleAt: 32,
 		holdsWait: 5 * time.Second, headroom: 1, stepTime: 10 * time.Minute, log: logr.Discard(), resync: 5 * time.Minute,
 		retention: retention{maxAge: DefaultRunRetention, perJob: DefaultRunsPerJob, total: DefaultMaxFinishedRuns}, runStartTime: DefaultRunStartTimeout, rayUnreachable: DefaultRayUnreachableTimeout,
 		scheduleFloor: DefaultScheduleFloor, maxUnfinished: DefaultMaxUnfinishedRuns, probation: DefaultMemberProbation}
