@@ -47,44 +47,18 @@ func (clusterReconciler) LogKey() string { return "cluster" }
 func (c *Engine) reconcileCluster(ctx context.Context, id string) (again time.Duration, err error) {
 	cl, err := c.getCluster(ctx, id)
 	if errs.IsNotFound(err) {
-		// Ray said something of a cluster that is not stored (deleted while
-		// a late apply was on its way): Ray must not keep it.
-		if _, err := c.ray.ClusterStatus(ctx, id); err == nil {
-			c.o.log.Info("deleting a Ray cluster that is no longer stored", "cluster", id)
-			return 0, c.ray.DeleteCluster(ctx, id)
-		} else if !errs.IsNotFound(err) {
-			return 0, err
-		}
-		return 0, nil // what this client kept of it goes with the watch's delete (onChange)
+		return 0, c.reconcileUnstored(ctx, id)
 	}
 	if err != nil {
 		return 0, err
 	}
-	if claim, err := c.checkNameClaim(ctx, cl); err != nil {
+	if claim, err := c.tidyCluster(ctx, cl); err != nil {
 		return 0, err
 	} else if claim > 0 {
 		defer func() { again = sooner(again, claim) }()
 	}
-	if err := c.checkGroups(ctx, cl); err != nil {
-		return 0, err
-	}
-	if !timedStep(cl.State) {
-		c.mu.Lock()
-		delete(c.steps, id)
-		c.mu.Unlock()
-	}
-	if cl.Temporary && cl.State != cluster.Deleting {
-		// An on-demand cluster lives only as long as its run. The run's own
-		// cleanup deletes it as the run ends; this is for a cleanup that did
-		// not happen (its run is gone, or ended more than the repair grace
-		// ago), so that the two do not both write.
-		r, err := c.getRun(ctx, cl.OwnerRun)
-		if errs.IsNotFound(err) || (err == nil && !r.State.Live() && (r.RayDone || c.clock.Now().Sub(r.FinishedAt) >= c.o.grace)) {
-			return 0, c.deleteTemporary(ctx, cl, "its run "+cl.OwnerRun+" has ended")
-		}
-		if err == nil && !r.State.Live() {
-			return c.o.grace, nil // look again then, should the run's cleanup not have happened
-		}
+	if done, after, err := c.temporaryEnded(ctx, cl); done || err != nil {
+		return after, err
 	}
 	switch cl.State {
 	case cluster.Created, cluster.Hibernated:
@@ -118,22 +92,8 @@ func (c *Engine) reconcileCluster(ctx context.Context, id string) (again time.Du
 		if cl.State == cluster.Starting {
 			// Ray runs nothing of it (a start from created or hibernated).
 			rayIdle := errs.IsNotFound(err) || obs.Phase == cluster.PhaseSuspended
-			// Reserve first, act second: never start what holds less quota
-			// than it runs.
-			held, err := c.holds(ctx, cl)
-			if err != nil {
+			if held, err := c.startHeld(ctx, cl, rayIdle); err != nil || !held {
 				return 0, err
-			}
-			if !held && cl.Temporary {
-				return 0, c.deleteTemporary(ctx, cl, "its reservation is gone and its resource group cannot make it again")
-			}
-			if !held {
-				return 0, c.clusterStepFailed(ctx, id, "its reservation in resource group "+cl.QuotaGroup+" is gone and the group cannot make it again; start it again",
-					func(next *cluster.Cluster) {
-						if rayIdle && next.Generation == cl.Generation {
-							next.Live, next.Replicas = nil, nil // it needs no hold while it waits to be started again
-						}
-					})
 			}
 		}
 		if err := c.ray.ApplyCluster(ctx, cl); err != nil {
@@ -146,19 +106,7 @@ func (c *Engine) reconcileCluster(ctx context.Context, id string) (again time.Du
 	t := obs.Trigger(cl.Generation)
 	if _, ok, _ := cluster.Transition(id, cl.State, t); !ok {
 		if cl.State == cluster.Running {
-			idle, hibernated, err := c.hibernateIfIdle(ctx, cl)
-			if err != nil || hibernated {
-				return 0, err // the write brings the cluster back here
-			}
-			again, wrote, err := c.followAutoscaler(ctx, cl, obs.Autoscaled)
-			if err != nil || wrote {
-				return again, err // the write brings the cluster back here
-			}
-			if err := c.noteRefused(ctx, cl, obs); err != nil {
-				return 0, err
-			}
-			inRay := podRequests(obs.Pods)
-			return sooner(again, idle), c.trueUpHold(ctx, cl, &inRay)
+			return c.followRunning(ctx, cl, obs)
 		}
 		if err := c.noteRefused(ctx, cl, obs); err != nil {
 			return 0, err
@@ -173,6 +121,99 @@ func (c *Engine) reconcileCluster(ctx context.Context, id string) (again time.Du
 		return left, nil
 	}
 	return 0, c.observedCluster(ctx, cl, t, obs)
+}
+
+// reconcileUnstored is the step of a cluster that is not stored: Ray said
+// something of it (deleted while a late apply was on its way), and Ray
+// must not keep it. What this client kept of it goes with the watch's
+// delete (onChange).
+func (c *Engine) reconcileUnstored(ctx context.Context, id string) error {
+	if _, err := c.ray.ClusterStatus(ctx, id); err == nil {
+		c.o.log.Info("deleting a Ray cluster that is no longer stored", "cluster", id)
+		return c.ray.DeleteCluster(ctx, id)
+	} else if !errs.IsNotFound(err) {
+		return err
+	}
+	return nil
+}
+
+// tidyCluster keeps what goes with a stored cluster whatever its state:
+// its name claim (claim: when to look at it again, 0 for never), its
+// groups, and its step's deadline, forgotten once its state has none.
+func (c *Engine) tidyCluster(ctx context.Context, cl *cluster.Cluster) (claim time.Duration, err error) {
+	if claim, err = c.checkNameClaim(ctx, cl); err != nil {
+		return 0, err
+	}
+	if err := c.checkGroups(ctx, cl); err != nil {
+		return 0, err
+	}
+	if !timedStep(cl.State) {
+		c.mu.Lock()
+		delete(c.steps, cl.ID)
+		c.mu.Unlock()
+	}
+	return claim, nil
+}
+
+// temporaryEnded takes care of an on-demand cluster whose run has ended,
+// and reports whether the step is done (with when to look again). An
+// on-demand cluster lives only as long as its run. The run's own cleanup
+// deletes it as the run ends; this is for a cleanup that did not happen
+// (its run is gone, or ended more than the repair grace ago), so that the
+// two do not both write.
+func (c *Engine) temporaryEnded(ctx context.Context, cl *cluster.Cluster) (done bool, again time.Duration, err error) {
+	if !cl.Temporary || cl.State == cluster.Deleting {
+		return false, 0, nil
+	}
+	r, err := c.getRun(ctx, cl.OwnerRun)
+	if errs.IsNotFound(err) || (err == nil && !r.State.Live() && (r.RayDone || c.clock.Now().Sub(r.FinishedAt) >= c.o.grace)) {
+		return true, 0, c.deleteTemporary(ctx, cl, "its run "+cl.OwnerRun+" has ended")
+	}
+	if err == nil && !r.State.Live() {
+		return true, c.o.grace, nil // look again then, should the run's cleanup not have happened
+	}
+	return false, 0, nil
+}
+
+// startHeld reports whether starting cluster cl holds its reservation:
+// reserve first, act second, never start what holds less quota than it
+// runs. One whose reservation is gone and cannot be made again is deleted
+// (on-demand) or fails its step (rayIdle: Ray runs nothing of it, so it
+// needs no hold while it waits to be started again).
+func (c *Engine) startHeld(ctx context.Context, cl *cluster.Cluster, rayIdle bool) (bool, error) {
+	held, err := c.holds(ctx, cl)
+	if err != nil || held {
+		return held, err
+	}
+	if cl.Temporary {
+		return false, c.deleteTemporary(ctx, cl, "its reservation is gone and its resource group cannot make it again")
+	}
+	return false, c.clusterStepFailed(ctx, cl.ID, "its reservation in resource group "+cl.QuotaGroup+" is gone and the group cannot make it again; start it again",
+		func(next *cluster.Cluster) {
+			if rayIdle && next.Generation == cl.Generation {
+				next.Live, next.Replicas = nil, nil // it needs no hold while it waits to be started again
+			}
+		})
+}
+
+// followRunning is the step of a running cluster that Ray keeps at its
+// generation: hibernated if idle, its ceilings following Ray's
+// autoscaler, a quota refusal noted, and its hold made what it runs.
+// A write brings the cluster back here.
+func (c *Engine) followRunning(ctx context.Context, cl *cluster.Cluster, obs cluster.Observation) (time.Duration, error) {
+	idle, hibernated, err := c.hibernateIfIdle(ctx, cl)
+	if err != nil || hibernated {
+		return 0, err
+	}
+	again, wrote, err := c.followAutoscaler(ctx, cl, obs.Autoscaled)
+	if err != nil || wrote {
+		return again, err
+	}
+	if err := c.noteRefused(ctx, cl, obs); err != nil {
+		return 0, err
+	}
+	inRay := podRequests(obs.Pods)
+	return sooner(again, idle), c.trueUpHold(ctx, cl, &inRay)
 }
 
 // observedCluster moves cl on t, Ray's observation obs at its generation,
