@@ -107,13 +107,6 @@ type groupPass struct {
 	recheck time.Duration // when to look again (0: when something changes)
 }
 
-// sooner makes the pass look again within d at the latest.
-func (p *groupPass) sooner(d time.Duration) {
-	if p.recheck == 0 || d < p.recheck {
-		p.recheck = d
-	}
-}
-
 // repairDue reports whether the pass repairs leaked holds. The repair is
 // a fallback for what a crash between two writes left: it looks at every
 // holder, so it runs at most once a quarter of the grace per resource
@@ -194,14 +187,14 @@ func (c *Engine) repairLeaks(ctx context.Context, p *groupPass) error {
 			if ok, err := c.releasable(ctx, h, p.id, hold); err != nil {
 				return err
 			} else if !ok {
-				p.sooner(c.o.grace / 4)
+				p.recheck = sooner(p.recheck, c.o.grace/4)
 				lookAgain = true
 				continue
 			}
 			p.a.Release(h)
 			p.changed = true
 		} else {
-			p.sooner(c.o.grace - age)
+			p.recheck = sooner(p.recheck, c.o.grace-age)
 			lookAgain = true
 		}
 	}
