@@ -70,40 +70,40 @@ type accountLine struct {
 // told the store's error, as for any write whose reply is lost; the
 // compare-and-swap versions keep that safe for the next change. Once
 // Close has begun, a change is refused (ErrUnavailable).
-func (c *Engine) changeAccount(ctx context.Context, rg string, f func(*quota.Account) (bool, error)) (*quota.Account, error) {
+func (lg *ledger) changeAccount(ctx context.Context, rg string, f func(*quota.Account) (bool, error)) (*quota.Account, error) {
 	op := &accountOp{ctx: ctx, f: f, done: make(chan struct{})}
-	c.linesMu.Lock()
-	if c.linesClosed {
-		c.linesMu.Unlock()
+	lg.linesMu.Lock()
+	if lg.linesClosed {
+		lg.linesMu.Unlock()
 		return nil, errs.Unavailable("change resource group "+rg, errClosed)
 	}
-	l := c.lines[rg]
+	l := lg.lines[rg]
 	if l == nil {
 		l = &accountLine{}
-		c.lines[rg] = l
+		lg.lines[rg] = l
 	}
 	l.ops = append(l.ops, op)
 	if !l.busy {
 		l.busy = true
-		c.drains.Add(1)
+		lg.drains.Add(1)
 		go func() {
-			defer c.drains.Done()
-			c.drainLine(rg, l)
+			defer lg.drains.Done()
+			lg.drainLine(rg, l)
 		}()
 	}
-	c.linesMu.Unlock()
+	lg.linesMu.Unlock()
 	select {
 	case <-op.done:
 		return op.a, op.err
 	case <-ctx.Done():
 	}
-	c.linesMu.Lock()
+	lg.linesMu.Lock()
 	if i := slices.Index(l.ops, op); i >= 0 {
 		l.ops = slices.Delete(l.ops, i, i+1)
-		c.linesMu.Unlock()
+		lg.linesMu.Unlock()
 		return nil, ctx.Err() // it never left the line: not applied
 	}
-	c.linesMu.Unlock()
+	lg.linesMu.Unlock()
 	<-op.done // in the batch being written: its outcome is that write's
 	return op.a, op.err
 }
@@ -112,19 +112,19 @@ func (c *Engine) changeAccount(ctx context.Context, rg string, f func(*quota.Acc
 // batch after batch, until none wait; each change's caller is woken with
 // its result. One drain runs per busy line, apart from the callers, so
 // that a caller waits only as long as its own context lets it.
-func (c *Engine) drainLine(rg string, l *accountLine) {
+func (lg *ledger) drainLine(rg string, l *accountLine) {
 	for {
-		c.linesMu.Lock()
+		lg.linesMu.Lock()
 		batch := l.ops
 		l.ops = nil
 		if len(batch) == 0 {
 			l.busy = false
-			delete(c.lines, rg)
-			c.linesMu.Unlock()
+			delete(lg.lines, rg)
+			lg.linesMu.Unlock()
 			return
 		}
-		c.linesMu.Unlock()
-		for _, o := range c.writeAccount(rg, l, batch) {
+		lg.linesMu.Unlock()
+		for _, o := range lg.writeAccount(rg, l, batch) {
 			close(o.done)
 		}
 	}
@@ -139,7 +139,7 @@ func (c *Engine) drainLine(rg string, l *accountLine) {
 // meet again at once, and the changes that came on line l meanwhile join
 // the batch: it returns the batch as written, for their callers to be
 // woken.
-func (c *Engine) writeAccount(rg string, l *accountLine, batch []*accountOp) []*accountOp {
+func (lg *ledger) writeAccount(rg string, l *accountLine, batch []*accountOp) []*accountOp {
 	ops := alive(nil, batch)
 	if len(ops) == 0 {
 		return batch
@@ -152,10 +152,10 @@ func (c *Engine) writeAccount(rg string, l *accountLine, batch []*accountOp) []*
 			op.err = notFoundAs(err, "resource group", rg)
 		}
 	}
-	a, v, err := cached[quota.Account](ctx, c, kindResourceGroup, rg)
+	a, v, err := cached[quota.Account](ctx, lg.acc, kindResourceGroup, rg)
 	fromStore := false
 	if errs.IsNotFound(err) {
-		a, v, err = fresh[quota.Account](ctx, c, kindResourceGroup, rg) // the cache may not have it yet
+		a, v, err = fresh[quota.Account](ctx, lg.acc, kindResourceGroup, rg) // the cache may not have it yet
 		fromStore = true
 	}
 	if err != nil {
@@ -166,7 +166,7 @@ func (c *Engine) writeAccount(rg string, l *accountLine, batch []*accountOp) []*
 		// The holds the batch decides on are the account's: its pending
 		// ones, and the settled ones once this client's cache has them as
 		// the account settled them.
-		if err := c.awaitHolds(ctx, a); err != nil {
+		if err := lg.awaitHolds(ctx, a); err != nil {
 			fail(err)
 			return batch
 		}
@@ -176,11 +176,11 @@ func (c *Engine) writeAccount(rg string, l *accountLine, batch []*accountOp) []*
 		// group reconciler is behind, or none runs).
 		work := a.DeepCopy()
 		force := len(work.Pending) >= quota.MaxPending/2
-		settled, err := c.settle(ctx, work, force)
+		settled, err := lg.settle(ctx, work, force)
 		if err != nil {
-			c.o.log.Error(err, "writing reservations out of their resource group's account failed; its reconciler will", "resourceGroup", rg)
+			lg.log.Error(err, "writing reservations out of their resource group's account failed; its reconciler will", "resourceGroup", rg)
 		}
-		w, err := c.restoreIfForeign(ctx, rg, a, v, work)
+		w, err := lg.restoreIfForeign(ctx, rg, a, v, work)
 		if err != nil {
 			fail(err)
 			return batch
@@ -192,7 +192,7 @@ func (c *Engine) writeAccount(rg string, l *accountLine, batch []*accountOp) []*
 		if refused && !fromStore {
 			// Refused on the cache, which may lag a release another
 			// replica made: the store's account decides.
-			fa, fv, err := fresh[quota.Account](ctx, c, kindResourceGroup, rg)
+			fa, fv, err := fresh[quota.Account](ctx, lg.acc, kindResourceGroup, rg)
 			if err != nil {
 				fail(err)
 				return batch
@@ -205,17 +205,17 @@ func (c *Engine) writeAccount(rg string, l *accountLine, batch []*accountOp) []*
 		}
 		if last == nil && !(settled && force) && !w.repaired {
 			if w.walked {
-				c.clearSuspect(rg, w.mark, v) // the live clusters have what they run
+				lg.clearSuspect(rg, w.mark, v) // the live clusters have what they run
 			}
 			return batch // nothing to write: each op has the account as it was given
 		}
 		sent := time.Now()
-		nv, err := c.update(ctx, kindResourceGroup, rg, v, nil, work)
+		nv, err := lg.acc.update(ctx, kindResourceGroup, rg, v, nil, work)
 		if err == nil {
 			accountWritten(ops, last, rg, nv)
 			if w.walked {
-				c.clearSuspect(rg, w.mark, v)
-				c.noteRestored(ctx, rg, w.restored)
+				lg.clearSuspect(rg, w.mark, v)
+				lg.holders.noteRestored(ctx, rg, w.restored)
 			}
 			return batch
 		}
@@ -232,16 +232,16 @@ func (c *Engine) writeAccount(rg string, l *accountLine, batch []*accountOp) []*
 		// The changes that came on the line meanwhile join the batch, and
 		// keep its calls going as the first ones do: its context ends when
 		// every caller's has.
-		c.linesMu.Lock()
+		lg.linesMu.Lock()
 		more := l.ops
 		l.ops = nil
-		c.linesMu.Unlock()
+		lg.linesMu.Unlock()
 		ops = alive(ops, more)
 		batch = append(batch, more...)
 		cancel()
 		ctx, cancel = batchContext(ops)
 		ctx = withoutStepWrites(ctx)
-		if a, v, err = fresh[quota.Account](ctx, c, kindResourceGroup, rg); err != nil {
+		if a, v, err = fresh[quota.Account](ctx, lg.acc, kindResourceGroup, rg); err != nil {
 			fail(err)
 			return batch
 		}
@@ -273,27 +273,27 @@ type foreignWalk struct {
 // platform never changes it (someone else removed a hold, lowered the
 // sum: foreign_accounts.go): the sum is made its holds', and the holds
 // the live clusters lack are put back in work first.
-func (c *Engine) restoreIfForeign(ctx context.Context, rg string, a *quota.Account, v string, work *quota.Account) (foreignWalk, error) {
-	w := foreignWalk{mark: c.suspectMark(rg)}
+func (lg *ledger) restoreIfForeign(ctx context.Context, rg string, a *quota.Account, v string, work *quota.Account) (foreignWalk, error) {
+	w := foreignWalk{mark: lg.suspectMark(rg)}
 	if w.mark.n != 0 {
 		w.walked = true
-	} else if d, ok := c.cache.Get(kindResourceGroup, rg); !ok || newerVersion(v, d.Version) {
+	} else if d, ok := lg.acc.cache.Get(kindResourceGroup, rg); !ok || newerVersion(v, d.Version) {
 		// Read past the cache (after a conflict): not vetted there yet.
 		// (A cache ahead of v makes this write conflict: not looked at.)
-		w.walked = c.foreignAccountChange(c.accountOf(d, ok), a)
+		w.walked = lg.foreignAccountChange(lg.accountOf(d, ok), a)
 	}
 	if !w.walked {
 		return w, nil
 	}
 	w.repaired = work.TrueUp()
-	restored, short, err := c.restoreHolds(ctx, work, c.clock.Now())
+	restored, short, err := lg.holders.restoreHolds(ctx, work, lg.clock.Now())
 	if err != nil {
 		return w, err
 	}
 	w.restored = restored
 	w.repaired = w.repaired || len(restored) > 0
 	for _, r := range short {
-		c.o.log.Error(r.err, "a live cluster holds less than it runs and its resource group cannot make up for it", "cluster", r.cluster, "resourceGroup", rg, "needs", r.need.String())
+		lg.log.Error(r.err, "a live cluster holds less than it runs and its resource group cannot make up for it", "cluster", r.cluster, "resourceGroup", rg, "needs", r.need.String())
 	}
 	return w, nil
 }

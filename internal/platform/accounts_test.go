@@ -66,12 +66,12 @@ func (g *gatedEngine) waitQueued(t *testing.T, rg string, n int) {
 	t.Helper()
 	deadline := time.Now().Add(time.Minute)
 	for {
-		g.c.linesMu.Lock()
+		g.c.ledger.linesMu.Lock()
 		got := 0
-		if l := g.c.lines[rg]; l != nil {
+		if l := g.c.ledger.lines[rg]; l != nil {
 			got = len(l.ops)
 		}
-		g.c.linesMu.Unlock()
+		g.c.ledger.linesMu.Unlock()
 		if got >= n {
 			return
 		}
@@ -106,7 +106,7 @@ type accountResult struct {
 func (g *gatedEngine) set(ctx context.Context, holder string, milli int64) <-chan accountResult {
 	out := make(chan accountResult, 1)
 	go func() {
-		a, err := g.c.changeAccount(ctx, "rg", func(a *quota.Account) (bool, error) {
+		a, err := g.c.ledger.changeAccount(ctx, "rg", func(a *quota.Account) (bool, error) {
 			return a.Set(holder, quota.Resources{MilliCPU: milli}, time.Unix(1, 0))
 		})
 		out <- accountResult{a, err}
@@ -147,7 +147,7 @@ func TestAccountChangesBatched(t *testing.T) {
 	if !errors.Is(rd.err, errs.ErrQuota) {
 		t.Errorf("the change that does not fit after the others: %v, want ErrQuota", rd.err)
 	}
-	stored, v, err := fresh[quota.Account](context.Background(), g.c, kindResourceGroup, "rg")
+	stored, v, err := fresh[quota.Account](context.Background(), g.c.acc, kindResourceGroup, "rg")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,7 +181,7 @@ func TestAccountBatchVersionAfterAChange(t *testing.T) {
 	g.waitQueued(t, "rg", 1)
 	seen := make(chan string, 1)
 	go func() {
-		_, _ = g.c.changeAccount(context.Background(), "rg", func(a *quota.Account) (bool, error) {
+		_, _ = g.c.ledger.changeAccount(context.Background(), "rg", func(a *quota.Account) (bool, error) {
 			seen <- a.Version
 			return false, nil
 		})
@@ -198,12 +198,12 @@ func TestAccountBatchVersionAfterAChange(t *testing.T) {
 		t.Fatalf("after a change earlier in its batch, a change was given version %q, want none", v)
 	}
 	// Alone (or first) in its batch, a change is given the version read.
-	_, stored, err := fresh[quota.Account](context.Background(), g.c, kindResourceGroup, "rg")
+	_, stored, err := fresh[quota.Account](context.Background(), g.c.acc, kindResourceGroup, "rg")
 	if err != nil {
 		t.Fatal(err)
 	}
 	got := ""
-	if _, err := g.c.changeAccount(context.Background(), "rg", func(a *quota.Account) (bool, error) {
+	if _, err := g.c.ledger.changeAccount(context.Background(), "rg", func(a *quota.Account) (bool, error) {
 		got = a.Version
 		return false, nil
 	}); err != nil {
@@ -237,7 +237,7 @@ func TestAccountConflictJoinsWaitingChanges(t *testing.T) {
 	if ra.err != nil || rb.err != nil {
 		t.Fatalf("errors: %v, %v", ra.err, rb.err)
 	}
-	stored, _, err := fresh[quota.Account](ctx, g.c, kindResourceGroup, "rg")
+	stored, _, err := fresh[quota.Account](ctx, g.c.acc, kindResourceGroup, "rg")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -278,7 +278,7 @@ func TestAccountCallerLeavesTheLine(t *testing.T) {
 	if ra, rb := <-first, <-b; ra.err != nil || rb.err != nil {
 		t.Fatalf("errors: %v, %v", ra.err, rb.err)
 	}
-	stored, _, err := fresh[quota.Account](context.Background(), g.c, kindResourceGroup, "rg")
+	stored, _, err := fresh[quota.Account](context.Background(), g.c.acc, kindResourceGroup, "rg")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -338,7 +338,7 @@ func TestAccountLateJoinerKeepsTheBatch(t *testing.T) {
 	if rb.err != nil {
 		t.Fatalf("the change that joined after the conflict: %v", rb.err)
 	}
-	stored, _, err := fresh[quota.Account](ctx, g.c, kindResourceGroup, "rg")
+	stored, _, err := fresh[quota.Account](ctx, g.c.acc, kindResourceGroup, "rg")
 	if err != nil {
 		t.Fatal(err)
 	}

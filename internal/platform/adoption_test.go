@@ -130,7 +130,7 @@ func TestAdoptionBatchedAccountWrites(t *testing.T) {
 			}}
 	}
 	batch := []*accountOp{op(idle, false), op(moved, true)}
-	c.writeAccount("rg-1", &accountLine{}, batch)
+	c.ledger.writeAccount("rg-1", &accountLine{}, batch)
 	for _, o := range batch {
 		if o.err != nil {
 			t.Fatal(o.err)

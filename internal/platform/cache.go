@@ -53,7 +53,7 @@ func (c *Engine) observed(d backend.Doc, deleted bool) (backend.Doc, any) {
 		c.cache.Put(d, obj)
 	}
 	if d.Kind == kindHold {
-		c.holdVersions.saw(d.Version)
+		c.ledger.holdVersions.saw(d.Version)
 	}
 	c.queues.observe(d, deleted)
 	c.finished.observe(d, obj)

@@ -82,7 +82,7 @@ func (c *Engine) reconcileCluster(ctx context.Context, id string) (again time.Du
 		// (or the cluster says it cannot be).
 		if cl.State == cluster.Running && cl.Live != nil {
 			inRay := podRequests(obs.Pods)
-			if a, _, aerr := cached[quota.Account](ctx, c, kindResourceGroup, cl.Live.ResourceGroup); aerr == nil && !inRay.Fits(a.Held(cl.ID)) {
+			if a, _, aerr := cached[quota.Account](ctx, c.acc, kindResourceGroup, cl.Live.ResourceGroup); aerr == nil && !inRay.Fits(a.Held(cl.ID)) {
 				return 0, c.trueUpHold(ctx, cl, &inRay)
 			}
 		}
@@ -391,7 +391,7 @@ func (c *Engine) releaseHold(ctx context.Context, cl *cluster.Cluster) error {
 	if cl.QuotaGroup == "" {
 		return nil
 	}
-	_, err := c.changeAccount(ctx, cl.QuotaGroup, func(a *quota.Account) (bool, error) {
+	_, err := c.ledger.changeAccount(ctx, cl.QuotaGroup, func(a *quota.Account) (bool, error) {
 		return a.ReleaseUpTo(cl.ID, cl.Generation), nil // a newer start keeps its hold
 	})
 	if errs.IsNotFound(err) {
@@ -429,9 +429,9 @@ func (c *Engine) trueUpHold(ctx context.Context, cl *cluster.Cluster, inRay *quo
 	}
 	settled := func(a *quota.Account) bool {
 		h, ok := a.Hold(cl.ID)
-		return (ok && h.Resources == target(a)) || (ok && h.Generation > cl.Generation && c.holdAge(a.ID, cl.ID, h, now) < c.o.grace)
+		return (ok && h.Resources == target(a)) || (ok && h.Generation > cl.Generation && c.ledger.holdAge(a.ID, cl.ID, h, now) < c.o.grace)
 	}
-	a, _, err := get[quota.Account](ctx, c, kindResourceGroup, "resource group", cl.Live.ResourceGroup)
+	a, _, err := get[quota.Account](ctx, c.acc, kindResourceGroup, "resource group", cl.Live.ResourceGroup)
 	if err != nil {
 		return err
 	}
@@ -454,7 +454,7 @@ func (c *Engine) trueUpHold(ctx context.Context, cl *cluster.Cluster, inRay *quo
 		return err
 	}
 	changed := false
-	_, err = c.changeAccount(ctx, cl.Live.ResourceGroup, func(a *quota.Account) (bool, error) {
+	_, err = c.ledger.changeAccount(ctx, cl.Live.ResourceGroup, func(a *quota.Account) (bool, error) {
 		if h, ok := a.Hold(cl.ID); settled(a) || (ok && h.Generation > cl.Generation) {
 			return false, nil // a newer generation's hold is changed only once fenced, above
 		}
@@ -467,10 +467,10 @@ func (c *Engine) trueUpHold(ctx context.Context, cl *cluster.Cluster, inRay *quo
 		// or hibernate may have released its hold in between, and this
 		// write put it back. Look at the cluster again, in the store, and
 		// take back what was written for a cluster that no longer holds.
-		cur, _, ferr := fresh[cluster.Cluster](ctx, c, kindCluster, cl.ID)
+		cur, _, ferr := fresh[cluster.Cluster](ctx, c.acc, kindCluster, cl.ID)
 		switch {
 		case errs.IsNotFound(ferr) || (ferr == nil && !cur.State.HoldsQuota()):
-			_, err = c.changeAccount(ctx, cl.Live.ResourceGroup, func(a *quota.Account) (bool, error) {
+			_, err = c.ledger.changeAccount(ctx, cl.Live.ResourceGroup, func(a *quota.Account) (bool, error) {
 				if h, ok := a.Hold(cl.ID); ok && h.Generation == cl.Generation && h.Since.Equal(now) {
 					return a.Release(cl.ID), nil
 				}
@@ -503,7 +503,7 @@ func (c *Engine) clusterStepFailed(ctx context.Context, id, why string, also ...
 // to).
 func (c *Engine) stepFailed(ctx context.Context, id, why string, also ...func(*cluster.Cluster)) (bool, error) {
 	for attempt := 0; ; attempt++ {
-		cl, v, err := fresh[cluster.Cluster](ctx, c, kindCluster, id)
+		cl, v, err := fresh[cluster.Cluster](ctx, c.acc, kindCluster, id)
 		if errs.IsNotFound(err) {
 			return false, nil
 		}
@@ -620,12 +620,12 @@ func (c *Engine) holds(ctx context.Context, cl *cluster.Cluster) (bool, error) {
 		return false, nil
 	}
 	now := c.clock.Now()
-	if a, _, err := cached[quota.Account](ctx, c, kindResourceGroup, cl.QuotaGroup); err == nil {
+	if a, _, err := cached[quota.Account](ctx, c.acc, kindResourceGroup, cl.QuotaGroup); err == nil {
 		if _, lacks := c.lacksHold(cl, a); !lacks {
 			return true, nil
 		}
 	}
-	_, err := c.changeAccount(ctx, cl.QuotaGroup, func(a *quota.Account) (bool, error) {
+	_, err := c.ledger.changeAccount(ctx, cl.QuotaGroup, func(a *quota.Account) (bool, error) {
 		need, lacks := c.lacksHold(cl, a)
 		if !lacks {
 			return false, nil

@@ -80,7 +80,7 @@ func (c *Engine) createCluster(ctx context.Context, spec *cluster.Spec, action, 
 	go func() { claimed <- c.claimName(ctx, kindCluster, spec.Name, cl.ID) }()
 	read := make(chan []error, 1)
 	go func() { read <- c.groupsLive(ctx, spec.Groups, "create a cluster in") }()
-	v, err := c.create(ctx, kindCluster, cl.ID, clusterLabels(cl), cl)
+	v, err := c.acc.create(ctx, kindCluster, cl.ID, clusterLabels(cl), cl)
 	done := time.Now()
 	var early []error // nil: read again after the write
 	if err == nil {
@@ -199,7 +199,7 @@ func (c *Engine) undoCreate(ctx context.Context, id, why string) error {
 
 // getFresh reads a cluster from the store itself.
 func (c *Engine) getFresh(ctx context.Context, id string) (*cluster.Cluster, error) {
-	cl, v, err := fresh[cluster.Cluster](context.WithoutCancel(ctx), c, kindCluster, id)
+	cl, v, err := fresh[cluster.Cluster](context.WithoutCancel(ctx), c.acc, kindCluster, id)
 	if err != nil {
 		return nil, notFoundAs(err, "cluster", id)
 	}
@@ -215,7 +215,7 @@ func (c *Engine) checkClusterSpec(ctx context.Context, spec *cluster.Spec, was [
 		if g == "" {
 			continue
 		}
-		grp, _, err := cached[group.Group](ctx, c, kindGroup, g)
+		grp, _, err := cached[group.Group](ctx, c.acc, kindGroup, g)
 		switch {
 		case errs.IsNotFound(err):
 			l = append(l, errs.Invalid(errs.NewPath("groups").Index(i), "C2", g, "no cluster group with this id; create it first"))
@@ -226,7 +226,7 @@ func (c *Engine) checkClusterSpec(ctx context.Context, spec *cluster.Spec, was [
 		}
 	}
 	if spec.ResourceGroup != "" {
-		a, _, err := cached[quota.Account](ctx, c, kindResourceGroup, spec.ResourceGroup)
+		a, _, err := cached[quota.Account](ctx, c.acc, kindResourceGroup, spec.ResourceGroup)
 		switch {
 		case errs.IsNotFound(err):
 			l = append(l, errs.Invalid("resourceGroup", "C4", spec.ResourceGroup, "no resource group with this id; register it first"))
@@ -266,7 +266,7 @@ func (s *ClusterService) Get(ctx context.Context, id string) (*cluster.Cluster, 
 }
 
 func (c *Engine) getCluster(ctx context.Context, id string) (*cluster.Cluster, error) {
-	cl, v, err := get[cluster.Cluster](ctx, c, kindCluster, "cluster", id)
+	cl, v, err := get[cluster.Cluster](ctx, c.acc, kindCluster, "cluster", id)
 	if err != nil {
 		return nil, err
 	}
@@ -287,7 +287,7 @@ func (s *ClusterService) List(ctx context.Context) ([]*cluster.Cluster, error) {
 }
 
 func (c *Engine) listClusters(sel map[string]string) ([]*cluster.Cluster, error) {
-	return list(c, kindCluster, sel, func(cl *cluster.Cluster, v string) { cl.Version = v })
+	return list(c.acc, kindCluster, sel, func(cl *cluster.Cluster, v string) { cl.Version = v })
 }
 
 // Events returns a cluster's operation and event log (C13), oldest first.
@@ -381,7 +381,7 @@ func (c *Engine) writeWithHold(ctx context.Context, next, prev *cluster.Cluster,
 	rg := next.Live.ResourceGroup
 	moved := prev.Live != nil && prev.Live.ResourceGroup != rg
 	sole := false // the hold is this operation's alone
-	a, err := c.changeAccount(ctx, rg, func(a *quota.Account) (bool, error) {
+	a, err := c.ledger.changeAccount(ctx, rg, func(a *quota.Account) (bool, error) {
 		now := c.clock.Now()
 		h, had := a.Hold(next.ID)
 		sole = !had || h.Generation < next.Generation
@@ -438,7 +438,7 @@ func (c *Engine) writeWithHold(ctx context.Context, next, prev *cluster.Cluster,
 	}
 	if moved {
 		// Release last: the old group's hold goes once the new one is written.
-		if _, err := c.changeAccount(context.WithoutCancel(ctx), prev.Live.ResourceGroup, func(a *quota.Account) (bool, error) {
+		if _, err := c.ledger.changeAccount(context.WithoutCancel(ctx), prev.Live.ResourceGroup, func(a *quota.Account) (bool, error) {
 			return a.ReleaseUpTo(next.ID, next.Generation), nil
 		}); err != nil {
 			c.o.log.Error(err, "releasing the old resource group's reservation failed; the repair reconciler will", "cluster", next.ID, "resourceGroup", prev.Live.ResourceGroup)
@@ -499,7 +499,7 @@ func (c *Engine) holdAsStored(ctx context.Context, rg, id string, gen int64, min
 			}
 		}
 		var fence quota.Hold // a hold of a newer generation than the stored one, to fence off first
-		if _, err := c.changeAccount(ctx, rg, func(a *quota.Account) (bool, error) {
+		if _, err := c.ledger.changeAccount(ctx, rg, func(a *quota.Account) (bool, error) {
 			fence = quota.Hold{}
 			h, ok := a.Hold(id)
 			switch {
@@ -937,7 +937,7 @@ func (c *Engine) autoscale(ctx context.Context, clusterID, group string, replica
 		cur := cl.Replicas[group]
 		res.Granted, res.QuotaRefused, res.Reason = want, false, ""
 		if want > cur {
-			a, _, err := get[quota.Account](ctx, c, kindResourceGroup, "resource group", cl.Live.ResourceGroup)
+			a, _, err := get[quota.Account](ctx, c.acc, kindResourceGroup, "resource group", cl.Live.ResourceGroup)
 			if err != nil {
 				return res, err
 			}
@@ -1046,7 +1046,7 @@ func (s *ClusterService) Details(ctx context.Context, id string) (*cluster.Detai
 	}
 	d := &cluster.Details{Cluster: *cl, Events: cl.Events}
 	if cl.QuotaGroup != "" {
-		if a, _, err := cached[quota.Account](ctx, c, kindResourceGroup, cl.QuotaGroup); err == nil {
+		if a, _, err := cached[quota.Account](ctx, c.acc, kindResourceGroup, cl.QuotaGroup); err == nil {
 			d.Resources = a.Held(cl.ID)
 		}
 	}
@@ -1092,7 +1092,7 @@ func (c *Engine) putCluster(ctx context.Context, next *cluster.Cluster, version 
 		next.QuotaGroup = next.Live.ResourceGroup
 	}
 	from := c.cachedState(kindCluster, next.ID)
-	v, err := c.update(ctx, kindCluster, next.ID, version, clusterLabels(next), next)
+	v, err := c.acc.update(ctx, kindCluster, next.ID, version, clusterLabels(next), next)
 	if err != nil {
 		return notFoundAs(err, "cluster", next.ID)
 	}
@@ -1129,7 +1129,7 @@ func (c *Engine) activeRunsOn(ctx context.Context, id string) ([]*job.Run, error
 	if err != nil || len(active) > 0 {
 		return active, err
 	}
-	docs, err := c.listLatest(ctx, kindRun, sel)
+	docs, err := c.acc.listLatest(ctx, kindRun, sel)
 	if err != nil {
 		return nil, err
 	}

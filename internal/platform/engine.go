@@ -310,8 +310,8 @@ type Engine struct {
 	policy  scheduler.Policy
 	cache   *objects.Cache
 	queues  *queues
-	metrics *metrics    // nil: none registered
-	reads   latestReads // concurrent reads past the cache, coalesced
+	metrics *metrics // nil: none registered
+	acc     *access  // typed reads and writes of the stored objects
 
 	finished *finishedRuns // the finished runs by job config (retention.go)
 	trimming atomic.Bool   // a retention step is trimming to the bound across job configs (trimAll)
@@ -322,28 +322,17 @@ type Engine struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
-	mu           sync.Mutex
-	repaired     map[string]time.Time           // when each resource group's holders were last audited
-	tombs        map[string]map[string]seenHold // per resource group, released holds' documents as first seen (tombstones)
-	holdVersions versions                       // the newest hold document the cache has seen (awaitHolds)
-	seen         map[string]map[string]seenHold // resource group → holder → the hold as first seen, and when
-	suspect      map[string]suspicion           // resource group → a mark while its account changed as the platform never changes it (foreign_accounts.go)
-	seq          uint64                         // the last run Seq handed out
-	dependents   map[string]string              // cluster → the state it last queued its runs for
-	idleRefused  map[string]time.Time           // cluster → until when its idle hibernate waits after a refusal (idle.go)
-	steps        map[string]stepSeen            // transitional cluster → its step as last seen, and since when
-	claimsSeen   map[string]claimSeen           // name claim without its owner → when first seen so
-	rep          *replicas                      // the clients sharing the work; nil: this one does it all
-	retainSeen   bool                           // a resync has queued every finished run (retention.go)
-	stopResync   func() bool
+	ledger *ledger // the quota accounts' I/O (ledger.go)
 
-	linesMu sync.Mutex
-	lines   map[string]*accountLine // resource group → the changes of its account waiting for the write in flight (accounts.go)
-	// drains are the goroutines writing accounts' batches (drainLine),
-	// which Close waits for; linesClosed refuses new changes once it has
-	// begun to.
-	drains      sync.WaitGroup
-	linesClosed bool
+	mu          sync.Mutex
+	seq         uint64               // the last run Seq handed out
+	dependents  map[string]string    // cluster → the state it last queued its runs for
+	idleRefused map[string]time.Time // cluster → until when its idle hibernate waits after a refusal (idle.go)
+	steps       map[string]stepSeen  // transitional cluster → its step as last seen, and since when
+	claimsSeen  map[string]claimSeen // name claim without its owner → when first seen so
+	rep         *replicas            // the clients sharing the work; nil: this one does it all
+	retainSeen  bool                 // a resync has queued every finished run (retention.go)
+	stopResync  func() bool
 
 	views  *views.Hub  // the watches and waits of callers
 	loaded atomic.Bool // the store's snapshot is in the cache (runLoad keeps only ends of cached clusters after)
@@ -401,7 +390,7 @@ func New(opts ...Option) (*Engine, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &Engine{o: o, store: o.backend, ray: o.backend, clock: o.clock, cat: o.catalogs, policy: o.policy,
-		cache: objects.New(derivers()), queues: newQueues(queue.QueueOptions{MaxWait: o.maxWait}), finished: newFinishedRuns(), order: newRunOrder(), load: newRunLoad(), ctx: ctx, cancel: cancel, repaired: map[string]time.Time{}, seen: map[string]map[string]seenHold{}, suspect: map[string]suspicion{}, tombs: map[string]map[string]seenHold{}, dependents: map[string]string{}, idleRefused: map[string]time.Time{}, steps: map[string]stepSeen{}, claimsSeen: map[string]claimSeen{}, lines: map[string]*accountLine{}}
+		cache: objects.New(derivers()), queues: newQueues(queue.QueueOptions{MaxWait: o.maxWait}), finished: newFinishedRuns(), order: newRunOrder(), load: newRunLoad(), ctx: ctx, cancel: cancel, dependents: map[string]string{}, idleRefused: map[string]time.Time{}, steps: map[string]stepSeen{}, claimsSeen: map[string]claimSeen{}}
 	m, err := newMetrics(o.registerer, c)
 	if err != nil {
 		cancel()
@@ -415,6 +404,9 @@ func New(opts ...Option) (*Engine, error) {
 		c.store, c.ray = ib, ib
 		ro.Metrics = m
 	}
+	c.acc = &access{store: c.store, backend: o.backend, cache: c.cache, readBound: o.reconcileTime}
+	c.ledger = newLedger(c.acc, o.clock, o.log, o.grace, o.holdsWait, c)
+	c.acc.bind, c.acc.awaitBound = c.ledger.bind, c.ledger.awaitBound
 	c.run = runner.New(ctx, ro, c.newReconcilers())
 	c.views = views.NewHub(c.cache, ctx.Done())
 	if o.shareTTL > 0 {
@@ -438,7 +430,7 @@ func New(opts ...Option) (*Engine, error) {
 			// Its first sight: what it was before this client came is
 			// not known, so its first change looks at the live clusters
 			// (foreign_accounts.go).
-			c.markSuspect(d.ID, d.Version)
+			c.ledger.markSuspect(d.ID, d.Version)
 		}
 	}
 	if c.rep != nil {
@@ -485,10 +477,7 @@ func (c *Engine) Close() error {
 	}
 	c.mu.Unlock()
 	c.run.Stop()
-	c.linesMu.Lock()
-	c.linesClosed = true
-	c.linesMu.Unlock()
-	c.drains.Wait()
+	c.ledger.close()
 	c.stopReplicas()
 	return nil
 }
@@ -528,36 +517,6 @@ func idFor(prefix string, parts ...string) string {
 	return prefix + "-r" + hex.EncodeToString(h.Sum(nil))[:16]
 }
 
-// decode reads a document's content into a new T, with the fields the
-// platform derives from others derived again (see normalise).
-func decode[T any](d backend.Doc) (*T, error) {
-	v := new(T)
-	if err := json.Unmarshal(d.Data, v); err != nil {
-		return nil, fmt.Errorf("%s %q: corrupt document: %w", d.Kind, d.ID, err)
-	}
-	normalise(v)
-	return v, nil
-}
-
-// exists says whether kind/id is stored: from the cache, or, on a miss,
-// from the store itself (see cached).
-func (c *Engine) exists(ctx context.Context, kind, id string) (bool, error) {
-	if _, ok := c.cache.Get(kind, id); ok {
-		return true, nil
-	}
-	if c.cache.Deleted(kind, id) {
-		return false, nil
-	}
-	_, err := c.store.Get(ctx, kind, id)
-	switch {
-	case err == nil:
-		return true, nil
-	case errs.IsNotFound(err):
-		return false, nil
-	}
-	return false, err
-}
-
 // normalise derives again what a stored object repeats of its other
 // fields, as the platform computes it when it writes, so that an edit
 // from outside (anyone with edit rights on the store) cannot make the
@@ -585,135 +544,6 @@ func normalise(v any) {
 // decodeInto reads JSON into v.
 func decodeInto(data []byte, v any) error { return json.Unmarshal(data, v) }
 
-// cached returns a copy of kind/id from the cache. The cache decodes each
-// version once, as an informer keeps typed objects; every caller gets a
-// deep copy of its own. A miss is not taken for "gone": the cache may not
-// have seen a write another replica (or this one, on another kind's
-// watch) made a moment ago, so the store itself is asked before the
-// answer is a typed not-found, unless the watch saw the document deleted.
-func cached[T any](ctx context.Context, c *Engine, kind, id string) (*T, string, error) {
-	v, version, err := fromCache[T](c, kind, id)
-	if errs.IsNotFound(err) && !c.cache.Deleted(kind, id) {
-		return fresh[T](ctx, c, kind, id)
-	}
-	if err == nil {
-		err = c.awaitBound(ctx, v)
-	}
-	return v, version, err
-}
-
-// awaitBound waits, for an account, until the cache has its settled
-// holds (awaitHolds).
-func (c *Engine) awaitBound(ctx context.Context, v any) error {
-	if a, ok := v.(*quota.Account); ok {
-		return c.awaitHolds(ctx, a)
-	}
-	return nil
-}
-
-// fromCache returns a copy of kind/id from the cache only, or a typed
-// not-found: for what walks the cache itself (metrics, queues), where a
-// miss is a document deleted meanwhile.
-func fromCache[T any](c *Engine, kind, id string) (*T, string, error) {
-	d, ok := c.cache.Get(kind, id)
-	if !ok {
-		return nil, "", errs.NotFound(kind, id)
-	}
-	v, shared, err := sharedObject[T](c, d)
-	if err != nil || !shared {
-		return v, d.Version, err
-	}
-	return deepCopy(v), d.Version, nil
-}
-
-// sharedObject returns the cache's decoded form of document d, shared with
-// the cache (shared: not to be changed), or, when the cache has moved on
-// from d's version, d decoded afresh (not shared).
-func sharedObject[T any](c *Engine, d backend.Doc) (v *T, shared bool, err error) {
-	obj, ok, err := c.cache.Object(d.Kind, d.ID, d.Version, func(d backend.Doc) (any, error) {
-		v, err := decode[T](d)
-		if err == nil {
-			c.bind(v)
-		}
-		return v, err
-	})
-	if err != nil {
-		return nil, false, err
-	}
-	if v, isT := obj.(*T); ok && isT {
-		return v, true, nil
-	}
-	v, err = decode[T](d) // changed meanwhile: this version, decoded
-	if err == nil {
-		c.bind(v)
-	}
-	return v, false, err
-}
-
-// deepCopy copies a stored object so that the caller shares nothing with
-// the cache.
-func deepCopy[T any](v *T) *T {
-	if x, ok := any(v).(interface{ DeepCopy() *T }); ok {
-		return x.DeepCopy()
-	}
-	data, _ := json.Marshal(v)
-	out := new(T)
-	_ = json.Unmarshal(data, out)
-	return out
-}
-
-// fresh reads kind/id from the store itself, at its newest version where
-// the store can (LatestReader): after a conflict, and before a missing
-// object or reservation is taken for gone, when the cache may be behind.
-// The cache is left to the watch: a read may race a newer change and must
-// not put an older version back.
-func fresh[T any](ctx context.Context, c *Engine, kind, id string) (*T, string, error) {
-	d, err := c.latest(ctx, kind, id)
-	if err != nil {
-		return nil, "", err
-	}
-	v, err := decode[T](d)
-	if err == nil {
-		c.bind(v)
-		err = c.awaitBound(ctx, v)
-	}
-	return v, d.Version, err
-}
-
-func encode(kind, id, version string, labels map[string]string, v any) (backend.Doc, error) {
-	data, err := json.Marshal(v)
-	if err != nil {
-		return backend.Doc{}, err
-	}
-	return backend.Doc{Kind: kind, ID: id, Version: version, Labels: labels, Data: data}, nil
-}
-
-// create stores a new object and returns its version.
-func (c *Engine) create(ctx context.Context, kind, id string, labels map[string]string, v any) (string, error) {
-	d, err := encode(kind, id, "", labels, v)
-	if err != nil {
-		return "", err
-	}
-	version, err := c.store.Create(ctx, d)
-	if err == nil {
-		noteWrite(ctx, kind, id, version)
-	}
-	return version, err
-}
-
-// update stores v over version and returns the new version.
-func (c *Engine) update(ctx context.Context, kind, id, version string, labels map[string]string, v any) (string, error) {
-	d, err := encode(kind, id, version, labels, v)
-	if err != nil {
-		return "", err
-	}
-	version, err = c.store.Update(ctx, d)
-	if err == nil {
-		noteWrite(ctx, kind, id, version)
-	}
-	return version, err
-}
-
 // event makes a log entry; user entries name the caller.
 func (c *Engine) event(ctx context.Context, source, action, msg string) event.Event {
 	e := event.Event{Time: c.clock.Now(), Source: source, Action: action, Message: msg}
@@ -721,71 +551,6 @@ func (c *Engine) event(ctx context.Context, source, action, msg string) event.Ev
 		e.Actor = UserFrom(ctx)
 	}
 	return e
-}
-
-// notFoundAs turns a store's not-found into the kind's.
-func notFoundAs(err error, kind, id string) error {
-	if errs.IsNotFound(err) {
-		return errs.NotFound(kind, id)
-	}
-	return err
-}
-
-// get reads kind/id as a T (from the cache, or the store on a miss) and
-// its version; a not-found names it as what.
-func get[T any](ctx context.Context, c *Engine, kind, what, id string) (*T, string, error) {
-	v, version, err := cached[T](ctx, c, kind, id)
-	if err != nil {
-		return nil, "", notFoundAs(err, what, id)
-	}
-	return v, version, nil
-}
-
-// list returns copies of the cached objects of kind that sel selects, by
-// id; versioned (when not nil) is given each with its version.
-func list[T any](c *Engine, kind string, sel map[string]string, versioned func(*T, string)) ([]*T, error) {
-	objs, versions, err := cachedObjects[T](c, kind, sel)
-	if err != nil {
-		return nil, err
-	}
-	for i, v := range objs {
-		objs[i] = deepCopy(v)
-		if versioned != nil {
-			versioned(objs[i], versions[i])
-		}
-	}
-	return objs, nil
-}
-
-// listLatest returns the documents of kind (a cluster or a run: a kind
-// whose labels the platform derives) that sel selects, by id, as the
-// store has them now: past its cache where the store can (LatestLister),
-// else its List. For a decision that must know every such document: a
-// delete refused while a dependent exists, which the cache may not show
-// yet. Each document's labels are derived from its content, as the
-// cache's are, and selected on again.
-func (c *Engine) listLatest(ctx context.Context, kind string, sel map[string]string) ([]backend.Doc, error) {
-	var docs []backend.Doc
-	var err error
-	if ll, ok := c.o.backend.(backend.LatestLister); ok {
-		t := time.Now()
-		docs, err = ll.ListLatest(ctx, kind, sel)
-		if in, ok := c.store.(instrumented); ok {
-			in.done("store_list_latest", t, err)
-		}
-	} else {
-		docs, err = c.store.List(ctx, kind, sel)
-	}
-	if err != nil {
-		return nil, err
-	}
-	out := docs[:0]
-	for _, d := range docs {
-		if d, _ = c.cache.Derived(d); backend.Matches(d.Labels, sel) {
-			out = append(out, d)
-		}
-	}
-	return out, nil
 }
 
 // nilInput is the error of an operation given nil for what at path:

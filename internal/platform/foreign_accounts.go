@@ -2,7 +2,6 @@ package platform
 
 import (
 	"github.com/aidlc/dlc/backend"
-	"github.com/aidlc/dlc/cluster"
 	"github.com/aidlc/dlc/quota"
 )
 
@@ -30,7 +29,7 @@ import (
 // deleting: a deleting cluster's pods are capped by the namespace's
 // ResourceQuota on Kubernetes), and a hold lowered no further than what
 // its cluster runs.
-func (c *Engine) foreignAccountChange(before, after *quota.Account) bool {
+func (lg *ledger) foreignAccountChange(before, after *quota.Account) bool {
 	if before == nil || after == nil {
 		return true
 	}
@@ -59,7 +58,7 @@ func (c *Engine) foreignAccountChange(before, after *quota.Account) bool {
 		moved[0] += q.Resources.MilliCPU - prev.MilliCPU
 		moved[1] += q.Resources.Memory - prev.Memory
 		moved[2] += q.Resources.GPU - prev.GPU
-		if !prev.Fits(q.Resources) && c.clusterNeedsMore(holder, after) {
+		if !prev.Fits(q.Resources) && lg.holders.clusterNeedsMore(holder, after) {
 			return true
 		}
 	}
@@ -67,30 +66,13 @@ func (c *Engine) foreignAccountChange(before, after *quota.Account) bool {
 		after.Sum.GPU-before.Sum.GPU != moved[2]
 }
 
-// clusterNeedsMore reports whether the cache has holder as a cluster that
-// a holds less for than it runs (lacksHold, which makes no allowance for
-// a hold made for a newer generation: the platform never lowers a hold
-// below what the cluster runs at its stored generation).
-func (c *Engine) clusterNeedsMore(holder string, a *quota.Account) bool {
-	d, ok := c.cache.Get(kindCluster, holder)
-	if !ok {
-		return false
-	}
-	cl, _, err := sharedObject[cluster.Cluster](c, d)
-	if err != nil {
-		return false
-	}
-	_, lacks := c.lacksHold(cl, a)
-	return lacks
-}
-
 // accountOf returns the account a cached document holds (decoded once
 // per version, shared), or nil.
-func (c *Engine) accountOf(d backend.Doc, ok bool) *quota.Account {
+func (lg *ledger) accountOf(d backend.Doc, ok bool) *quota.Account {
 	if !ok {
 		return nil
 	}
-	a, _, err := sharedObject[quota.Account](c, d)
+	a, _, err := sharedObject[quota.Account](lg.acc, d)
 	if err != nil {
 		return nil
 	}
@@ -99,12 +81,12 @@ func (c *Engine) accountOf(d backend.Doc, ok bool) *quota.Account {
 
 // decodeAccount decodes an account document as the cache will keep it
 // (its settled holds bound to the cache), or nil.
-func (c *Engine) decodeAccount(d backend.Doc) *quota.Account {
+func (lg *ledger) decodeAccount(d backend.Doc) *quota.Account {
 	a, err := decode[quota.Account](d)
 	if err != nil {
 		return nil
 	}
-	c.bind(a)
+	lg.bind(a)
 	return a
 }
 
@@ -122,41 +104,41 @@ type suspicion struct {
 // next change of the account in its line looks at the live clusters
 // first. It is called before the cache takes d, so that no change is
 // decided on d unvetted.
-func (c *Engine) vetAccount(before, next *quota.Account, d backend.Doc, deleted bool) {
+func (lg *ledger) vetAccount(before, next *quota.Account, d backend.Doc, deleted bool) {
 	if deleted {
-		c.mu.Lock()
-		delete(c.suspect, d.ID)
-		c.mu.Unlock()
+		lg.mu.Lock()
+		delete(lg.suspect, d.ID)
+		lg.mu.Unlock()
 		return
 	}
-	if !c.foreignAccountChange(before, next) {
+	if !lg.foreignAccountChange(before, next) {
 		return
 	}
-	c.markSuspect(d.ID, d.Version)
+	lg.markSuspect(d.ID, d.Version)
 }
 
 // markSuspect marks resource group rg's account at version suspect.
-func (c *Engine) markSuspect(rg, version string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.suspect[rg] = suspicion{n: c.suspect[rg].n + 1, version: version}
+func (lg *ledger) markSuspect(rg, version string) {
+	lg.mu.Lock()
+	defer lg.mu.Unlock()
+	lg.suspect[rg] = suspicion{n: lg.suspect[rg].n + 1, version: version}
 }
 
 // suspectMark returns resource group rg's suspect mark: n is 0 when its
 // account changed only as the platform changes it since its line last
 // looked.
-func (c *Engine) suspectMark(rg string) suspicion {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.suspect[rg]
+func (lg *ledger) suspectMark(rg string) suspicion {
+	lg.mu.Lock()
+	defer lg.mu.Unlock()
+	return lg.suspect[rg]
 }
 
 // clearSuspect clears rg's mark if it is still mark and the account
 // looked at, at version v, is the marked version or newer.
-func (c *Engine) clearSuspect(rg string, mark suspicion, v string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if cur := c.suspect[rg]; cur.n == mark.n && (v == mark.version || newerVersion(v, mark.version)) {
-		delete(c.suspect, rg)
+func (lg *ledger) clearSuspect(rg string, mark suspicion, v string) {
+	lg.mu.Lock()
+	defer lg.mu.Unlock()
+	if cur := lg.suspect[rg]; cur.n == mark.n && (v == mark.version || newerVersion(v, mark.version)) {
+		delete(lg.suspect, rg)
 	}
 }

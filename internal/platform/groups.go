@@ -48,7 +48,7 @@ func (s *GroupService) Create(ctx context.Context, name string, opts ...group.Cr
 	if err := c.claimName(ctx, kindGroup, name, g.ID); err != nil {
 		return nil, err
 	}
-	v, err := c.create(ctx, kindGroup, g.ID, nil, g)
+	v, err := c.acc.create(ctx, kindGroup, g.ID, nil, g)
 	if err != nil {
 		version, written, werr := c.wrote(ctx, kindGroup, g.ID, g)
 		switch {
@@ -73,7 +73,7 @@ func (s *GroupService) Get(ctx context.Context, id string) (*group.Group, error)
 }
 
 func (c *Engine) getGroup(ctx context.Context, id string) (*group.Group, error) {
-	g, v, err := get[group.Group](ctx, c, kindGroup, "group", id)
+	g, v, err := get[group.Group](ctx, c.acc, kindGroup, "group", id)
 	if err != nil {
 		return nil, err
 	}
@@ -86,7 +86,7 @@ func (s *GroupService) List(ctx context.Context) ([]*group.Group, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	return list(s.c, kindGroup, nil, func(g *group.Group, v string) { g.Version = v })
+	return list(s.c.acc, kindGroup, nil, func(g *group.Group, v string) { g.Version = v })
 }
 
 // Rename renames a cluster group (G5); the new name is claimed first.
@@ -111,7 +111,7 @@ func (s *GroupService) Rename(ctx context.Context, id, name string) (*group.Grou
 	}
 	g.Name, g.UpdatedAt = name, c.clock.Now()
 	g.Events = event.Append(g.Events, c.event(ctx, "user", "rename", old+" → "+name))
-	v, err := c.update(ctx, kindGroup, id, g.Version, nil, g)
+	v, err := c.acc.update(ctx, kindGroup, id, g.Version, nil, g)
 	if err != nil && !errors.Is(err, errs.ErrConflict) && !errs.IsNotFound(err) {
 		if version, written, werr := c.wrote(ctx, kindGroup, id, g); werr != nil {
 			return nil, err // cannot tell: a stale name claim is taken over after the grace
@@ -154,7 +154,7 @@ func (s *GroupService) SetPolicy(ctx context.Context, id string, sched group.Sch
 		next := g.DeepCopy()
 		next.Policy, next.Order, next.UpdatedAt = sched.Policy, sched.Order, c.clock.Now()
 		next.Events = event.Append(next.Events, c.event(ctx, "user", "policy", describePolicy(old)+" → "+describePolicy(sched)))
-		v, uerr := c.update(ctx, kindGroup, id, g.Version, nil, next)
+		v, uerr := c.acc.update(ctx, kindGroup, id, g.Version, nil, next)
 		if uerr == nil {
 			next.Version = v
 			return next, nil
@@ -325,7 +325,7 @@ func (c *Engine) checkGroups(ctx context.Context, cl *cluster.Cluster) error {
 		if _, ok := c.cache.Get(kindGroup, g); ok || logged(cl.Events, actionGroupMissing, msg) {
 			continue
 		}
-		if _, _, err := cached[group.Group](ctx, c, kindGroup, g); !errs.IsNotFound(err) {
+		if _, _, err := cached[group.Group](ctx, c.acc, kindGroup, g); !errs.IsNotFound(err) {
 			if err != nil {
 				return err
 			}
@@ -356,7 +356,7 @@ func groupDeleting(g *group.Group, op string) error {
 
 // freshGroup reads a cluster group from the store itself.
 func (c *Engine) freshGroup(ctx context.Context, id string) (*group.Group, error) {
-	g, v, err := fresh[group.Group](ctx, c, kindGroup, id)
+	g, v, err := fresh[group.Group](ctx, c.acc, kindGroup, id)
 	if err != nil {
 		return nil, notFoundAs(err, "group", id)
 	}
@@ -392,7 +392,7 @@ func (c *Engine) groupLive(ctx context.Context, id, op string) (target string, e
 		}
 		next := g.DeepCopy()
 		next.Deleting = group.Deletion{}
-		_, err = c.update(ctx, kindGroup, id, g.Version, nil, next)
+		_, err = c.acc.update(ctx, kindGroup, id, g.Version, nil, next)
 		if err == nil {
 			return "", nil
 		}
@@ -505,7 +505,7 @@ func (c *Engine) editClusterFrom(ctx context.Context, id string, cl *cluster.Clu
 			return err
 		}
 		var v string
-		cl, v, err = fresh[cluster.Cluster](ctx, c, kindCluster, id)
+		cl, v, err = fresh[cluster.Cluster](ctx, c.acc, kindCluster, id)
 		if cl != nil {
 			cl.Version = v
 		}
@@ -565,7 +565,7 @@ func (s *GroupService) Delete(ctx context.Context, id, targetID string) error {
 		if !own {
 			marked := g.DeepCopy()
 			marked.Deleting = group.Deletion{Target: targetID, At: c.clock.Now(), By: UserFrom(ctx)}
-			fence, err = c.update(ctx, kindGroup, id, g.Version, nil, marked)
+			fence, err = c.acc.update(ctx, kindGroup, id, g.Version, nil, marked)
 			if errors.Is(err, errs.ErrConflict) && attempt < conflictRetries {
 				continue
 			}
@@ -614,7 +614,7 @@ func (c *Engine) checkTarget(ctx context.Context, targetID string) error {
 // being deleted (groupLive); if it is not, the members are put back and
 // the error says to name another target.
 func (c *Engine) moveMembers(ctx context.Context, id, target string) error {
-	docs, err := c.listLatest(ctx, kindCluster, map[string]string{labelMemberOf + id: "1"})
+	docs, err := c.acc.listLatest(ctx, kindCluster, map[string]string{labelMemberOf + id: "1"})
 	if err != nil {
 		return err
 	}
@@ -671,7 +671,7 @@ func (c *Engine) unmarkGroup(ctx context.Context, id string, mark group.Deletion
 			}
 			next := g.DeepCopy()
 			next.Deleting = group.Deletion{}
-			if _, err = c.update(ctx, kindGroup, id, g.Version, nil, next); err == nil {
+			if _, err = c.acc.update(ctx, kindGroup, id, g.Version, nil, next); err == nil {
 				return
 			}
 		}

@@ -54,16 +54,16 @@ func holdLabels(d *holdDoc, id string) map[string]string {
 
 // holdSource is a resource group's settled holds in this client's cache.
 type holdSource struct {
-	c  *Engine
-	rg string
+	acc *access
+	rg  string
 }
 
 func (s holdSource) Get(holder string) (quota.Hold, bool) {
-	d, ok := s.c.cache.Get(kindHold, holdID(s.rg, holder))
+	d, ok := s.acc.cache.Get(kindHold, holdID(s.rg, holder))
 	if !ok {
 		return quota.Hold{}, false
 	}
-	h, _, err := sharedObject[holdDoc](s.c, d)
+	h, _, err := sharedObject[holdDoc](s.acc, d)
 	if err != nil || holdLabels(h, d.ID) == nil {
 		return quota.Hold{}, false // not one of ours: the audit and the true-up see it
 	}
@@ -71,10 +71,10 @@ func (s holdSource) Get(holder string) (quota.Hold, bool) {
 }
 
 func (s holdSource) All() map[string]quota.Hold {
-	docs := s.c.cache.SelectDocs(kindHold, map[string]string{labelResourceGroup: s.rg})
+	docs := s.acc.cache.SelectDocs(kindHold, map[string]string{labelResourceGroup: s.rg})
 	out := make(map[string]quota.Hold, len(docs))
 	for _, d := range docs {
-		if h, _, err := sharedObject[holdDoc](s.c, d); err == nil && h.ResourceGroup == s.rg {
+		if h, _, err := sharedObject[holdDoc](s.acc, d); err == nil && h.ResourceGroup == s.rg {
 			out[h.Holder] = h.Hold
 		}
 	}
@@ -83,9 +83,9 @@ func (s holdSource) All() map[string]quota.Hold {
 
 // bind tells a decoded account where its settled holds are: this
 // client's cache.
-func (c *Engine) bind(v any) {
+func (lg *ledger) bind(v any) {
 	if a, ok := v.(*quota.Account); ok {
-		a.Bind(holdSource{c: c, rg: a.ID})
+		a.Bind(holdSource{acc: lg.acc, rg: a.ID})
 	}
 }
 
@@ -138,24 +138,24 @@ func (v *versions) reached(version string) (bool, <-chan struct{}) {
 // for at most 5 s (options.holdsWait): a document deleted by someone else before this
 // cache saw it is never seen, and the holds are then read as they are
 // (and that version taken as seen, so that later reads do not wait).
-func (c *Engine) awaitHolds(ctx context.Context, a *quota.Account) error {
+func (lg *ledger) awaitHolds(ctx context.Context, a *quota.Account) error {
 	var timer <-chan time.Time
 	for {
-		ok, tick := c.holdVersions.reached(a.Settled)
+		ok, tick := lg.holdVersions.reached(a.Settled)
 		if ok {
 			return nil
 		}
 		if timer == nil {
-			t := time.NewTimer(c.o.holdsWait)
+			t := time.NewTimer(lg.holdsWait)
 			defer t.Stop()
 			timer = t.C
 		}
 		select {
 		case <-tick:
 		case <-timer:
-			c.o.log.Error(errs.ErrUnavailable, "the cache has not seen the newest settled reservation of a resource group; reading them as they are",
+			lg.log.Error(errs.ErrUnavailable, "the cache has not seen the newest settled reservation of a resource group; reading them as they are",
 				"resourceGroup", a.ID, "settled", a.Settled)
-			c.holdVersions.saw(a.Settled) // waited for once: the next read does not wait again
+			lg.holdVersions.saw(a.Settled) // waited for once: the next read does not wait again
 			return nil
 		case <-ctx.Done():
 			return errs.Unavailable("reading the reservations of resource group "+a.ID, context.Cause(ctx))
@@ -169,22 +169,22 @@ func (c *Engine) awaitHolds(ctx context.Context, a *quota.Account) error {
 // last (awaitHolds waits for it). A released hold is kept as a document
 // until then so that a late write of an older change of it finds a newer
 // one and is not made.
-func (c *Engine) tombstones(ctx context.Context, a *quota.Account, now time.Time) error {
-	c.mu.Lock()
-	was := c.tombs[a.ID]
-	c.mu.Unlock()
+func (lg *ledger) tombstones(ctx context.Context, a *quota.Account, now time.Time) error {
+	lg.mu.Lock()
+	was := lg.tombs[a.ID]
+	lg.mu.Unlock()
 	seen := map[string]seenHold{}
 	defer func() {
-		c.mu.Lock()
+		lg.mu.Lock()
 		if len(seen) == 0 {
-			delete(c.tombs, a.ID)
+			delete(lg.tombs, a.ID)
 		} else {
-			c.tombs[a.ID] = seen
+			lg.tombs[a.ID] = seen
 		}
-		c.mu.Unlock()
+		lg.mu.Unlock()
 	}()
-	for _, d := range c.cache.SelectDocs(kindHold, map[string]string{labelResourceGroup: a.ID}) {
-		h, _, err := sharedObject[holdDoc](c, d)
+	for _, d := range lg.acc.cache.SelectDocs(kindHold, map[string]string{labelResourceGroup: a.ID}) {
+		h, _, err := sharedObject[holdDoc](lg.acc, d)
 		if err != nil || !h.Resources.IsZero() || d.Version == a.Settled {
 			continue
 		}
@@ -196,27 +196,17 @@ func (c *Engine) tombstones(ctx context.Context, a *quota.Account, now time.Time
 			s = seenHold{hold: h.Hold, at: now}
 		}
 		seen[d.ID] = s
-		if now.Sub(s.at) < c.o.grace {
+		if now.Sub(s.at) < lg.grace {
 			continue
 		}
-		if c.holderExists(ctx, h.Holder) {
+		if lg.holders.holderExists(ctx, h.Holder) {
 			continue
 		}
-		if err := c.store.Delete(ctx, kindHold, d.ID, d.Version); err != nil && !errs.IsNotFound(err) && !errors.Is(err, errs.ErrConflict) {
+		if err := lg.acc.store.Delete(ctx, kindHold, d.ID, d.Version); err != nil && !errs.IsNotFound(err) && !errors.Is(err, errs.ErrConflict) {
 			return err
 		}
 	}
 	return nil
-}
-
-// holderExists reports whether a holder (a cluster, or an on-demand run's
-// cluster) is in the cache, or may be.
-func (c *Engine) holderExists(ctx context.Context, holder string) bool {
-	if _, ok := c.cache.Get(kindCluster, holder); ok {
-		return true
-	}
-	_, err := c.latest(ctx, kindCluster, holder)
-	return !errs.IsNotFound(err)
 }
 
 // settle drops from a's pending holds those whose document carries them.
@@ -224,13 +214,13 @@ func (c *Engine) holderExists(ctx context.Context, holder string) bool {
 // carries yet (at most maxMaterialise of them, oldest first). It reports
 // whether a changed; an error is a document it could not write (the
 // others are settled all the same).
-func (c *Engine) settle(ctx context.Context, a *quota.Account, write bool) (bool, error) {
+func (lg *ledger) settle(ctx context.Context, a *quota.Account, write bool) (bool, error) {
 	changed := false
 	var todo []string
 	for holder, p := range a.Pending {
-		d, ok := c.cache.Get(kindHold, holdID(a.ID, holder))
+		d, ok := lg.acc.cache.Get(kindHold, holdID(a.ID, holder))
 		if ok {
-			if h, _, err := sharedObject[holdDoc](c, d); err == nil && holdLabels(h, d.ID) != nil && h.Hold.Same(p) {
+			if h, _, err := sharedObject[holdDoc](lg.acc, d); err == nil && holdLabels(h, d.ID) != nil && h.Hold.Same(p) {
 				changed = a.Settle(holder, p.Seq, d.Version, newerVersion) || changed
 				continue
 			}
@@ -254,7 +244,7 @@ func (c *Engine) settle(ctx context.Context, a *quota.Account, write bool) (bool
 	parallel(len(todo), 8, func(i int) {
 		holder := todo[i]
 		p := a.Pending[holder]
-		v, err := c.putHold(ctx, a.ID, holder, p)
+		v, err := lg.putHold(ctx, a.ID, holder, p)
 		results[i] = result{holder: holder, version: v, seq: p.Seq, err: err}
 	})
 	var errList []error
@@ -294,24 +284,22 @@ const keySettle = "settle"
 // maxMaterialise documents, which admitting must not wait for. Their
 // writes queue the group again, whose next step drops them from the
 // account with its other changes.
-type settleReconciler struct{ *Engine }
-
-func (r settleReconciler) Reconcile(ctx context.Context, id string) (runner.Result, error) {
-	after, err := r.settleStep(ctx, id)
-	return runner.Result{After: after}, err
+type settleReconciler struct {
+	ledger *ledger
+	at     int // settleAt
 }
 
-// settleStep settles resource group id's pending holds.
-func (r settleReconciler) settleStep(ctx context.Context, id string) (time.Duration, error) {
-	a, _, err := cached[quota.Account](ctx, r.Engine, kindResourceGroup, id)
+// Reconcile settles resource group id's pending holds.
+func (r settleReconciler) Reconcile(ctx context.Context, id string) (runner.Result, error) {
+	a, _, err := cached[quota.Account](ctx, r.ledger.acc, kindResourceGroup, id)
 	if errs.IsNotFound(err) {
-		return 0, nil
+		return runner.Result{}, nil
 	}
-	if err != nil || len(a.Pending) < r.o.settleAt {
-		return 0, err
+	if err != nil || len(a.Pending) < r.at {
+		return runner.Result{}, err
 	}
-	_, err = r.settle(ctx, a, true)
-	return 0, err
+	_, err = r.ledger.settle(ctx, a, true)
+	return runner.Result{}, err
 }
 
 func (settleReconciler) GiveUp(context.Context, string, string) error { return runner.ErrRetry }
@@ -335,16 +323,16 @@ func sortBySeq(holders []string, pending map[string]quota.Hold) {
 // would put an older hold back under a settled one. Such a document
 // keeps its holder's later changes pending (where they are the truth),
 // one holder's worth of the account's bound.
-func (c *Engine) putHold(ctx context.Context, rg, holder string, h quota.Hold) (string, error) {
+func (lg *ledger) putHold(ctx context.Context, rg, holder string, h quota.Hold) (string, error) {
 	id := holdID(rg, holder)
 	doc := holdDoc{ResourceGroup: rg, Holder: holder, Hold: h}
 	labels := map[string]string{labelResourceGroup: rg}
-	d, ok := c.cache.Get(kindHold, id)
+	d, ok := lg.acc.cache.Get(kindHold, id)
 	for attempt := 0; ; attempt++ {
 		var err error
 		var v string
 		if !ok {
-			v, err = c.create(ctx, kindHold, id, labels, doc)
+			v, err = lg.acc.create(ctx, kindHold, id, labels, doc)
 		} else {
 			cur, derr := decode[holdDoc](d)
 			if derr == nil && cur.Seq > h.Seq && holdLabels(cur, id) != nil {
@@ -353,7 +341,7 @@ func (c *Engine) putHold(ctx context.Context, rg, holder string, h quota.Hold) (
 			if derr == nil && cur.Hold.Same(h) {
 				return d.Version, nil
 			}
-			v, err = c.update(ctx, kindHold, id, d.Version, labels, doc)
+			v, err = lg.acc.update(ctx, kindHold, id, d.Version, labels, doc)
 		}
 		if err == nil {
 			return v, nil
@@ -361,7 +349,7 @@ func (c *Engine) putHold(ctx context.Context, rg, holder string, h quota.Hold) (
 		if !errors.Is(err, errs.ErrConflict) && !errs.IsNotFound(err) || attempt >= conflictRetries {
 			return "", err
 		}
-		d, err = c.latest(ctx, kindHold, id)
+		d, err = lg.acc.latest(ctx, kindHold, id)
 		ok = err == nil
 		if err != nil && !errs.IsNotFound(err) {
 			return "", err

@@ -67,7 +67,7 @@ func newHoldsEngine(t *testing.T, capacity quota.Resources, settleAt int) *holds
 
 func (h *holdsEngine) set(t *testing.T, holder string, r quota.Resources) {
 	t.Helper()
-	if _, err := h.c.changeAccount(t.Context(), "rg", func(a *quota.Account) (bool, error) {
+	if _, err := h.c.ledger.changeAccount(t.Context(), "rg", func(a *quota.Account) (bool, error) {
 		return a.Set(holder, r, h.clock.Now())
 	}); err != nil {
 		t.Fatalf("set %s to %s: %v", holder, r, err)
@@ -81,7 +81,7 @@ func (h *holdsEngine) reconcile(t *testing.T) {
 	if _, err := h.c.reconcileResourceGroup(t.Context(), "rg"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := (settleReconciler{h.c}).Reconcile(t.Context(), "rg"); err != nil {
+	if _, err := (settleReconciler{ledger: h.c.ledger, at: h.c.o.settleAt}).Reconcile(t.Context(), "rg"); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -148,7 +148,7 @@ func TestHoldsSettleOutOfTheAccount(t *testing.T) {
 		t.Error(err)
 	}
 	// The client's own view of it, from its cache, is the same.
-	cached, _, err := cached[quota.Account](t.Context(), h.c, kindResourceGroup, "rg")
+	cached, _, err := cached[quota.Account](t.Context(), h.c.acc, kindResourceGroup, "rg")
 	if err != nil || fmt.Sprint(cached.Usage()) != fmt.Sprint(a.Usage()) {
 		t.Errorf("the cache's account %+v (%v), the store's %+v", cached.Usage(), err, a.Usage())
 	}
@@ -171,9 +171,7 @@ func TestHoldsSettleOutOfTheAccount(t *testing.T) {
 	// account settled last, which readers wait for. (The repair sees them
 	// once, then again after the grace.)
 	repair := func() {
-		h.c.mu.Lock()
-		delete(h.c.repaired, "rg")
-		h.c.mu.Unlock()
+		h.c.ledger.repairAgain("rg")
 		h.reconcile(t)
 	}
 	repair()
@@ -191,14 +189,14 @@ func TestHoldDocumentNeverGoesBack(t *testing.T) {
 	h := newHoldsEngine(t, quota.Cores(8), 32)
 	ctx := t.Context()
 	newer := quota.Hold{Resources: quota.Cores(4), Seq: 5}
-	v, err := h.c.putHold(ctx, "rg", "cls-a", newer)
+	v, err := h.c.ledger.putHold(ctx, "rg", "cls-a", newer)
 	if err != nil || v == "" {
 		t.Fatalf("writing change 5: %q, %v", v, err)
 	}
-	if again, err := h.c.putHold(ctx, "rg", "cls-a", newer); err != nil || again != v {
+	if again, err := h.c.ledger.putHold(ctx, "rg", "cls-a", newer); err != nil || again != v {
 		t.Errorf("writing change 5 again: %q, %v; want %q, nothing written", again, err, v)
 	}
-	if late, err := h.c.putHold(ctx, "rg", "cls-a", quota.Hold{Resources: quota.Cores(2), Seq: 3}); err != nil || late != "" {
+	if late, err := h.c.ledger.putHold(ctx, "rg", "cls-a", quota.Hold{Resources: quota.Cores(2), Seq: 3}); err != nil || late != "" {
 		t.Errorf("writing change 3 after 5: %q, %v; want nothing written", late, err)
 	}
 	_, docs := h.stored(t)
@@ -208,7 +206,7 @@ func TestHoldDocumentNeverGoesBack(t *testing.T) {
 	// Not even a change no account has reached: the writer's account may
 	// be older than the one that wrote it (TestStress found a release
 	// of an older change written back over a newer hold that way).
-	if late, err := h.c.putHold(ctx, "rg", "cls-a", quota.Hold{Seq: 4}); err != nil || late != "" {
+	if late, err := h.c.ledger.putHold(ctx, "rg", "cls-a", quota.Hold{Seq: 4}); err != nil || late != "" {
 		t.Errorf("writing change 4 after 5: %q, %v; want nothing written", late, err)
 	}
 }
@@ -218,12 +216,12 @@ func TestHoldDocumentNeverGoesBack(t *testing.T) {
 // if its context ends first.
 func TestAwaitHoldsWaitsForTheSettledDocument(t *testing.T) {
 	h := newHoldsEngine(t, quota.Cores(8), 32)
-	v, err := h.c.putHold(t.Context(), "rg", "cls-a", quota.Hold{Resources: quota.Cores(1), Seq: 1})
+	v, err := h.c.ledger.putHold(t.Context(), "rg", "cls-a", quota.Hold{Resources: quota.Cores(1), Seq: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	a := &quota.Account{Group: quota.Group{ID: "rg"}, Settled: v}
-	if err := h.c.awaitHolds(t.Context(), a); err != nil {
+	if err := h.c.ledger.awaitHolds(t.Context(), a); err != nil {
 		t.Fatalf("the cache has it: %v", err)
 	}
 	var n uint64
@@ -231,13 +229,13 @@ func TestAwaitHoldsWaitsForTheSettledDocument(t *testing.T) {
 	a.Settled = fmt.Sprint(n + 2)
 	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
 	defer cancel()
-	if err := h.c.awaitHolds(ctx, a); !errors.Is(err, errs.ErrUnavailable) {
+	if err := h.c.ledger.awaitHolds(ctx, a); !errors.Is(err, errs.ErrUnavailable) {
 		t.Fatalf("waiting for a document not written: %v, want ErrUnavailable", err)
 	}
 	done := make(chan error, 1)
-	go func() { done <- h.c.awaitHolds(t.Context(), a) }()
+	go func() { done <- h.c.ledger.awaitHolds(t.Context(), a) }()
 	for i := range 2 {
-		if _, err := h.c.putHold(t.Context(), "rg", fmt.Sprintf("cls-%d", i+2), quota.Hold{Resources: quota.Cores(1), Seq: 2}); err != nil {
+		if _, err := h.c.ledger.putHold(t.Context(), "rg", fmt.Sprintf("cls-%d", i+2), quota.Hold{Resources: quota.Cores(1), Seq: 2}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -249,10 +247,10 @@ func TestAwaitHoldsWaitsForTheSettledDocument(t *testing.T) {
 	// next read does not wait.
 	h.c.o.holdsWait = 20 * time.Millisecond
 	a.Settled = fmt.Sprint(n + 1000)
-	if err := h.c.awaitHolds(t.Context(), a); err != nil {
+	if err := h.c.ledger.awaitHolds(t.Context(), a); err != nil {
 		t.Fatalf("a settled document that never comes: %v", err)
 	}
-	if ok, _ := h.c.holdVersions.reached(a.Settled); !ok {
+	if ok, _ := h.c.ledger.holdVersions.reached(a.Settled); !ok {
 		t.Error("waited for once, the version is still waited for")
 	}
 }
@@ -289,7 +287,7 @@ func TestPendingHoldsBounded(t *testing.T) {
 	h.failHolds = true
 	h.mu.Unlock()
 	h.set(t, "cls-late", quota.Cores(3))
-	if _, err := (settleReconciler{h.c}).Reconcile(t.Context(), "rg"); !errors.Is(err, errs.ErrUnavailable) {
+	if _, err := (settleReconciler{ledger: h.c.ledger, at: h.c.o.settleAt}).Reconcile(t.Context(), "rg"); !errors.Is(err, errs.ErrUnavailable) {
 		t.Fatalf("a settling step that cannot write the documents: %v, want it to fail (and be retried)", err)
 	}
 	h.mu.Lock()
@@ -315,7 +313,7 @@ func TestPendingHoldsBounded(t *testing.T) {
 func TestSettleFromTheCache(t *testing.T) {
 	h := newHoldsEngine(t, quota.Cores(8), 32)
 	h.set(t, "cls-a", quota.Cores(2))
-	a, _, err := cached[quota.Account](t.Context(), h.c, kindResourceGroup, "rg")
+	a, _, err := cached[quota.Account](t.Context(), h.c.acc, kindResourceGroup, "rg")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -323,11 +321,11 @@ func TestSettleFromTheCache(t *testing.T) {
 	// the document is written with its date in another zone.
 	p := a.Pending["cls-a"]
 	p.Since = p.Since.In(time.FixedZone("CST", 8*3600))
-	v, err := h.c.putHold(t.Context(), "rg", "cls-a", p)
+	v, err := h.c.ledger.putHold(t.Context(), "rg", "cls-a", p)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if changed, err := h.c.settle(t.Context(), a, false); err != nil || !changed || len(a.Pending) != 0 || a.Settled != v {
+	if changed, err := h.c.ledger.settle(t.Context(), a, false); err != nil || !changed || len(a.Pending) != 0 || a.Settled != v {
 		t.Fatalf("settling from the cache: changed %v, %v, pending %+v, settled %q (document %q)", changed, err, a.Pending, a.Settled, v)
 	}
 }

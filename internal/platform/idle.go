@@ -41,7 +41,7 @@ func (c *Engine) observeRunEnd(d backend.Doc, obj any) {
 		return
 	}
 	if ok && cd.Labels[labelState] == string(cluster.Running) {
-		if cl, _, err := sharedObject[cluster.Cluster](c, cd); err == nil && cl.Spec.IdleTimeoutSeconds > 0 {
+		if cl, _, err := sharedObject[cluster.Cluster](c.acc, cd); err == nil && cl.Spec.IdleTimeoutSeconds > 0 {
 			c.enqueue(kindCluster + "/" + r.ClusterID)
 		}
 	}

@@ -53,9 +53,9 @@ func (s *JobService) Create(ctx context.Context, cfg *job.Config, opts job.SaveO
 	rec := &job.Record{ID: id, Config: *cfg, Revision: 1, Creator: UserFrom(ctx), CreatedAt: now, UpdatedAt: now}
 	rec.Events = event.Append(nil, c.event(ctx, "user", "create", cfg.Name))
 	scheduleSet(nil, rec, now)
-	v, err := c.create(ctx, kindJob, rec.ID, jobLabels(rec), rec)
+	v, err := c.acc.create(ctx, kindJob, rec.ID, jobLabels(rec), rec)
 	if errors.Is(err, errs.ErrConflict) && opts.RequestID != "" {
-		got, gv, ferr := fresh[job.Record](ctx, c, kindJob, id)
+		got, gv, ferr := fresh[job.Record](ctx, c.acc, kindJob, id)
 		if ferr != nil {
 			return nil, ferr
 		}
@@ -102,14 +102,14 @@ func (c *Engine) checkJob(ctx context.Context, cfg *job.Config) error {
 			l = append(l, storage.MountClashes(errs.NewPath("mounts"), cl.Spec.Mounts, cfg.Mounts)...)
 		}
 	case job.GroupMode:
-		if ok, err := c.exists(ctx, kindGroup, cfg.Group); err != nil {
+		if ok, err := c.acc.exists(ctx, kindGroup, cfg.Group); err != nil {
 			return err
 		} else if !ok {
 			l = append(l, errs.Invalid("group", "J12", cfg.Group, "no cluster group with this id"))
 		}
 	case job.OnDemandMode:
 		od := cfg.OnDemand
-		a, _, err := cached[quota.Account](ctx, c, kindResourceGroup, od.ResourceGroup)
+		a, _, err := cached[quota.Account](ctx, c.acc, kindResourceGroup, od.ResourceGroup)
 		if errs.IsNotFound(err) {
 			l = append(l, errs.Invalid("onDemand.resourceGroup", "J12", od.ResourceGroup, "no resource group with this id"))
 			break
@@ -138,7 +138,7 @@ func (s *JobService) Get(ctx context.Context, id string) (*job.Record, error) {
 }
 
 func (c *Engine) getJob(ctx context.Context, id string) (*job.Record, error) {
-	rec, v, err := get[job.Record](ctx, c, kindJob, "job", id)
+	rec, v, err := get[job.Record](ctx, c.acc, kindJob, "job", id)
 	if err != nil {
 		return nil, err
 	}
@@ -171,7 +171,7 @@ func (s *JobService) ListPage(ctx context.Context, opts job.ListOptions, keep fu
 	if err != nil {
 		return nil, err
 	}
-	recs, versions, err := cachedObjects[job.Record](c, kindJob, nil)
+	recs, versions, err := cachedObjects[job.Record](c.acc, kindJob, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -251,7 +251,7 @@ func (s *JobService) Update(ctx context.Context, rec *job.Record) (*job.Record, 
 	out.UpdatedAt = c.clock.Now()
 	out.Events = event.Append(out.Events, c.event(ctx, "user", "edit", fmt.Sprintf("revision %d", out.Revision)))
 	scheduleSet(&cur.Config, out, out.UpdatedAt)
-	if out.Version, err = c.update(ctx, kindJob, out.ID, cur.Version, jobLabels(out), out); err != nil {
+	if out.Version, err = c.acc.update(ctx, kindJob, out.ID, cur.Version, jobLabels(out), out); err != nil {
 		return nil, notFoundAs(err, "job", out.ID)
 	}
 	return out, nil
@@ -331,7 +331,7 @@ func (s *JobService) Delete(ctx context.Context, id string) error {
 		if !c.markHeld(rec.Deleting.At) {
 			marked := rec.DeepCopy()
 			marked.Deleting = job.Deletion{At: c.clock.Now(), By: UserFrom(ctx)}
-			fence, err = c.update(ctx, kindJob, id, rec.Version, jobLabels(marked), marked)
+			fence, err = c.acc.update(ctx, kindJob, id, rec.Version, jobLabels(marked), marked)
 			if errors.Is(err, errs.ErrConflict) && attempt < conflictRetries {
 				continue
 			}
@@ -372,7 +372,7 @@ func jobDeleting(rec *job.Record, op string) error {
 
 // freshJob reads a job config from the store itself.
 func (c *Engine) freshJob(ctx context.Context, id string) (*job.Record, error) {
-	rec, v, err := fresh[job.Record](ctx, c, kindJob, id)
+	rec, v, err := fresh[job.Record](ctx, c.acc, kindJob, id)
 	if err != nil {
 		return nil, notFoundAs(err, "job", id)
 	}
@@ -384,7 +384,7 @@ func (c *Engine) freshJob(ctx context.Context, id string) (*job.Record, error) {
 // them (not the cache, which may not show a run another replica has just
 // created).
 func (c *Engine) freshLiveRuns(ctx context.Context, jobID string) (int, error) {
-	docs, err := c.listLatest(ctx, kindRun, map[string]string{labelJob: jobID})
+	docs, err := c.acc.listLatest(ctx, kindRun, map[string]string{labelJob: jobID})
 	if err != nil {
 		return 0, err
 	}
@@ -406,7 +406,7 @@ func (c *Engine) freshLiveRuns(ctx context.Context, jobID string) (int, error) {
 func (c *Engine) unmarkJob(ctx context.Context, rec *job.Record, fence string) {
 	next := rec.DeepCopy()
 	next.Deleting = job.Deletion{}
-	if _, err := c.update(context.WithoutCancel(ctx), kindJob, rec.ID, fence, jobLabels(next), next); err != nil {
+	if _, err := c.acc.update(context.WithoutCancel(ctx), kindJob, rec.ID, fence, jobLabels(next), next); err != nil {
 		c.o.log.V(1).Info("a refused delete's mark stays until it expires", "job", rec.ID, "error", err.Error())
 	}
 }
@@ -432,7 +432,7 @@ func (c *Engine) jobLive(ctx context.Context, id string) (string, error) {
 		}
 		next := rec.DeepCopy()
 		next.Deleting = job.Deletion{}
-		_, err = c.update(ctx, kindJob, id, rec.Version, jobLabels(next), next)
+		_, err = c.acc.update(ctx, kindJob, id, rec.Version, jobLabels(next), next)
 		if err == nil {
 			return "", nil
 		}

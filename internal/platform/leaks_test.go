@@ -60,10 +60,10 @@ func TestHoldSightingsForgotten(t *testing.T) {
 	h := newHoldsEngine(t, quota.Resources{MilliCPU: 64000, Memory: 256 * quota.GiB}, 1000)
 	c := h.c
 	now := h.clock.Now()
-	c.holdAge("rg", "cls-deleted", quota.Hold{Resources: quota.Resources{MilliCPU: 1000}, Since: now}, now)
+	c.ledger.holdAge("rg", "cls-deleted", quota.Hold{Resources: quota.Resources{MilliCPU: 1000}, Since: now}, now)
 	c.onChange(backend.Change{Doc: backend.Doc{Kind: kindCluster, ID: "cls-deleted"}, Deleted: true})
 	c.mu.Lock()
-	_, kept := c.seen["rg"]["cls-deleted"]
+	_, kept := c.ledger.seen["rg"]["cls-deleted"]
 	c.mu.Unlock()
 	if kept {
 		t.Error("the sighting of a deleted cluster's hold is kept")
@@ -72,14 +72,14 @@ func TestHoldSightingsForgotten(t *testing.T) {
 	h.set(t, "cls-released", quota.Resources{MilliCPU: 1000, Memory: quota.GiB})
 	_ = c.CheckQuota(t.Context()) // the hold has no holder: reported, not the point here
 	h.set(t, "cls-released", quota.Resources{})
-	if _, err := c.changeAccount(t.Context(), "rg", func(a *quota.Account) (bool, error) {
+	if _, err := c.ledger.changeAccount(t.Context(), "rg", func(a *quota.Account) (bool, error) {
 		return a.Release("cls-released"), nil
 	}); err != nil {
 		t.Fatal(err)
 	}
 	_ = c.CheckQuota(t.Context())
 	c.mu.Lock()
-	_, kept = c.seen["rg"]["cls-released"]
+	_, kept = c.ledger.seen["rg"]["cls-released"]
 	c.mu.Unlock()
 	if kept {
 		t.Error("CheckQuota keeps the sighting of a hold its account has no more")

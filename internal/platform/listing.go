@@ -53,24 +53,6 @@ func parseContinue(tok string) (*pageKey, error) {
 	return &k, nil
 }
 
-// cachedObjects returns the cache's decoded objects of kind under sel, by
-// id, with their versions: shared with the cache, not to be changed (one
-// the cache moved on from since it was selected is decoded at the version
-// selected).
-func cachedObjects[T any](c *Engine, kind string, sel map[string]string) ([]*T, []string, error) {
-	docs := c.cache.SelectDocs(kind, sel)
-	objs := make([]*T, 0, len(docs))
-	versions := make([]string, 0, len(docs))
-	for _, d := range docs {
-		v, _, err := sharedObject[T](c, d)
-		if err != nil {
-			return nil, nil, err
-		}
-		objs, versions = append(objs, v), append(versions, d.Version)
-	}
-	return objs, versions, nil
-}
-
 // page orders the objects that match by key, skips those up to the
 // token, and returns at most limit (0: all) of the rest that keep (nil:
 // every one) keeps, with the next page's token when more remain. keep is
@@ -139,7 +121,7 @@ func (s *RunService) ListPage(ctx context.Context, opts job.RunListOptions, keep
 	if len(opts.States) == 1 {
 		sel[labelState] = string(opts.States[0])
 	}
-	runs, versions, err := cachedObjects[job.Run](s.c, kindRun, sel)
+	runs, versions, err := cachedObjects[job.Run](s.c.acc, kindRun, sel)
 	if err != nil {
 		return nil, err
 	}
@@ -163,7 +145,7 @@ func (c *Engine) jobRunsPage(jobID string, from *pageKey, limit int, match, keep
 			if !ok {
 				continue // deleted meanwhile
 			}
-			r, _, err := sharedObject[job.Run](c, d)
+			r, _, err := sharedObject[job.Run](c.acc, d)
 			if err != nil {
 				return nil, err
 			}
@@ -220,7 +202,7 @@ func (s *ClusterService) ListPage(ctx context.Context, opts cluster.ListOptions,
 	if len(opts.States) == 1 {
 		sel[labelState] = string(opts.States[0])
 	}
-	cls, versions, err := cachedObjects[cluster.Cluster](s.c, kindCluster, sel)
+	cls, versions, err := cachedObjects[cluster.Cluster](s.c.acc, kindCluster, sel)
 	if err != nil {
 		return nil, err
 	}

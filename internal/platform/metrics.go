@@ -191,7 +191,7 @@ func (s stateCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	now := s.c.clock.Now()
 	for _, d := range s.c.cache.SelectDocs(kindResourceGroup, nil) {
-		a, _, err := fromCache[quota.Account](s.c, kindResourceGroup, d.ID)
+		a, _, err := fromCache[quota.Account](s.c.acc, kindResourceGroup, d.ID)
 		if err != nil || !check.IsID(a.ID) {
 			continue // registered groups have valid ids: this one was written by someone else
 		}
@@ -306,24 +306,6 @@ func (b instrumented) Get(ctx context.Context, kind, id string) (backend.Doc, er
 	d, err := b.Backend.Get(ctx, kind, id)
 	b.done("store_get", t, ignoreNotFound(err))
 	return d, err
-}
-
-// latest reads kind/id past the store's cache where the store can.
-// Concurrent reads of one document share a read that began after each of
-// them was asked for (latestReads).
-func (c *Engine) latest(ctx context.Context, kind, id string) (backend.Doc, error) {
-	lr, ok := c.o.backend.(backend.LatestReader)
-	if !ok {
-		return c.store.Get(ctx, kind, id)
-	}
-	return c.reads.get(ctx, kind, id, c.o.reconcileTime, func(ctx context.Context) (backend.Doc, error) {
-		t := time.Now()
-		d, err := lr.GetLatest(ctx, kind, id)
-		if in, ok := c.store.(instrumented); ok {
-			in.done("store_get_latest", t, ignoreNotFound(err))
-		}
-		return d, err
-	})
 }
 
 func (b instrumented) List(ctx context.Context, kind string, sel map[string]string) ([]backend.Doc, error) {

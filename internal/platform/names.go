@@ -34,18 +34,18 @@ const maxClaimAttempts = 3
 func (c *Engine) claimName(ctx context.Context, kind, name, owner string) error {
 	id := claimID(kind, name)
 	for attempt := 0; ; attempt++ {
-		_, err := c.create(ctx, kindName, id, nil, nameClaim{Owner: owner, At: c.clock.Now()})
+		_, err := c.acc.create(ctx, kindName, id, nil, nameClaim{Owner: owner, At: c.clock.Now()})
 		if err == nil {
 			return nil
 		}
 		if !errors.Is(err, errs.ErrConflict) {
 			// The claim may have been made though its reply was lost.
-			if cl, _, gerr := fresh[nameClaim](ctx, c, kindName, id); gerr == nil && cl.Owner == owner {
+			if cl, _, gerr := fresh[nameClaim](ctx, c.acc, kindName, id); gerr == nil && cl.Owner == owner {
 				return nil
 			}
 			return err
 		}
-		cl, v, gerr := fresh[nameClaim](ctx, c, kindName, id)
+		cl, v, gerr := fresh[nameClaim](ctx, c.acc, kindName, id)
 		switch {
 		case errs.IsNotFound(gerr) && attempt+1 >= maxClaimAttempts:
 			// Taken, yet not there to read: not a claim of ours (the
@@ -85,7 +85,7 @@ func (c *Engine) claimName(ctx context.Context, kind, name, owner string) error 
 // would refuse once called. A name it lets through may still be taken by
 // the time claimName runs.
 func (c *Engine) nameFree(ctx context.Context, kind, name, owner string) error {
-	cl, _, err := fromCache[nameClaim](c, kindName, claimID(kind, name))
+	cl, _, err := fromCache[nameClaim](c.acc, kindName, claimID(kind, name))
 	if err != nil || cl.Owner == owner || !c.ownsName(ctx, kind, name, cl.Owner) {
 		return nil
 	}
@@ -130,7 +130,7 @@ func (c *Engine) ownsName(ctx context.Context, kind, name, owner string) bool {
 	d, ok := c.cache.Get(kind, owner)
 	if !ok {
 		var err error
-		if d, err = c.latest(ctx, kind, owner); errs.IsNotFound(err) {
+		if d, err = c.acc.latest(ctx, kind, owner); errs.IsNotFound(err) {
 			return false
 		} else if err != nil {
 			return true // cannot tell: keep the claim
@@ -152,7 +152,7 @@ func (c *Engine) ownsName(ctx context.Context, kind, name, owner string) bool {
 // failure here is stale and taken over by the next claim.
 func (c *Engine) releaseName(ctx context.Context, kind, name, owner string) {
 	id := claimID(kind, name)
-	cl, v, err := fresh[nameClaim](context.WithoutCancel(ctx), c, kindName, id)
+	cl, v, err := fresh[nameClaim](context.WithoutCancel(ctx), c.acc, kindName, id)
 	if err != nil || cl.Owner != owner {
 		return
 	}
@@ -186,7 +186,7 @@ func (c *Engine) checkNameClaim(ctx context.Context, cl *cluster.Cluster) (time.
 		return 0, nil
 	}
 	id := claimID(kindCluster, cl.Spec.Name)
-	if got, _, err := fromCache[nameClaim](c, kindName, id); err == nil && got.Owner == cl.ID {
+	if got, _, err := fromCache[nameClaim](c.acc, kindName, id); err == nil && got.Owner == cl.ID {
 		return 0, nil
 	}
 	// Its age on this client's clock, from its creator's: a skew makes the
@@ -212,7 +212,7 @@ func (c *Engine) checkNameClaim(ctx context.Context, cl *cluster.Cluster) (time.
 	if cl.Temporary || cl.State == cluster.Deleting || claimID(kindCluster, cl.Spec.Name) != id {
 		return 0, nil // it moved on (renamed, deleted): that version comes here too
 	}
-	got, _, err := fresh[nameClaim](ctx, c, kindName, id)
+	got, _, err := fresh[nameClaim](ctx, c.acc, kindName, id)
 	switch {
 	case err == nil && got.Owner == cl.ID:
 	case err != nil && !errs.IsNotFound(err):

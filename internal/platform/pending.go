@@ -44,7 +44,7 @@ func (s *RunService) Pending(ctx context.Context, id string) (*job.Pending, erro
 		// Its place from the queue's order statistics: O(log n), not a
 		// list of the whole queue.
 		rg := r.Config.OnDemand.ResourceGroup
-		a, _, err := get[quota.Account](ctx, c, kindResourceGroup, "resource group", rg)
+		a, _, err := get[quota.Account](ctx, c.acc, kindResourceGroup, "resource group", rg)
 		if err != nil {
 			return nil, err
 		}
@@ -72,7 +72,7 @@ func (s *ResourceGroupService) Pending(ctx context.Context, rg string) ([]job.Pe
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	a, _, err := get[quota.Account](ctx, c, kindResourceGroup, "resource group", rg)
+	a, _, err := get[quota.Account](ctx, c.acc, kindResourceGroup, "resource group", rg)
 	if err != nil {
 		return nil, err
 	}
@@ -120,7 +120,7 @@ func lacks(need, free quota.Resources) string {
 // queueItem is a pending on-demand run's entry in its resource group's
 // queue, or false when it no longer waits.
 func (c *Engine) queueItem(runID string) (queue.Item, bool) {
-	r, _, err := fromCache[job.Run](c, kindRun, runID)
+	r, _, err := fromCache[job.Run](c.acc, kindRun, runID)
 	if err != nil || (r.State != job.Queued && r.State != job.Waiting) {
 		return queue.Item{}, false
 	}

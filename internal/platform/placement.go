@@ -209,7 +209,7 @@ func (c *Engine) chooseMember(ctx context.Context, r *job.Run, gid string) (memb
 // store on a miss.
 func (c *Engine) groupScheduling(ctx context.Context, gid string) (group.Scheduling, error) {
 	if d, ok := c.cache.Get(kindGroup, gid); ok {
-		if g, _, err := sharedObject[group.Group](c, d); err == nil {
+		if g, _, err := sharedObject[group.Group](c.acc, d); err == nil {
 			return g.Scheduling(), nil // a copy: Normalized clones the order
 		}
 	}
@@ -227,14 +227,14 @@ func (c *Engine) groupScheduling(ctx context.Context, gid string) (group.Schedul
 // the store is returned (the step is retried).
 func (c *Engine) allocatable(ctx context.Context, rg string) (quota.Resources, error) {
 	if d, ok := c.cache.Get(kindResourceGroup, rg); ok {
-		a, _, err := sharedObject[quota.Account](c, d)
+		a, _, err := sharedObject[quota.Account](c.acc, d)
 		if err != nil {
 			c.o.log.V(1).Info("a resource group's account does not decode: its members rank last", "resourceGroup", rg, "error", err.Error())
 			return quota.Resources{}, nil
 		}
 		return a.Allocatable(), nil
 	}
-	a, _, err := cached[quota.Account](ctx, c, kindResourceGroup, rg)
+	a, _, err := cached[quota.Account](ctx, c.acc, kindResourceGroup, rg)
 	switch {
 	case errs.IsNotFound(err):
 		return quota.Resources{}, nil

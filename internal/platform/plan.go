@@ -220,7 +220,7 @@ func (c *Engine) planOnCluster(p *plan.Plan, r *job.Run, cl *cluster.Cluster) er
 // not "") may hold a reservation already; reserve says whether the
 // operation reserves need now (ReservedAfter grows).
 func (c *Engine) quotaPlan(ctx context.Context, rg, holder string, need quota.Resources, reserve bool) (*plan.Quota, error) {
-	a, _, err := get[quota.Account](ctx, c, kindResourceGroup, "resource group", rg)
+	a, _, err := get[quota.Account](ctx, c.acc, kindResourceGroup, "resource group", rg)
 	if err != nil {
 		return nil, err
 	}
@@ -244,7 +244,7 @@ func (c *Engine) quotaPlan(ctx context.Context, rg, holder string, need quota.Re
 // new run of priority prio would wait behind: those of a priority as high
 // or higher (they were submitted before it).
 func (c *Engine) queuedAhead(rg string, prio int) int {
-	a, _, err := fromCache[quota.Account](c, kindResourceGroup, rg)
+	a, _, err := fromCache[quota.Account](c.acc, kindResourceGroup, rg)
 	n := 0
 	for _, it := range c.queues.order(rg, c.queueItem) {
 		if err == nil {

@@ -73,9 +73,9 @@ func (c *Engine) apply(ch backend.Change) {
 	var account *quota.Account // as it comes, vetted before the cache has it (vetAccount)
 	if ch.Doc.Kind == kindResourceGroup {
 		if !ch.Deleted {
-			account = c.decodeAccount(ch.Doc)
+			account = c.ledger.decodeAccount(ch.Doc)
 		}
-		c.vetAccount(c.accountOf(before, had), account, ch.Doc, ch.Deleted)
+		c.ledger.vetAccount(c.ledger.accountOf(before, had), account, ch.Doc, ch.Deleted)
 	}
 	d, obj := c.observed(ch.Doc, ch.Deleted)
 	if account != nil {
@@ -97,14 +97,8 @@ func (c *Engine) apply(ch backend.Change) {
 			delete(c.dependents, d.ID)
 			delete(c.idleRefused, d.ID)
 			delete(c.steps, d.ID) // also on a client that no longer owns it
-			for rg, byHolder := range c.seen {
-				// Its hold's sightings (holdAge), kept also by a client
-				// that does not own the group and so never trims them.
-				if delete(byHolder, d.ID); len(byHolder) == 0 {
-					delete(c.seen, rg)
-				}
-			}
 			c.mu.Unlock()
+			c.ledger.forgetHolder(d.ID)
 			c.load.forget(d.ID)
 		} else if cl, ok := obj.(*cluster.Cluster); ok {
 			c.enqueueDependents(cl) // reads it only
@@ -209,6 +203,6 @@ func (c *Engine) newReconcilers() map[string]runner.Reconciler {
 		kindRun:           runReconciler{c},
 		kindResourceGroup: resourceGroupReconciler{c},
 		kindJob:           jobReconciler{c},
-		keySettle:         settleReconciler{c},
+		keySettle:         settleReconciler{ledger: c.ledger, at: c.o.settleAt},
 	}
 }

@@ -232,15 +232,15 @@ func (c *Engine) renew() {
 	rep.mu.Unlock()
 	var err error
 	if version == "" {
-		version, err = c.create(ctx, kindReplica, rep.self, nil, doc)
+		version, err = c.acc.create(ctx, kindReplica, rep.self, nil, doc)
 	} else {
-		version, err = c.update(ctx, kindReplica, rep.self, version, nil, doc)
+		version, err = c.acc.update(ctx, kindReplica, rep.self, version, nil, doc)
 		if errs.IsNotFound(err) || errors.Is(err, errs.ErrConflict) {
 			// Taken for gone by a member that did not see it renewed (a
 			// pause longer than the TTL), or changed by someone else: made
 			// anew.
 			_ = c.store.Delete(ctx, kindReplica, rep.self, "")
-			version, err = c.create(ctx, kindReplica, rep.self, nil, doc)
+			version, err = c.acc.create(ctx, kindReplica, rep.self, nil, doc)
 		}
 	}
 	if err != nil {

@@ -48,7 +48,7 @@ func (resourceGroupReconciler) LogKey() string { return "resourceGroup" }
 // the cluster. All of it is one compare-and-swap of the resource group:
 // two clients that decide at once cannot both win.
 func (c *Engine) reconcileResourceGroup(ctx context.Context, id string) (time.Duration, error) {
-	a, v, err := cached[quota.Account](ctx, c, kindResourceGroup, id)
+	a, v, err := cached[quota.Account](ctx, c.acc, kindResourceGroup, id)
 	if errs.IsNotFound(err) {
 		return 0, nil
 	}
@@ -60,12 +60,13 @@ func (c *Engine) reconcileResourceGroup(ctx context.Context, id string) (time.Du
 	// change (this cache has them) leave the account with the rest of this
 	// step's changes. The documents are written by a step of their own,
 	// queued at the end of this one: admitting never waits for them.
-	if p.changed, err = c.settle(ctx, a, false); err != nil {
+	if p.changed, err = c.ledger.settle(ctx, a, false); err != nil {
 		return 0, err
 	}
 	p.now = c.clock.Now()
-	c.seeHolds(id, a, p.now)
-	due := c.repairDue(p)
+	c.ledger.seeHolds(id, a, p.now)
+	due, wait := c.ledger.repairDue(id, p.now)
+	p.recheck = wait
 	c.dropForeignHolds(p)
 	short, err := c.restoreLacking(ctx, p)
 	if err != nil {
@@ -105,24 +106,6 @@ type groupPass struct {
 	now     time.Time
 	changed bool          // a needs writing
 	recheck time.Duration // when to look again (0: when something changes)
-}
-
-// repairDue reports whether the pass repairs leaked holds. The repair is
-// a fallback for what a crash between two writes left: it looks at every
-// holder, so it runs at most once a quarter of the grace per resource
-// group (and again when a young leak comes of age: repairLeaks).
-func (c *Engine) repairDue(p *groupPass) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	last := c.repaired[p.id]
-	if last.IsZero() || p.now.Sub(last) >= c.o.grace/4 {
-		c.repaired[p.id] = p.now
-		return true
-	}
-	// Skipped here: a hold that stopped being justified since the last
-	// repair is looked at when the repair is due, not at the resync.
-	p.recheck = c.o.grace/4 - p.now.Sub(last)
-	return false
 }
 
 // dropForeignHolds drops the holds the platform never makes (negative,
@@ -183,7 +166,7 @@ func (c *Engine) repairLeaks(ctx context.Context, p *groupPass) error {
 		} else if ok {
 			continue
 		}
-		if age := c.holdAge(p.id, h, hold, p.now); age >= c.o.grace {
+		if age := c.ledger.holdAge(p.id, h, hold, p.now); age >= c.o.grace {
 			if ok, err := c.releasable(ctx, h, p.id, hold); err != nil {
 				return err
 			} else if !ok {
@@ -198,13 +181,11 @@ func (c *Engine) repairLeaks(ctx context.Context, p *groupPass) error {
 			lookAgain = true
 		}
 	}
-	if err := c.tombstones(ctx, p.a, p.now); err != nil {
+	if err := c.ledger.tombstones(ctx, p.a, p.now); err != nil {
 		return err
 	}
 	if lookAgain {
-		c.mu.Lock()
-		delete(c.repaired, p.id) // the repair is due when the young one is old enough
-		c.mu.Unlock()
+		c.ledger.repairAgain(p.id) // the repair is due when the young one is old enough
 	}
 	return nil
 }
@@ -256,7 +237,7 @@ func (c *Engine) admitQueued(ctx context.Context, p *groupPass) (admitted []queu
 		p.changed = true
 	}
 	if p.changed {
-		if _, err := c.update(ctx, kindResourceGroup, id, p.v, nil, a); err != nil {
+		if _, err := c.acc.update(ctx, kindResourceGroup, id, p.v, nil, a); err != nil {
 			for _, it := range admitted {
 				c.queues.push(id, it) // not admitted after all
 			}
@@ -279,7 +260,7 @@ func (c *Engine) admitQueued(ctx context.Context, p *groupPass) (admitted []queu
 // brings the newer one here again.
 func (c *Engine) reportShort(ctx context.Context, p *groupPass, short []holdReport) error {
 	if len(short) > 0 && !p.changed {
-		if _, fv, err := fresh[quota.Account](ctx, c, kindResourceGroup, p.id); err != nil {
+		if _, fv, err := fresh[quota.Account](ctx, c.acc, kindResourceGroup, p.id); err != nil {
 			return err
 		} else if fv != p.v {
 			return nil
@@ -369,148 +350,11 @@ func shortMessage(rg string, r holdReport) string {
 		"and the group cannot reserve it again: %v; the group is over-allocated until something there is released", r.need, rg, r.err)
 }
 
-// restoreHolds puts back in a the reservations its live clusters need
-// and it lacks: a hold removed or shrunk by someone else's edit of the
-// stored resource group. The cache names the candidates; each is read
-// again from the store (the cache may be behind a hibernate that released
-// its hold). A hold that no longer fits (the quota went to someone else
-// before the restore) is returned in short, to be reported.
-func (c *Engine) restoreHolds(ctx context.Context, a *quota.Account, now time.Time) (restored, short []holdReport, err error) {
-	for _, d := range c.cache.SelectDocs(kindCluster, map[string]string{labelResourceGroup: a.ID}) {
-		// Looked at without a copy: every admission pass walks every
-		// cluster of the group, and only the one that lacks is read again.
-		cl, _, err := sharedObject[cluster.Cluster](c, d)
-		if err != nil {
-			continue
-		}
-		if _, lacks := c.lacksHold(cl, a); !lacks {
-			continue
-		}
-		if cl, err = c.getFresh(ctx, d.ID); errs.IsNotFound(err) {
-			continue
-		} else if err != nil {
-			return nil, nil, err
-		}
-		need, lacks := c.lacksHold(cl, a)
-		if !lacks {
-			continue
-		}
-		if _, err := a.SetFor(cl.ID, need, cl.Generation, now); err != nil {
-			short = append(short, holdReport{cluster: cl.ID, need: need, err: err})
-			continue
-		}
-		restored = append(restored, holdReport{cluster: cl.ID, need: need})
-	}
-	return restored, short, nil
-}
-
-// noteRestore says on the cluster, and in the log, that its hold in
-// resource group rg was restored.
-func (c *Engine) noteRestore(ctx context.Context, rg string, r holdReport) error {
-	c.o.log.Info("restored a reservation that a live cluster needs and its resource group lacked", "cluster", r.cluster, "resourceGroup", rg, "reserved", r.need.String())
-	return c.noteQuota(ctx, r.cluster, rg, "quota-restored", fmt.Sprintf(
-		"its reservation in resource group %s was missing or short (changed outside the platform): %s reserved again", rg, r.need))
-}
-
-// noteRestored says each of restored, written already, on its cluster: a
-// note that fails is logged (the hold is back; the log line says so). It
-// is said before the batch's callers are woken, which a restore after
-// someone else's edit delays by a write per cluster.
-func (c *Engine) noteRestored(ctx context.Context, rg string, restored []holdReport) {
-	for _, r := range restored {
-		if err := c.noteRestore(ctx, rg, r); err != nil {
-			c.o.log.Error(err, "a restored reservation is not said on its cluster", "cluster", r.cluster, "resourceGroup", rg)
-		}
-	}
-}
-
-// lacksHold returns what cluster cl runs, and whether resource group a
-// holds less for it than that: no hold, or one below it, whatever
-// generation it was made for (the platform never lowers a live cluster's
-// hold below what it runs at its stored generation: an operation on its
-// way reserves the larger of the two, writeWithHold; so a hold below it
-// made for a newer generation is someone else's, and no shield). Only a
-// cluster whose compute Ray runs or is about to counts: starting,
-// running, abnormal or hibernating in a; a deleting one releases its hold
-// before its object goes.
-func (c *Engine) lacksHold(cl *cluster.Cluster, a *quota.Account) (quota.Resources, bool) {
-	if !cl.State.HoldsQuota() || cl.State == cluster.Deleting || cl.Live == nil || cl.Live.ResourceGroup != a.ID {
-		return quota.Resources{}, false
-	}
-	need, err := cl.Live.ResourcesAt(c.cat.Nodes, cl.Replicas)
-	if err != nil {
-		return quota.Resources{}, false
-	}
-	h, ok := a.Hold(cl.ID)
-	if ok && need.Fits(h.Resources) {
-		return need, false
-	}
-	return need, true
-}
-
 // seenHold is a hold as this client first saw it, and when, on its own
 // clock.
 type seenHold struct {
 	hold quota.Hold
 	at   time.Time
-}
-
-// holdAge returns how long this client has seen holder's hold in
-// resource group rg as h is now, on this client's clock. A hold's date
-// (Since) was written by whichever replica set it, on that replica's
-// clock: measured against another's, a clock that runs 45 s ahead takes a
-// fresh hold for one past the grace, and a clock behind never sees a
-// hold dated ahead of it age. So no decision reads the date: a hold is as
-// old as this client has seen it unchanged (amount, generation and date:
-// a renewal or a change makes it new). A client that has just started, or
-// whose cache lagged, counts from when it first looks: it waits for a
-// leak a grace longer at most, and never takes a hold younger than the
-// grace for one, whatever the clocks say.
-func (c *Engine) holdAge(rg, holder string, h quota.Hold, now time.Time) time.Duration {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return max(c.seeHoldLocked(rg, holder, h, now), 0) // a clock stepped back counts no age
-}
-
-// seeHolds records when this client first saw each of a's holds as it is
-// now, and forgets the holds a has no more.
-func (c *Engine) seeHolds(rg string, a *quota.Account, now time.Time) {
-	c.forgetHolds(rg, a)
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for holder, h := range a.Holds() {
-		c.seeHoldLocked(rg, holder, h, now)
-	}
-}
-
-// forgetHolds forgets the sightings of the holds a has no more.
-func (c *Engine) forgetHolds(rg string, a *quota.Account) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for holder := range c.seen[rg] {
-		if _, ok := a.Hold(holder); !ok {
-			delete(c.seen[rg], holder)
-		}
-	}
-	if len(c.seen[rg]) == 0 {
-		delete(c.seen, rg)
-	}
-}
-
-// seeHoldLocked records h as seen now unless it was seen before as it
-// is, and returns for how long it has been seen. c.mu is held.
-func (c *Engine) seeHoldLocked(rg, holder string, h quota.Hold, now time.Time) time.Duration {
-	byHolder := c.seen[rg]
-	if byHolder == nil {
-		byHolder = map[string]seenHold{}
-		c.seen[rg] = byHolder
-	}
-	s, ok := byHolder[holder]
-	if !ok || s.hold.Resources != h.Resources || s.hold.Generation != h.Generation || !s.hold.Since.Equal(h.Since) {
-		byHolder[holder] = seenHold{hold: h, at: now}
-		return 0
-	}
-	return now.Sub(s.at)
 }
 
 // noteQuota records a quota discrepancy of cluster id in resource group
@@ -567,7 +411,7 @@ func (c *Engine) confirmLacks(ctx context.Context, id, rg string, now time.Time)
 		if err != nil {
 			return need, held, false, err
 		}
-		a, _, err := fresh[quota.Account](ctx, c, kindResourceGroup, rg)
+		a, _, err := fresh[quota.Account](ctx, c.acc, kindResourceGroup, rg)
 		if errs.IsNotFound(err) {
 			return need, held, false, nil
 		}
@@ -625,7 +469,7 @@ func (c *Engine) releasable(ctx context.Context, holder, rg string, hold quota.H
 // its write is seen), or, fromStore, the store itself, where the cache
 // may lag its holder's write.
 func (c *Engine) justified(ctx context.Context, holder, rg string, fromStore bool) (bool, error) {
-	cl, err := justifier[cluster.Cluster](ctx, c, kindCluster, holder, fromStore)
+	cl, err := justifier[cluster.Cluster](ctx, c.acc, kindCluster, holder, fromStore)
 	if err == nil {
 		return cl.State.HoldsQuota() && cl.QuotaGroup == rg, nil
 	}
@@ -633,7 +477,7 @@ func (c *Engine) justified(ctx context.Context, holder, rg string, fromStore boo
 	if !errs.IsNotFound(err) || !isRun {
 		return false, ignoreNotFound(err)
 	}
-	r, err := justifier[job.Run](ctx, c, kindRun, runID, fromStore)
+	r, err := justifier[job.Run](ctx, c.acc, kindRun, runID, fromStore)
 	if err != nil {
 		return false, ignoreNotFound(err)
 	}
@@ -643,7 +487,7 @@ func (c *Engine) justified(ctx context.Context, holder, rg string, fromStore boo
 // justifier reads what may justify a hold: from the cache (the object it
 // decoded already; one that does not decode justifies nothing, and the
 // store is asked before anything is released), or from the store itself.
-func justifier[T any](ctx context.Context, c *Engine, kind, id string, fromStore bool) (*T, error) {
+func justifier[T any](ctx context.Context, c *access, kind, id string, fromStore bool) (*T, error) {
 	if !fromStore {
 		v, _, err := fromCache[T](c, kind, id)
 		if err != nil && !errs.IsNotFound(err) {

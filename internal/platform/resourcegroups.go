@@ -34,7 +34,7 @@ func (s *ResourceGroupService) Register(ctx context.Context, g quota.Group) (quo
 		return quota.Usage{}, err
 	}
 	a := &quota.Account{Group: g}
-	v, err := c.create(ctx, kindResourceGroup, g.ID, nil, a)
+	v, err := c.acc.create(ctx, kindResourceGroup, g.ID, nil, a)
 	if err == nil {
 		a.Version = v
 		return a.Usage(), nil
@@ -42,7 +42,7 @@ func (s *ResourceGroupService) Register(ctx context.Context, g quota.Group) (quo
 	if !errors.Is(err, errs.ErrConflict) {
 		return quota.Usage{}, err
 	}
-	a, err = c.changeAccount(ctx, g.ID, func(a *quota.Account) (bool, error) {
+	a, err = c.ledger.changeAccount(ctx, g.ID, func(a *quota.Account) (bool, error) {
 		if a.Package != g.Package {
 			return false, errs.Conflict("resource group", g.ID, fmt.Sprintf("belongs to package %q, not %q", a.Package, g.Package))
 		}
@@ -63,7 +63,7 @@ func (s *ResourceGroupService) Get(ctx context.Context, id string) (quota.Usage,
 	if err := ctx.Err(); err != nil {
 		return quota.Usage{}, err
 	}
-	a, _, err := get[quota.Account](ctx, s.c, kindResourceGroup, "resource group", id)
+	a, _, err := get[quota.Account](ctx, s.c.acc, kindResourceGroup, "resource group", id)
 	if err != nil {
 		return quota.Usage{}, err
 	}
@@ -75,7 +75,7 @@ func (s *ResourceGroupService) List(ctx context.Context) ([]quota.Usage, error) 
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	accounts, err := list[quota.Account](s.c, kindResourceGroup, nil, nil)
+	accounts, err := list[quota.Account](s.c.acc, kindResourceGroup, nil, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -233,14 +233,14 @@ func (c *Engine) auditAccounts(ctx context.Context, docs []*quota.Account, now t
 		// Seen here (holdAge, below), on a client that may not own the
 		// group, its holds are also forgotten here once gone (the owner's
 		// pass does so for its own).
-		c.forgetHolds(a.ID, a)
+		c.ledger.forgetHolds(a.ID, a)
 		for h, hold := range a.Holds() {
 			if hold.Since.After(now.Add(datedAhead)) {
 				bad = append(bad, fmt.Sprintf("resource group %s: %s holds %s since %s, in the future",
 					a.ID, h, hold.Resources, hold.Since.Format(time.RFC3339)))
 				continue
 			}
-			if c.holdAge(a.ID, h, hold, now) < c.o.grace {
+			if c.ledger.holdAge(a.ID, h, hold, now) < c.o.grace {
 				continue
 			}
 			ok, err := c.justified(ctx, h, a.ID, true)
@@ -294,7 +294,7 @@ func (c *Engine) auditPods(ctx context.Context, cl *cluster.Cluster, accounts ma
 	}
 	held = quota.Resources{}
 	if fcl.QuotaGroup != "" {
-		a, _, err := fresh[quota.Account](ctx, c, kindResourceGroup, fcl.QuotaGroup)
+		a, _, err := fresh[quota.Account](ctx, c.acc, kindResourceGroup, fcl.QuotaGroup)
 		if err != nil && !errs.IsNotFound(err) {
 			return "", false, err
 		}

@@ -44,7 +44,7 @@ func benchRetain(b *testing.B, atCount bool, others int) {
 		now := clk.Now()
 		r := &job.Run{ID: fmt.Sprintf("run-%09d", seq), JobID: jobID, State: job.Succeeded, RayDone: true,
 			SubmittedAt: now, FinishedAt: now, Seq: uint64(seq), Logs: "memory://logs/x"}
-		if r.Version, err = c.create(ctx, kindRun, r.ID, runLabels(r), r); err != nil {
+		if r.Version, err = c.acc.create(ctx, kindRun, r.ID, runLabels(r), r); err != nil {
 			b.Fatal(err)
 		}
 		clk.Advance(time.Millisecond)

@@ -128,7 +128,7 @@ func TestMadeRecorded(t *testing.T) {
 		if scheduled {
 			rec.Config.Schedule = &job.Schedule{Cron: "* * * * *"}
 		}
-		if _, err := c.create(ctx, kindJob, id, jobLabels(rec), rec); err != nil {
+		if _, err := c.acc.create(ctx, kindJob, id, jobLabels(rec), rec); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -140,7 +140,7 @@ func TestMadeRecorded(t *testing.T) {
 		{ID: "prev-names", JobID: "x", State: job.Failed, NextAttempt: "retry-a"},
 		{ID: "prev-not-yet", JobID: "x", State: job.Failed},
 	} {
-		if _, err := c.create(ctx, kindRun, r.ID, runLabels(r), r); err != nil {
+		if _, err := c.acc.create(ctx, kindRun, r.ID, runLabels(r), r); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -227,7 +227,7 @@ func (c *Engine) placeRun(ctx context.Context, r *job.Run) error {
 	// A waiting run whose job config is gone was stored by a create that
 	// did not live to check the config (fenceRun) while it was deleted:
 	// it ends as that check would have ended it (J17).
-	if ok, err := c.exists(ctx, kindJob, r.JobID); err != nil {
+	if ok, err := c.acc.exists(ctx, kindJob, r.JobID); err != nil {
 		return err
 	} else if !ok {
 		return c.failFinally(ctx, r, "its job config was deleted while the run was being created")
@@ -292,7 +292,7 @@ func (c *Engine) place(ctx context.Context, r *job.Run, cl *cluster.Cluster, pla
 // asks the resource group's reconciler to look.
 func (c *Engine) placeOnDemand(ctx context.Context, r *job.Run) error {
 	od := r.Config.OnDemand
-	a, _, err := cached[quota.Account](ctx, c, kindResourceGroup, od.ResourceGroup)
+	a, _, err := cached[quota.Account](ctx, c.acc, kindResourceGroup, od.ResourceGroup)
 	if errs.IsNotFound(err) {
 		return c.failFinally(ctx, r, fmt.Sprintf("resource group %s does not exist", od.ResourceGroup))
 	}
@@ -317,7 +317,7 @@ func (c *Engine) placeOnDemand(ctx context.Context, r *job.Run) error {
 			return err
 		}
 		cl.Events = event.Append(nil, c.event(ctx, "system", "create", "on-demand cluster for run "+r.ID))
-		if _, err := c.create(ctx, kindCluster, cid, clusterLabels(cl), cl); err != nil && !errors.Is(err, errs.ErrConflict) {
+		if _, err := c.acc.create(ctx, kindCluster, cid, clusterLabels(cl), cl); err != nil && !errors.Is(err, errs.ErrConflict) {
 			return err
 		}
 	} else if err != nil {
@@ -567,7 +567,7 @@ func (c *Engine) cleanupRun(ctx context.Context, r *job.Run) error {
 		cl, err := c.getCluster(ctx, cid)
 		switch {
 		case errs.IsNotFound(err):
-			if _, err := c.changeAccount(ctx, od.ResourceGroup, func(a *quota.Account) (bool, error) {
+			if _, err := c.ledger.changeAccount(ctx, od.ResourceGroup, func(a *quota.Account) (bool, error) {
 				return a.Release(cid), nil
 			}); err != nil && !errs.IsNotFound(err) {
 				return err

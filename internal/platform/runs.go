@@ -141,9 +141,9 @@ func (c *Engine) createRun(ctx context.Context, jobID, id string, derived bool, 
 		r.RayDone = true // it never reached Ray, nor was it admitted
 		r.Events = event.Append(r.Events, c.event(ctx, "system", string(job.Failed), why))
 	}
-	v, err := c.create(ctx, kindRun, r.ID, runLabels(r), r)
+	v, err := c.acc.create(ctx, kindRun, r.ID, runLabels(r), r)
 	if errors.Is(err, errs.ErrConflict) && derived {
-		got, gv, ferr := fresh[job.Run](ctx, c, kindRun, id)
+		got, gv, ferr := fresh[job.Run](ctx, c.acc, kindRun, id)
 		if ferr != nil {
 			return nil, ferr
 		}
@@ -252,7 +252,7 @@ func (c *Engine) missingTarget(ctx context.Context, cfg *job.Config) (string, er
 	default:
 		return "", nil
 	}
-	ok, err := c.exists(ctx, kind, id)
+	ok, err := c.acc.exists(ctx, kind, id)
 	if err != nil || ok {
 		return "", err
 	}
@@ -268,7 +268,7 @@ func (s *RunService) Get(ctx context.Context, id string) (*job.Run, error) {
 }
 
 func (c *Engine) getRun(ctx context.Context, id string) (*job.Run, error) {
-	r, v, err := get[job.Run](ctx, c, kindRun, "run", id)
+	r, v, err := get[job.Run](ctx, c.acc, kindRun, "run", id)
 	if err != nil {
 		return nil, err
 	}
@@ -308,7 +308,7 @@ func (s *RunService) List(ctx context.Context, opts job.RunListOptions) ([]*job.
 }
 
 func (c *Engine) listRuns(sel map[string]string) ([]*job.Run, error) {
-	return list(c, kindRun, sel, func(r *job.Run, v string) {
+	return list(c.acc, kindRun, sel, func(r *job.Run, v string) {
 		r.Version = v
 		c.rederive(r)
 	})
@@ -438,7 +438,7 @@ func (c *Engine) RunJob(ctx context.Context, jobID, requestID string) (*job.Run,
 // putRun stores next over version and sets its new version.
 func (c *Engine) putRun(ctx context.Context, next *job.Run, version string) error {
 	from := c.cachedState(kindRun, next.ID)
-	v, err := c.update(ctx, kindRun, next.ID, version, runLabels(next), next)
+	v, err := c.acc.update(ctx, kindRun, next.ID, version, runLabels(next), next)
 	if err != nil {
 		return notFoundAs(err, "run", next.ID)
 	}
@@ -520,7 +520,7 @@ func (c *Engine) moveRun(ctx context.Context, r *job.Run, t job.RunTrigger, msg 
 }
 
 func (c *Engine) freshRun(ctx context.Context, id string) (*job.Run, error) {
-	r, v, err := fresh[job.Run](ctx, c, kindRun, id)
+	r, v, err := fresh[job.Run](ctx, c.acc, kindRun, id)
 	if err != nil {
 		return nil, notFoundAs(err, "run", id)
 	}

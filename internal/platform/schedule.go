@@ -186,7 +186,7 @@ func (c *Engine) reconcileSchedule(ctx context.Context, id string) (time.Duratio
 			fmt.Sprintf("%d tick(s) skipped, the latest %s: %s", ticks.Missed, ticks.LastMissed.Format(time.RFC3339), why)))
 	}
 	ns.LastTick, ns.NextTick = ticks.Through.UTC(), ticks.Next.UTC()
-	if _, err := c.update(ctx, kindJob, id, rec.Version, jobLabels(next), next); err != nil {
+	if _, err := c.acc.update(ctx, kindJob, id, rec.Version, jobLabels(next), next); err != nil {
 		return 0, notFoundAs(err, "job", id)
 	}
 	if ticks.Through.Before(now) {
@@ -284,7 +284,7 @@ func (c *Engine) tickRun(ctx context.Context, rec *job.Record, t time.Time) (run
 // start: ticks an earlier step started without recording them. Retention
 // keeps such runs until their tick is recorded (madeRecorded).
 func (c *Engine) ticksRun(ctx context.Context, rec *job.Record, ticks job.Ticks) (int, error) {
-	docs, err := c.listLatest(ctx, kindRun, map[string]string{labelJob: rec.ID})
+	docs, err := c.acc.listLatest(ctx, kindRun, map[string]string{labelJob: rec.ID})
 	if err != nil {
 		return 0, err
 	}
@@ -309,7 +309,7 @@ func (c *Engine) ticksRun(ctx context.Context, rec *job.Record, ticks job.Ticks)
 // them: the cache may not show a run another client made (by hand, or a
 // tick of an owner before this one), and Forbid would run a second.
 func (c *Engine) liveRunIDs(ctx context.Context, rec *job.Record) ([]string, error) {
-	docs, err := c.listLatest(ctx, kindRun, map[string]string{labelJob: rec.ID})
+	docs, err := c.acc.listLatest(ctx, kindRun, map[string]string{labelJob: rec.ID})
 	if err != nil {
 		return nil, err
 	}
@@ -348,7 +348,7 @@ func (c *Engine) recordOnJob(ctx context.Context, id string, change func(*job.Re
 		if !change(next) {
 			return rec, nil
 		}
-		next.Version, err = c.update(ctx, kindJob, id, rec.Version, jobLabels(next), next)
+		next.Version, err = c.acc.update(ctx, kindJob, id, rec.Version, jobLabels(next), next)
 		if err == nil {
 			return next, nil
 		}

@@ -79,7 +79,7 @@ func TestChangesBeforeTheSnapshotIsApplied(t *testing.T) {
 	if !ok || d.Version != released {
 		t.Errorf("the cache has cls-1's hold at version %q (present %v), want the release's %q", d.Version, ok, released)
 	}
-	if h := (holdSource{c: c, rg: "rg"}).All(); len(h) != 1 || !h["cls-1"].Resources.IsZero() {
+	if h := (holdSource{acc: c.acc, rg: "rg"}).All(); len(h) != 1 || !h["cls-1"].Resources.IsZero() {
 		t.Errorf("the settled holds read %v, want cls-1's released and cls-2's gone", fmt.Sprint(h))
 	}
 	if _, ok := c.cache.Get(kindHold, holdID("rg", "cls-2")); ok {

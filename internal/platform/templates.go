@@ -36,14 +36,14 @@ func (s *TemplateService) Save(ctx context.Context, t *cluster.Template) error {
 	for attempt := 0; ; attempt++ {
 		var err error
 		if exists {
-			_, err = c.update(ctx, kindTemplate, t.Name, version, nil, t)
+			_, err = c.acc.update(ctx, kindTemplate, t.Name, version, nil, t)
 		} else {
-			_, err = c.create(ctx, kindTemplate, t.Name, nil, t)
+			_, err = c.acc.create(ctx, kindTemplate, t.Name, nil, t)
 		}
 		if err == nil || !(errors.Is(err, errs.ErrConflict) || errs.IsNotFound(err)) || attempt >= conflictRetries {
 			return err
 		}
-		_, v, ferr := fresh[cluster.Template](ctx, c, kindTemplate, t.Name)
+		_, v, ferr := fresh[cluster.Template](ctx, c.acc, kindTemplate, t.Name)
 		switch {
 		case errs.IsNotFound(ferr):
 			version, exists = "", false
@@ -60,7 +60,7 @@ func (s *TemplateService) Get(ctx context.Context, name string) (*cluster.Templa
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	t, _, err := get[cluster.Template](ctx, s.c, kindTemplate, "template", name)
+	t, _, err := get[cluster.Template](ctx, s.c.acc, kindTemplate, "template", name)
 	return t, err
 }
 
@@ -69,7 +69,7 @@ func (s *TemplateService) List(ctx context.Context) ([]*cluster.Template, error)
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	return list[cluster.Template](s.c, kindTemplate, nil, nil)
+	return list[cluster.Template](s.c.acc, kindTemplate, nil, nil)
 }
 
 // Delete deletes a template; what was started from it keeps its copy.

@@ -25,7 +25,7 @@ func (s *ClusterService) Watch(ctx context.Context, opts watch.ClusterOptions) (
 		if t == watch.Deleted {
 			return ev, true
 		}
-		cl, v, err := fromCache[cluster.Cluster](s.c, kindCluster, id)
+		cl, v, err := fromCache[cluster.Cluster](s.c.acc, kindCluster, id)
 		if err != nil {
 			return ev, false // deleted since (its event follows), or corrupt
 		}
@@ -51,7 +51,7 @@ func (s *RunService) Watch(ctx context.Context, opts watch.RunOptions) (<-chan w
 		if t == watch.Deleted {
 			return ev, true
 		}
-		r, v, err := fromCache[job.Run](s.c, kindRun, id)
+		r, v, err := fromCache[job.Run](s.c.acc, kindRun, id)
 		if err != nil {
 			return ev, false
 		}
