@@ -44,7 +44,7 @@ func (clusterReconciler) LogKey() string { return "cluster" }
 // observation of that generation moves the state on, quota is released
 // once Ray has let the compute go, and the runs that depend on the
 // cluster are queued to look again.
-func (c *Engine) reconcileCluster(ctx context.Context, id string) (again time.Duration, err error) {
+func (c clusterReconciler) reconcileCluster(ctx context.Context, id string) (again time.Duration, err error) {
 	cl, err := c.getCluster(ctx, id)
 	if errs.IsNotFound(err) {
 		return 0, c.reconcileUnstored(ctx, id)
@@ -127,7 +127,7 @@ func (c *Engine) reconcileCluster(ctx context.Context, id string) (again time.Du
 // something of it (deleted while a late apply was on its way), and Ray
 // must not keep it. What this client kept of it goes with the watch's
 // delete (onChange).
-func (c *Engine) reconcileUnstored(ctx context.Context, id string) error {
+func (c clusterReconciler) reconcileUnstored(ctx context.Context, id string) error {
 	if _, err := c.ray.ClusterStatus(ctx, id); err == nil {
 		c.o.log.Info("deleting a Ray cluster that is no longer stored", "cluster", id)
 		return c.ray.DeleteCluster(ctx, id)
@@ -140,7 +140,7 @@ func (c *Engine) reconcileUnstored(ctx context.Context, id string) error {
 // tidyCluster keeps what goes with a stored cluster whatever its state:
 // its name claim (claim: when to look at it again, 0 for never), its
 // groups, and its step's deadline, forgotten once its state has none.
-func (c *Engine) tidyCluster(ctx context.Context, cl *cluster.Cluster) (claim time.Duration, err error) {
+func (c clusterReconciler) tidyCluster(ctx context.Context, cl *cluster.Cluster) (claim time.Duration, err error) {
 	if claim, err = c.checkNameClaim(ctx, cl); err != nil {
 		return 0, err
 	}
@@ -161,7 +161,7 @@ func (c *Engine) tidyCluster(ctx context.Context, cl *cluster.Cluster) (claim ti
 // deletes it as the run ends; this is for a cleanup that did not happen
 // (its run is gone, or ended more than the repair grace ago), so that the
 // two do not both write.
-func (c *Engine) temporaryEnded(ctx context.Context, cl *cluster.Cluster) (done bool, again time.Duration, err error) {
+func (c clusterReconciler) temporaryEnded(ctx context.Context, cl *cluster.Cluster) (done bool, again time.Duration, err error) {
 	if !cl.Temporary || cl.State == cluster.Deleting {
 		return false, 0, nil
 	}
@@ -180,7 +180,7 @@ func (c *Engine) temporaryEnded(ctx context.Context, cl *cluster.Cluster) (done 
 // runs. One whose reservation is gone and cannot be made again is deleted
 // (on-demand) or fails its step (rayIdle: Ray runs nothing of it, so it
 // needs no hold while it waits to be started again).
-func (c *Engine) startHeld(ctx context.Context, cl *cluster.Cluster, rayIdle bool) (bool, error) {
+func (c clusterReconciler) startHeld(ctx context.Context, cl *cluster.Cluster, rayIdle bool) (bool, error) {
 	held, err := c.holds(ctx, cl)
 	if err != nil || held {
 		return held, err
@@ -200,7 +200,7 @@ func (c *Engine) startHeld(ctx context.Context, cl *cluster.Cluster, rayIdle boo
 // generation: hibernated if idle, its ceilings following Ray's
 // autoscaler, a quota refusal noted, and its hold made what it runs.
 // A write brings the cluster back here.
-func (c *Engine) followRunning(ctx context.Context, cl *cluster.Cluster, obs cluster.Observation) (time.Duration, error) {
+func (c clusterReconciler) followRunning(ctx context.Context, cl *cluster.Cluster, obs cluster.Observation) (time.Duration, error) {
 	idle, hibernated, err := c.hibernateIfIdle(ctx, cl)
 	if err != nil || hibernated {
 		return 0, err
@@ -218,7 +218,7 @@ func (c *Engine) followRunning(ctx context.Context, cl *cluster.Cluster, obs clu
 
 // observedCluster moves cl on t, Ray's observation obs at its generation,
 // and releases the hold of a cluster Ray runs nothing of any more.
-func (c *Engine) observedCluster(ctx context.Context, cl *cluster.Cluster, t cluster.Trigger, obs cluster.Observation) error {
+func (c clusterReconciler) observedCluster(ctx context.Context, cl *cluster.Cluster, t cluster.Trigger, obs cluster.Observation) error {
 	next := cl.DeepCopy()
 	to, _, _ := advanceCluster(next, t)
 	msg := ""
@@ -253,7 +253,7 @@ func (c *Engine) observedCluster(ctx context.Context, cl *cluster.Cluster, t clu
 // replaced; Ray's observation at the cluster's generation then takes the
 // cluster to what Ray runs. Until then its hold covers whatever Ray may
 // still run of it.
-func (c *Engine) reconcileAbnormal(ctx context.Context, cl *cluster.Cluster) error {
+func (c clusterReconciler) reconcileAbnormal(ctx context.Context, cl *cluster.Cluster) error {
 	obs, err := c.ray.ClusterStatus(ctx, cl.ID)
 	if err != nil && !errs.IsNotFound(err) {
 		return err
@@ -301,7 +301,7 @@ type stepSeen struct {
 // timed on this client's clock from when it first saw the step as it is,
 // never from a stored date, so a jump of the wall clock or another
 // replica's skew cannot fail a step, and a restart only lengthens it.
-func (c *Engine) stepLeft(cl *cluster.Cluster, obs cluster.Observation, found bool) (time.Duration, string) {
+func (c clusterReconciler) stepLeft(cl *cluster.Cluster, obs cluster.Observation, found bool) (time.Duration, string) {
 	queued := !found || obs.Queued
 	h := fnv.New64a()
 	fmt.Fprintf(h, "%s/%d/%v/%d/%s/%v/%s|", cl.State, cl.Generation, found, obs.Generation, obs.Phase, obs.Queued, obs.Reason)
@@ -338,7 +338,7 @@ func (c *Engine) stepLeft(cl *cluster.Cluster, obs cluster.Observation, found bo
 // its nodes (obs.Refused: a Kubernetes ResourceQuota), as a quota
 // discrepancy of its resource group (noteQuota, "quota-refused"): the
 // cluster is not abnormal for it, it waits for room.
-func (c *Engine) noteRefused(ctx context.Context, cl *cluster.Cluster, obs cluster.Observation) error {
+func (c clusterReconciler) noteRefused(ctx context.Context, cl *cluster.Cluster, obs cluster.Observation) error {
 	if obs.Refused == "" || logged(cl.Events, "quota-refused", obs.Refused) {
 		return nil
 	}
@@ -351,7 +351,7 @@ func (c *Engine) noteRefused(ctx context.Context, cl *cluster.Cluster, obs clust
 
 // reconcileDelete has Ray delete the cluster and, once it is gone,
 // releases the quota, the name and the stored object, in that order.
-func (c *Engine) reconcileDelete(ctx context.Context, cl *cluster.Cluster) (time.Duration, error) {
+func (c clusterReconciler) reconcileDelete(ctx context.Context, cl *cluster.Cluster) (time.Duration, error) {
 	if err := c.ray.DeleteCluster(ctx, cl.ID); err != nil {
 		return 0, err
 	}
@@ -375,7 +375,7 @@ func (c *Engine) reconcileDelete(ctx context.Context, cl *cluster.Cluster) (time
 		return 0, err
 	}
 	if !cl.Temporary {
-		c.releaseName(ctx, kindCluster, cl.Spec.Name, cl.ID)
+		c.names.releaseName(ctx, kindCluster, cl.Spec.Name, cl.ID)
 	}
 	if err := c.store.Delete(ctx, kindCluster, cl.ID, cl.Version); err != nil && !errs.IsNotFound(err) {
 		return 0, err
@@ -387,7 +387,7 @@ func (c *Engine) reconcileDelete(ctx context.Context, cl *cluster.Cluster) (time
 }
 
 // releaseHold drops the cluster's reservation, if it still has one.
-func (c *Engine) releaseHold(ctx context.Context, cl *cluster.Cluster) error {
+func (c clusterReconciler) releaseHold(ctx context.Context, cl *cluster.Cluster) error {
 	if cl.QuotaGroup == "" {
 		return nil
 	}
@@ -408,7 +408,7 @@ func (c *Engine) releaseHold(ctx context.Context, cl *cluster.Cluster) error {
 // back only once Ray's pods have shrunk. A hold made for a newer
 // generation than the cluster as read is a write on its way, and is left
 // alone until it is older than the repair grace.
-func (c *Engine) trueUpHold(ctx context.Context, cl *cluster.Cluster, inRay *quota.Resources) error {
+func (c clusterReconciler) trueUpHold(ctx context.Context, cl *cluster.Cluster, inRay *quota.Resources) error {
 	if cl.Live == nil {
 		return c.releaseHold(ctx, cl) // a start that never reached Ray
 	}
@@ -493,7 +493,7 @@ func (c *Engine) trueUpHold(ctx context.Context, cl *cluster.Cluster, inRay *quo
 // abnormal, with why as the reason, and with the changes of also made
 // to it. A deleting cluster has nowhere to fall back to: it records why
 // (at most once per longest backoff: renote) and goes on retrying.
-func (c *Engine) clusterStepFailed(ctx context.Context, id, why string, also ...func(*cluster.Cluster)) error {
+func (c clusterReconciler) clusterStepFailed(ctx context.Context, id, why string, also ...func(*cluster.Cluster)) error {
 	_, err := c.stepFailed(ctx, id, why, also...)
 	return err
 }
@@ -501,7 +501,7 @@ func (c *Engine) clusterStepFailed(ctx context.Context, id, why string, also ...
 // stepFailed is clusterStepFailed, reporting whether the cluster turned
 // abnormal (false: it is gone, or a state that has nowhere to fall back
 // to).
-func (c *Engine) stepFailed(ctx context.Context, id, why string, also ...func(*cluster.Cluster)) (bool, error) {
+func (c clusterReconciler) stepFailed(ctx context.Context, id, why string, also ...func(*cluster.Cluster)) (bool, error) {
 	for attempt := 0; ; attempt++ {
 		cl, v, err := fresh[cluster.Cluster](ctx, c.acc, kindCluster, id)
 		if errs.IsNotFound(err) {
@@ -537,7 +537,7 @@ func (c *Engine) stepFailed(ctx context.Context, id, why string, also ...func(*c
 // noteDeleting records on deleting cluster cl (as read, at cl.Version)
 // why it is still there: its reason, and an entry of its log, said again
 // at most once per longest backoff (renote). A conflict reads it again.
-func (c *Engine) noteDeleting(ctx context.Context, cl *cluster.Cluster, why string) error {
+func (c clusterReconciler) noteDeleting(ctx context.Context, cl *cluster.Cluster, why string) error {
 	for attempt := 0; ; attempt++ {
 		events, write := renote(cl.Events, c.event(ctx, "system", "delete-retrying", why), c.o.maxDelay)
 		if cl.State != cluster.Deleting || cl.Reason == why || !write {
@@ -615,7 +615,7 @@ func (c *Engine) enqueueDependents(cl *cluster.Cluster) {
 // behind, or someone else removed or shrank the hold), what is missing is
 // reserved by compare-and-swap, if the group can still allocate it: Ray
 // is never asked for more compute than is held.
-func (c *Engine) holds(ctx context.Context, cl *cluster.Cluster) (bool, error) {
+func (c clusterReconciler) holds(ctx context.Context, cl *cluster.Cluster) (bool, error) {
 	if cl.Live == nil {
 		return false, nil
 	}
@@ -674,7 +674,7 @@ const maxForeignGeneration = math.MaxInt64 / 2
 // cluster's again: its generation is moved past Ray's (fenceOff, saying
 // why), and the next step applies it. A generation past any the platform
 // could reach is refused, as a failed step: retried, then recorded.
-func (c *Engine) fenceForeignGeneration(ctx context.Context, id string, rayGen int64) error {
+func (c clusterReconciler) fenceForeignGeneration(ctx context.Context, id string, rayGen int64) error {
 	cur, err := c.getFresh(ctx, id)
 	if err != nil || cur.Generation >= rayGen {
 		return ignoreNotFound(err)

@@ -67,7 +67,7 @@ func (c *Engine) createCluster(ctx context.Context, spec *cluster.Spec, action, 
 		return nil, err
 	}
 	cl.Events = event.Append(nil, c.event(ctx, "user", action, msg))
-	if err := c.nameFree(ctx, kindCluster, spec.Name, cl.ID); err != nil {
+	if err := c.names.nameFree(ctx, kindCluster, spec.Name, cl.ID); err != nil {
 		return nil, err
 	}
 	// The name is claimed while the cluster is stored, and its groups are
@@ -77,7 +77,7 @@ func (c *Engine) createCluster(ctx context.Context, spec *cluster.Spec, action, 
 	// found by the cluster reconciler (checkNameClaim).
 	began := time.Now() // real time, not c.clock: see joinWindow
 	claimed := make(chan error, 1)
-	go func() { claimed <- c.claimName(ctx, kindCluster, spec.Name, cl.ID) }()
+	go func() { claimed <- c.names.claimName(ctx, kindCluster, spec.Name, cl.ID) }()
 	read := make(chan []error, 1)
 	go func() { read <- c.groupsLive(ctx, spec.Groups, "create a cluster in") }()
 	v, err := c.acc.create(ctx, kindCluster, cl.ID, clusterLabels(cl), cl)
@@ -94,7 +94,7 @@ func (c *Engine) createCluster(ctx context.Context, spec *cluster.Spec, action, 
 		got, gerr := c.getFresh(ctx, cl.ID)
 		if gerr != nil {
 			if errs.IsNotFound(gerr) && cerr == nil {
-				c.releaseName(ctx, kindCluster, spec.Name, cl.ID)
+				c.names.releaseName(ctx, kindCluster, spec.Name, cl.ID)
 			}
 			return nil, err
 		}
@@ -701,7 +701,7 @@ func (s *ClusterService) Update(ctx context.Context, in *cluster.Cluster) (*clus
 	cur, next, spec, live, restart := e.cur, e.next, &e.next.Spec, e.live, e.restart
 	renamed := spec.Name != cur.Spec.Name
 	if renamed {
-		if err := c.claimName(ctx, kindCluster, spec.Name, cur.ID); err != nil {
+		if err := c.names.claimName(ctx, kindCluster, spec.Name, cur.ID); err != nil {
 			return nil, err
 		}
 	}
@@ -726,13 +726,13 @@ func (s *ClusterService) Update(ctx context.Context, in *cluster.Cluster) (*clus
 	if werr != nil {
 		if renamed {
 			if stored, err := c.getFresh(ctx, cur.ID); err == nil && stored.Spec.Name != spec.Name {
-				c.releaseName(ctx, kindCluster, spec.Name, cur.ID)
+				c.names.releaseName(ctx, kindCluster, spec.Name, cur.ID)
 			}
 		}
 		return nil, werr
 	}
 	if renamed {
-		c.releaseName(ctx, kindCluster, cur.Spec.Name, cur.ID)
+		c.names.releaseName(ctx, kindCluster, cur.Spec.Name, cur.ID)
 	}
 	if err := c.fenceJoins(ctx, cur.ID, cur.Spec.Groups, spec.Groups); err != nil {
 		return nil, err

@@ -323,13 +323,13 @@ type Engine struct {
 	cancel context.CancelFunc
 
 	ledger *ledger // the quota accounts' I/O (ledger.go)
+	names  *names  // the claims of cluster and group names (names.go)
 
 	mu          sync.Mutex
 	seq         uint64               // the last run Seq handed out
 	dependents  map[string]string    // cluster → the state it last queued its runs for
 	idleRefused map[string]time.Time // cluster → until when its idle hibernate waits after a refusal (idle.go)
 	steps       map[string]stepSeen  // transitional cluster → its step as last seen, and since when
-	claimsSeen  map[string]claimSeen // name claim without its owner → when first seen so
 	rep         *replicas            // the clients sharing the work; nil: this one does it all
 	retainSeen  bool                 // a resync has queued every finished run (retention.go)
 	stopResync  func() bool
@@ -390,7 +390,7 @@ func New(opts ...Option) (*Engine, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &Engine{o: o, store: o.backend, ray: o.backend, clock: o.clock, cat: o.catalogs, policy: o.policy,
-		cache: objects.New(derivers()), queues: newQueues(queue.QueueOptions{MaxWait: o.maxWait}), finished: newFinishedRuns(), order: newRunOrder(), load: newRunLoad(), ctx: ctx, cancel: cancel, dependents: map[string]string{}, idleRefused: map[string]time.Time{}, steps: map[string]stepSeen{}, claimsSeen: map[string]claimSeen{}}
+		cache: objects.New(derivers()), queues: newQueues(queue.QueueOptions{MaxWait: o.maxWait}), finished: newFinishedRuns(), order: newRunOrder(), load: newRunLoad(), ctx: ctx, cancel: cancel, dependents: map[string]string{}, idleRefused: map[string]time.Time{}, steps: map[string]stepSeen{}}
 	m, err := newMetrics(o.registerer, c)
 	if err != nil {
 		cancel()
@@ -405,6 +405,7 @@ func New(opts ...Option) (*Engine, error) {
 		ro.Metrics = m
 	}
 	c.acc = &access{store: c.store, backend: o.backend, cache: c.cache, readBound: o.reconcileTime}
+	c.names = newNames(c.acc, o.clock, o.grace)
 	c.ledger = newLedger(c.acc, o.clock, o.log, o.grace, o.holdsWait, c)
 	c.acc.bind, c.acc.awaitBound = c.ledger.bind, c.ledger.awaitBound
 	c.run = runner.New(ctx, ro, c.newReconcilers())

@@ -45,7 +45,7 @@ func (s *GroupService) Create(ctx context.Context, name string, opts ...group.Cr
 	now := c.clock.Now()
 	g := &group.Group{ID: newID("grp"), Name: name, Policy: sched.Policy, Order: sched.Order, Creator: UserFrom(ctx), CreatedAt: now, UpdatedAt: now}
 	g.Events = event.Append(nil, c.event(ctx, "user", "create", name+", policy "+describePolicy(sched)))
-	if err := c.claimName(ctx, kindGroup, name, g.ID); err != nil {
+	if err := c.names.claimName(ctx, kindGroup, name, g.ID); err != nil {
 		return nil, err
 	}
 	v, err := c.acc.create(ctx, kindGroup, g.ID, nil, g)
@@ -56,7 +56,7 @@ func (s *GroupService) Create(ctx context.Context, name string, opts ...group.Cr
 			g.Version = version
 			return g, nil // made, though the reply was lost
 		case werr == nil:
-			c.releaseName(ctx, kindGroup, name, g.ID)
+			c.names.releaseName(ctx, kindGroup, name, g.ID)
 		}
 		return nil, err
 	}
@@ -106,7 +106,7 @@ func (s *GroupService) Rename(ctx context.Context, id, name string) (*group.Grou
 	if old == name {
 		return g, nil
 	}
-	if err := c.claimName(ctx, kindGroup, name, id); err != nil {
+	if err := c.names.claimName(ctx, kindGroup, name, id); err != nil {
 		return nil, err
 	}
 	g.Name, g.UpdatedAt = name, c.clock.Now()
@@ -120,11 +120,11 @@ func (s *GroupService) Rename(ctx context.Context, id, name string) (*group.Grou
 		}
 	}
 	if err != nil {
-		c.releaseName(ctx, kindGroup, name, id)
+		c.names.releaseName(ctx, kindGroup, name, id)
 		return nil, notFoundAs(err, "group", id)
 	}
 	g.Version = v
-	c.releaseName(ctx, kindGroup, old, id)
+	c.names.releaseName(ctx, kindGroup, old, id)
 	return g, nil
 }
 
@@ -589,7 +589,7 @@ func (s *GroupService) Delete(ctx context.Context, id, targetID string) error {
 		if err != nil {
 			return failed(notFoundAs(err, "group", id))
 		}
-		c.releaseName(ctx, kindGroup, g.Name, id)
+		c.names.releaseName(ctx, kindGroup, g.Name, id)
 		return nil
 	}
 }

@@ -78,7 +78,7 @@ func (h *holdsEngine) set(t *testing.T, holder string, r quota.Resources) {
 // (which writes the documents when enough holds are pending).
 func (h *holdsEngine) reconcile(t *testing.T) {
 	t.Helper()
-	if _, err := h.c.reconcileResourceGroup(t.Context(), "rg"); err != nil {
+	if _, err := (resourceGroupReconciler{h.c}).reconcileResourceGroup(t.Context(), "rg"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := (settleReconciler{ledger: h.c.ledger, at: h.c.o.settleAt}).Reconcile(t.Context(), "rg"); err != nil {

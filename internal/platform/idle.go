@@ -49,7 +49,7 @@ func (c *Engine) observeRunEnd(d backend.Doc, obj any) {
 
 // idleSince returns since when running cluster cl has had no active run,
 // and false while one is active on it.
-func (c *Engine) idleSince(cl *cluster.Cluster) (time.Time, bool) {
+func (c clusterReconciler) idleSince(cl *cluster.Cluster) (time.Time, bool) {
 	if c.load.active(cl.ID) > 0 { // the index least-loaded reads (placement.go)
 		return time.Time{}, false
 	}
@@ -71,7 +71,7 @@ const idleRefusedLook = time.Minute
 // hibernateIfIdle hibernates running standing cluster cl when it has been
 // idle past its timeout (L4). It returns when to look again (0: when
 // something changes), and done when it hibernated the cluster.
-func (c *Engine) hibernateIfIdle(ctx context.Context, cl *cluster.Cluster) (after time.Duration, done bool, err error) {
+func (c clusterReconciler) hibernateIfIdle(ctx context.Context, cl *cluster.Cluster) (after time.Duration, done bool, err error) {
 	timeout, ok := cl.Spec.IdleTimeout()
 	if !ok || cl.Temporary || cl.State != cluster.Running {
 		return 0, false, nil
@@ -91,7 +91,7 @@ func (c *Engine) hibernateIfIdle(ctx context.Context, cl *cluster.Cluster) (afte
 		return until.Sub(now), false, nil
 	}
 	msg := fmt.Sprintf("idle since %s, longer than its idle timeout of %s: its quota is released", since.UTC().Format(time.RFC3339), timeout)
-	_, err = (&ClusterService{c}).hibernateAs(ctx, cl, cluster.DeleteOptions{}, "system", msg)
+	_, err = (&ClusterService{c.Engine}).hibernateAs(ctx, cl, cluster.DeleteOptions{}, "system", msg)
 	if errs.IsNotFound(err) {
 		return 0, false, nil
 	}

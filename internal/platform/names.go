@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
+
+	"github.com/aidlc/dlc/backend"
 
 	"github.com/aidlc/dlc/cluster"
 	"github.com/aidlc/dlc/errs"
@@ -29,23 +32,54 @@ func claimID(kind, name string) string { return kind + ":" + name }
 // object someone else made under the claim's name) gives up.
 const maxClaimAttempts = 3
 
+// names claims and releases the names of clusters and cluster groups,
+// and remembers, behind its own lock, the claims it has seen without
+// their owner (and the started duplicates it has logged).
+type names struct {
+	acc   *access
+	clock backend.Clock
+	grace time.Duration // the repair grace: a claim younger is not stale
+
+	mu   sync.Mutex
+	seen map[string]claimSeen // claim id (or "duplicate:<cluster>") → when first seen so
+}
+
+func newNames(acc *access, clock backend.Clock, grace time.Duration) *names {
+	return &names{acc: acc, clock: clock, grace: grace, seen: map[string]claimSeen{}}
+}
+
+// forget forgets the sighting id.
+func (n *names) forget(id string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	delete(n.seen, id)
+}
+
+// sighting returns when id was first seen, if it was.
+func (n *names) sighting(id string) (claimSeen, bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	s, ok := n.seen[id]
+	return s, ok
+}
+
 // claimName claims name for owner, or fails with ErrConflict naming the
 // object that has it.
-func (c *Engine) claimName(ctx context.Context, kind, name, owner string) error {
+func (n *names) claimName(ctx context.Context, kind, name, owner string) error {
 	id := claimID(kind, name)
 	for attempt := 0; ; attempt++ {
-		_, err := c.acc.create(ctx, kindName, id, nil, nameClaim{Owner: owner, At: c.clock.Now()})
+		_, err := n.acc.create(ctx, kindName, id, nil, nameClaim{Owner: owner, At: n.clock.Now()})
 		if err == nil {
 			return nil
 		}
 		if !errors.Is(err, errs.ErrConflict) {
 			// The claim may have been made though its reply was lost.
-			if cl, _, gerr := fresh[nameClaim](ctx, c.acc, kindName, id); gerr == nil && cl.Owner == owner {
+			if cl, _, gerr := fresh[nameClaim](ctx, n.acc, kindName, id); gerr == nil && cl.Owner == owner {
 				return nil
 			}
 			return err
 		}
-		cl, v, gerr := fresh[nameClaim](ctx, c.acc, kindName, id)
+		cl, v, gerr := fresh[nameClaim](ctx, n.acc, kindName, id)
 		switch {
 		case errs.IsNotFound(gerr) && attempt+1 >= maxClaimAttempts:
 			// Taken, yet not there to read: not a claim of ours (the
@@ -58,23 +92,23 @@ func (c *Engine) claimName(ctx context.Context, kind, name, owner string) error 
 			return gerr
 		case cl.Owner == owner:
 			return nil
-		case c.ownsName(ctx, kind, name, cl.Owner):
+		case n.ownsName(ctx, kind, name, cl.Owner):
 			return errs.Conflict(kind, name, "the name is taken by "+kind+" "+cl.Owner)
-		case c.claimAge(id, v) < c.o.grace || attempt >= 2:
+		case n.claimAge(id, v) < n.grace || attempt >= 2:
 			// A young claim's owner may be on its way (being created, or
 			// renamed to this name): only an old one can be stale. Its age
 			// is how long this client has seen it unchanged, on its own
 			// clock, never the date another replica's clock wrote on it: a
 			// replica whose clock is ahead must not take a fresh claim over.
 			return errs.Conflict(kind, name, fmt.Sprintf(
-				"the name is taken by %s %s, which does not exist (yet); if it stays so, the claim is taken over after %s", kind, cl.Owner, c.o.grace))
+				"the name is taken by %s %s, which does not exist (yet); if it stays so, the claim is taken over after %s", kind, cl.Owner, n.grace))
 		}
-		c.mu.Lock()
-		delete(c.claimsSeen, id)
-		c.mu.Unlock()
+		n.mu.Lock()
+		delete(n.seen, id)
+		n.mu.Unlock()
 		// Stale: its owner is gone or has another name, for longer than the
 		// repair grace.
-		if err := c.store.Delete(ctx, kindName, id, v); err != nil && !errs.IsNotFound(err) && !errors.Is(err, errs.ErrConflict) {
+		if err := n.acc.store.Delete(ctx, kindName, id, v); err != nil && !errs.IsNotFound(err) && !errors.Is(err, errs.ErrConflict) {
 			return err
 		}
 	}
@@ -84,9 +118,9 @@ func (c *Engine) claimName(ctx context.Context, kind, name, owner string) error 
 // shows claimed by another object of kind that has it: what claimName
 // would refuse once called. A name it lets through may still be taken by
 // the time claimName runs.
-func (c *Engine) nameFree(ctx context.Context, kind, name, owner string) error {
-	cl, _, err := fromCache[nameClaim](c.acc, kindName, claimID(kind, name))
-	if err != nil || cl.Owner == owner || !c.ownsName(ctx, kind, name, cl.Owner) {
+func (n *names) nameFree(ctx context.Context, kind, name, owner string) error {
+	cl, _, err := fromCache[nameClaim](n.acc, kindName, claimID(kind, name))
+	if err != nil || cl.Owner == owner || !n.ownsName(ctx, kind, name, cl.Owner) {
 		return nil
 	}
 	return errs.Conflict(kind, name, "the name is taken by "+kind+" "+cl.Owner)
@@ -105,32 +139,32 @@ type claimSeen struct {
 
 // claimAge returns how long this client has seen the claim id at version
 // unchanged (0 the first time).
-func (c *Engine) claimAge(id, version string) time.Duration {
-	now := c.clock.Now()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if s, ok := c.claimsSeen[id]; ok && s.version == version {
+func (n *names) claimAge(id, version string) time.Duration {
+	now := n.clock.Now()
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if s, ok := n.seen[id]; ok && s.version == version {
 		return now.Sub(s.at)
 	}
-	if len(c.claimsSeen) >= maxClaimsSeen {
-		for k, s := range c.claimsSeen {
-			if now.Sub(s.at) >= 2*c.o.grace || len(c.claimsSeen) >= maxClaimsSeen {
-				delete(c.claimsSeen, k)
+	if len(n.seen) >= maxClaimsSeen {
+		for k, s := range n.seen {
+			if now.Sub(s.at) >= 2*n.grace || len(n.seen) >= maxClaimsSeen {
+				delete(n.seen, k)
 			}
 		}
 	}
-	c.claimsSeen[id] = claimSeen{version, now}
+	n.seen[id] = claimSeen{version, now}
 	return 0
 }
 
 // ownsName reports whether the object owner of kind still has name. An
 // owner the cache has not seen is looked for in the store itself: a
 // lagging cache must not make a live owner's claim look stale.
-func (c *Engine) ownsName(ctx context.Context, kind, name, owner string) bool {
-	d, ok := c.cache.Get(kind, owner)
+func (n *names) ownsName(ctx context.Context, kind, name, owner string) bool {
+	d, ok := n.acc.cache.Get(kind, owner)
 	if !ok {
 		var err error
-		if d, err = c.acc.latest(ctx, kind, owner); errs.IsNotFound(err) {
+		if d, err = n.acc.latest(ctx, kind, owner); errs.IsNotFound(err) {
 			return false
 		} else if err != nil {
 			return true // cannot tell: keep the claim
@@ -150,13 +184,13 @@ func (c *Engine) ownsName(ctx context.Context, kind, name, owner string) bool {
 
 // releaseName drops owner's claim of name; a claim left behind by a
 // failure here is stale and taken over by the next claim.
-func (c *Engine) releaseName(ctx context.Context, kind, name, owner string) {
+func (n *names) releaseName(ctx context.Context, kind, name, owner string) {
 	id := claimID(kind, name)
-	cl, v, err := fresh[nameClaim](context.WithoutCancel(ctx), c.acc, kindName, id)
+	cl, v, err := fresh[nameClaim](context.WithoutCancel(ctx), n.acc, kindName, id)
 	if err != nil || cl.Owner != owner {
 		return
 	}
-	_ = c.store.Delete(context.WithoutCancel(ctx), kindName, id, v)
+	_ = n.acc.store.Delete(context.WithoutCancel(ctx), kindName, id, v)
 }
 
 // dupRecheck is how often a started cluster whose name another cluster
@@ -181,7 +215,7 @@ const actionNameUnclaimed = "name-unclaimed"
 // log, and read again on the store only once per dupRecheck: deleting
 // what runs is not a repair). It returns when to look again. Temporary
 // clusters hold no claim (their names are their runs').
-func (c *Engine) checkNameClaim(ctx context.Context, cl *cluster.Cluster) (time.Duration, error) {
+func (c clusterReconciler) checkNameClaim(ctx context.Context, cl *cluster.Cluster) (time.Duration, error) {
 	if cl.Temporary || cl.State == cluster.Deleting {
 		return 0, nil
 	}
@@ -197,9 +231,7 @@ func (c *Engine) checkNameClaim(ctx context.Context, cl *cluster.Cluster) (time.
 	// A started duplicate found before is read again (and logged) once per
 	// dupRecheck, not at each of its reconciles.
 	dup := "duplicate:" + cl.ID
-	c.mu.Lock()
-	seen, known := c.claimsSeen[dup]
-	c.mu.Unlock()
+	seen, known := c.names.sighting(dup)
 	if known && c.clock.Now().Sub(seen.at) < dupRecheck {
 		return 0, nil
 	}
@@ -217,22 +249,18 @@ func (c *Engine) checkNameClaim(ctx context.Context, cl *cluster.Cluster) (time.
 	case err == nil && got.Owner == cl.ID:
 	case err != nil && !errs.IsNotFound(err):
 		return 0, err
-	case err == nil && c.ownsName(ctx, kindCluster, cl.Spec.Name, got.Owner):
+	case err == nil && c.names.ownsName(ctx, kindCluster, cl.Spec.Name, got.Owner):
 		why := "its name " + cl.Spec.Name + " is held by cluster " + got.Owner + ": its create did not claim it"
 		if cl.Generation > 1 || (cl.State != cluster.Creating && cl.State != cluster.Created) {
-			c.mu.Lock()
-			delete(c.claimsSeen, dup)
-			c.mu.Unlock()
-			c.claimAge(dup, "") // seen now
+			c.names.forget(dup)
+			c.names.claimAge(dup, "") // seen now
 			c.o.log.Error(errs.Conflict(kindCluster, cl.Spec.Name, why), "a started cluster holds no claim of its name; left as it is", "cluster", cl.ID)
 			// Said on the cluster too, once: its log is where its owner
 			// looks.
 			msg := why + "; two clusters have one name until one of them is renamed or deleted"
 			if !logged(cl.Events, actionNameUnclaimed, msg) { // the cluster just read: noteCluster would read it again
 				if _, err := c.noteCluster(ctx, cl.ID, actionNameUnclaimed, msg); err != nil {
-					c.mu.Lock()
-					delete(c.claimsSeen, dup) // not said yet: the retry says it
-					c.mu.Unlock()
+					c.names.forget(dup) // not said yet: the retry says it
 					return 0, err
 				}
 			}
@@ -244,7 +272,7 @@ func (c *Engine) checkNameClaim(ctx context.Context, cl *cluster.Cluster) (time.
 	default:
 		// Nobody holds it, or a claim whose owner has it not (stale):
 		// claimName makes it, or takes the stale one over.
-		if err := c.claimName(ctx, kindCluster, cl.Spec.Name, cl.ID); errors.Is(err, errs.ErrConflict) {
+		if err := c.names.claimName(ctx, kindCluster, cl.Spec.Name, cl.ID); errors.Is(err, errs.ErrConflict) {
 			return c.o.grace, nil // taken meanwhile, or not yet stale: look again
 		} else if err != nil {
 			return 0, err

@@ -47,7 +47,7 @@ func (resourceGroupReconciler) LogKey() string { return "resourceGroup" }
 // run is admitted, or, when the group can no longer hold it, says so on
 // the cluster. All of it is one compare-and-swap of the resource group:
 // two clients that decide at once cannot both win.
-func (c *Engine) reconcileResourceGroup(ctx context.Context, id string) (time.Duration, error) {
+func (c resourceGroupReconciler) reconcileResourceGroup(ctx context.Context, id string) (time.Duration, error) {
 	a, v, err := cached[quota.Account](ctx, c.acc, kindResourceGroup, id)
 	if errs.IsNotFound(err) {
 		return 0, nil
@@ -116,7 +116,7 @@ type groupPass struct {
 // holds' again: after an edit from outside the platform (of the sum, or
 // of a hold's document), or a release of a corrupt hold, it is made
 // theirs, before what live clusters lack is put back.
-func (c *Engine) dropForeignHolds(p *groupPass) {
+func (c resourceGroupReconciler) dropForeignHolds(p *groupPass) {
 	a := p.a
 	for h, hold := range a.Holds() {
 		if a.Corrupt(h) {
@@ -139,7 +139,7 @@ func (c *Engine) dropForeignHolds(p *groupPass) {
 // says it then; written after, a failed note was never said (the next
 // pass finds nothing to restore). A note said already is not repeated. It
 // returns the clusters whose holds the group cannot make up.
-func (c *Engine) restoreLacking(ctx context.Context, p *groupPass) ([]holdReport, error) {
+func (c resourceGroupReconciler) restoreLacking(ctx context.Context, p *groupPass) ([]holdReport, error) {
 	restored, short, err := c.restoreHolds(ctx, p.a, p.now)
 	if err != nil {
 		return nil, err
@@ -158,7 +158,7 @@ func (c *Engine) restoreLacking(ctx context.Context, p *groupPass) ([]holdReport
 // holder's write), and the documents of released holds once their holder
 // has gone (tombstones). A hold too young to judge makes the pass look
 // again when it comes of age, with the repair due then.
-func (c *Engine) repairLeaks(ctx context.Context, p *groupPass) error {
+func (c resourceGroupReconciler) repairLeaks(ctx context.Context, p *groupPass) error {
 	lookAgain := false
 	for h, hold := range p.a.Holds() {
 		if ok, err := c.justified(ctx, h, p.id, false); err != nil {
@@ -195,7 +195,7 @@ func (c *Engine) repairLeaks(ctx context.Context, p *groupPass) error {
 // puts the admitted back in the queue. It returns the runs admitted, the
 // runs newly queued since the last pass, and whether the account's room
 // for pending holds is used up.
-func (c *Engine) admitQueued(ctx context.Context, p *groupPass) (admitted []queue.Item, queued []string, full bool, err error) {
+func (c resourceGroupReconciler) admitQueued(ctx context.Context, p *groupPass) (admitted []queue.Item, queued []string, full bool, err error) {
 	id, a := p.id, p.a
 	item := c.queueItem
 	q, queued := c.queues.take(id, item)
@@ -258,7 +258,7 @@ func (c *Engine) admitQueued(ctx context.Context, p *groupPass) (admitted []queu
 // cache, which may lag (a release, a restore another replica made), it is
 // reported only when the store's account is the one read; else the watch
 // brings the newer one here again.
-func (c *Engine) reportShort(ctx context.Context, p *groupPass, short []holdReport) error {
+func (c resourceGroupReconciler) reportShort(ctx context.Context, p *groupPass, short []holdReport) error {
 	if len(short) > 0 && !p.changed {
 		if _, fv, err := fresh[quota.Account](ctx, c.acc, kindResourceGroup, p.id); err != nil {
 			return err
@@ -281,7 +281,7 @@ func (c *Engine) reportShort(ctx context.Context, p *groupPass, short []holdRepo
 // and a bounded number a pass (the rest are told by the passes that
 // follow, at once), so that a pass, and a change of the group that comes
 // meanwhile (room made), never waits behind a long backlog of them.
-func (c *Engine) tellWaiting(ctx context.Context, p *groupPass, admitted []queue.Item, queued []string, full bool) error {
+func (c resourceGroupReconciler) tellWaiting(ctx context.Context, p *groupPass, admitted []queue.Item, queued []string, full bool) error {
 	id := p.id
 	in := map[string]bool{}
 	for _, it := range admitted {
@@ -444,7 +444,7 @@ func (c *Engine) confirmLacks(ctx context.Context, id, rg string, now time.Time)
 // and this pass's release, written over the account as read, conflicts
 // rather than take the new hold. A cluster that changed meanwhile is
 // looked at again on a later pass.
-func (c *Engine) releasable(ctx context.Context, holder, rg string, hold quota.Hold) (bool, error) {
+func (c resourceGroupReconciler) releasable(ctx context.Context, holder, rg string, hold quota.Hold) (bool, error) {
 	cl, err := c.getFresh(ctx, holder)
 	switch {
 	case errs.IsNotFound(err):
@@ -504,7 +504,7 @@ func justifier[T any](ctx context.Context, c *access, kind, id string, fromStore
 
 // requeued puts runs that a failed pass did not tell to wait back in the
 // set of runs stored queued, for the next pass.
-func (c *Engine) requeued(rg string, runs []string) {
+func (c resourceGroupReconciler) requeued(rg string, runs []string) {
 	c.queues.mu.Lock()
 	defer c.queues.mu.Unlock()
 	for _, id := range runs {

@@ -78,7 +78,7 @@ func (r retention) validate() error {
 // done: it keeps its job config within the count (deleting the oldest
 // finished runs beyond it, this one perhaps), then deletes the run if its
 // age is up, or returns when it will be.
-func (c *Engine) retain(ctx context.Context, r *job.Run) (time.Duration, error) {
+func (c runReconciler) retain(ctx context.Context, r *job.Run) (time.Duration, error) {
 	ret := c.o.retention
 	if ret.perJob > 0 {
 		if gone, err := c.trimJob(ctx, r.JobID, r.ID); err != nil || gone {
@@ -117,7 +117,7 @@ const unrecordedLook = time.Minute
 // size while the job is within the count, one pass over its runs when it
 // is not; never another job's. gone says whether run self was among those
 // deleted.
-func (c *Engine) trimJob(ctx context.Context, jobID, self string) (gone bool, err error) {
+func (c runReconciler) trimJob(ctx context.Context, jobID, self string) (gone bool, err error) {
 	keep := c.o.retention.perJob
 	n := c.finished.count(jobID)
 	if n <= keep {
@@ -140,7 +140,7 @@ func (c *Engine) trimJob(ctx context.Context, jobID, self string) (gone bool, er
 // that more are due), and in one step at a time on this client (a step
 // that finds another trimming leaves it to that one). gone says whether
 // run self was among those deleted.
-func (c *Engine) trimAll(ctx context.Context, self string) (gone, more bool, err error) {
+func (c runReconciler) trimAll(ctx context.Context, self string) (gone, more bool, err error) {
 	bound := c.o.retention.total
 	n := c.finished.total()
 	if n <= bound || !c.trimming.CompareAndSwap(false, true) {
@@ -311,7 +311,7 @@ func (h *newestFirst) Pop() any {
 // newer version queues it again) is left as it is. So is a run that what
 // made it has not recorded yet (madeRecorded): deleted reports whether
 // the run was deleted.
-func (c *Engine) deleteRun(ctx context.Context, r finishedRun, why string) (deleted bool, err error) {
+func (c runReconciler) deleteRun(ctx context.Context, r finishedRun, why string) (deleted bool, err error) {
 	if ok, err := c.madeRecorded(ctx, r); err != nil || !ok {
 		return false, err
 	}

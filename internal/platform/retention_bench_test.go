@@ -65,7 +65,7 @@ func benchRetain(b *testing.B, atCount bool, others int) {
 		b.StopTimer()
 		r := finish("job-x")
 		b.StartTimer()
-		if _, err := c.retain(ctx, r); err != nil {
+		if _, err := (runReconciler{c}).retain(ctx, r); err != nil {
 			b.Fatal(err)
 		}
 		if !atCount {

@@ -32,7 +32,7 @@ func (runReconciler) LogKey() string { return "run" }
 
 // reconcileRun takes a run one step on: place it, follow it on Ray, or
 // release what an ended run still holds.
-func (c *Engine) reconcileRun(ctx context.Context, id string) (time.Duration, error) {
+func (c runReconciler) reconcileRun(ctx context.Context, id string) (time.Duration, error) {
 	r, err := c.getRun(ctx, id)
 	if errs.IsNotFound(err) {
 		return 0, nil
@@ -72,7 +72,7 @@ func (c *Engine) reconcileRun(ctx context.Context, id string) (time.Duration, er
 // its cluster). A run whose job Ray cannot tell of now keeps its state
 // until Ray answers or stays unreachable past WithRayUnreachableTimeout
 // (rayUnanswered).
-func (c *Engine) atDeadline(ctx context.Context, r *job.Run, dl time.Time) error {
+func (c runReconciler) atDeadline(ctx context.Context, r *job.Run, dl time.Time) error {
 	why := fmt.Sprintf("%s: not ended %ds after its submission", deadlineExceeded, r.Config.ActiveDeadlineSeconds)
 	if r.ClusterID == "" || r.State == job.Queued || r.State == job.Waiting {
 		return c.failFinally(ctx, r, why)
@@ -95,7 +95,7 @@ func (c *Engine) atDeadline(ctx context.Context, r *job.Run, dl time.Time) error
 // runStatus asks Ray what it says of run id's job, within half the step's
 // time, so that a call that hangs leaves the step time to record it
 // (rayUnanswered); what it says is bounded, whatever the backend.
-func (c *Engine) runStatus(ctx context.Context, id string) (job.Observation, error) {
+func (c runReconciler) runStatus(ctx context.Context, id string) (job.Observation, error) {
 	cctx, cancel := context.WithTimeout(ctx, c.o.reconcileTime/2)
 	defer cancel()
 	obs, err := c.ray.RunStatus(cctx, id)
@@ -110,7 +110,7 @@ func (c *Engine) runStatus(ctx context.Context, id string) (job.Observation, err
 // run fails with why (final: not retried), Ray's silence said. Until
 // then rayUnanswered returns an error that process retries with backoff
 // and does not count as a failed step.
-func (c *Engine) rayUnanswered(ctx context.Context, r *job.Run, cause error, why string, final bool) (time.Duration, error) {
+func (c runReconciler) rayUnanswered(ctx context.Context, r *job.Run, cause error, why string, final bool) (time.Duration, error) {
 	if isBusy(cause) {
 		return 0, cause // not made: the head was busy with another call (process retries it)
 	}
@@ -173,7 +173,7 @@ func isUnanswered(err error) bool {
 // r's, so that the retry is made once however many steps try; r then
 // names it (NextAttempt). A config deleted meanwhile is not run again: r
 // is marked Final, saying so.
-func (c *Engine) retryRun(ctx context.Context, r *job.Run) (time.Duration, error) {
+func (c runReconciler) retryRun(ctx context.Context, r *job.Run) (time.Duration, error) {
 	if now, at := c.clock.Now(), r.FinishedAt.Add(job.Backoff(r.AttemptNumber(), c.o.runRetryBase, c.o.runRetryMax)); now.Before(at) {
 		return at.Sub(now), nil
 	}
@@ -216,14 +216,14 @@ func (c *Engine) retryRun(ctx context.Context, r *job.Run) (time.Duration, error
 
 // failFinally fails run r for a reason a retry would meet again (its
 // target or config gone): it is not retried.
-func (c *Engine) failFinally(ctx context.Context, r *job.Run, why string) error {
+func (c runReconciler) failFinally(ctx context.Context, r *job.Run, why string) error {
 	_, _, err := c.moveRun(ctx, r, job.Fail, why, func(n *job.Run) { n.Final = true })
 	return err
 }
 
 // placeRun puts a waiting run on a cluster, or records why it waits
 // (J18), or fails it when its target is gone (J19).
-func (c *Engine) placeRun(ctx context.Context, r *job.Run) error {
+func (c runReconciler) placeRun(ctx context.Context, r *job.Run) error {
 	// A waiting run whose job config is gone was stored by a create that
 	// did not live to check the config (fenceRun) while it was deleted:
 	// it ends as that check would have ended it (J17).
@@ -272,7 +272,7 @@ func (c *Engine) placeRun(ctx context.Context, r *job.Run) error {
 // place records the cluster a run goes to, and for a group's member why
 // (placement: the policy's reason), then submits it: the choice is stored
 // before Ray hears of it, so a retry never submits to another.
-func (c *Engine) place(ctx context.Context, r *job.Run, cl *cluster.Cluster, placement string) error {
+func (c runReconciler) place(ctx context.Context, r *job.Run, cl *cluster.Cluster, placement string) error {
 	msg := "submitted to cluster " + cl.ID
 	if placement != "" {
 		msg += ", " + placement
@@ -290,7 +290,7 @@ func (c *Engine) place(ctx context.Context, r *job.Run, cl *cluster.Cluster, pla
 // placeOnDemand: a run whose resource group has admitted it (its
 // reservation is on the group) gets its cluster; one not admitted yet
 // asks the resource group's reconciler to look.
-func (c *Engine) placeOnDemand(ctx context.Context, r *job.Run) error {
+func (c runReconciler) placeOnDemand(ctx context.Context, r *job.Run) error {
 	od := r.Config.OnDemand
 	a, _, err := cached[quota.Account](ctx, c.acc, kindResourceGroup, od.ResourceGroup)
 	if errs.IsNotFound(err) {
@@ -352,7 +352,7 @@ func (c *Engine) onDemandCluster(r *job.Run) (*cluster.Cluster, error) {
 // accepted and keeps pending fails the run after the start timeout
 // (WithRunStartTimeout); until then followRun returns how long is left,
 // for the run to be looked at again then.
-func (c *Engine) followRun(ctx context.Context, r *job.Run) (time.Duration, error) {
+func (c runReconciler) followRun(ctx context.Context, r *job.Run) (time.Duration, error) {
 	cl, err := c.getCluster(ctx, r.ClusterID)
 	switch {
 	case errs.IsNotFound(err) || (err == nil && cl.State == cluster.Deleting):
@@ -436,7 +436,7 @@ func (c *Engine) followRun(ctx context.Context, r *job.Run) (time.Duration, erro
 // bounded): its state, when it started and ended, its logs once it ended;
 // an ended run is then cleaned up. A run whose job Ray keeps pending goes
 // to pending. What Ray says ends an outage the run recorded.
-func (c *Engine) recordRay(ctx context.Context, r *job.Run, obs job.Observation) (time.Duration, error) {
+func (c runReconciler) recordRay(ctx context.Context, r *job.Run, obs job.Observation) (time.Duration, error) {
 	if !r.RayUnreachableSince.IsZero() {
 		next := r.DeepCopy()
 		next.RayUnreachableSince = time.Time{}
@@ -521,7 +521,7 @@ const stoppingLook = time.Second
 // displace sends a run placed on a cluster that no longer runs, and whose
 // job Ray never had, back to waiting (J18), saying so: it is placed anew
 // once a cluster runs, never submitted to one that moved on.
-func (c *Engine) displace(ctx context.Context, r *job.Run, cl *cluster.Cluster) error {
+func (c runReconciler) displace(ctx context.Context, r *job.Run, cl *cluster.Cluster) error {
 	msg := fmt.Sprintf("cluster %s is %s: it stopped running before the job was submitted", cl.ID, cl.State)
 	_, _, err := c.moveRun(ctx, r, job.Displace, msg, func(n *job.Run) {
 		n.ClusterID, n.Placement, n.WaitReason, n.Message = "", "", job.ClusterNotRunning, msg
@@ -533,7 +533,7 @@ func (c *Engine) displace(ctx context.Context, r *job.Run, cl *cluster.Cluster) 
 // when Ray cannot tell (its head gone or not answering): the tail is then
 // not kept, and a later look (the cleanup of an on-demand run, before its
 // cluster goes) tries again.
-func (c *Engine) logsToKeep(ctx context.Context, runID string) ([]string, bool) {
+func (c runReconciler) logsToKeep(ctx context.Context, runID string) ([]string, bool) {
 	lines, err := c.ray.Logs(ctx, runID)
 	if err != nil {
 		c.o.log.V(1).Info("the logs of an ended run could not be read to keep", "run", runID, "err", err.Error())
@@ -546,7 +546,7 @@ func (c *Engine) logsToKeep(ctx context.Context, runID string) ([]string, bool) 
 // on-demand run's cluster (which in turn releases its quota). An
 // on-demand run's logs are kept first, if they were not when it ended:
 // its cluster takes Ray's record of them along.
-func (c *Engine) cleanupRun(ctx context.Context, r *job.Run) error {
+func (c runReconciler) cleanupRun(ctx context.Context, r *job.Run) error {
 	if r.RayDone {
 		return nil
 	}

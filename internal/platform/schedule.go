@@ -69,7 +69,7 @@ func (jobReconciler) LogKey() string { return "job" }
 func tickRequest(t time.Time) string { return "tick/" + t.UTC().Format(time.RFC3339Nano) }
 
 // reconcileSchedule starts the runs of the ticks due and records them.
-func (c *Engine) reconcileSchedule(ctx context.Context, id string) (time.Duration, error) {
+func (c jobReconciler) reconcileSchedule(ctx context.Context, id string) (time.Duration, error) {
 	// Every write of any config comes here: one without a schedule (its
 	// label, derived from the decoded config) is passed over unread.
 	if d, ok := c.cache.Get(kindJob, id); ok && d.Labels[labelScheduled] == "" {
@@ -229,7 +229,7 @@ func untilNext(next, now time.Time) time.Duration {
 
 // tickRun starts the run of tick t of rec's schedule, by its policy; it
 // returns the run's id, or why the tick is skipped.
-func (c *Engine) tickRun(ctx context.Context, rec *job.Record, t time.Time) (runID, skipped string, err error) {
+func (c jobReconciler) tickRun(ctx context.Context, rec *job.Record, t time.Time) (runID, skipped string, err error) {
 	id := idFor("run", rec.ID, tickRequest(t))
 	if _, ok := c.cache.Get(kindRun, id); ok {
 		return id, "", nil // made by an earlier step
@@ -283,7 +283,7 @@ func (c *Engine) tickRun(ctx context.Context, rec *job.Record, t time.Time) (run
 // ticks after its LastTick and through ticks.Through that ticks does not
 // start: ticks an earlier step started without recording them. Retention
 // keeps such runs until their tick is recorded (madeRecorded).
-func (c *Engine) ticksRun(ctx context.Context, rec *job.Record, ticks job.Ticks) (int, error) {
+func (c jobReconciler) ticksRun(ctx context.Context, rec *job.Record, ticks job.Ticks) (int, error) {
 	docs, err := c.acc.listLatest(ctx, kindRun, map[string]string{labelJob: rec.ID})
 	if err != nil {
 		return 0, err
@@ -308,7 +308,7 @@ func (c *Engine) ticksRun(ctx context.Context, rec *job.Record, ticks job.Ticks)
 // liveRunIDs lists the runs of rec that have not ended, as the store has
 // them: the cache may not show a run another client made (by hand, or a
 // tick of an owner before this one), and Forbid would run a second.
-func (c *Engine) liveRunIDs(ctx context.Context, rec *job.Record) ([]string, error) {
+func (c jobReconciler) liveRunIDs(ctx context.Context, rec *job.Record) ([]string, error) {
 	docs, err := c.acc.listLatest(ctx, kindRun, map[string]string{labelJob: rec.ID})
 	if err != nil {
 		return nil, err
@@ -325,7 +325,7 @@ func (c *Engine) liveRunIDs(ctx context.Context, rec *job.Record) ([]string, err
 
 // noteOnJob adds an event to a config's log unless its last event says
 // the same.
-func (c *Engine) noteOnJob(ctx context.Context, rec *job.Record, action, msg string) error {
+func (c jobReconciler) noteOnJob(ctx context.Context, rec *job.Record, action, msg string) error {
 	if n := len(rec.Events); n > 0 && rec.Events[n-1].Action == action && rec.Events[n-1].Message == msg {
 		return nil
 	}
