@@ -11,6 +11,7 @@ import (
 	"github.com/aidlc/dlc/backend"
 	"github.com/aidlc/dlc/backend/memory"
 	"github.com/aidlc/dlc/cluster"
+	"github.com/aidlc/dlc/errs"
 	"github.com/aidlc/dlc/internal/platform"
 	"github.com/aidlc/dlc/job"
 	"github.com/aidlc/dlc/plan"
@@ -511,3 +512,16 @@ type JobListOptions = job.ListOptions
 
 // JobListPage is one page of the job list: see job.ListPage.
 type JobListPage = job.ListPage
+
+// listOptions returns the options a List call was given: none selects
+// everything; more than one is refused (ErrInvalid), not merged.
+func listOptions[T any](opts []T) (T, error) {
+	var o T
+	switch len(opts) {
+	case 0:
+		return o, nil
+	case 1:
+		return opts[0], nil
+	}
+	return o, errs.List{errs.Invalid(errs.NewPath("opts"), "", len(opts), "at most one options value")}.ToError()
+}

@@ -89,9 +89,16 @@ func (s *ClusterService) ListPage(ctx context.Context, opts ClusterListOptions) 
 	})
 }
 
-// List returns every cluster, on-demand ones included (Temporary), by id.
-func (s *ClusterService) List(ctx context.Context) ([]*cluster.Cluster, error) {
-	p, err := s.ListPage(ctx, ClusterListOptions{})
+// List returns every cluster, on-demand ones included (Temporary), or
+// those the options select (their Limit and Continue are ListPage's), by
+// id.
+func (s *ClusterService) List(ctx context.Context, opts ...ClusterListOptions) ([]*cluster.Cluster, error) {
+	o, err := listOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	o.Limit, o.Continue = 0, ""
+	p, err := s.ListPage(ctx, o)
 	if err != nil {
 		return nil, err
 	}

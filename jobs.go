@@ -42,9 +42,9 @@ func (s *JobService) Get(ctx context.Context, id string) (*job.Record, error) {
 // List returns the job list with every J13 column, by id: every config,
 // or those the options select (their Limit and Continue are ListPage's).
 func (s *JobService) List(ctx context.Context, opts ...JobListOptions) ([]job.ListEntry, error) {
-	var o JobListOptions
-	if len(opts) > 0 {
-		o = opts[0]
+	o, err := listOptions(opts)
+	if err != nil {
+		return nil, err
 	}
 	o.Limit, o.Continue = 0, ""
 	p, err := s.ListPage(ctx, o)

@@ -314,3 +314,53 @@ func mustList(t *testing.T, c *dlc.Client, opts dlc.JobListOptions) []job.ListEn
 	}
 	return out
 }
+
+// TestListsTakeOneShape: every service's List takes the context and at
+// most one options value (none lists everything); two are refused, not
+// merged, and the options' Limit is ListPage's.
+func TestListsTakeOneShape(t *testing.T) {
+	f := newFixture(t, dlctest.MemoryOptions{})
+	for i := range 3 {
+		_, err := f.c.Clusters().Create(f.ctx, f.spec(fmt.Sprintf("c%d", i), 1, 1))
+		f.must(err)
+	}
+	f.settle()
+	for _, tc := range []struct {
+		name string
+		list func() (int, error)
+		want int
+		bad  bool
+	}{
+		{"clusters, no options", func() (int, error) { l, err := f.c.Clusters().List(f.ctx); return len(l), err }, 3, false},
+		{"clusters, a limit is ListPage's", func() (int, error) {
+			l, err := f.c.Clusters().List(f.ctx, dlc.ClusterListOptions{Limit: 1})
+			return len(l), err
+		}, 3, false},
+		{"clusters, two options", func() (int, error) {
+			l, err := f.c.Clusters().List(f.ctx, dlc.ClusterListOptions{}, dlc.ClusterListOptions{})
+			return len(l), err
+		}, 0, true},
+		{"runs, no options", func() (int, error) { l, err := f.c.Runs().List(f.ctx); return len(l), err }, 0, false},
+		{"runs, two options", func() (int, error) {
+			l, err := f.c.Runs().List(f.ctx, dlc.RunListOptions{}, dlc.RunListOptions{})
+			return len(l), err
+		}, 0, true},
+		{"jobs, two options", func() (int, error) {
+			l, err := f.c.Jobs().List(f.ctx, dlc.JobListOptions{}, dlc.JobListOptions{})
+			return len(l), err
+		}, 0, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n, err := tc.list()
+			if tc.bad {
+				if !errors.Is(err, dlc.ErrInvalid) {
+					t.Fatalf("two options: got %v, want ErrInvalid", err)
+				}
+				return
+			}
+			if err != nil || n != tc.want {
+				t.Fatalf("got %d items, %v; want %d", n, err, tc.want)
+			}
+		})
+	}
+}

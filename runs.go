@@ -108,11 +108,15 @@ func (s *RunService) ListPage(ctx context.Context, opts RunListOptions) (*RunPag
 	})
 }
 
-// List returns the runs opts selects (every filter but Limit and
-// Continue, which are ListPage's), in submission order.
-func (s *RunService) List(ctx context.Context, opts RunListOptions) ([]*job.Run, error) {
-	opts.Limit, opts.Continue = 0, ""
-	p, err := s.ListPage(ctx, opts)
+// List returns every run, or those the options select (their Limit and
+// Continue are ListPage's), in submission order.
+func (s *RunService) List(ctx context.Context, opts ...RunListOptions) ([]*job.Run, error) {
+	o, err := listOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	o.Limit, o.Continue = 0, ""
+	p, err := s.ListPage(ctx, o)
 	if err != nil {
 		return nil, err
 	}

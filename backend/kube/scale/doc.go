@@ -11,6 +11,33 @@
 //	DLC_SCALE=50 DLC_SCALE_REPLICAS=2 KUBEBUILDER_ASSETS="$(bash hack/envtest-assets.sh)" \
 //		go test ./backend/kube/scale -run '^TestScale$' -v -count=1 -timeout 90m
 //
-// docs/scale.md ("A scale test") lists its parameters and the figures it
-// gave.
+// # Parameters
+//
+// Environment variables, each with its default:
+//
+//   - DLC_SCALE (default 200 with make scale; unset: skipped): N, the
+//     clusters created and started.
+//   - DLC_SCALE_RUNS (default N): runs made.
+//   - DLC_SCALE_RUN_MODE (default cluster): cluster: a job config per
+//     cluster, run through its head's Jobs API; group: one config on the
+//     cluster group every cluster joins; ondemand: an on-demand config per
+//     resource group (a RayJob and its own RayCluster per run).
+//   - DLC_SCALE_REPLICAS (default 2): clients, each on its own kube.Backend.
+//   - DLC_SCALE_CONCURRENCY (default 32): user calls in flight at once.
+//   - DLC_SCALE_RESOURCE_GROUPS (default ⌈N/100⌉): resource groups the
+//     clusters are spread over (each cluster a cu.4c8g head and one cu.4c8g
+//     worker).
+//   - DLC_SCALE_BARE (default N): objects of each bare write (0: none).
+//   - DLC_SCALE_QPS (default 200, kube.DefaultQPS; burst twice): each
+//     replica's client-side limit; negative: none.
+//   - DLC_SCALE_CLIENT_WORKERS (default 8): reconcile workers per client.
+//   - DLC_SCALE_WORK_SHARING (default the client's, 15 s):
+//     dlc.WithWorkSharing's TTL; 0: every replica reconciles every object.
+//   - DLC_SCALE_DEADLINE (default 20m): the whole test, set-up included.
+//   - SCALE_TIMEOUT (of make; default 3h): go test -timeout, a backstop (the
+//     deadline is cut to 2 min before it).
+//
+// DLC_SCALE_REPORT=<file> writes the tables to a file too. docs/scale.md
+// ("A scale test") says what each phase measures, how to reproduce a
+// figure, and the figures it gave.
 package scale
