@@ -53,10 +53,10 @@ import (
 // and adopts the idle ones it does not. What it remembers is bounded by
 // the keys the resync walks: the versions are those of the last round,
 // and the adopted keys those it queued.
-func (c *Engine) periodicResync() {
-	rep := c.rep
+func (w *workSharing) periodicResync() {
+	rep := w.rep
 	if rep == nil {
-		c.resync()
+		w.resync()
 		return
 	}
 	rep.mu.Lock()
@@ -73,18 +73,18 @@ func (c *Engine) periodicResync() {
 	changed := rep.publish()
 	rep.mu.Unlock()
 	for _, id := range back {
-		c.o.log.Info("a replica left out for leaving its share undone is counted again, and watched", "replica", rep.self, "member", id)
+		w.log.Info("a replica left out for leaving its share undone is counted again, and watched", "replica", rep.self, "member", id)
 	}
 	if changed {
-		c.membersChanged()
-		c.resync() // the keys that came to this client (a member counted after its probation)
+		w.membersChanged()
+		w.resync() // the keys that came to this client (a member counted after its probation)
 	}
 	type keySeen struct {
 		key, version string
 		owned        bool
 	}
 	var keys []keySeen
-	c.walk(func(key, version string, owned bool) { keys = append(keys, keySeen{key, version, owned}) })
+	w.walk(func(key, version string, owned bool) { keys = append(keys, keySeen{key, version, owned}) })
 	next := make(map[string]string, len(keys))
 	var adopt []string
 	rep.mu.Lock()
@@ -102,36 +102,38 @@ func (c *Engine) periodicResync() {
 	rep.adopted = adopted
 	rep.mu.Unlock()
 	for _, key := range adopt {
-		c.run.Add(key)
+		w.run.Add(key)
 	}
-	c.forgetFailures(adopt)
+	w.forgetFailures(adopt)
 }
 
 // forgetFailures drops the failure counts of the keys this client neither
 // owns nor adopted: another's key counts the failures of the adopted steps
 // of consecutive rounds only, and a key that moved to another member
 // counts nothing here.
-func (c *Engine) forgetFailures(adopt []string) {
+func (w *workSharing) forgetFailures(adopt []string) {
 	adopted := make(map[string]bool, len(adopt))
 	for _, key := range adopt {
 		adopted[key] = true
 	}
-	c.run.ForgetFailures(func(key string) bool { return adopted[key] || c.owns(key) })
+	w.run.ForgetFailures(func(key string) bool { return adopted[key] || w.owns(key) })
 }
 
 // sharing is the work sharing as the runner asks it (package runner).
-type sharing struct{ c *Engine }
+type sharing struct{ w *workSharing }
 
-func (s sharing) Owner(key string) (string, bool) { return s.c.owner(key) }
+// Owner returns the member that reconciles key, and whether it is this
+// client (workSharing.owner).
+func (s sharing) Owner(key string) (string, bool) { return s.w.owner(key) }
 
 // Adopt takes an adopted key one step, whose writes (stepWrites) tell
 // whether its owner left it undone (adoptedStep).
 func (s sharing) Adopt(ctx context.Context, key, owner string) (context.Context, func(), bool) {
-	if !s.c.rep.takeAdopted(key) {
+	if !s.w.rep.takeAdopted(key) {
 		return nil, nil, false
 	}
 	w := &stepWrites{key: key}
-	return context.WithValue(ctx, stepWritesKey{}, w), func() { s.c.adoptedStep(owner, w) }, true
+	return context.WithValue(ctx, stepWritesKey{}, w), func() { s.w.adoptedStep(owner, w) }, true
 }
 
 // takeAdopted reports whether key was adopted at the last periodic
@@ -167,14 +169,14 @@ var errShareUndone = errors.New("keys of its share needed a step at two periodic
 // the version it wrote of the key is what the next round compares the key
 // with. Strikes at two rounds in a row leave owner out of the live
 // members (see exclusion).
-func (c *Engine) adoptedStep(owner string, w *stepWrites) {
+func (sh *workSharing) adoptedStep(owner string, w *stepWrites) {
 	w.mu.Lock()
 	wrote, own, version := w.wrote, w.own, w.version
 	w.mu.Unlock()
 	if !wrote {
 		return
 	}
-	rep := c.rep
+	rep := sh.rep
 	rep.mu.Lock()
 	switch {
 	case own && version == "":
@@ -200,19 +202,19 @@ func (c *Engine) adoptedStep(owner string, w *stepWrites) {
 	if !out {
 		return
 	}
-	c.metrics.replicaStalled(owner)
-	c.o.log.Error(errShareUndone, "a replica leaves its share of the work undone: left out of the live members, this client takes its share over",
+	sh.metrics.replicaStalled(owner)
+	sh.log.Error(errShareUndone, "a replica leaves its share of the work undone: left out of the live members, this client takes its share over",
 		"replica", rep.self, "stalled", owner, "keys", keys, "resyncs", rounds)
 	if changed {
-		c.membersChanged()
-		c.resync()
+		sh.membersChanged()
+		sh.resync()
 	}
 }
 
 // membersChanged logs the live members, which just changed.
-func (c *Engine) membersChanged() {
-	v := c.rep.view.Load()
-	c.o.log.Info("the replicas sharing the work changed", "replica", c.rep.self, "live", v.live, "leftOut", v.out)
+func (w *workSharing) membersChanged() {
+	v := w.rep.view.Load()
+	w.log.Info("the replicas sharing the work changed", "replica", w.rep.self, "live", v.live, "leftOut", v.out)
 }
 
 // stepWrites is what an adopted step wrote, as the writes it makes report

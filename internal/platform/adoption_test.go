@@ -36,9 +36,9 @@ func TestAdoptionLeavesOutAndLetsBack(t *testing.T) {
 	if _, err := mb.Create(ctx, backend.Doc{Kind: kindCluster, ID: "c1", Data: []byte(`{"id":"c1"}`)}); err != nil {
 		t.Fatal(err)
 	}
-	strike := func() { c.adoptedStep(x, &stepWrites{key: "cluster/c1", wrote: true}) }
+	strike := func() { c.share.adoptedStep(x, &stepWrites{key: "cluster/c1", wrote: true}) }
 	round := func() { clk.Advance(time.Minute); c.Reconcile() }
-	out := func() bool { return slices.Contains(c.rep.view.Load().out, x) }
+	out := func() bool { return slices.Contains(c.share.rep.view.Load().out, x) }
 	reported := func() float64 { return testutil.ToFloat64(c.metrics.stalled.WithLabelValues(x)) }
 
 	strike()
@@ -53,7 +53,7 @@ func TestAdoptionLeavesOutAndLetsBack(t *testing.T) {
 	if !out() || reported() != 1 {
 		t.Fatalf("struck at two rounds in a row: left out %v, reported %v times", out(), reported())
 	}
-	if _, mine := c.owner("cluster/c1"); !mine {
+	if _, mine := c.share.owner("cluster/c1"); !mine {
 		t.Fatal("a key of the member left out is not this client's")
 	}
 	for i := 1; i < stallRounds; i++ {
@@ -81,11 +81,11 @@ func TestAdoptionLeavesOutAndLetsBack(t *testing.T) {
 	if err := mb.Delete(ctx, kindReplica, x, ""); err != nil {
 		t.Fatal(err)
 	}
-	c.rep.mu.Lock()
-	_, kept := c.rep.excluded[x]
-	_, known := c.rep.versions["cluster/c1"]
-	n := len(c.rep.versions)
-	c.rep.mu.Unlock()
+	c.share.rep.mu.Lock()
+	_, kept := c.share.rep.excluded[x]
+	_, known := c.share.rep.versions["cluster/c1"]
+	n := len(c.share.rep.versions)
+	c.share.rep.mu.Unlock()
 	if out() || kept {
 		t.Fatalf("a deleted member still left out (%v) or remembered (%v)", out(), kept)
 	}
@@ -95,9 +95,9 @@ func TestAdoptionLeavesOutAndLetsBack(t *testing.T) {
 	if err := mb.Delete(ctx, kindCluster, "c1", ""); err != nil {
 		t.Fatal(err)
 	}
-	c.rep.mu.Lock()
-	n = len(c.rep.versions)
-	c.rep.mu.Unlock()
+	c.share.rep.mu.Lock()
+	n = len(c.share.rep.versions)
+	c.share.rep.mu.Unlock()
 	if n != 0 {
 		t.Fatalf("a deleted key's version is still remembered (%d)", n)
 	}

@@ -8,6 +8,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/aidlc/dlc/cluster"
@@ -45,7 +46,7 @@ func (clusterReconciler) LogKey() string { return "cluster" }
 // once Ray has let the compute go, and the runs that depend on the
 // cluster are queued to look again.
 func (c clusterReconciler) reconcileCluster(ctx context.Context, id string) (again time.Duration, err error) {
-	cl, err := c.getCluster(ctx, id)
+	cl, err := c.clusters.getCluster(ctx, id)
 	if errs.IsNotFound(err) {
 		return 0, c.reconcileUnstored(ctx, id)
 	}
@@ -144,13 +145,13 @@ func (c clusterReconciler) tidyCluster(ctx context.Context, cl *cluster.Cluster)
 	if claim, err = c.checkNameClaim(ctx, cl); err != nil {
 		return 0, err
 	}
-	if err := c.checkGroups(ctx, cl); err != nil {
+	if err := c.groups.checkGroups(ctx, cl); err != nil {
 		return 0, err
 	}
 	if !timedStep(cl.State) {
-		c.mu.Lock()
-		delete(c.steps, cl.ID)
-		c.mu.Unlock()
+		c.notes.mu.Lock()
+		delete(c.notes.steps, cl.ID)
+		c.notes.mu.Unlock()
 	}
 	return claim, nil
 }
@@ -165,7 +166,7 @@ func (c clusterReconciler) temporaryEnded(ctx context.Context, cl *cluster.Clust
 	if !cl.Temporary || cl.State == cluster.Deleting {
 		return false, 0, nil
 	}
-	r, err := c.getRun(ctx, cl.OwnerRun)
+	r, err := c.runs.getRun(ctx, cl.OwnerRun)
 	if errs.IsNotFound(err) || (err == nil && !r.State.Live() && (r.RayDone || c.clock.Now().Sub(r.FinishedAt) >= c.o.grace)) {
 		return true, 0, c.deleteTemporary(ctx, cl, "its run "+cl.OwnerRun+" has ended")
 	}
@@ -205,7 +206,7 @@ func (c clusterReconciler) followRunning(ctx context.Context, cl *cluster.Cluste
 	if err != nil || hibernated {
 		return 0, err
 	}
-	again, wrote, err := c.followAutoscaler(ctx, cl, obs.Autoscaled)
+	again, wrote, err := c.clusters.followAutoscaler(ctx, cl, obs.Autoscaled)
 	if err != nil || wrote {
 		return again, err
 	}
@@ -238,7 +239,7 @@ func (c clusterReconciler) observedCluster(ctx context.Context, cl *cluster.Clus
 		next.Reason = ""
 	}
 	next.Events = event.Append(next.Events, c.event(ctx, "system", string(to), msg))
-	if err := c.putCluster(ctx, next, cl.Version); err != nil {
+	if err := c.clusters.putCluster(ctx, next, cl.Version); err != nil {
 		return err
 	}
 	if to == cluster.Hibernated || to == cluster.Created {
@@ -314,13 +315,13 @@ func (c clusterReconciler) stepLeft(cl *cluster.Cluster, obs cluster.Observation
 		fmt.Fprintf(h, "%s|", p)
 	}
 	progress, now := h.Sum64(), c.clock.Now()
-	c.mu.Lock()
-	s, ok := c.steps[cl.ID]
+	c.notes.mu.Lock()
+	s, ok := c.notes.steps[cl.ID]
 	if !ok || s.progress != progress {
 		s = stepSeen{progress, now}
-		c.steps[cl.ID] = s
+		c.notes.steps[cl.ID] = s
 	}
-	c.mu.Unlock()
+	c.notes.mu.Unlock()
 	bound := c.o.stepTime
 	waits := fmt.Sprintf("%s with no progress from Ray for more than %s", cl.State, bound)
 	switch {
@@ -444,11 +445,11 @@ func (c clusterReconciler) trueUpHold(ctx context.Context, cl *cluster.Cluster, 
 		// come. Fence that write off before the hold is changed, as the
 		// repair does, or it could land later on a hold lowered under it;
 		// the fenced cluster comes back here at the hold's generation.
-		cur, err := c.getFresh(ctx, cl.ID)
+		cur, err := c.clusters.getFresh(ctx, cl.ID)
 		if err != nil || cur.Generation >= h.Generation {
 			return ignoreNotFound(err) // it came, or the cluster went: its watch brings it back
 		}
-		_, err = c.fenceOff(ctx, cur, h.Generation, "quota-repair", fmt.Sprintf(
+		_, err = c.clusters.fenceOff(ctx, cur, h.Generation, "quota-repair", fmt.Sprintf(
 			"its reservation of %s in resource group %s was made for generation %d, whose write did not come within the repair grace (%s): that write is fenced off, and the reservation made what the cluster needs",
 			h.Resources, cl.Live.ResourceGroup, h.Generation, c.o.grace))
 		return err
@@ -527,7 +528,7 @@ func (c clusterReconciler) stepFailed(ctx context.Context, id, why string, also 
 			f(next)
 		}
 		next.Events = event.Append(next.Events, c.event(ctx, "system", string(to), why))
-		err = c.putCluster(ctx, next, v)
+		err = c.clusters.putCluster(ctx, next, v)
 		if err == nil || !errors.Is(err, errs.ErrConflict) || attempt >= conflictRetries {
 			return err == nil, err
 		}
@@ -545,11 +546,11 @@ func (c clusterReconciler) noteDeleting(ctx context.Context, cl *cluster.Cluster
 		}
 		next := cl.DeepCopy()
 		next.Reason, next.Events = why, events
-		err := c.putCluster(ctx, next, cl.Version)
+		err := c.clusters.putCluster(ctx, next, cl.Version)
 		if err == nil || !errors.Is(err, errs.ErrConflict) || attempt >= conflictRetries {
 			return err
 		}
-		if cl, err = c.getFresh(ctx, cl.ID); errs.IsNotFound(err) {
+		if cl, err = c.clusters.getFresh(ctx, cl.ID); errs.IsNotFound(err) {
 			return nil
 		} else if err != nil {
 			return err
@@ -588,15 +589,41 @@ func renote(log []event.Event, e event.Event, every time.Duration) ([]event.Even
 	return event.Append(log, e), true
 }
 
+// clusterNotes is what this client remembers of each cluster between its
+// steps, behind its own lock: the state its dependent runs were last
+// queued for (enqueueDependents), until when its idle hibernate waits
+// after a refusal (idle.go), and its transitional step as last seen
+// (stepLeft). What it forgets is looked at anew; a deleted cluster's are
+// forgotten on every client.
+type clusterNotes struct {
+	mu          sync.Mutex
+	dependents  map[string]string
+	idleRefused map[string]time.Time
+	steps       map[string]stepSeen
+}
+
+func newClusterNotes() *clusterNotes {
+	return &clusterNotes{dependents: map[string]string{}, idleRefused: map[string]time.Time{}, steps: map[string]stepSeen{}}
+}
+
+// forget forgets cluster id.
+func (n *clusterNotes) forget(id string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	delete(n.dependents, id)
+	delete(n.idleRefused, id)
+	delete(n.steps, id)
+}
+
 // enqueueDependents queues the runs that a change of cl may move: those
 // waiting for it or for one of its groups, and those on it. It does so
 // once per state and generation of the cluster that this client sees.
 func (c *Engine) enqueueDependents(cl *cluster.Cluster) {
 	seen := fmt.Sprintf("%s/%d/%s", cl.State, cl.Generation, strings.Join(cl.Spec.Groups, ","))
-	c.mu.Lock()
-	same := c.dependents[cl.ID] == seen
-	c.dependents[cl.ID] = seen
-	c.mu.Unlock()
+	c.notes.mu.Lock()
+	same := c.notes.dependents[cl.ID] == seen
+	c.notes.dependents[cl.ID] = seen
+	c.notes.mu.Unlock()
 	if same {
 		return
 	}
@@ -649,7 +676,7 @@ func (c *Engine) deleteTemporary(ctx context.Context, cl *cluster.Cluster, why s
 	}
 	next.Generation++
 	next.Events = event.Append(next.Events, c.event(ctx, "system", "delete", why))
-	return c.putCluster(ctx, next, cl.Version)
+	return c.clusters.putCluster(ctx, next, cl.Version)
 }
 
 // podRequests is what the pods Ray reports request in all.
@@ -675,14 +702,14 @@ const maxForeignGeneration = math.MaxInt64 / 2
 // why), and the next step applies it. A generation past any the platform
 // could reach is refused, as a failed step: retried, then recorded.
 func (c clusterReconciler) fenceForeignGeneration(ctx context.Context, id string, rayGen int64) error {
-	cur, err := c.getFresh(ctx, id)
+	cur, err := c.clusters.getFresh(ctx, id)
 	if err != nil || cur.Generation >= rayGen {
 		return ignoreNotFound(err)
 	}
 	if rayGen >= maxForeignGeneration {
 		return fmt.Errorf("cluster %s: Ray says it follows generation %d, which the platform never wrote and cannot pass: replace what Ray has of it (its RayCluster was written from outside the platform)", id, rayGen)
 	}
-	_, err = c.fenceOff(ctx, cur, rayGen+1, "generation-fenced", fmt.Sprintf(
+	_, err = c.clusters.fenceOff(ctx, cur, rayGen+1, "generation-fenced", fmt.Sprintf(
 		"Ray follows generation %d of it, which the platform never wrote (written outside it): generation %d takes Ray back to the cluster as stored", rayGen, rayGen+1))
 	return err
 }

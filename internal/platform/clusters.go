@@ -23,7 +23,7 @@ import (
 type ClusterService struct{ c *Engine }
 
 // Clusters returns the client's compute clusters.
-func (c *Engine) Clusters() *ClusterService { return &ClusterService{c} }
+func (c *Engine) Clusters() *ClusterService { return c.clusters }
 
 // Labels of stored clusters.
 const (
@@ -58,11 +58,12 @@ func (s *ClusterService) Create(ctx context.Context, spec *cluster.Spec) (*clust
 	if spec == nil {
 		return nil, nilInput("spec", "a cluster spec")
 	}
-	return s.c.createCluster(ctx, spec.DeepCopy(), "create", "cluster "+spec.Name+" created")
+	return s.createCluster(ctx, spec.DeepCopy(), "create", "cluster "+spec.Name+" created")
 }
 
-func (c *Engine) createCluster(ctx context.Context, spec *cluster.Spec, action, msg string) (*cluster.Cluster, error) {
-	cl, err := c.newCluster(ctx, spec, newID("cls"))
+func (s *ClusterService) createCluster(ctx context.Context, spec *cluster.Spec, action, msg string) (*cluster.Cluster, error) {
+	c := s.c
+	cl, err := c.clusters.newCluster(ctx, spec, newID("cls"))
 	if err != nil {
 		return nil, err
 	}
@@ -79,7 +80,7 @@ func (c *Engine) createCluster(ctx context.Context, spec *cluster.Spec, action, 
 	claimed := make(chan error, 1)
 	go func() { claimed <- c.names.claimName(ctx, kindCluster, spec.Name, cl.ID) }()
 	read := make(chan []error, 1)
-	go func() { read <- c.groupsLive(ctx, spec.Groups, "create a cluster in") }()
+	go func() { read <- c.groups.groupsLive(ctx, spec.Groups, "create a cluster in") }()
 	v, err := c.acc.create(ctx, kindCluster, cl.ID, clusterLabels(cl), cl)
 	done := time.Now()
 	var early []error // nil: read again after the write
@@ -91,7 +92,7 @@ func (c *Engine) createCluster(ctx context.Context, spec *cluster.Spec, action, 
 	}
 	cerr := <-claimed
 	if err != nil {
-		got, gerr := c.getFresh(ctx, cl.ID)
+		got, gerr := c.clusters.getFresh(ctx, cl.ID)
 		if gerr != nil {
 			if errs.IsNotFound(gerr) && cerr == nil {
 				c.names.releaseName(ctx, kindCluster, spec.Name, cl.ID)
@@ -103,12 +104,12 @@ func (c *Engine) createCluster(ctx context.Context, spec *cluster.Spec, action, 
 		cl.Version = v
 	}
 	if cerr != nil {
-		if uerr := c.undoCreate(ctx, cl.ID, "its name could not be claimed: "+cerr.Error()); uerr != nil {
+		if uerr := c.clusters.undoCreate(ctx, cl.ID, "its name could not be claimed: "+cerr.Error()); uerr != nil {
 			return nil, errors.Join(cerr, uerr) // and the cluster reconciler claims the name or undoes it (checkNameClaim)
 		}
 		return nil, cerr
 	}
-	if err := c.fenceNewCluster(ctx, cl, early); err != nil {
+	if err := s.fenceNewCluster(ctx, cl, early); err != nil {
 		return nil, err
 	}
 	return cl, nil
@@ -116,11 +117,12 @@ func (c *Engine) createCluster(ctx context.Context, spec *cluster.Spec, action, 
 
 // newCluster checks spec as a create does and returns the cluster it
 // would store under id, writing nothing.
-func (c *Engine) newCluster(ctx context.Context, spec *cluster.Spec, id string) (*cluster.Cluster, error) {
+func (s *ClusterService) newCluster(ctx context.Context, spec *cluster.Spec, id string) (*cluster.Cluster, error) {
+	c := s.c
 	if spec.Priority == nil {
 		spec.Priority = new(cluster.DefaultPriority)
 	}
-	if err := c.checkClusterSpec(ctx, spec, nil); err != nil {
+	if err := c.clusters.checkClusterSpec(ctx, spec, nil); err != nil {
 		return nil, err
 	}
 	now := c.clock.Now()
@@ -141,21 +143,22 @@ func (c *Engine) newCluster(ctx context.Context, spec *cluster.Spec, id string) 
 // the order of its groups) when that write returned within joinWindow of
 // their start, and nil when they do not count; an early read that failed
 // is made again.
-func (c *Engine) fenceNewCluster(ctx context.Context, cl *cluster.Cluster, early []error) error {
+func (s *ClusterService) fenceNewCluster(ctx context.Context, cl *cluster.Cluster, early []error) error {
+	c := s.c
 	if slices.ContainsFunc(early, func(err error) bool {
 		return err != nil && !errs.IsNotFound(err) && !errors.Is(err, errs.ErrState)
 	}) {
 		early = nil
 	}
 	if early == nil {
-		early = c.groupsLive(ctx, cl.Spec.Groups, "create a cluster in")
+		early = c.groups.groupsLive(ctx, cl.Spec.Groups, "create a cluster in")
 	}
 	var l errs.List
 	for i, g := range cl.Spec.Groups {
 		if err := early[i]; errs.IsNotFound(err) || errors.Is(err, errs.ErrState) {
 			l = append(l, errs.Invalid(errs.NewPath("groups").Index(i), "C2", g, "this cluster group was deleted, or began to be, while the cluster was being created"))
 		} else if err != nil {
-			if uerr := c.undoCreate(ctx, cl.ID, "could not check that its groups were not being deleted: "+err.Error()); uerr != nil {
+			if uerr := c.clusters.undoCreate(ctx, cl.ID, "could not check that its groups were not being deleted: "+err.Error()); uerr != nil {
 				return errors.Join(err, uerr)
 			}
 			return err
@@ -167,7 +170,7 @@ func (c *Engine) fenceNewCluster(ctx context.Context, cl *cluster.Cluster, early
 	// An undo that fails is said to the caller, who holds the cluster's
 	// id in the error; the cluster's own log says that its group is gone
 	// (checkGroups).
-	if uerr := c.undoCreate(ctx, cl.ID, "a group it was created in was deleted meanwhile"); uerr != nil {
+	if uerr := c.clusters.undoCreate(ctx, cl.ID, "a group it was created in was deleted meanwhile"); uerr != nil {
 		return errors.Join(l.ToError(), uerr)
 	}
 	return l.ToError()
@@ -177,7 +180,8 @@ func (c *Engine) fenceNewCluster(ctx context.Context, cl *cluster.Cluster, early
 // as a forced delete does (the cluster reconciler releases its name and
 // whatever Ray has of it), saying why in its log. It returns an error
 // naming the cluster, stored still, when that fails.
-func (c *Engine) undoCreate(ctx context.Context, id, why string) error {
+func (s *ClusterService) undoCreate(ctx context.Context, id, why string) error {
+	c := s.c
 	_, err := retryStale(context.WithoutCancel(ctx), c, id, func(ctx context.Context, cl *cluster.Cluster) (struct{}, error) {
 		if cl.State == cluster.Deleting {
 			return struct{}{}, nil
@@ -188,7 +192,7 @@ func (c *Engine) undoCreate(ctx context.Context, id, why string) error {
 		}
 		next.Generation++
 		next.Events = event.Append(next.Events, c.event(ctx, "system", "delete", why))
-		return struct{}{}, c.putCluster(ctx, next, cl.Version)
+		return struct{}{}, c.clusters.putCluster(ctx, next, cl.Version)
 	})
 	if err != nil {
 		c.o.log.Error(err, "a cluster whose create failed could not be deleted", "cluster", id)
@@ -198,7 +202,8 @@ func (c *Engine) undoCreate(ctx context.Context, id, why string) error {
 }
 
 // getFresh reads a cluster from the store itself.
-func (c *Engine) getFresh(ctx context.Context, id string) (*cluster.Cluster, error) {
+func (s *ClusterService) getFresh(ctx context.Context, id string) (*cluster.Cluster, error) {
+	c := s.c
 	cl, v, err := fresh[cluster.Cluster](context.WithoutCancel(ctx), c.acc, kindCluster, id)
 	if err != nil {
 		return nil, notFoundAs(err, "cluster", id)
@@ -209,7 +214,8 @@ func (c *Engine) getFresh(ctx context.Context, id string) (*cluster.Cluster, err
 
 // checkClusterSpec validates a spec and what it refers to. A group the
 // cluster joins (one not in was) must not be being deleted.
-func (c *Engine) checkClusterSpec(ctx context.Context, spec *cluster.Spec, was []string) error {
+func (s *ClusterService) checkClusterSpec(ctx context.Context, spec *cluster.Spec, was []string) error {
+	c := s.c
 	l := spec.Problems(c.cat)
 	for i, g := range spec.Groups {
 		if g == "" {
@@ -236,7 +242,7 @@ func (c *Engine) checkClusterSpec(ctx context.Context, spec *cluster.Spec, was [
 			l = append(l, errs.Invalid("resourcePackage", "C4", spec.ResourcePackage,
 				fmt.Sprintf("resource group %s belongs to package %s", spec.ResourceGroup, a.Package)))
 		case len(l) == 0:
-			l = append(l, c.neverFits(&spec.Environment, "headGroup", "C4", a)...)
+			l = append(l, c.clusters.neverFits(&spec.Environment, "headGroup", "C4", a)...)
 		}
 	}
 	return l.ToError()
@@ -248,7 +254,8 @@ func (c *Engine) checkClusterSpec(ctx context.Context, spec *cluster.Spec, was [
 // group's minimum. The problem is reported at path under rule. An
 // autoscaling maximum beyond the whole quota is not refused: quota is the
 // autoscaler's ceiling (C14); a plan says it can never be reached.
-func (c *Engine) neverFits(env *cluster.Environment, path errs.Path, rule string, a *quota.Account) errs.List {
+func (s *ClusterService) neverFits(env *cluster.Environment, path errs.Path, rule string, a *quota.Account) errs.List {
+	c := s.c
 	least, err := env.MinResources(c.cat.Nodes)
 	if err != nil || least.Fits(a.Capacity) {
 		return nil // the spec's own problems say why it cannot be sized
@@ -262,10 +269,11 @@ func (s *ClusterService) Get(ctx context.Context, id string) (*cluster.Cluster, 
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	return s.c.getCluster(ctx, id)
+	return s.getCluster(ctx, id)
 }
 
-func (c *Engine) getCluster(ctx context.Context, id string) (*cluster.Cluster, error) {
+func (s *ClusterService) getCluster(ctx context.Context, id string) (*cluster.Cluster, error) {
+	c := s.c
 	cl, v, err := get[cluster.Cluster](ctx, c.acc, kindCluster, "cluster", id)
 	if err != nil {
 		return nil, err
@@ -286,7 +294,8 @@ func (s *ClusterService) List(ctx context.Context) ([]*cluster.Cluster, error) {
 	return p.Items, nil
 }
 
-func (c *Engine) listClusters(sel map[string]string) ([]*cluster.Cluster, error) {
+func (s *ClusterService) listClusters(sel map[string]string) ([]*cluster.Cluster, error) {
+	c := s.c
 	return list(c.acc, kindCluster, sel, func(cl *cluster.Cluster, v string) { cl.Version = v })
 }
 
@@ -312,7 +321,7 @@ func (s *ClusterService) Start(ctx context.Context, id string) (*cluster.Cluster
 // of), or when the cached cluster's state refused it, reading the cluster
 // afresh from the store.
 func retryStale[T any](ctx context.Context, c *Engine, id string, op func(context.Context, *cluster.Cluster) (T, error)) (T, error) {
-	cl, err := c.getCluster(ctx, id)
+	cl, err := c.clusters.getCluster(ctx, id)
 	for attempt := 0; ; attempt++ {
 		if err != nil {
 			var zero T
@@ -326,7 +335,7 @@ func retryStale[T any](ctx context.Context, c *Engine, id string, op func(contex
 		if !stale || attempt >= conflictRetries || ctx.Err() != nil {
 			return v, opErr
 		}
-		cl, err = c.getFresh(ctx, id)
+		cl, err = c.clusters.getFresh(ctx, id)
 	}
 }
 
@@ -335,12 +344,12 @@ func (s *ClusterService) start(ctx context.Context, cl *cluster.Cluster) (*clust
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	next, need, err := c.started(cl)
+	next, need, err := c.clusters.started(cl)
 	if err != nil {
 		return nil, err
 	}
 	next.Events = event.Append(next.Events, c.event(ctx, "user", "start", "reserving "+need.String()))
-	if err := c.writeWithHold(ctx, next, cl, need); err != nil {
+	if err := c.clusters.writeWithHold(ctx, next, cl, need); err != nil {
 		return nil, err
 	}
 	return next, nil
@@ -349,8 +358,9 @@ func (s *ClusterService) start(ctx context.Context, cl *cluster.Cluster) (*clust
 // started returns cl as a start would write it, and what the start
 // reserves (its head, twice with HA, and its workers' minimum), writing
 // nothing.
-func (c *Engine) started(cl *cluster.Cluster) (*cluster.Cluster, quota.Resources, error) {
-	if err := c.userOp(cl, cluster.OpStart); err != nil {
+func (s *ClusterService) started(cl *cluster.Cluster) (*cluster.Cluster, quota.Resources, error) {
+	c := s.c
+	if err := c.clusters.userOp(cl, cluster.OpStart); err != nil {
 		return nil, quota.Resources{}, err
 	}
 	env := cl.Spec.Environment.DeepCopy()
@@ -377,7 +387,8 @@ func (c *Engine) started(cl *cluster.Cluster) (*cluster.Cluster, quota.Resources
 // reply that reading back shows was not written) leaves the hold as the
 // stored cluster needs it; a failure that cannot be told is left to the
 // repair reconciler.
-func (c *Engine) writeWithHold(ctx context.Context, next, prev *cluster.Cluster, need quota.Resources) error {
+func (s *ClusterService) writeWithHold(ctx context.Context, next, prev *cluster.Cluster, need quota.Resources) error {
+	c := s.c
 	rg := next.Live.ResourceGroup
 	moved := prev.Live != nil && prev.Live.ResourceGroup != rg
 	sole := false // the hold is this operation's alone
@@ -422,9 +433,9 @@ func (c *Engine) writeWithHold(ctx context.Context, next, prev *cluster.Cluster,
 	if sole {
 		mine = a.Version
 	}
-	err = c.putCluster(ctx, next, prev.Version)
+	err = c.clusters.putCluster(ctx, next, prev.Version)
 	if err != nil && !errors.Is(err, errs.ErrConflict) && !errs.IsNotFound(err) {
-		version, written, werr := c.wrote(ctx, kindCluster, next.ID, next)
+		version, written, werr := c.clusters.wrote(ctx, kindCluster, next.ID, next)
 		switch {
 		case werr != nil:
 			return err // cannot tell: the repair reconciler releases it if unjustified
@@ -433,7 +444,7 @@ func (c *Engine) writeWithHold(ctx context.Context, next, prev *cluster.Cluster,
 		}
 	}
 	if err != nil {
-		c.holdAsStored(context.WithoutCancel(ctx), rg, next.ID, next.Generation, mine)
+		c.clusters.holdAsStored(context.WithoutCancel(ctx), rg, next.ID, next.Generation, mine)
 		return err
 	}
 	if moved {
@@ -468,9 +479,10 @@ func (c *Engine) writeWithHold(ctx context.Context, next, prev *cluster.Cluster,
 // or renewed since, and nobody had before), or once its generation is
 // fenced off (fenceOff): after the fence no write prepared for it can
 // land, and no later operation reserves for it.
-func (c *Engine) holdAsStored(ctx context.Context, rg, id string, gen int64, mine string) {
+func (s *ClusterService) holdAsStored(ctx context.Context, rg, id string, gen int64, mine string) {
+	c := s.c
 	for attempt := 0; ; attempt++ {
-		cl, err := c.getFresh(ctx, id)
+		cl, err := c.clusters.getFresh(ctx, id)
 		if err != nil && !errs.IsNotFound(err) {
 			c.o.log.Error(err, "reading a cluster back to fix its reservation failed; the repair reconciler will", "cluster", id, "resourceGroup", rg)
 			return
@@ -525,7 +537,7 @@ func (c *Engine) holdAsStored(ctx context.Context, rg, id string, gen int64, min
 			c.o.log.Info("the cluster keeps changing; the repair reconciler will put its reservation right", "cluster", id, "resourceGroup", rg)
 			return
 		}
-		if _, err := c.fenceOff(ctx, cl, fence.Generation, "generation-fenced", fmt.Sprintf(
+		if _, err := c.clusters.fenceOff(ctx, cl, fence.Generation, "generation-fenced", fmt.Sprintf(
 			"a write of generation %d did not happen and another may share its reservation of %s in resource group %s: generation %d is fenced off, and the reservation put as the cluster needs",
 			gen, fence.Resources, rg, fence.Generation)); err != nil {
 			c.o.log.Error(err, "fencing off a write that did not happen failed; the repair reconciler will", "cluster", id, "resourceGroup", rg)
@@ -545,11 +557,12 @@ func (c *Engine) holdAsStored(ctx context.Context, rg, id string, gen int64, min
 // may be released or lowered by compare-and-swap on its resource group,
 // without a clock and without a token. ok is false when the cluster
 // changed, or went, since it was read: the caller looks again.
-func (c *Engine) fenceOff(ctx context.Context, cl *cluster.Cluster, gen int64, action, msg string) (ok bool, err error) {
+func (s *ClusterService) fenceOff(ctx context.Context, cl *cluster.Cluster, gen int64, action, msg string) (ok bool, err error) {
+	c := s.c
 	next := cl.DeepCopy()
 	next.Generation = max(next.Generation, gen)
 	next.Events = event.Append(next.Events, c.event(ctx, "system", action, msg))
-	switch err := c.putCluster(ctx, next, cl.Version); {
+	switch err := c.clusters.putCluster(ctx, next, cl.Version); {
 	case errors.Is(err, errs.ErrConflict), errs.IsNotFound(err):
 		return false, nil
 	case err != nil:
@@ -560,7 +573,8 @@ func (c *Engine) fenceOff(ctx context.Context, cl *cluster.Cluster, gen int64, a
 
 // wrote reports whether the store holds exactly v as kind/id, and at
 // which version: whether a write whose reply was lost happened.
-func (c *Engine) wrote(ctx context.Context, kind, id string, v any) (version string, written bool, err error) {
+func (s *ClusterService) wrote(ctx context.Context, kind, id string, v any) (version string, written bool, err error) {
+	c := s.c
 	d, err := c.store.Get(context.WithoutCancel(ctx), kind, id)
 	if errs.IsNotFound(err) {
 		return "", false, nil
@@ -595,10 +609,10 @@ func (s *ClusterService) hibernateAs(ctx context.Context, cl *cluster.Cluster, o
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if err := c.userOp(cl, cluster.OpHibernate); err != nil {
+	if err := c.clusters.userOp(cl, cluster.OpHibernate); err != nil {
 		return nil, err
 	}
-	cl, err := c.stopActiveRuns(ctx, cl, cluster.OpHibernate, opts.Force)
+	cl, err := s.stopActiveRuns(ctx, cl, cluster.OpHibernate, opts.Force)
 	if err != nil {
 		return nil, err
 	}
@@ -609,7 +623,7 @@ func (s *ClusterService) hibernateAs(ctx context.Context, cl *cluster.Cluster, o
 	}
 	next.Generation++
 	next.Events = event.Append(next.Events, c.event(ctx, source, "hibernate", msg))
-	if err := c.putCluster(ctx, next, cl.Version); err != nil {
+	if err := c.clusters.putCluster(ctx, next, cl.Version); err != nil {
 		return nil, err
 	}
 	return next, nil
@@ -635,13 +649,13 @@ func (s *ClusterService) delete(ctx context.Context, cl *cluster.Cluster, opts c
 	t := cluster.Trigger(cluster.OpDelete)
 	if opts.Force {
 		t = cluster.ForceDelete
-	} else if err := c.userOp(cl, cluster.OpDelete); err != nil {
+	} else if err := c.clusters.userOp(cl, cluster.OpDelete); err != nil {
 		return err
 	}
 	if _, _, err := cluster.Transition(cl.ID, cl.State, t); err != nil {
 		return err // refused before the mark
 	}
-	cl, err := c.stopActiveRuns(ctx, cl, cluster.OpDelete, opts.Force)
+	cl, err := s.stopActiveRuns(ctx, cl, cluster.OpDelete, opts.Force)
 	if err != nil {
 		return err
 	}
@@ -659,7 +673,7 @@ func (s *ClusterService) delete(ctx context.Context, cl *cluster.Cluster, opts c
 		action = "force-delete"
 	}
 	next.Events = event.Append(next.Events, c.event(ctx, "user", action, ""))
-	return c.putCluster(ctx, next, cl.Version)
+	return c.clusters.putCluster(ctx, next, cl.Version)
 }
 
 // Clone copies a cluster's spec, in any state, into a new cluster called
@@ -669,7 +683,7 @@ func (s *ClusterService) Clone(ctx context.Context, id, newName string) (*cluste
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	cl, err := c.getCluster(ctx, id)
+	cl, err := c.clusters.getCluster(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -678,7 +692,7 @@ func (s *ClusterService) Clone(ctx context.Context, id, newName string) (*cluste
 	}
 	spec := cl.Spec.DeepCopy()
 	spec.Name = newName
-	return c.createCluster(ctx, spec, "clone", "cloned from "+id)
+	return s.createCluster(ctx, spec, "clone", "cloned from "+id)
 }
 
 // Edit replaces the spec of in.ID with in.Spec (C11). in.Version must be
@@ -694,7 +708,7 @@ func (s *ClusterService) Update(ctx context.Context, in *cluster.Cluster) (*clus
 	if in == nil {
 		return nil, nilInput("cluster", "the cluster to update, as read")
 	}
-	e, err := c.edited(ctx, in)
+	e, err := c.clusters.edited(ctx, in)
 	if err != nil {
 		return nil, err
 	}
@@ -708,10 +722,10 @@ func (s *ClusterService) Update(ctx context.Context, in *cluster.Cluster) (*clus
 	var werr error
 	if cur.Live == nil {
 		next.Events = event.Append(next.Events, c.event(ctx, "user", "edit", strings.Join(live, ", ")))
-		werr = c.putCluster(ctx, next, cur.Version)
+		werr = c.clusters.putCluster(ctx, next, cur.Version)
 		if werr != nil && !errors.Is(werr, errs.ErrConflict) && !errs.IsNotFound(werr) {
 			// A lost reply: if the edit was written, it is done.
-			version, written, err := c.wrote(ctx, kindCluster, next.ID, next)
+			version, written, err := c.clusters.wrote(ctx, kindCluster, next.ID, next)
 			if err != nil {
 				return nil, werr // cannot tell: a stale name claim is taken over after the grace
 			}
@@ -721,11 +735,11 @@ func (s *ClusterService) Update(ctx context.Context, in *cluster.Cluster) (*clus
 		}
 	} else {
 		next.Events = event.Append(next.Events, c.event(ctx, "user", "edit", strings.Join(append(live, restart...), ", ")))
-		werr = c.writeWithHold(ctx, next, cur, e.need)
+		werr = c.clusters.writeWithHold(ctx, next, cur, e.need)
 	}
 	if werr != nil {
 		if renamed {
-			if stored, err := c.getFresh(ctx, cur.ID); err == nil && stored.Spec.Name != spec.Name {
+			if stored, err := c.clusters.getFresh(ctx, cur.ID); err == nil && stored.Spec.Name != spec.Name {
 				c.names.releaseName(ctx, kindCluster, spec.Name, cur.ID)
 			}
 		}
@@ -734,7 +748,7 @@ func (s *ClusterService) Update(ctx context.Context, in *cluster.Cluster) (*clus
 	if renamed {
 		c.names.releaseName(ctx, kindCluster, cur.Spec.Name, cur.ID)
 	}
-	if err := c.fenceJoins(ctx, cur.ID, cur.Spec.Groups, spec.Groups); err != nil {
+	if err := s.fenceJoins(ctx, cur.ID, cur.Spec.Groups, spec.Groups); err != nil {
 		return nil, err
 	}
 	return &cluster.EditResult{Cluster: next, Applied: live, NeedsRestart: restart}, nil
@@ -749,22 +763,23 @@ type edit struct {
 
 // edited checks edit in as Edit does (its version, the state, the spec)
 // and returns what it would write.
-func (c *Engine) edited(ctx context.Context, in *cluster.Cluster) (*edit, error) {
-	cur, err := c.getCluster(ctx, in.ID)
+func (s *ClusterService) edited(ctx context.Context, in *cluster.Cluster) (*edit, error) {
+	c := s.c
+	cur, err := c.clusters.getCluster(ctx, in.ID)
 	if err != nil {
 		return nil, err
 	}
 	if in.Version != cur.Version {
 		return nil, errs.Conflict("cluster", in.ID, "stale version: read it again")
 	}
-	if err := c.userOp(cur, cluster.OpEdit); err != nil {
+	if err := c.clusters.userOp(cur, cluster.OpEdit); err != nil {
 		return nil, err
 	}
 	spec := in.Spec.DeepCopy()
 	if spec.Priority == nil {
 		spec.Priority = new(cluster.DefaultPriority)
 	}
-	if err := c.checkClusterSpec(ctx, spec, cur.Spec.Groups); err != nil {
+	if err := c.clusters.checkClusterSpec(ctx, spec, cur.Spec.Groups); err != nil {
 		return nil, err
 	}
 	e := &edit{cur: cur}
@@ -802,17 +817,18 @@ func (c *Engine) edited(ctx context.Context, in *cluster.Cluster) (*edit, error)
 // each group it joined is read again from the store (groupLive), and one
 // deleted, or being deleted, meanwhile is taken out again (takeOut). The
 // error names those groups; the rest of the edit stays saved.
-func (c *Engine) fenceJoins(ctx context.Context, id string, before, written []string) error {
+func (s *ClusterService) fenceJoins(ctx context.Context, id string, before, written []string) error {
+	c := s.c
 	var l errs.List
 	for i, g := range written {
 		if slices.Contains(before, g) {
 			continue
 		}
-		target, err := c.groupLive(ctx, g, "add members")
+		target, err := c.groups.groupLive(ctx, g, "add members")
 		if err == nil {
 			continue
 		}
-		c.takeOut(ctx, g, target, []groupsChange{{id, before, written}}, "group "+g+" was deleted meanwhile: put back")
+		c.groups.takeOut(ctx, g, target, []groupsChange{{id, before, written}}, "group "+g+" was deleted meanwhile: put back")
 		if !errs.IsNotFound(err) && !errors.Is(err, errs.ErrState) {
 			return err
 		}
@@ -896,20 +912,21 @@ func mergeSorted(a, b []string) []string {
 // resource group can still allocate; the result says when quota refused
 // part of it, and the cluster's log records it.
 func (s *ClusterService) Autoscale(ctx context.Context, clusterID, group string, replicas int) (cluster.AutoscaleResult, error) {
-	return s.c.autoscale(ctx, clusterID, group, replicas, -1)
+	return s.autoscale(ctx, clusterID, group, replicas, -1)
 }
 
 // autoscale grants what an autoscaler asks for (see Autoscale). gen >= 0
 // is the platform following Ray's own autoscaler as observed at that
 // generation of the cluster: nothing is done if the cluster has moved on
 // since, and a refusal already on the cluster's log is not written again.
-func (c *Engine) autoscale(ctx context.Context, clusterID, group string, replicas int, gen int64) (cluster.AutoscaleResult, error) {
+func (s *ClusterService) autoscale(ctx context.Context, clusterID, group string, replicas int, gen int64) (cluster.AutoscaleResult, error) {
+	c := s.c
 	res := cluster.AutoscaleResult{Asked: replicas}
 	if err := ctx.Err(); err != nil {
 		return res, err
 	}
 	for attempt := 0; ; attempt++ {
-		cl, err := c.getCluster(ctx, clusterID)
+		cl, err := c.clusters.getCluster(ctx, clusterID)
 		if err != nil {
 			return res, err
 		}
@@ -969,7 +986,7 @@ func (c *Engine) autoscale(ctx context.Context, clusterID, group string, replica
 		if err != nil {
 			return res, err
 		}
-		err = c.writeWithHold(ctx, next, cl, need)
+		err = c.clusters.writeWithHold(ctx, next, cl, need)
 		if (errors.Is(err, errs.ErrConflict) || errors.Is(err, errs.ErrQuota)) && attempt < conflictRetries {
 			continue // the cluster or the resource group moved: look again
 		}
@@ -1003,7 +1020,8 @@ func refusedAlready(log []event.Event, prefix string) bool {
 // retried, for quota may free) and whether it wrote the cluster. One
 // group changes per call; the write moves the generation and the next
 // observation carries on.
-func (c *Engine) followAutoscaler(ctx context.Context, cl *cluster.Cluster, obs *cluster.Autoscaled) (again time.Duration, wrote bool, err error) {
+func (s *ClusterService) followAutoscaler(ctx context.Context, cl *cluster.Cluster, obs *cluster.Autoscaled) (again time.Duration, wrote bool, err error) {
+	c := s.c
 	if obs == nil || cl.Live == nil || obs.Generation != cl.Generation || c.o.headroom == 0 {
 		return 0, false, nil
 	}
@@ -1020,7 +1038,7 @@ func (c *Engine) followAutoscaler(ctx context.Context, cl *cluster.Cluster, obs 
 		if target == ceiling {
 			continue
 		}
-		res, err := c.autoscale(ctx, cl.ID, w.Name, target, cl.Generation)
+		res, err := c.clusters.autoscale(ctx, cl.ID, w.Name, target, cl.Generation)
 		if err != nil {
 			return 0, false, err
 		}
@@ -1040,7 +1058,7 @@ func (s *ClusterService) Details(ctx context.Context, id string) (*cluster.Detai
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	cl, err := c.getCluster(ctx, id)
+	cl, err := c.clusters.getCluster(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -1050,7 +1068,7 @@ func (s *ClusterService) Details(ctx context.Context, id string) (*cluster.Detai
 			d.Resources = a.Held(cl.ID)
 		}
 	}
-	runs, err := c.listRuns(map[string]string{labelOn: id})
+	runs, err := c.runs.listRuns(map[string]string{labelOn: id})
 	if err != nil {
 		return nil, err
 	}
@@ -1086,7 +1104,8 @@ func advanceCluster(cl *cluster.Cluster, t cluster.Trigger) (to cluster.State, o
 }
 
 // putCluster stores next over version and sets its new version.
-func (c *Engine) putCluster(ctx context.Context, next *cluster.Cluster, version string) error {
+func (s *ClusterService) putCluster(ctx context.Context, next *cluster.Cluster, version string) error {
+	c := s.c
 	next.UpdatedAt = c.clock.Now()
 	if next.Live != nil {
 		next.QuotaGroup = next.Live.ResourceGroup
@@ -1103,7 +1122,7 @@ func (c *Engine) putCluster(ctx context.Context, next *cluster.Cluster, version 
 
 // userOp checks a user operation against the state machine; on-demand
 // clusters belong to their run.
-func (c *Engine) userOp(cl *cluster.Cluster, op cluster.Op) error {
+func (s *ClusterService) userOp(cl *cluster.Cluster, op cluster.Op) error {
 	if cl.Temporary && op != cluster.OpClone {
 		return &errs.StateError{Kind: "cluster", ID: cl.ID, Op: string(op), State: string(cl.State),
 			Reason: "an on-demand cluster is managed by its run " + cl.OwnerRun + "; stop the run instead"}
@@ -1119,13 +1138,14 @@ func (c *Engine) userOp(cl *cluster.Cluster, op cluster.Op) error {
 // read one by one; only when none of them is active is the store listed
 // (on Kubernetes a list of every run: paid once per hibernate or delete of
 // a cluster the cache shows idle).
-func (c *Engine) activeRunsOn(ctx context.Context, id string) ([]*job.Run, error) {
+func (s *ClusterService) activeRunsOn(ctx context.Context, id string) ([]*job.Run, error) {
+	c := s.c
 	sel := map[string]string{labelOn: id, labelPhase: phaseActive}
 	var ids []string
 	for _, d := range c.cache.SelectDocs(kindRun, sel) {
 		ids = append(ids, d.ID)
 	}
-	active, err := c.freshRunsOn(ctx, id, ids)
+	active, err := s.freshRunsOn(ctx, id, ids)
 	if err != nil || len(active) > 0 {
 		return active, err
 	}
@@ -1137,15 +1157,16 @@ func (c *Engine) activeRunsOn(ctx context.Context, id string) ([]*job.Run, error
 	for _, d := range docs {
 		ids = append(ids, d.ID)
 	}
-	return c.freshRunsOn(ctx, id, ids)
+	return s.freshRunsOn(ctx, id, ids)
 }
 
 // freshRunsOn reads runs ids in the store and returns those active on
 // cluster id (a run moved elsewhere or ended meanwhile is not).
-func (c *Engine) freshRunsOn(ctx context.Context, id string, ids []string) ([]*job.Run, error) {
+func (s *ClusterService) freshRunsOn(ctx context.Context, id string, ids []string) ([]*job.Run, error) {
+	c := s.c
 	var out []*job.Run
 	for _, rid := range ids {
-		r, err := c.freshRun(ctx, rid)
+		r, err := c.runs.freshRun(ctx, rid)
 		if errs.IsNotFound(err) {
 			continue
 		}
@@ -1168,14 +1189,15 @@ func (c *Engine) freshRunsOn(ctx context.Context, id string, ids []string) ([]*j
 // before its submit and waits (followRun); one placed before it is in the
 // look. So a run is never submitted to a cluster a non-forced hibernate
 // or delete then stops.
-func (c *Engine) stopActiveRuns(ctx context.Context, cl *cluster.Cluster, op cluster.Op, force bool) (*cluster.Cluster, error) {
+func (s *ClusterService) stopActiveRuns(ctx context.Context, cl *cluster.Cluster, op cluster.Op, force bool) (*cluster.Cluster, error) {
+	c := s.c
 	if !force {
 		marked := cl.DeepCopy()
 		marked.Stopping = c.clock.Now()
-		if err := c.putCluster(ctx, marked, cl.Version); err != nil {
+		if err := c.clusters.putCluster(ctx, marked, cl.Version); err != nil {
 			return nil, err
 		}
-		active, err := c.activeRunsOn(ctx, cl.ID)
+		active, err := s.activeRunsOn(ctx, cl.ID)
 		if err == nil && len(active) == 0 {
 			return marked, nil
 		}
@@ -1183,7 +1205,7 @@ func (c *Engine) stopActiveRuns(ctx context.Context, cl *cluster.Cluster, op clu
 		// writer drops the mark, or it goes when it no longer holds).
 		unmarked := marked.DeepCopy()
 		unmarked.Stopping = time.Time{}
-		if uerr := c.putCluster(context.WithoutCancel(ctx), unmarked, marked.Version); uerr != nil {
+		if uerr := c.clusters.putCluster(context.WithoutCancel(ctx), unmarked, marked.Version); uerr != nil {
 			c.o.log.V(1).Info("a refused operation's mark could not be taken off; it holds for its life", "cluster", cl.ID, "err", uerr.Error())
 		}
 		if err != nil {
@@ -1192,7 +1214,7 @@ func (c *Engine) stopActiveRuns(ctx context.Context, cl *cluster.Cluster, op clu
 		return nil, &errs.StateError{Kind: "cluster", ID: cl.ID, Op: string(op), State: string(cl.State),
 			Reason: fmt.Sprintf("%d runs are active on it; stop them, or pass DeleteOptions{Force: true} to stop them", len(active))}
 	}
-	active, err := c.activeRunsOn(ctx, cl.ID)
+	active, err := s.activeRunsOn(ctx, cl.ID)
 	if err != nil {
 		return nil, err
 	}
@@ -1204,7 +1226,7 @@ func (c *Engine) stopActiveRuns(ctx context.Context, cl *cluster.Cluster, op clu
 		if cl.Temporary && r.ID == cl.OwnerRun {
 			continue // its own run fails when the cluster goes
 		}
-		if _, err := c.endRun(ctx, r, job.Stop, fmt.Sprintf("stopped: cluster %s was %s by %s", cl.ID, past, UserFrom(ctx))); err != nil && !errors.Is(err, errs.ErrState) {
+		if _, err := c.runs.endRun(ctx, r, job.Stop, fmt.Sprintf("stopped: cluster %s was %s by %s", cl.ID, past, UserFrom(ctx))); err != nil && !errors.Is(err, errs.ErrState) {
 			return nil, err
 		}
 	}

@@ -9,6 +9,18 @@
 // reconcilers is package internal/runner, the callers' watches and waits
 // package internal/views.
 //
+// # Rooms
+//
+// Each concern is a type with its own state behind its own lock, given
+// what it depends on: access (typed reads and writes through the cache),
+// ledger (the quota accounts' I/O; it asks the entities what justifies a
+// hold through the holders interface), names (name claims), workSharing
+// (membership, ownership of keys, adoption), the services (the entities:
+// each kind's operations and write paths), one reconciler per kind, and
+// the indexes derived from the watch (queues, runOrder, finishedRuns,
+// runLoad). The Engine wires them and keeps the store's watch. DESIGN.md
+// ("Where is it decided?") maps each question to its type and file.
+//
 // # Words
 //
 // The engine's words, as its comments use them:

@@ -322,17 +322,22 @@ type Engine struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
-	ledger *ledger // the quota accounts' I/O (ledger.go)
-	names  *names  // the claims of cluster and group names (names.go)
+	ledger *ledger       // the quota accounts' I/O (ledger.go)
+	share  *workSharing  // the work shared with the other clients on the store (replicas.go)
+	notes  *clusterNotes // what this client remembers of each cluster between its steps (cluster_reconciler.go)
 
-	mu          sync.Mutex
-	seq         uint64               // the last run Seq handed out
-	dependents  map[string]string    // cluster → the state it last queued its runs for
-	idleRefused map[string]time.Time // cluster → until when its idle hibernate waits after a refusal (idle.go)
-	steps       map[string]stepSeen  // transitional cluster → its step as last seen, and since when
-	rep         *replicas            // the clients sharing the work; nil: this one does it all
-	retainSeen  bool                 // a resync has queued every finished run (retention.go)
-	stopResync  func() bool
+	// The entities: each kind's service, which owns the kind's write
+	// paths; the reconcilers and the other kinds reach them here.
+	clusters *ClusterService
+	groups   *GroupService
+	jobs     *JobService
+	runs     *RunService
+	names    *names // the claims of cluster and group names (names.go)
+
+	mu         sync.Mutex
+	seq        uint64 // the last run Seq handed out
+	retainSeen bool   // a resync has queued every finished run (retention.go)
+	stopResync func() bool
 
 	views  *views.Hub  // the watches and waits of callers
 	loaded atomic.Bool // the store's snapshot is in the cache (runLoad keeps only ends of cached clusters after)
@@ -390,14 +395,15 @@ func New(opts ...Option) (*Engine, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &Engine{o: o, store: o.backend, ray: o.backend, clock: o.clock, cat: o.catalogs, policy: o.policy,
-		cache: objects.New(derivers()), queues: newQueues(queue.QueueOptions{MaxWait: o.maxWait}), finished: newFinishedRuns(), order: newRunOrder(), load: newRunLoad(), ctx: ctx, cancel: cancel, dependents: map[string]string{}, idleRefused: map[string]time.Time{}, steps: map[string]stepSeen{}}
+		cache: objects.New(derivers()), queues: newQueues(queue.QueueOptions{MaxWait: o.maxWait}), finished: newFinishedRuns(), order: newRunOrder(), load: newRunLoad(), ctx: ctx, cancel: cancel, notes: newClusterNotes()}
+	c.clusters, c.groups, c.jobs, c.runs = &ClusterService{c}, &GroupService{c}, &JobService{c}, &RunService{c}
 	m, err := newMetrics(o.registerer, c)
 	if err != nil {
 		cancel()
 		return nil, fmt.Errorf("dlc: registering metrics: %w", err)
 	}
 	ro := runner.Options{Clock: o.clock, Workers: o.workers, Retries: o.retries, StepTimeout: o.reconcileTime,
-		BaseDelay: o.baseDelay, MaxDelay: o.maxDelay, Log: o.log, Admission: admission, Transient: transient, Sharing: sharing{c}}
+		BaseDelay: o.baseDelay, MaxDelay: o.maxDelay, Log: o.log, Admission: admission, Transient: transient}
 	if m != nil {
 		c.metrics = m
 		ib := instrumented{Backend: o.backend, m: m, log: o.log}
@@ -408,15 +414,18 @@ func New(opts ...Option) (*Engine, error) {
 	c.names = newNames(c.acc, o.clock, o.grace)
 	c.ledger = newLedger(c.acc, o.clock, o.log, o.grace, o.holdsWait, c)
 	c.acc.bind, c.acc.awaitBound = c.ledger.bind, c.ledger.awaitBound
-	c.run = runner.New(ctx, ro, c.newReconcilers())
-	c.views = views.NewHub(c.cache, ctx.Done())
+	c.share = &workSharing{acc: c.acc, clock: o.clock, log: o.log, ctx: ctx, metrics: c.metrics, walk: c.walk}
 	if o.shareTTL > 0 {
 		probation := uint64(o.probation)
 		if o.resync == 0 {
 			probation = 0 // no rounds
 		}
-		c.rep = newReplicas(o.shareTTL, probation)
+		c.share.rep = newReplicas(o.shareTTL, probation)
 	}
+	ro.Sharing = sharing{c.share}
+	c.run = runner.New(ctx, ro, c.newReconcilers())
+	c.share.run = c.run
+	c.views = views.NewHub(c.cache, ctx.Done())
 	c.early = &[]backend.Change{}
 	snap, err := c.store.Watch(ctx, c.onChange)
 	if err != nil {
@@ -434,8 +443,8 @@ func New(opts ...Option) (*Engine, error) {
 			c.ledger.markSuspect(d.ID, d.Version)
 		}
 	}
-	if c.rep != nil {
-		c.seedReplicas(snap)
+	if c.share.rep != nil {
+		c.share.seedReplicas(snap)
 	}
 	c.applyEarly()
 	// The snapshot's runs came in any order beside their clusters: the
@@ -443,18 +452,18 @@ func New(opts ...Option) (*Engine, error) {
 	// ones as they come (observeRunEnd).
 	c.loaded.Store(true)
 	c.load.keepOnly(func(id string) bool { _, ok := c.cache.Get(kindCluster, id); return ok })
-	if c.rep != nil {
-		c.startReplicas()
+	if c.share.rep != nil {
+		c.share.startReplicas()
 	}
 	c.ray.Observe(ctx, func(kind, id string) { c.enqueue(kind + "/" + id) })
-	c.periodicResync() // the first round: what later ones find unchanged since
+	c.share.periodicResync() // the first round: what later ones find unchanged since
 	if o.resync > 0 {
 		var tick func()
 		tick = func() {
 			if ctx.Err() != nil {
 				return
 			}
-			c.periodicResync()
+			c.share.periodicResync()
 			c.mu.Lock()
 			c.stopResync = c.clock.AfterFunc(o.resync, tick)
 			c.mu.Unlock()
@@ -479,7 +488,7 @@ func (c *Engine) Close() error {
 	c.mu.Unlock()
 	c.run.Stop()
 	c.ledger.close()
-	c.stopReplicas()
+	c.share.stopReplicas()
 	return nil
 }
 

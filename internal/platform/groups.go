@@ -20,7 +20,7 @@ import (
 type GroupService struct{ c *Engine }
 
 // Groups returns the client's cluster groups.
-func (c *Engine) Groups() *GroupService { return &GroupService{c} }
+func (c *Engine) Groups() *GroupService { return c.groups }
 
 // Create creates a cluster group (G5) with the scheduling policy of opts
 // (G3; only the first opts is read), random by default. The name and the
@@ -50,7 +50,7 @@ func (s *GroupService) Create(ctx context.Context, name string, opts ...group.Cr
 	}
 	v, err := c.acc.create(ctx, kindGroup, g.ID, nil, g)
 	if err != nil {
-		version, written, werr := c.wrote(ctx, kindGroup, g.ID, g)
+		version, written, werr := c.clusters.wrote(ctx, kindGroup, g.ID, g)
 		switch {
 		case werr == nil && written:
 			g.Version = version
@@ -69,10 +69,11 @@ func (s *GroupService) Get(ctx context.Context, id string) (*group.Group, error)
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	return s.c.getGroup(ctx, id)
+	return s.getGroup(ctx, id)
 }
 
-func (c *Engine) getGroup(ctx context.Context, id string) (*group.Group, error) {
+func (s *GroupService) getGroup(ctx context.Context, id string) (*group.Group, error) {
+	c := s.c
 	g, v, err := get[group.Group](ctx, c.acc, kindGroup, "group", id)
 	if err != nil {
 		return nil, err
@@ -98,7 +99,7 @@ func (s *GroupService) Rename(ctx context.Context, id, name string) (*group.Grou
 	if err := group.ValidateName(name); err != nil {
 		return nil, err
 	}
-	g, err := c.getGroup(ctx, id)
+	g, err := c.groups.getGroup(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -113,7 +114,7 @@ func (s *GroupService) Rename(ctx context.Context, id, name string) (*group.Grou
 	g.Events = event.Append(g.Events, c.event(ctx, "user", "rename", old+" → "+name))
 	v, err := c.acc.update(ctx, kindGroup, id, g.Version, nil, g)
 	if err != nil && !errors.Is(err, errs.ErrConflict) && !errs.IsNotFound(err) {
-		if version, written, werr := c.wrote(ctx, kindGroup, id, g); werr != nil {
+		if version, written, werr := c.clusters.wrote(ctx, kindGroup, id, g); werr != nil {
 			return nil, err // cannot tell: a stale name claim is taken over after the grace
 		} else if written {
 			v, err = version, nil
@@ -142,7 +143,7 @@ func (s *GroupService) SetPolicy(ctx context.Context, id string, sched group.Sch
 		return nil, err
 	}
 	sched = sched.Normalized()
-	g, err := c.getGroup(ctx, id)
+	g, err := c.groups.getGroup(ctx, id)
 	for attempt := 0; ; attempt++ {
 		if err != nil {
 			return nil, notFoundAs(err, "group", id)
@@ -162,7 +163,7 @@ func (s *GroupService) SetPolicy(ctx context.Context, id string, sched group.Sch
 		if !errors.Is(uerr, errs.ErrConflict) || attempt >= conflictRetries {
 			return nil, notFoundAs(uerr, "group", id)
 		}
-		g, err = c.freshGroup(ctx, id)
+		g, err = c.groups.freshGroup(ctx, id)
 	}
 }
 
@@ -187,7 +188,7 @@ func (s *GroupService) Members(ctx context.Context, groupID string) ([]*cluster.
 	if _, err := s.Get(ctx, groupID); err != nil {
 		return nil, err
 	}
-	return s.c.listClusters(map[string]string{labelMemberOf + groupID: "1"})
+	return s.c.clusters.listClusters(map[string]string{labelMemberOf + groupID: "1"})
 }
 
 // AddMembers puts clusters into a group; a cluster may be in many groups,
@@ -201,7 +202,7 @@ func (s *GroupService) Members(ctx context.Context, groupID string) ([]*cluster.
 // were, and AddMembers returns ErrNotFound, or the *errs.StateError when
 // the delete is still in progress (see group.Deletion).
 func (s *GroupService) AddMembers(ctx context.Context, groupID string, clusterIDs ...string) error {
-	return s.c.changeMembers(ctx, groupID, clusterIDs, true, func(gs []string) ([]string, error) {
+	return s.changeMembers(ctx, groupID, clusterIDs, true, func(gs []string) ([]string, error) {
 		if slices.Contains(gs, groupID) {
 			return gs, nil
 		}
@@ -212,7 +213,7 @@ func (s *GroupService) AddMembers(ctx context.Context, groupID string, clusterID
 // RemoveMembers takes clusters out of a group. A cluster keeps at least
 // one group (C2): removing its last is refused.
 func (s *GroupService) RemoveMembers(ctx context.Context, groupID string, clusterIDs ...string) error {
-	return s.c.changeMembers(ctx, groupID, clusterIDs, false, func(gs []string) ([]string, error) {
+	return s.changeMembers(ctx, groupID, clusterIDs, false, func(gs []string) ([]string, error) {
 		out := make([]string, 0, len(gs))
 		for _, g := range gs {
 			if g != groupID {
@@ -229,11 +230,12 @@ func (s *GroupService) RemoveMembers(ctx context.Context, groupID string, cluste
 // changeMembers edits the groups of every named cluster, all or none;
 // adds says that edit puts clusters into the group, which is then fenced
 // against the group's delete (fences.go).
-func (c *Engine) changeMembers(ctx context.Context, groupID string, ids []string, adds bool, edit func([]string) ([]string, error)) error {
+func (s *GroupService) changeMembers(ctx context.Context, groupID string, ids []string, adds bool, edit func([]string) ([]string, error)) error {
+	c := s.c
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	g, err := c.getGroup(ctx, groupID)
+	g, err := c.groups.getGroup(ctx, groupID)
 	if err != nil {
 		return err
 	}
@@ -248,7 +250,7 @@ func (c *Engine) changeMembers(ctx context.Context, groupID string, ids []string
 		return err
 	}
 	for _, id := range ids {
-		cl, err := c.getCluster(ctx, id)
+		cl, err := c.clusters.getCluster(ctx, id)
 		if err != nil {
 			return err
 		}
@@ -259,7 +261,7 @@ func (c *Engine) changeMembers(ctx context.Context, groupID string, ids []string
 	var changed []groupsChange
 	for _, id := range ids {
 		var before, written []string
-		err := c.editCluster(ctx, id, func(cl *cluster.Cluster) (bool, error) {
+		err := s.editCluster(ctx, id, func(cl *cluster.Cluster) (bool, error) {
 			if err := check(cl); err != nil {
 				return false, err
 			}
@@ -277,7 +279,7 @@ func (c *Engine) changeMembers(ctx context.Context, groupID string, ids []string
 			// too is said, with the cluster it left changed.
 			failed := []error{err}
 			for _, d := range changed {
-				if perr := c.editCluster(context.WithoutCancel(ctx), d.id, func(cl *cluster.Cluster) (bool, error) {
+				if perr := s.editCluster(context.WithoutCancel(ctx), d.id, func(cl *cluster.Cluster) (bool, error) {
 					cl.Spec.Groups = d.before
 					cl.Events = event.Append(cl.Events, c.event(ctx, "system", "groups", "put back: now in "+joinSorted(d.before)))
 					return true, nil
@@ -295,8 +297,8 @@ func (c *Engine) changeMembers(ctx context.Context, groupID string, ids []string
 		}
 	}
 	if adds && len(changed) > 0 {
-		if target, err := c.groupLive(ctx, groupID, "add members"); err != nil {
-			c.takeOut(ctx, groupID, target, changed, "group "+groupID+" was deleted meanwhile: put back")
+		if target, err := c.groups.groupLive(ctx, groupID, "add members"); err != nil {
+			c.groups.takeOut(ctx, groupID, target, changed, "group "+groupID+" was deleted meanwhile: put back")
 			return err
 		}
 	}
@@ -316,7 +318,8 @@ const actionGroupMissing = "group-missing"
 // group the cache has is taken as there without decoding it; one it has
 // not is read as every read by id is (cached: the store, unless the watch
 // saw it deleted).
-func (c *Engine) checkGroups(ctx context.Context, cl *cluster.Cluster) error {
+func (s *GroupService) checkGroups(ctx context.Context, cl *cluster.Cluster) error {
+	c := s.c
 	if cl.Temporary || cl.State == cluster.Deleting {
 		return nil
 	}
@@ -355,7 +358,8 @@ func groupDeleting(g *group.Group, op string) error {
 }
 
 // freshGroup reads a cluster group from the store itself.
-func (c *Engine) freshGroup(ctx context.Context, id string) (*group.Group, error) {
+func (s *GroupService) freshGroup(ctx context.Context, id string) (*group.Group, error) {
+	c := s.c
 	g, v, err := fresh[group.Group](ctx, c.acc, kindGroup, id)
 	if err != nil {
 		return nil, notFoundAs(err, "group", id)
@@ -378,10 +382,11 @@ func (c *Engine) freshGroup(ctx context.Context, id string) (*group.Group, error
 // the group before the delete's list is moved by it; one written after was
 // written after the mark, and this read, later still, finds the mark or
 // finds the group gone.
-func (c *Engine) groupLive(ctx context.Context, id, op string) (target string, err error) {
+func (s *GroupService) groupLive(ctx context.Context, id, op string) (target string, err error) {
+	c := s.c
 	ctx = context.WithoutCancel(ctx) // written: see it through
 	for attempt := 0; ; attempt++ {
-		g, err := c.freshGroup(ctx, id)
+		g, err := c.groups.freshGroup(ctx, id)
 		switch {
 		case err != nil:
 			return "", err
@@ -404,11 +409,12 @@ func (c *Engine) groupLive(ctx context.Context, id, op string) (target string, e
 
 // groupsLive checks groups with groupLive (op as there), all at once, and
 // returns their errors in the order of ids.
-func (c *Engine) groupsLive(ctx context.Context, ids []string, op string) []error {
+func (s *GroupService) groupsLive(ctx context.Context, ids []string, op string) []error {
+	c := s.c
 	out := make([]error, len(ids))
 	var wg sync.WaitGroup
 	for i, id := range ids {
-		wg.Go(func() { _, out[i] = c.groupLive(ctx, id, op) })
+		wg.Go(func() { _, out[i] = c.groups.groupLive(ctx, id, op) })
 	}
 	wg.Wait()
 	return out
@@ -421,10 +427,11 @@ func (c *Engine) groupsLive(ctx context.Context, ids []string, op string) []erro
 // cluster there already, and get back what the change took out (see
 // putBackGroups). Failures are logged: what stays is a cluster in a group
 // that is gone, as before the fence.
-func (c *Engine) takeOut(ctx context.Context, into, target string, changes []groupsChange, why string) {
+func (s *GroupService) takeOut(ctx context.Context, into, target string, changes []groupsChange, why string) {
+	c := s.c
 	ctx = context.WithoutCancel(ctx)
 	for _, ch := range changes {
-		err := c.editFreshCluster(ctx, ch.id, func(cl *cluster.Cluster) (bool, error) {
+		err := c.groups.editFreshCluster(ctx, ch.id, func(cl *cluster.Cluster) (bool, error) {
 			next := putBackGroups(cl.Spec.Groups, ch.before, ch.written, into, target)
 			if slices.Equal(next, cl.Spec.Groups) {
 				return false, nil
@@ -476,21 +483,24 @@ func putBackGroups(cur, before, written []string, into, target string) []string 
 
 // editCluster applies f to a cluster by compare-and-swap, reading it again
 // on a conflict.
-func (c *Engine) editCluster(ctx context.Context, id string, f func(*cluster.Cluster) (bool, error)) error {
-	cl, err := c.getCluster(ctx, id)
-	return c.editClusterFrom(ctx, id, cl, err, f)
+func (s *GroupService) editCluster(ctx context.Context, id string, f func(*cluster.Cluster) (bool, error)) error {
+	c := s.c
+	cl, err := c.clusters.getCluster(ctx, id)
+	return c.groups.editClusterFrom(ctx, id, cl, err, f)
 }
 
 // editFreshCluster is editCluster from the store's newest version of the
 // cluster, not the cache's: for a change where f finding nothing to do
 // must not rest on a cache that lags (a fenced delete's move of the
 // members it listed in the store, putting a cluster back).
-func (c *Engine) editFreshCluster(ctx context.Context, id string, f func(*cluster.Cluster) (bool, error)) error {
-	cl, err := c.getFresh(ctx, id)
-	return c.editClusterFrom(ctx, id, cl, err, f)
+func (s *GroupService) editFreshCluster(ctx context.Context, id string, f func(*cluster.Cluster) (bool, error)) error {
+	c := s.c
+	cl, err := c.clusters.getFresh(ctx, id)
+	return c.groups.editClusterFrom(ctx, id, cl, err, f)
 }
 
-func (c *Engine) editClusterFrom(ctx context.Context, id string, cl *cluster.Cluster, err error, f func(*cluster.Cluster) (bool, error)) error {
+func (s *GroupService) editClusterFrom(ctx context.Context, id string, cl *cluster.Cluster, err error, f func(*cluster.Cluster) (bool, error)) error {
+	c := s.c
 	for attempt := 0; ; attempt++ {
 		if err != nil {
 			return notFoundAs(err, "cluster", id)
@@ -500,7 +510,7 @@ func (c *Engine) editClusterFrom(ctx context.Context, id string, cl *cluster.Clu
 		if ferr != nil || !ok {
 			return ferr
 		}
-		err = c.putCluster(ctx, next, cl.Version)
+		err = c.clusters.putCluster(ctx, next, cl.Version)
 		if err == nil || !errors.Is(err, errs.ErrConflict) || attempt >= conflictRetries {
 			return err
 		}
@@ -534,7 +544,7 @@ func (s *GroupService) Delete(ctx context.Context, id, targetID string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if _, err := c.getGroup(ctx, id); err != nil {
+	if _, err := c.groups.getGroup(ctx, id); err != nil {
 		return err
 	}
 	if targetID == id || targetID == "" {
@@ -545,12 +555,12 @@ func (s *GroupService) Delete(ctx context.Context, id, targetID string) error {
 	// err: a delete that fails leaves nothing that blocks creates.
 	failed := func(err error) error {
 		if !mark.IsZero() {
-			c.unmarkGroup(ctx, id, mark)
+			s.unmarkGroup(ctx, id, mark)
 		}
 		return err
 	}
 	for attempt := 0; ; attempt++ {
-		g, err := c.freshGroup(ctx, id)
+		g, err := c.groups.freshGroup(ctx, id)
 		if err != nil {
 			return failed(err)
 		}
@@ -558,7 +568,7 @@ func (s *GroupService) Delete(ctx context.Context, id, targetID string) error {
 		if c.markHeld(g.Deleting.At) && !own {
 			return groupDeleting(g, "delete") // not this delete's mark (a mark of its own taken off meanwhile is not put back)
 		}
-		if err := c.checkTarget(ctx, targetID); err != nil {
+		if err := s.checkTarget(ctx, targetID); err != nil {
 			return failed(err)
 		}
 		fence := g.Version // carries this delete's mark (written before, then a rename) or gets it now
@@ -579,7 +589,7 @@ func (s *GroupService) Delete(ctx context.Context, id, targetID string) error {
 				return failed(err)
 			}
 		}
-		if err := c.moveMembers(ctx, id, targetID); err != nil {
+		if err := s.moveMembers(ctx, id, targetID); err != nil {
 			return failed(err)
 		}
 		err = c.store.Delete(ctx, kindGroup, id, fence)
@@ -596,8 +606,9 @@ func (s *GroupService) Delete(ctx context.Context, id, targetID string) error {
 
 // checkTarget checks on the store itself that a delete's target group is
 // there and not being deleted.
-func (c *Engine) checkTarget(ctx context.Context, targetID string) error {
-	t, err := c.freshGroup(ctx, targetID)
+func (s *GroupService) checkTarget(ctx context.Context, targetID string) error {
+	c := s.c
+	t, err := c.groups.freshGroup(ctx, targetID)
 	switch {
 	case errs.IsNotFound(err):
 		return errs.List{errs.Invalid("target", "G6", targetID, "no cluster group with this id")}.ToError()
@@ -613,7 +624,8 @@ func (c *Engine) checkTarget(ctx context.Context, targetID string) error {
 // into target (G6), and checks that the target is still there and not
 // being deleted (groupLive); if it is not, the members are put back and
 // the error says to name another target.
-func (c *Engine) moveMembers(ctx context.Context, id, target string) error {
+func (s *GroupService) moveMembers(ctx context.Context, id, target string) error {
+	c := s.c
 	docs, err := c.acc.listLatest(ctx, kindCluster, map[string]string{labelMemberOf + id: "1"})
 	if err != nil {
 		return err
@@ -621,7 +633,7 @@ func (c *Engine) moveMembers(ctx context.Context, id, target string) error {
 	var moved []groupsChange
 	for _, d := range docs {
 		var before, written []string
-		if err := c.editFreshCluster(ctx, d.ID, func(cl *cluster.Cluster) (bool, error) {
+		if err := c.groups.editFreshCluster(ctx, d.ID, func(cl *cluster.Cluster) (bool, error) {
 			if !slices.Contains(cl.Spec.Groups, id) {
 				return false, nil
 			}
@@ -642,11 +654,11 @@ func (c *Engine) moveMembers(ctx context.Context, id, target string) error {
 	if len(moved) == 0 {
 		return nil
 	}
-	then, err := c.groupLive(ctx, target, "receive the members of a deleted group")
+	then, err := c.groups.groupLive(ctx, target, "receive the members of a deleted group")
 	if err == nil {
 		return nil
 	}
-	c.takeOut(ctx, target, then, moved, "group "+target+" was deleted meanwhile: put back")
+	c.groups.takeOut(ctx, target, then, moved, "group "+target+" was deleted meanwhile: put back")
 	if errs.IsNotFound(err) || errors.Is(err, errs.ErrState) {
 		return errs.List{errs.Invalid("target", "G6", target, "this group was deleted, or began to be, while the members moved into it; name another")}.ToError()
 	}
@@ -658,10 +670,11 @@ func (c *Engine) moveMembers(ctx context.Context, id, target string) error {
 // is now (a rename or a policy change meanwhile kept the mark), read
 // again after a conflict. Another delete's mark is left alone. A failure
 // leaves the mark until it is no longer held (markLife), and is logged.
-func (c *Engine) unmarkGroup(ctx context.Context, id string, mark group.Deletion) {
+func (s *GroupService) unmarkGroup(ctx context.Context, id string, mark group.Deletion) {
+	c := s.c
 	ctx = context.WithoutCancel(ctx)
 	for attempt := 0; ; attempt++ {
-		g, err := c.freshGroup(ctx, id)
+		g, err := c.groups.freshGroup(ctx, id)
 		if errs.IsNotFound(err) {
 			return
 		}

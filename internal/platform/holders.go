@@ -83,7 +83,7 @@ func (c *Engine) restoreHolds(ctx context.Context, a *quota.Account, now time.Ti
 		if _, lacks := c.lacksHold(cl, a); !lacks {
 			continue
 		}
-		if cl, err = c.getFresh(ctx, d.ID); errs.IsNotFound(err) {
+		if cl, err = c.clusters.getFresh(ctx, d.ID); errs.IsNotFound(err) {
 			continue
 		} else if err != nil {
 			return nil, nil, err

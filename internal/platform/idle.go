@@ -84,9 +84,9 @@ func (c clusterReconciler) hibernateIfIdle(ctx context.Context, cl *cluster.Clus
 	if left := since.Add(timeout).Sub(now); left > 0 {
 		return left, false, nil
 	}
-	c.mu.Lock()
-	until := c.idleRefused[cl.ID]
-	c.mu.Unlock()
+	c.notes.mu.Lock()
+	until := c.notes.idleRefused[cl.ID]
+	c.notes.mu.Unlock()
 	if now.Before(until) {
 		return until.Sub(now), false, nil
 	}
@@ -101,9 +101,9 @@ func (c clusterReconciler) hibernateIfIdle(ctx context.Context, cl *cluster.Clus
 			// cache may not show it yet): it keeps the cluster. Looked at
 			// again in a while, not at once: the refusal's own write of
 			// the cluster (its mark taken off) comes back here.
-			c.mu.Lock()
-			c.idleRefused[cl.ID] = now.Add(idleRefusedLook)
-			c.mu.Unlock()
+			c.notes.mu.Lock()
+			c.notes.idleRefused[cl.ID] = now.Add(idleRefusedLook)
+			c.notes.mu.Unlock()
 			return idleRefusedLook, false, nil
 		}
 		return 0, false, err

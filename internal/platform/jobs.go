@@ -21,7 +21,7 @@ import (
 type JobService struct{ c *Engine }
 
 // Jobs returns the client's job configs.
-func (c *Engine) Jobs() *JobService { return &JobService{c} }
+func (c *Engine) Jobs() *JobService { return c.jobs }
 
 // Save validates a job config and saves it (J12): every rule a config can
 // break, its package (a local file is inspected: at most 100 MB and a
@@ -41,12 +41,12 @@ func (s *JobService) Create(ctx context.Context, cfg *job.Config, opts job.SaveO
 	id := newID("job")
 	if opts.RequestID != "" {
 		id = idFor("job", opts.RequestID)
-		if rec, err := c.getJob(ctx, id); err == nil {
+		if rec, err := c.jobs.getJob(ctx, id); err == nil {
 			return rec, nil
 		}
 	}
 	cfg = cfg.DeepCopy()
-	if err := c.checkJob(ctx, cfg); err != nil {
+	if err := s.checkJob(ctx, cfg); err != nil {
 		return nil, err
 	}
 	now := c.clock.Now()
@@ -71,7 +71,8 @@ func (s *JobService) Create(ctx context.Context, cfg *job.Config, opts job.SaveO
 
 // checkJob validates cfg, inspects its package and resolves what it
 // refers to; every problem is reported at once.
-func (c *Engine) checkJob(ctx context.Context, cfg *job.Config) error {
+func (s *JobService) checkJob(ctx context.Context, cfg *job.Config) error {
+	c := s.c
 	if cfg.OnDemand != nil && cfg.OnDemand.Priority == nil {
 		cfg.OnDemand.Priority = new(job.DefaultPriority)
 	}
@@ -92,7 +93,7 @@ func (c *Engine) checkJob(ctx context.Context, cfg *job.Config) error {
 	}
 	switch cfg.Mode() {
 	case job.ClusterMode:
-		cl, err := c.getCluster(ctx, cfg.Cluster)
+		cl, err := c.clusters.getCluster(ctx, cfg.Cluster)
 		switch {
 		case errs.IsNotFound(err) || (err == nil && cl.Temporary):
 			l = append(l, errs.Invalid("cluster", "J12", cfg.Cluster, "no compute cluster with this id"))
@@ -124,7 +125,7 @@ func (c *Engine) checkJob(ctx context.Context, cfg *job.Config) error {
 		if _, err := od.Environment.MinResources(c.cat.Nodes); err != nil {
 			return err
 		}
-		l = append(l, c.neverFits(&od.Environment, "onDemand.environment", "J12", a)...)
+		l = append(l, c.clusters.neverFits(&od.Environment, "onDemand.environment", "J12", a)...)
 	}
 	return l.ToError()
 }
@@ -134,10 +135,11 @@ func (s *JobService) Get(ctx context.Context, id string) (*job.Record, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	return s.c.getJob(ctx, id)
+	return s.getJob(ctx, id)
 }
 
-func (c *Engine) getJob(ctx context.Context, id string) (*job.Record, error) {
+func (s *JobService) getJob(ctx context.Context, id string) (*job.Record, error) {
+	c := s.c
 	rec, v, err := get[job.Record](ctx, c.acc, kindJob, "job", id)
 	if err != nil {
 		return nil, err
@@ -189,14 +191,15 @@ func (s *JobService) ListPage(ctx context.Context, opts job.ListOptions, keep fu
 	for _, r := range items {
 		cfg := &r.Config
 		out.Items = append(out.Items, job.ListEntry{ID: r.ID, Name: cfg.Name, Mode: cfg.Mode(), Resource: cfg.Target(),
-			Package: cfg.Package.String(), Running: c.liveRuns(r.ID), Priority: cfg.Priority(), Tags: maps.Clone(cfg.Tags),
+			Package: cfg.Package.String(), Running: c.jobs.liveRuns(r.ID), Priority: cfg.Priority(), Tags: maps.Clone(cfg.Tags),
 			Creator: r.Creator, CreatedAt: r.CreatedAt})
 	}
 	return out, nil
 }
 
 // liveRuns counts a job's runs that have not ended.
-func (c *Engine) liveRuns(jobID string) int {
+func (s *JobService) liveRuns(jobID string) int {
+	c := s.c
 	return len(c.cache.SelectDocs(kindRun, map[string]string{labelJob: jobID, labelPhase: phasePending})) +
 		len(c.cache.SelectDocs(kindRun, map[string]string{labelJob: jobID, labelPhase: phaseActive}))
 }
@@ -224,7 +227,7 @@ func (s *JobService) Update(ctx context.Context, rec *job.Record) (*job.Record, 
 	if rec == nil {
 		return nil, nilInput("record", "the job config to update, as read")
 	}
-	cur, err := c.getJob(ctx, rec.ID)
+	cur, err := c.jobs.getJob(ctx, rec.ID)
 	if err != nil {
 		return nil, err
 	}
@@ -241,7 +244,7 @@ func (s *JobService) Update(ctx context.Context, rec *job.Record) (*job.Record, 
 	if err := uneditable(&cur.Config, next).ToError(); err != nil {
 		return nil, err
 	}
-	if err := c.checkJob(ctx, next); err != nil {
+	if err := s.checkJob(ctx, next); err != nil {
 		return nil, err
 	}
 	out := cur.DeepCopy()
@@ -309,21 +312,21 @@ func (s *JobService) Delete(ctx context.Context, id string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if _, err := c.getJob(ctx, id); err != nil {
+	if _, err := c.jobs.getJob(ctx, id); err != nil {
 		return err
 	}
-	if c.liveRuns(id) > 0 {
+	if c.jobs.liveRuns(id) > 0 {
 		// The cache says so; asked of the store before it is the answer,
 		// and before anything is written, so that the usual refusal writes
 		// nothing.
-		if n, err := c.freshLiveRuns(ctx, id); err != nil {
+		if n, err := c.jobs.freshLiveRuns(ctx, id); err != nil {
 			return err
 		} else if n > 0 {
 			return runsNotFinished(id, n)
 		}
 	}
 	for attempt := 0; ; attempt++ {
-		rec, err := c.freshJob(ctx, id)
+		rec, err := c.jobs.freshJob(ctx, id)
 		if err != nil {
 			return err
 		}
@@ -340,13 +343,13 @@ func (s *JobService) Delete(ctx context.Context, id string) error {
 			}
 			mine = true
 		}
-		n, err := c.freshLiveRuns(ctx, id)
+		n, err := c.jobs.freshLiveRuns(ctx, id)
 		if err == nil && n > 0 {
 			err = runsNotFinished(id, n)
 		}
 		if err != nil {
 			if mine {
-				c.unmarkJob(ctx, rec, fence)
+				s.unmarkJob(ctx, rec, fence)
 			}
 			return err
 		}
@@ -371,7 +374,8 @@ func jobDeleting(rec *job.Record, op string) error {
 }
 
 // freshJob reads a job config from the store itself.
-func (c *Engine) freshJob(ctx context.Context, id string) (*job.Record, error) {
+func (s *JobService) freshJob(ctx context.Context, id string) (*job.Record, error) {
+	c := s.c
 	rec, v, err := fresh[job.Record](ctx, c.acc, kindJob, id)
 	if err != nil {
 		return nil, notFoundAs(err, "job", id)
@@ -383,7 +387,8 @@ func (c *Engine) freshJob(ctx context.Context, id string) (*job.Record, error) {
 // freshLiveRuns counts a job's runs that have not ended, as the store has
 // them (not the cache, which may not show a run another replica has just
 // created).
-func (c *Engine) freshLiveRuns(ctx context.Context, jobID string) (int, error) {
+func (s *JobService) freshLiveRuns(ctx context.Context, jobID string) (int, error) {
+	c := s.c
 	docs, err := c.acc.listLatest(ctx, kindRun, map[string]string{labelJob: jobID})
 	if err != nil {
 		return 0, err
@@ -403,7 +408,8 @@ func (c *Engine) freshLiveRuns(ctx context.Context, jobID string) (int, error) {
 // that took over a mark no longer held, an edit): the mark is theirs to
 // keep or take off. Any other failure leaves the mark until it is no
 // longer held.
-func (c *Engine) unmarkJob(ctx context.Context, rec *job.Record, fence string) {
+func (s *JobService) unmarkJob(ctx context.Context, rec *job.Record, fence string) {
+	c := s.c
 	next := rec.DeepCopy()
 	next.Deleting = job.Deletion{}
 	if _, err := c.acc.update(context.WithoutCancel(ctx), kindJob, rec.ID, fence, jobLabels(next), next); err != nil {
@@ -417,9 +423,10 @@ func (c *Engine) unmarkJob(ctx context.Context, rec *job.Record, fence string) {
 // when the config is gone, a *errs.StateError when its delete is in
 // progress. A mark no longer held is taken off by compare-and-swap, so
 // that its delete, if it was only slow, conflicts and looks again.
-func (c *Engine) jobLive(ctx context.Context, id string) (string, error) {
+func (s *JobService) jobLive(ctx context.Context, id string) (string, error) {
+	c := s.c
 	for attempt := 0; ; attempt++ {
-		rec, err := c.freshJob(ctx, id)
+		rec, err := c.jobs.freshJob(ctx, id)
 		switch {
 		case errs.IsNotFound(err):
 			return "its job config was deleted while the run was being created", err

@@ -172,7 +172,7 @@ func (c *Engine) runPage(items []*job.Run, versions []string, next string) *job.
 	for i, r := range items {
 		r = r.DeepCopy()
 		r.Version = versions[i]
-		c.rederive(r)
+		c.runs.rederive(r)
 		out.Items[i] = r
 	}
 	return out

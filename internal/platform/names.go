@@ -235,7 +235,7 @@ func (c clusterReconciler) checkNameClaim(ctx context.Context, cl *cluster.Clust
 	if known && c.clock.Now().Sub(seen.at) < dupRecheck {
 		return 0, nil
 	}
-	cl, err := c.getFresh(ctx, cl.ID)
+	cl, err := c.clusters.getFresh(ctx, cl.ID)
 	if errs.IsNotFound(err) {
 		return 0, nil
 	} else if err != nil {
@@ -266,7 +266,7 @@ func (c clusterReconciler) checkNameClaim(ctx context.Context, cl *cluster.Clust
 			}
 			return 0, nil
 		}
-		if err := c.undoCreate(ctx, cl.ID, why); err != nil {
+		if err := c.clusters.undoCreate(ctx, cl.ID, why); err != nil {
 			return 0, err
 		}
 	default:

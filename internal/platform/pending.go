@@ -29,11 +29,11 @@ func (s *RunService) Pending(ctx context.Context, id string) (*job.Pending, erro
 	p := &job.Pending{RunID: r.ID, State: r.State, Reason: r.WaitReason, Message: r.Message}
 	switch r.Config.Mode() {
 	case job.ClusterMode:
-		if cl, err := c.getCluster(ctx, r.Config.Cluster); err == nil {
+		if cl, err := c.clusters.getCluster(ctx, r.Config.Cluster); err == nil {
 			p.Clusters = []job.ClusterWait{{ID: cl.ID, Name: cl.Spec.Name, State: string(cl.State)}}
 		}
 	case job.GroupMode:
-		members, err := c.listClusters(map[string]string{labelMemberOf + r.Config.Group: "1"})
+		members, err := c.clusters.listClusters(map[string]string{labelMemberOf + r.Config.Group: "1"})
 		if err != nil {
 			return nil, err
 		}
@@ -82,7 +82,7 @@ func (s *ResourceGroupService) Pending(ctx context.Context, rg string) ([]job.Pe
 		if _, held := a.Hold(odClusterID(it.RunID)); held {
 			continue
 		}
-		r, err := c.getRun(ctx, it.RunID)
+		r, err := c.runs.getRun(ctx, it.RunID)
 		if err != nil {
 			continue
 		}
@@ -124,7 +124,7 @@ func (c *Engine) queueItem(runID string) (queue.Item, bool) {
 	if err != nil || (r.State != job.Queued && r.State != job.Waiting) {
 		return queue.Item{}, false
 	}
-	demand, err := c.demand(r) // from its config, never the stored Demand (decode rederived Priority)
+	demand, err := c.runs.demand(r) // from its config, never the stored Demand (decode rederived Priority)
 	if err != nil {
 		return queue.Item{}, false // placeOnDemand fails it, saying why
 	}

@@ -140,7 +140,7 @@ func (c *Engine) chooseMember(ctx context.Context, r *job.Run, gid string) (memb
 	if err != nil {
 		return memberChoice{}, err
 	}
-	members, err := c.listClusters(map[string]string{labelMemberOf + gid: "1"})
+	members, err := c.clusters.listClusters(map[string]string{labelMemberOf + gid: "1"})
 	if err != nil {
 		return memberChoice{}, err
 	}
@@ -213,7 +213,7 @@ func (c *Engine) groupScheduling(ctx context.Context, gid string) (group.Schedul
 			return g.Scheduling(), nil // a copy: Normalized clones the order
 		}
 	}
-	g, err := c.getGroup(ctx, gid)
+	g, err := c.groups.getGroup(ctx, gid)
 	if err != nil {
 		return group.Scheduling{}, err
 	}

@@ -30,7 +30,7 @@ func (s *ClusterService) PlanCreate(ctx context.Context, spec *cluster.Spec) (*p
 	if spec == nil {
 		return nil, nilInput("spec", "a cluster spec")
 	}
-	cl, err := c.newCluster(ctx, spec.DeepCopy(), "cls-"+plannedID)
+	cl, err := c.clusters.newCluster(ctx, spec.DeepCopy(), "cls-"+plannedID)
 	if err != nil {
 		return nil, err
 	}
@@ -43,7 +43,7 @@ func (s *ClusterService) PlanCreate(ctx context.Context, spec *cluster.Spec) (*p
 		return nil, err
 	}
 	p.Notes = c.maxNote(&cl.Spec.Environment, p.Quota)
-	return p, c.planCluster(p, cl)
+	return p, s.planCluster(p, cl)
 }
 
 // PlanStart plans Start(id): the state check Start makes, the cluster as
@@ -56,11 +56,11 @@ func (s *ClusterService) PlanStart(ctx context.Context, id string) (*plan.Plan, 
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	cl, err := c.getCluster(ctx, id)
+	cl, err := c.clusters.getCluster(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	next, need, err := c.started(cl)
+	next, need, err := c.clusters.started(cl)
 	if err != nil {
 		return nil, err
 	}
@@ -69,7 +69,7 @@ func (s *ClusterService) PlanStart(ctx context.Context, id string) (*plan.Plan, 
 		return nil, err
 	}
 	p.Notes = c.maxNote(&next.Live.Environment, p.Quota)
-	return p, c.planCluster(p, next)
+	return p, s.planCluster(p, next)
 }
 
 // PlanUpdate plans Update(in): every check Update makes (the version,
@@ -87,7 +87,7 @@ func (s *ClusterService) PlanUpdate(ctx context.Context, in *cluster.Cluster) (*
 	if in == nil {
 		return nil, nilInput("cluster", "the cluster to update, as read")
 	}
-	e, err := c.edited(ctx, in)
+	e, err := c.clusters.edited(ctx, in)
 	if err != nil {
 		return nil, err
 	}
@@ -115,7 +115,7 @@ func (s *ClusterService) PlanUpdate(ctx context.Context, in *cluster.Cluster) (*
 	if e.next.Generation == e.cur.Generation {
 		return p, nil // nothing Ray runs changes
 	}
-	return p, c.planCluster(p, e.next)
+	return p, s.planCluster(p, e.next)
 }
 
 // PlanRun plans Runs().Create(jobID): the run the job's current revision
@@ -132,12 +132,12 @@ func (s *JobService) PlanRun(ctx context.Context, jobID string) (*plan.Plan, err
 	}
 	// No Seq: it would move the client's sequence, and two clients would
 	// plan apart.
-	r, err := c.queuedRun(ctx, jobID, "run-"+plannedID, c.clock.Now(), 0, nil)
+	r, err := c.runs.queuedRun(ctx, jobID, "run-"+plannedID, c.clock.Now(), 0, nil)
 	if err != nil {
 		return nil, err
 	}
 	p := &plan.Plan{Operation: "run job", Run: r}
-	why, err := c.missingTarget(ctx, &r.Config)
+	why, err := c.runs.missingTarget(ctx, &r.Config)
 	if err != nil {
 		return nil, err
 	}
@@ -166,7 +166,7 @@ func (s *JobService) PlanRun(ctx context.Context, jobID string) (*plan.Plan, err
 		p.Notes = append(p.Notes, c.maxNote(&od.Environment, p.Quota)...)
 		return p, c.planRun(p, r, cl)
 	case job.ClusterMode:
-		cl, err := c.getCluster(ctx, r.Config.Cluster)
+		cl, err := c.clusters.getCluster(ctx, r.Config.Cluster)
 		if err != nil {
 			return nil, err
 		}
@@ -179,7 +179,7 @@ func (s *JobService) PlanRun(ctx context.Context, jobID string) (*plan.Plan, err
 		if gs.Policy == group.Random || gs.Policy == "" {
 			// A random pick is not planned (it would draw from the client's
 			// source): the first running member stands for any of them.
-			members, err := c.listClusters(map[string]string{labelMemberOf + r.Config.Group: "1"})
+			members, err := c.clusters.listClusters(map[string]string{labelMemberOf + r.Config.Group: "1"})
 			if err != nil {
 				return nil, err
 			}
@@ -270,7 +270,8 @@ func (c *Engine) maxNote(env *cluster.Environment, q *plan.Quota) []string {
 }
 
 // planCluster fills p's manifests for standing cluster cl.
-func (c *Engine) planCluster(p *plan.Plan, cl *cluster.Cluster) error {
+func (s *ClusterService) planCluster(p *plan.Plan, cl *cluster.Cluster) error {
+	c := s.c
 	if pl, ok := c.ray.(backend.Planner); ok {
 		m, err := pl.PlanCluster(cl)
 		p.Manifests = m

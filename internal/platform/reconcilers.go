@@ -62,7 +62,7 @@ func (c *Engine) applyEarly() {
 // membership document goes to the work sharing.
 func (c *Engine) apply(ch backend.Change) {
 	if ch.Doc.Kind == kindReplica {
-		c.observeReplica(ch.Doc, ch.Deleted)
+		c.share.observeReplica(ch.Doc, ch.Deleted)
 		return
 	}
 	var before backend.Doc
@@ -85,7 +85,7 @@ func (c *Engine) apply(ch backend.Change) {
 	if c.run.Handles(d.Kind) {
 		c.enqueue(d.Kind + "/" + d.ID)
 		if ch.Deleted {
-			c.rep.forget(d.Kind + "/" + d.ID) // what the adoption keeps of it
+			c.share.rep.forget(d.Kind + "/" + d.ID) // what the adoption keeps of it
 		}
 	}
 	if d.Kind == kindCluster {
@@ -93,11 +93,7 @@ func (c *Engine) apply(ch backend.Change) {
 		// derived here, on every client, not by the cluster's reconciler:
 		// with the work shared, those runs may be another client's.
 		if ch.Deleted {
-			c.mu.Lock()
-			delete(c.dependents, d.ID)
-			delete(c.idleRefused, d.ID)
-			delete(c.steps, d.ID) // also on a client that no longer owns it
-			c.mu.Unlock()
+			c.notes.forget(d.ID) // also on a client that no longer owns it
 			c.ledger.forgetHolder(d.ID)
 			c.load.forget(d.ID)
 		} else if cl, ok := obj.(*cluster.Cluster); ok {
@@ -140,10 +136,6 @@ func (c *Engine) enqueueRuns(sel map[string]string) {
 	}
 }
 
-// resync queues every object that may still need a step: what a closed
-// or crashed client left is taken up here.
-func (c *Engine) resync() { c.walk(nil) }
-
 // walk is the resync: it queues the resource groups, the clusters and the
 // pending, active and cleaning-up runs this client owns, and the finished
 // runs the retention looks at; see, when not nil, is told of each key of
@@ -152,7 +144,7 @@ func (c *Engine) walk(see func(key, version string, owned bool)) {
 	visit := func(kind string, docs []backend.Doc) {
 		for _, d := range docs {
 			key := kind + "/" + d.ID
-			owned := c.owns(key)
+			owned := c.share.owns(key)
 			if owned {
 				c.run.Add(key)
 			}

@@ -10,8 +10,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/go-logr/logr"
+
 	"github.com/aidlc/dlc/backend"
 	"github.com/aidlc/dlc/errs"
+	"github.com/aidlc/dlc/internal/runner"
 )
 
 // Replicas share the background work by key (DESIGN.md, "Reconcilers").
@@ -123,14 +126,35 @@ const (
 	maxStallShift = 4
 )
 
+// workSharing is this client's part in sharing the work with the other
+// clients on the store (see the top of this file, and adoption.go): its
+// membership document, renewed; the members it sees; which member owns a
+// key; the adoption rounds. Its state is rep's, behind rep.mu.
+type workSharing struct {
+	rep     *replicas // nil: this client shares the work with no one
+	acc     *access
+	clock   backend.Clock
+	log     logr.Logger
+	ctx     context.Context // the client's: done at Close
+	metrics *metrics
+	run     *runner.Runner
+	// walk calls see with every key the client's reconcilers handle (nil:
+	// queues those this client owns), from the cache.
+	walk func(see func(key, version string, owned bool))
+}
+
+// resync queues every object this client owns that may still need a
+// step: what a closed or crashed client left is taken up here.
+func (w *workSharing) resync() { w.walk(nil) }
+
 // seedReplicas counts the members of the store's snapshot snap as live
 // from now until they fail to renew within the TTL: they were there
 // before this client. It runs before the changes the store's watch told
 // of meanwhile are applied (applyEarly), which are newer: a member gone
 // since is then forgotten, one renewed since keeps its standing.
-func (c *Engine) seedReplicas(snap []backend.Doc) {
-	rep := c.rep
-	now := c.clock.Now()
+func (w *workSharing) seedReplicas(snap []backend.Doc) {
+	rep := w.rep
+	now := w.clock.Now()
 	rep.mu.Lock()
 	defer rep.mu.Unlock()
 	for _, d := range snap {
@@ -142,12 +166,12 @@ func (c *Engine) seedReplicas(snap []backend.Doc) {
 
 // startReplicas publishes the members seen so far, stores this client's
 // membership document and starts renewing it.
-func (c *Engine) startReplicas() {
-	rep := c.rep
+func (w *workSharing) startReplicas() {
+	rep := w.rep
 	rep.mu.Lock()
 	rep.publish()
 	rep.mu.Unlock()
-	c.renew()
+	w.renew()
 }
 
 // newReplicas returns a view of the members with this client alone;
@@ -188,8 +212,8 @@ func (rep *replicas) publish() bool {
 // watch: a renewal keeps its member live, a new member joins, a deleted
 // document's member leaves at once. It runs inside the store's write and
 // only touches memory; a change of the members queues a resync.
-func (c *Engine) observeReplica(d backend.Doc, deleted bool) {
-	rep := c.rep
+func (w *workSharing) observeReplica(d backend.Doc, deleted bool) {
+	rep := w.rep
 	if rep == nil || d.ID == rep.self {
 		return
 	}
@@ -202,28 +226,28 @@ func (c *Engine) observeReplica(d backend.Doc, deleted bool) {
 		if rep.probation > 0 {
 			from = rep.round + rep.probation
 		}
-		rep.seen[d.ID] = memberSeen{d.Version, c.clock.Now(), from}
+		rep.seen[d.ID] = memberSeen{d.Version, w.clock.Now(), from}
 	} else if s.version != d.Version {
-		s.version, s.at = d.Version, c.clock.Now()
+		s.version, s.at = d.Version, w.clock.Now()
 		rep.seen[d.ID] = s
 	}
 	changed := rep.publish()
 	rep.mu.Unlock()
 	if changed {
-		c.membersChanged()
-		go c.resync() // not under the store's lock: it walks the cache
+		w.membersChanged()
+		go w.resync() // not under the store's lock: it walks the cache
 	}
 }
 
 // renew writes this client's membership document, forgets the members
 // that stopped renewing theirs within the TTL (deleting their documents,
 // on the version seen), and runs again in a third of the TTL.
-func (c *Engine) renew() {
-	rep := c.rep
-	if c.ctx.Err() != nil {
+func (w *workSharing) renew() {
+	rep := w.rep
+	if w.ctx.Err() != nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(c.ctx, rep.ttl/3)
+	ctx, cancel := context.WithTimeout(w.ctx, rep.ttl/3)
 	defer cancel()
 	rep.mu.Lock()
 	rep.beat++
@@ -232,22 +256,22 @@ func (c *Engine) renew() {
 	rep.mu.Unlock()
 	var err error
 	if version == "" {
-		version, err = c.acc.create(ctx, kindReplica, rep.self, nil, doc)
+		version, err = w.acc.create(ctx, kindReplica, rep.self, nil, doc)
 	} else {
-		version, err = c.acc.update(ctx, kindReplica, rep.self, version, nil, doc)
+		version, err = w.acc.update(ctx, kindReplica, rep.self, version, nil, doc)
 		if errs.IsNotFound(err) || errors.Is(err, errs.ErrConflict) {
 			// Taken for gone by a member that did not see it renewed (a
 			// pause longer than the TTL), or changed by someone else: made
 			// anew.
-			_ = c.store.Delete(ctx, kindReplica, rep.self, "")
-			version, err = c.acc.create(ctx, kindReplica, rep.self, nil, doc)
+			_ = w.acc.store.Delete(ctx, kindReplica, rep.self, "")
+			version, err = w.acc.create(ctx, kindReplica, rep.self, nil, doc)
 		}
 	}
 	if err != nil {
 		version = ""
-		c.o.log.Error(err, "renewing this replica's membership failed; tried again", "replica", rep.self)
+		w.log.Error(err, "renewing this replica's membership failed; tried again", "replica", rep.self)
 	}
-	now := c.clock.Now()
+	now := w.clock.Now()
 	rep.mu.Lock()
 	rep.version = version
 	var gone []string
@@ -260,23 +284,23 @@ func (c *Engine) renew() {
 		}
 	}
 	changed := rep.publish()
-	if c.ctx.Err() == nil {
-		rep.stop = c.clock.AfterFunc(rep.ttl/3, c.renew)
+	if w.ctx.Err() == nil {
+		rep.stop = w.clock.AfterFunc(rep.ttl/3, w.renew)
 	}
 	rep.mu.Unlock()
 	for i, id := range gone {
-		c.o.log.Info("a replica stopped renewing its membership: its share of the work is taken over", "replica", rep.self, "gone", id)
-		_ = c.store.Delete(ctx, kindReplica, id, goneV[i]) // a renewal since then keeps it
+		w.log.Info("a replica stopped renewing its membership: its share of the work is taken over", "replica", rep.self, "gone", id)
+		_ = w.acc.store.Delete(ctx, kindReplica, id, goneV[i]) // a renewal since then keeps it
 	}
 	if changed {
-		c.resync()
+		w.resync()
 	}
 }
 
 // stopReplicas stops renewing and deletes this client's membership
 // document, so that the others take its share at once.
-func (c *Engine) stopReplicas() {
-	rep := c.rep
+func (w *workSharing) stopReplicas() {
+	rep := w.rep
 	if rep == nil {
 		return
 	}
@@ -289,13 +313,13 @@ func (c *Engine) stopReplicas() {
 	// written it.
 	ctx, cancel := context.WithTimeout(context.Background(), rep.ttl/3)
 	defer cancel()
-	_ = c.store.Delete(ctx, kindReplica, rep.self, "")
+	_ = w.acc.store.Delete(ctx, kindReplica, rep.self, "")
 }
 
 // owns reports whether this client reconciles key: always when it shares
 // the work with no one.
-func (c *Engine) owns(key string) bool {
-	_, ok := c.owner(key)
+func (w *workSharing) owns(key string) bool {
+	_, ok := w.owner(key)
 	return ok
 }
 
@@ -305,8 +329,8 @@ func (c *Engine) owns(key string) bool {
 // out, and this client when that one is left out. A share left out is
 // not divided again among the rest: another client may not have left
 // that member out, and would drop what this one gave it (adoption.go).
-func (c *Engine) owner(key string) (string, bool) {
-	rep := c.rep
+func (w *workSharing) owner(key string) (string, bool) {
+	rep := w.rep
 	if rep == nil {
 		return "", true
 	}
@@ -314,7 +338,7 @@ func (c *Engine) owner(key string) (string, bool) {
 	if len(v.live) <= 1 {
 		return rep.self, true
 	}
-	a := fnv64(c.affinity(key))
+	a := fnv64(w.affinity(key))
 	best, bestH := "", uint64(0)
 	for _, m := range v.live {
 		if s := mix64(fnv64(m) ^ a); best == "" || s > bestH {
@@ -353,7 +377,7 @@ func mix64(x uint64) uint64 {
 // reconciler admits the group's queued runs and queues those it admitted,
 // which are then its own, as are the queued runs that ask it to look. A
 // group's settling goes with the group too: its step queues it.
-func (c *Engine) affinity(key string) string {
+func (w *workSharing) affinity(key string) string {
 	kind, id, _ := strings.Cut(key, "/")
 	switch kind {
 	case keySettle:
@@ -366,7 +390,7 @@ func (c *Engine) affinity(key string) string {
 		id = run
 		fallthrough
 	case kindRun:
-		if d, ok := c.cache.Get(kindRun, id); ok {
+		if d, ok := w.acc.cache.Get(kindRun, id); ok {
 			if rg, ok := strings.CutPrefix(d.Labels[labelTarget], targetResourceGroup); ok {
 				return kindResourceGroup + "/" + rg
 			}

@@ -304,14 +304,14 @@ func (c resourceGroupReconciler) tellWaiting(ctx context.Context, p *groupPass, 
 	}
 	failed := make([]error, len(tell))
 	parallel(len(tell), waitWriters, func(i int) {
-		r, err := c.getRun(ctx, tell[i])
+		r, err := c.runs.getRun(ctx, tell[i])
 		if err != nil || r.State != job.Queued {
 			return
 		}
 		if _, held := p.a.Hold(odClusterID(r.ID)); held {
 			return
 		}
-		failed[i] = c.wait(ctx, r, job.InsufficientQuota, "waiting for quota in resource group "+id)
+		failed[i] = c.runs.wait(ctx, r, job.InsufficientQuota, "waiting for quota in resource group "+id)
 	})
 	for i, err := range failed {
 		if err != nil {
@@ -378,7 +378,7 @@ func logged(events []event.Event, action, msg string) bool {
 // written once); wrote says whether it added it.
 func (c *Engine) noteCluster(ctx context.Context, id, action, msg string) (wrote bool, err error) {
 	for attempt := 0; ; attempt++ {
-		cl, err := c.getFresh(ctx, id)
+		cl, err := c.clusters.getFresh(ctx, id)
 		if errs.IsNotFound(err) {
 			return false, nil
 		}
@@ -390,7 +390,7 @@ func (c *Engine) noteCluster(ctx context.Context, id, action, msg string) (wrote
 		}
 		next := cl.DeepCopy()
 		next.Events = event.Append(next.Events, c.event(ctx, "system", action, msg))
-		err = c.putCluster(ctx, next, cl.Version)
+		err = c.clusters.putCluster(ctx, next, cl.Version)
 		if err == nil || !errors.Is(err, errs.ErrConflict) || attempt >= conflictRetries {
 			return err == nil, err
 		}
@@ -404,7 +404,7 @@ func (c *Engine) noteCluster(ctx context.Context, id, action, msg string) (wrote
 // that frees it, so only an edit from outside leaves a cluster short.
 func (c *Engine) confirmLacks(ctx context.Context, id, rg string, now time.Time) (need, held quota.Resources, lacks bool, err error) {
 	for range 3 {
-		cl, err := c.getFresh(ctx, id)
+		cl, err := c.clusters.getFresh(ctx, id)
 		if errs.IsNotFound(err) {
 			return need, held, false, nil
 		}
@@ -418,7 +418,7 @@ func (c *Engine) confirmLacks(ctx context.Context, id, rg string, now time.Time)
 		if err != nil {
 			return need, held, false, err
 		}
-		again, err := c.getFresh(ctx, id)
+		again, err := c.clusters.getFresh(ctx, id)
 		if errs.IsNotFound(err) {
 			return need, held, false, nil
 		}
@@ -445,7 +445,7 @@ func (c *Engine) confirmLacks(ctx context.Context, id, rg string, now time.Time)
 // rather than take the new hold. A cluster that changed meanwhile is
 // looked at again on a later pass.
 func (c resourceGroupReconciler) releasable(ctx context.Context, holder, rg string, hold quota.Hold) (bool, error) {
-	cl, err := c.getFresh(ctx, holder)
+	cl, err := c.clusters.getFresh(ctx, holder)
 	switch {
 	case errs.IsNotFound(err):
 		ok, err := c.justified(ctx, holder, rg, true) // an admitted on-demand run's
@@ -457,7 +457,7 @@ func (c resourceGroupReconciler) releasable(ctx context.Context, holder, rg stri
 	case hold.Generation <= cl.Generation:
 		return true, nil // no write of it can be on its way
 	}
-	return c.fenceOff(ctx, cl, hold.Generation, "quota-repair", fmt.Sprintf(
+	return c.clusters.fenceOff(ctx, cl, hold.Generation, "quota-repair", fmt.Sprintf(
 		"releasing the reservation of %s in resource group %s made for generation %d at %s: its write did not come within the repair grace (%s)",
 		hold.Resources, rg, hold.Generation, hold.Since.UTC().Format(time.RFC3339Nano), c.o.grace))
 }

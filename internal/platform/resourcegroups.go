@@ -282,7 +282,7 @@ func (c *Engine) auditPods(ctx context.Context, cl *cluster.Cluster, accounts ma
 	// cluster and its account as they are now decide, against the pods as
 	// they are after them (a hibernate that ended since released its hold
 	// after its pods went).
-	fcl, err := c.getFresh(ctx, cl.ID)
+	fcl, err := c.clusters.getFresh(ctx, cl.ID)
 	if errs.IsNotFound(err) {
 		return "", true, nil
 	}

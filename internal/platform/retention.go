@@ -348,7 +348,7 @@ func (c runReconciler) deleteRun(ctx context.Context, r finishedRun, why string)
 // gone or no longer scheduled, or an attempt gone, makes nothing again.
 func (c *Engine) madeRecorded(ctx context.Context, r finishedRun) (bool, error) {
 	if !r.tick.IsZero() {
-		rec, err := c.freshJob(ctx, r.job)
+		rec, err := c.jobs.freshJob(ctx, r.job)
 		switch {
 		case errs.IsNotFound(err):
 		case err != nil:
@@ -361,7 +361,7 @@ func (c *Engine) madeRecorded(ctx context.Context, r finishedRun) (bool, error) 
 		}
 	}
 	if r.prev != "" {
-		p, err := c.freshRun(ctx, r.prev)
+		p, err := c.runs.freshRun(ctx, r.prev)
 		switch {
 		case errs.IsNotFound(err):
 		case err != nil:

@@ -178,7 +178,7 @@ func TestRayUnreachableSinceClearedByAStateChange(t *testing.T) {
 		t    job.RunTrigger
 	}{{job.Provisioning, job.Displace}, {job.Provisioning, job.Fail}, {job.Running, job.Stop}} {
 		r := &job.Run{ID: "r", State: tc.from, ClusterID: "c", RayUnreachableSince: since}
-		if _, ok, err := c.advanceRun(r, tc.t, "moved"); err != nil || !ok {
+		if _, ok, err := c.runs.advanceRun(r, tc.t, "moved"); err != nil || !ok {
 			t.Fatalf("%s %s: %v %v", tc.from, tc.t, ok, err)
 		}
 		if !r.RayUnreachableSince.IsZero() {

@@ -25,7 +25,7 @@ func (r runReconciler) Reconcile(ctx context.Context, id string) (runner.Result,
 }
 
 func (r runReconciler) GiveUp(ctx context.Context, id, why string) error {
-	return r.failRun(ctx, id, why)
+	return r.runs.failRun(ctx, id, why)
 }
 
 func (runReconciler) LogKey() string { return "run" }
@@ -33,7 +33,7 @@ func (runReconciler) LogKey() string { return "run" }
 // reconcileRun takes a run one step on: place it, follow it on Ray, or
 // release what an ended run still holds.
 func (c runReconciler) reconcileRun(ctx context.Context, id string) (time.Duration, error) {
-	r, err := c.getRun(ctx, id)
+	r, err := c.runs.getRun(ctx, id)
 	if errs.IsNotFound(err) {
 		return 0, nil
 	}
@@ -121,7 +121,7 @@ func (c runReconciler) rayUnanswered(ctx context.Context, r *job.Run, cause erro
 		next.RayUnreachableSince = now
 		next.Message = fmt.Sprintf("Ray unreachable since %s: %s", now.UTC().Format(time.RFC3339), clipCause(cause))
 		next.Events = event.Append(next.Events, c.event(ctx, "system", "ray-unreachable", next.Message))
-		if err := c.putRun(ctx, next, r.Version); err != nil {
+		if err := c.runs.putRun(ctx, next, r.Version); err != nil {
 			return 0, err
 		}
 		return 0, unanswered{cause}
@@ -134,7 +134,7 @@ func (c runReconciler) rayUnanswered(ctx context.Context, r *job.Run, cause erro
 	if final {
 		return 0, c.failFinally(ctx, r, msg)
 	}
-	_, err := c.endRun(ctx, r, job.Fail, msg)
+	_, err := c.runs.endRun(ctx, r, job.Fail, msg)
 	return 0, err
 }
 
@@ -180,7 +180,7 @@ func (c runReconciler) retryRun(ctx context.Context, r *job.Run) (time.Duration,
 	// The store decides: a replica whose cache lags may hold an attempt
 	// that has since named its retry, or been deleted with it by the
 	// retention; made again from that copy, the retry would run twice.
-	cur, err := c.freshRun(ctx, r.ID)
+	cur, err := c.runs.freshRun(ctx, r.ID)
 	if errs.IsNotFound(err) {
 		return 0, nil
 	}
@@ -193,7 +193,7 @@ func (c runReconciler) retryRun(ctx context.Context, r *job.Run) (time.Duration,
 	n := r.AttemptNumber() + 1
 	total := r.Config.BackoffLimit + 1
 	id := idFor("run", r.ID, "retry")
-	retry, err := c.createRun(ctx, r.JobID, id, true, &newRun{source: "system",
+	retry, err := c.runs.createRun(ctx, r.JobID, id, true, &newRun{source: "system",
 		why: fmt.Sprintf("attempt %d of %d, retrying run %s", n, total, r.ID),
 		shape: func(nr *job.Run) {
 			nr.Revision, nr.Config = r.Revision, *r.Config.DeepCopy()
@@ -211,13 +211,13 @@ func (c runReconciler) retryRun(ctx context.Context, r *job.Run) (time.Duration,
 		next.Events = event.Append(next.Events, c.event(ctx, "system", "retried",
 			fmt.Sprintf("attempt %d of %d is run %s", n, total, retry.ID)))
 	}
-	return 0, c.putRun(ctx, next, r.Version)
+	return 0, c.runs.putRun(ctx, next, r.Version)
 }
 
 // failFinally fails run r for a reason a retry would meet again (its
 // target or config gone): it is not retried.
 func (c runReconciler) failFinally(ctx context.Context, r *job.Run, why string) error {
-	_, _, err := c.moveRun(ctx, r, job.Fail, why, func(n *job.Run) { n.Final = true })
+	_, _, err := c.runs.moveRun(ctx, r, job.Fail, why, func(n *job.Run) { n.Final = true })
 	return err
 }
 
@@ -235,7 +235,7 @@ func (c runReconciler) placeRun(ctx context.Context, r *job.Run) error {
 	cfg := &r.Config
 	switch cfg.Mode() {
 	case job.ClusterMode:
-		cl, err := c.getCluster(ctx, cfg.Cluster)
+		cl, err := c.clusters.getCluster(ctx, cfg.Cluster)
 		switch {
 		case errs.IsNotFound(err):
 			return c.failFinally(ctx, r, fmt.Sprintf("cluster %s does not exist", cfg.Cluster))
@@ -246,7 +246,7 @@ func (c runReconciler) placeRun(ctx context.Context, r *job.Run) error {
 		case cl.State == cluster.Running:
 			return c.place(ctx, r, cl, "")
 		}
-		return c.wait(ctx, r, job.ClusterNotRunning, fmt.Sprintf("waiting for cluster %s to run", cl.ID))
+		return c.runs.wait(ctx, r, job.ClusterNotRunning, fmt.Sprintf("waiting for cluster %s to run", cl.ID))
 	case job.GroupMode:
 		gid := cfg.Group
 		ch, err := c.chooseMember(ctx, r, gid)
@@ -264,7 +264,7 @@ func (c runReconciler) placeRun(ctx context.Context, r *job.Run) error {
 				"every running member of group %s already mounts storage on a path this job mounts on; change the job's mount paths", gid))
 			return err
 		}
-		return c.wait(ctx, r, job.WaitReason(scheduler.WhyNone(ch.cands)), fmt.Sprintf("waiting for a running member of group %s", gid))
+		return c.runs.wait(ctx, r, job.WaitReason(scheduler.WhyNone(ch.cands)), fmt.Sprintf("waiting for a running member of group %s", gid))
 	}
 	return c.placeOnDemand(ctx, r)
 }
@@ -277,7 +277,7 @@ func (c runReconciler) place(ctx context.Context, r *job.Run, cl *cluster.Cluste
 	if placement != "" {
 		msg += ", " + placement
 	}
-	next, ok, err := c.moveRun(ctx, r, job.Place, msg, func(n *job.Run) {
+	next, ok, err := c.runs.moveRun(ctx, r, job.Place, msg, func(n *job.Run) {
 		n.ClusterID, n.WaitReason, n.Placement = cl.ID, "", placement
 	})
 	if err != nil || !ok {
@@ -299,7 +299,7 @@ func (c runReconciler) placeOnDemand(ctx context.Context, r *job.Run) error {
 	if err != nil {
 		return err
 	}
-	if _, err := c.demand(r); err != nil {
+	if _, err := c.runs.demand(r); err != nil {
 		return c.failFinally(ctx, r, "its on-demand environment cannot be sized: "+err.Error())
 	}
 	cid := odClusterID(r.ID)
@@ -323,7 +323,7 @@ func (c runReconciler) placeOnDemand(ctx context.Context, r *job.Run) error {
 	} else if err != nil {
 		return err
 	}
-	_, _, err = c.moveRun(ctx, r, job.Place, "starting on-demand cluster "+cid, func(n *job.Run) { n.ClusterID = cid })
+	_, _, err = c.runs.moveRun(ctx, r, job.Place, "starting on-demand cluster "+cid, func(n *job.Run) { n.ClusterID = cid })
 	return err
 }
 
@@ -353,22 +353,22 @@ func (c *Engine) onDemandCluster(r *job.Run) (*cluster.Cluster, error) {
 // (WithRunStartTimeout); until then followRun returns how long is left,
 // for the run to be looked at again then.
 func (c runReconciler) followRun(ctx context.Context, r *job.Run) (time.Duration, error) {
-	cl, err := c.getCluster(ctx, r.ClusterID)
+	cl, err := c.clusters.getCluster(ctx, r.ClusterID)
 	switch {
 	case errs.IsNotFound(err) || (err == nil && cl.State == cluster.Deleting):
-		_, err = c.endRun(ctx, r, job.Fail, fmt.Sprintf("cluster %s was deleted", r.ClusterID))
+		_, err = c.runs.endRun(ctx, r, job.Fail, fmt.Sprintf("cluster %s was deleted", r.ClusterID))
 		return 0, err
 	case err != nil:
 		return 0, err
 	case cl.State == cluster.Abnormal:
-		_, err = c.endRun(ctx, r, job.Fail, fmt.Sprintf("cluster %s is abnormal: %s", cl.ID, cl.Reason))
+		_, err = c.runs.endRun(ctx, r, job.Fail, fmt.Sprintf("cluster %s is abnormal: %s", cl.ID, cl.Reason))
 		return 0, err
 	case cl.Temporary && cl.State == cluster.Starting:
 		return 0, nil // its on-demand cluster is still starting
 	case cl.Temporary && cl.State != cluster.Running:
 		// No operation takes an on-demand cluster anywhere else: what Ray
 		// said of it (abnormal, then suspended: hibernated) is no way back.
-		_, err = c.endRun(ctx, r, job.Fail, fmt.Sprintf("its on-demand cluster %s is %s: it will not run the job", cl.ID, cl.State))
+		_, err = c.runs.endRun(ctx, r, job.Fail, fmt.Sprintf("its on-demand cluster %s is %s: it will not run the job", cl.ID, cl.State))
 		return 0, err
 	case cl.State != cluster.Running && !r.RaySubmitted && r.State == job.Provisioning:
 		return 0, c.displace(ctx, r, cl)
@@ -380,7 +380,7 @@ func (c runReconciler) followRun(ctx context.Context, r *job.Run) (time.Duration
 		if r.RaySubmitted || r.State == job.Running {
 			// Submitted at most once: a job Ray accepted and forgot (a head
 			// that restarted) is not submitted again.
-			_, err = c.endRun(ctx, r, job.Fail, "Ray has no record of the job any more")
+			_, err = c.runs.endRun(ctx, r, job.Fail, "Ray has no record of the job any more")
 			return 0, err
 		}
 		// Fenced against a hibernate or delete that refuses while runs
@@ -388,7 +388,7 @@ func (c runReconciler) followRun(ctx context.Context, r *job.Run) (time.Duration
 		// now. Marked, the run waits for the operation to end (refused, or
 		// done: then it is displaced); moved on, it is displaced now.
 		if !cl.Temporary {
-			fc, err := c.getFresh(ctx, cl.ID)
+			fc, err := c.clusters.getFresh(ctx, cl.ID)
 			switch {
 			case errs.IsNotFound(err):
 				return 0, nil // its delete is seen on the next look
@@ -409,7 +409,7 @@ func (c runReconciler) followRun(ctx context.Context, r *job.Run) (time.Duration
 			// Refused before or by Ray for what the job is (a package Ray
 			// cannot fetch, a request it refuses): no retry of the step
 			// changes that.
-			_, err = c.endRun(ctx, r, job.Fail, job.ClipMessage("the job cannot be submitted: "+err.Error()))
+			_, err = c.runs.endRun(ctx, r, job.Fail, job.ClipMessage("the job cannot be submitted: "+err.Error()))
 			return 0, err
 		} else if errors.Is(err, errs.ErrConflict) {
 			return 0, err
@@ -418,7 +418,7 @@ func (c runReconciler) followRun(ctx context.Context, r *job.Run) (time.Duration
 		}
 		// A stop stored while the submit was on its way has already tried
 		// to stop a job Ray did not have yet: stop it now.
-		if now, err := c.getRun(ctx, r.ID); err == nil && !now.State.Live() {
+		if now, err := c.runs.getRun(ctx, r.ID); err == nil && !now.State.Live() {
 			return 0, c.ray.StopRun(ctx, r.ID)
 		}
 		obs, err = c.runStatus(ctx, r.ID)
@@ -446,7 +446,7 @@ func (c runReconciler) recordRay(ctx context.Context, r *job.Run, obs job.Observ
 		}
 		next.Events = event.Append(next.Events, c.event(ctx, "system", "ray-reachable",
 			fmt.Sprintf("Ray answers again (unreachable since %s)", r.RayUnreachableSince.UTC().Format(time.RFC3339))))
-		return 0, c.putRun(ctx, next, r.Version) // its watch brings the run back here
+		return 0, c.runs.putRun(ctx, next, r.Version) // its watch brings the run back here
 	}
 	t := obs.Trigger()
 	if t == "" {
@@ -457,7 +457,7 @@ func (c runReconciler) recordRay(ctx context.Context, r *job.Run, obs job.Observ
 	if obs.State.Terminal() && !r.LogsKept {
 		kept, keptOK = c.logsToKeep(ctx, r.ID)
 	}
-	next, ok, err := c.moveRun(ctx, r, t, obs.Message, func(n *job.Run) {
+	next, ok, err := c.runs.moveRun(ctx, r, t, obs.Message, func(n *job.Run) {
 		n.RaySubmitted = true
 		if n.State.Terminal() && keptOK && !n.LogsKept {
 			n.KeepLogs(kept)
@@ -499,7 +499,7 @@ func (c *Engine) pending(ctx context.Context, r *job.Run) (time.Duration, error)
 		next.RaySubmitted = true
 		next.RayAcceptedAt = now
 		// A conflict reads the run again: the next look records it.
-		return c.o.runStartTime, c.putRun(ctx, next, r.Version)
+		return c.o.runStartTime, c.runs.putRun(ctx, next, r.Version)
 	}
 	if r.State != job.Provisioning || c.o.runStartTime == 0 {
 		return 0, nil
@@ -507,7 +507,7 @@ func (c *Engine) pending(ctx context.Context, r *job.Run) (time.Duration, error)
 	if left := r.RayAcceptedAt.Add(c.o.runStartTime).Sub(now); left > 0 {
 		return left, nil
 	}
-	_, err := c.endRun(ctx, r, job.Fail, fmt.Sprintf(
+	_, err := c.runs.endRun(ctx, r, job.Fail, fmt.Sprintf(
 		"Ray accepted the job %s ago and has not started its driver (Ray reports it pending): given up after the run start timeout (%s)",
 		now.Sub(r.RayAcceptedAt).Round(time.Second), c.o.runStartTime))
 	return 0, err
@@ -523,7 +523,7 @@ const stoppingLook = time.Second
 // once a cluster runs, never submitted to one that moved on.
 func (c runReconciler) displace(ctx context.Context, r *job.Run, cl *cluster.Cluster) error {
 	msg := fmt.Sprintf("cluster %s is %s: it stopped running before the job was submitted", cl.ID, cl.State)
-	_, _, err := c.moveRun(ctx, r, job.Displace, msg, func(n *job.Run) {
+	_, _, err := c.runs.moveRun(ctx, r, job.Displace, msg, func(n *job.Run) {
 		n.ClusterID, n.Placement, n.WaitReason, n.Message = "", "", job.ClusterNotRunning, msg
 	})
 	return err
@@ -554,7 +554,7 @@ func (c runReconciler) cleanupRun(ctx context.Context, r *job.Run) error {
 		if lines, ok := c.logsToKeep(ctx, r.ID); ok {
 			next := r.DeepCopy()
 			next.KeepLogs(lines)
-			return c.putRun(ctx, next, r.Version) // its watch brings the run back here
+			return c.runs.putRun(ctx, next, r.Version) // its watch brings the run back here
 		}
 	}
 	if r.ClusterID != "" {
@@ -564,7 +564,7 @@ func (c runReconciler) cleanupRun(ctx context.Context, r *job.Run) error {
 	}
 	if od := r.Config.OnDemand; od != nil {
 		cid := odClusterID(r.ID)
-		cl, err := c.getCluster(ctx, cid)
+		cl, err := c.clusters.getCluster(ctx, cid)
 		switch {
 		case errs.IsNotFound(err):
 			if _, err := c.ledger.changeAccount(ctx, od.ResourceGroup, func(a *quota.Account) (bool, error) {
@@ -582,5 +582,5 @@ func (c runReconciler) cleanupRun(ctx context.Context, r *job.Run) error {
 	}
 	next := r.DeepCopy()
 	next.RayDone = true
-	return c.putRun(ctx, next, r.Version)
+	return c.runs.putRun(ctx, next, r.Version)
 }

@@ -21,7 +21,7 @@ import (
 type RunService struct{ c *Engine }
 
 // Runs returns the client's runs.
-func (c *Engine) Runs() *RunService { return &RunService{c} }
+func (c *Engine) Runs() *RunService { return c.runs }
 
 // Labels of stored runs: what the queues and waiting sets are derived from.
 const (
@@ -91,7 +91,7 @@ func (s *RunService) Create(ctx context.Context, jobID string, opts job.RunOptio
 	if opts.RequestID != "" {
 		id = idFor("run", jobID, opts.RequestID)
 	}
-	return s.c.createRun(ctx, jobID, id, opts.RequestID != "", nil)
+	return s.createRun(ctx, jobID, id, opts.RequestID != "", nil)
 }
 
 // newRun is how a run comes to be: by hand (Runs().Create), at a
@@ -109,32 +109,33 @@ type newRun struct {
 // config's delete (fenceRun). When derived (the id derives from a request,
 // a tick or a failed attempt), a run already stored under the id is
 // returned instead: a second create of it is a no-op.
-func (c *Engine) createRun(ctx context.Context, jobID, id string, derived bool, how *newRun) (*job.Run, error) {
+func (s *RunService) createRun(ctx context.Context, jobID, id string, derived bool, how *newRun) (*job.Run, error) {
+	c := s.c
 	switch {
 	case derived && how == nil:
-		if r, err := c.getRun(ctx, id); err == nil {
-			return c.fenceRun(ctx, r) // the first attempt may have stopped short of it
+		if r, err := c.runs.getRun(ctx, id); err == nil {
+			return c.runs.fenceRun(ctx, r) // the first attempt may have stopped short of it
 		}
 	case derived:
 		// A tick's or a retry's run: made by a step before this one, which
 		// the cache shows, or its create below is the conflict.
 		if _, ok := c.cache.Get(kindRun, id); ok {
-			if r, err := c.getRun(ctx, id); err == nil {
-				return c.fenceRun(ctx, r)
+			if r, err := c.runs.getRun(ctx, id); err == nil {
+				return c.runs.fenceRun(ctx, r)
 			}
 		}
 	}
 	now := c.clock.Now()
-	r, err := c.queuedRun(ctx, jobID, id, now, c.nextSeq(now), how)
+	r, err := c.runs.queuedRun(ctx, jobID, id, now, c.runs.nextSeq(now), how)
 	if err != nil {
 		return nil, err
 	}
-	why, err := c.missingTarget(ctx, &r.Config)
+	why, err := c.runs.missingTarget(ctx, &r.Config)
 	if err != nil {
 		return nil, err
 	}
 	if why != "" {
-		if _, _, err := c.advanceRun(r, job.Fail, why); err != nil {
+		if _, _, err := c.runs.advanceRun(r, job.Fail, why); err != nil {
 			return nil, err
 		}
 		r.Final = true   // a retry would find its target gone too
@@ -148,22 +149,23 @@ func (c *Engine) createRun(ctx context.Context, jobID, id string, derived bool, 
 			return nil, ferr
 		}
 		got.Version = gv
-		return c.fenceRun(ctx, got)
+		return c.runs.fenceRun(ctx, got)
 	}
 	if err != nil {
 		return nil, err
 	}
 	r.Version = v
 	c.logRunChange("", r)
-	return c.fenceRun(ctx, r)
+	return c.runs.fenceRun(ctx, r)
 }
 
 // queuedRun is run id of job jobID's current revision as a create stores
 // it, queued at now with seq, shaped by how: what Runs().Create, a tick, a
 // retry and a plan share. A config whose delete is in progress runs
 // nothing (*errs.StateError).
-func (c *Engine) queuedRun(ctx context.Context, jobID, id string, now time.Time, seq uint64, how *newRun) (*job.Run, error) {
-	rec, err := c.getJob(ctx, jobID)
+func (s *RunService) queuedRun(ctx context.Context, jobID, id string, now time.Time, seq uint64, how *newRun) (*job.Run, error) {
+	c := s.c
+	rec, err := c.jobs.getJob(ctx, jobID)
 	if err != nil {
 		return nil, err
 	}
@@ -183,7 +185,7 @@ func (c *Engine) queuedRun(ctx context.Context, jobID, id string, now time.Time,
 	if why == "" {
 		why = fmt.Sprintf("revision %d", r.Revision)
 	}
-	if _, _, err := c.advanceRun(r, job.Queue, ""); err != nil {
+	if _, _, err := c.runs.advanceRun(r, job.Queue, ""); err != nil {
 		return nil, err
 	}
 	r.Logs = c.o.logPrefix + "/" + r.ID
@@ -214,16 +216,17 @@ func (c *Engine) queuedRun(ctx context.Context, jobID, id string, now time.Time,
 // storing a run and this read leaves the run unchecked; a retry with the
 // same request id checks it.) A read that fails ends the run too: the
 // caller gets an error, so no run of theirs is left running unchecked.
-func (c *Engine) fenceRun(ctx context.Context, r *job.Run) (*job.Run, error) {
+func (s *RunService) fenceRun(ctx context.Context, r *job.Run) (*job.Run, error) {
+	c := s.c
 	if r.State.Terminal() {
 		return r, nil
 	}
 	ctx = context.WithoutCancel(ctx) // stored: see it through
-	why, err := c.jobLive(ctx, r.JobID)
+	why, err := c.jobs.jobLive(ctx, r.JobID)
 	if err == nil {
 		return r, nil
 	}
-	if _, eerr := c.endRun(ctx, r, job.Fail, why); eerr != nil && !errors.Is(eerr, errs.ErrState) {
+	if _, eerr := c.runs.endRun(ctx, r, job.Fail, why); eerr != nil && !errors.Is(eerr, errs.ErrState) {
 		return nil, fmt.Errorf("%w (and run %s could not be ended: %w)", err, r.ID, eerr)
 	}
 	return nil, err
@@ -231,7 +234,8 @@ func (c *Engine) fenceRun(ctx context.Context, r *job.Run) (*job.Run, error) {
 
 // nextSeq returns now in nanoseconds, or one more than the last value it
 // returned: submission order within a client, time order across clients.
-func (c *Engine) nextSeq(now time.Time) uint64 {
+func (s *RunService) nextSeq(now time.Time) uint64 {
+	c := s.c
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.seq = max(c.seq+1, uint64(max(now.UnixNano(), 0)))
@@ -240,7 +244,8 @@ func (c *Engine) nextSeq(now time.Time) uint64 {
 
 // missingTarget says why a config's run cannot start at all: its cluster
 // or cluster group is gone (J19).
-func (c *Engine) missingTarget(ctx context.Context, cfg *job.Config) (string, error) {
+func (s *RunService) missingTarget(ctx context.Context, cfg *job.Config) (string, error) {
+	c := s.c
 	kind, id, what := "", "", ""
 	switch cfg.Mode() {
 	case job.ClusterMode:
@@ -264,16 +269,17 @@ func (s *RunService) Get(ctx context.Context, id string) (*job.Run, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	return s.c.getRun(ctx, id)
+	return s.getRun(ctx, id)
 }
 
-func (c *Engine) getRun(ctx context.Context, id string) (*job.Run, error) {
+func (s *RunService) getRun(ctx context.Context, id string) (*job.Run, error) {
+	c := s.c
 	r, v, err := get[job.Run](ctx, c.acc, kindRun, "run", id)
 	if err != nil {
 		return nil, err
 	}
 	r.Version = v
-	c.rederive(r)
+	c.runs.rederive(r)
 	return r, nil
 }
 
@@ -281,7 +287,8 @@ func (c *Engine) getRun(ctx context.Context, id string) (*job.Run, error) {
 // head and workers' minimum, computed from the run's config with the
 // catalog. It is never the stored Demand, a field that anyone who can
 // edit the stored run can set to nothing.
-func (c *Engine) demand(r *job.Run) (quota.Resources, error) {
+func (s *RunService) demand(r *job.Run) (quota.Resources, error) {
+	c := s.c
 	if r.Config.OnDemand == nil {
 		return quota.Resources{}, nil
 	}
@@ -291,8 +298,9 @@ func (c *Engine) demand(r *job.Run) (quota.Resources, error) {
 // rederive replaces the Demand a read run says it has with what its
 // config needs (decode has rederived its Priority), so that a caller, and
 // the next write of the run, see the truth rather than what was stored.
-func (c *Engine) rederive(r *job.Run) {
-	if d, err := c.demand(r); err == nil {
+func (s *RunService) rederive(r *job.Run) {
+	c := s.c
+	if d, err := c.runs.demand(r); err == nil {
 		r.Demand = d
 	}
 }
@@ -307,10 +315,11 @@ func (s *RunService) List(ctx context.Context, opts job.RunListOptions) ([]*job.
 	return p.Items, nil
 }
 
-func (c *Engine) listRuns(sel map[string]string) ([]*job.Run, error) {
+func (s *RunService) listRuns(sel map[string]string) ([]*job.Run, error) {
+	c := s.c
 	return list(c.acc, kindRun, sel, func(r *job.Run, v string) {
 		r.Version = v
-		c.rederive(r)
+		c.runs.rederive(r)
 	})
 }
 
@@ -320,11 +329,11 @@ func (s *RunService) Stop(ctx context.Context, id string) (*job.Run, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	r, err := s.c.getRun(ctx, id)
+	r, err := s.getRun(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	return s.c.endRun(ctx, r, job.Stop, "stopped by "+UserFrom(ctx))
+	return s.endRun(ctx, r, job.Stop, "stopped by "+UserFrom(ctx))
 }
 
 // Logs returns what a run has logged so far: from Ray while it has the
@@ -336,13 +345,14 @@ func (s *RunService) Logs(ctx context.Context, id string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	lines, _, err := s.c.logs(ctx, r)
+	lines, _, err := s.logs(ctx, r)
 	return lines, err
 }
 
 // logs returns r's log lines and the number of the first of them in the
 // whole log (not 0 for a kept tail).
-func (c *Engine) logs(ctx context.Context, r *job.Run) ([]string, int, error) {
+func (s *RunService) logs(ctx context.Context, r *job.Run) ([]string, int, error) {
+	c := s.c
 	lines, err := c.ray.Logs(ctx, r.ID)
 	if r.State.Live() || !r.LogsKept || (err == nil && len(lines) > 0) {
 		return lines, 0, err
@@ -376,12 +386,12 @@ func (s *RunService) Follow(ctx context.Context, id string) (<-chan string, erro
 		t := time.NewTicker(followPoll)
 		defer t.Stop()
 		for {
-			r, err := c.getRun(ctx, id)
+			r, err := c.runs.getRun(ctx, id)
 			if err != nil && !errs.IsNotFound(err) {
 				c.o.log.V(1).Info("following a run's logs: reading the run failed", "run", id, "err", err.Error())
 			}
 			if err == nil {
-				lines, first, lerr := c.logs(ctx, r)
+				lines, first, lerr := s.logs(ctx, r)
 				if lerr == nil {
 					for i, l := range lines {
 						if first+i < sent {
@@ -436,7 +446,8 @@ func (c *Engine) RunJob(ctx context.Context, jobID, requestID string) (*job.Run,
 }
 
 // putRun stores next over version and sets its new version.
-func (c *Engine) putRun(ctx context.Context, next *job.Run, version string) error {
+func (s *RunService) putRun(ctx context.Context, next *job.Run, version string) error {
+	c := s.c
 	from := c.cachedState(kindRun, next.ID)
 	v, err := c.acc.update(ctx, kindRun, next.ID, version, runLabels(next), next)
 	if err != nil {
@@ -455,7 +466,8 @@ const deadlineExceeded = "deadline exceeded"
 // state (msg, the end time, whether Ray holds anything of it): the one
 // place a run's state is assigned. ok is false when t does not apply to
 // its state; a stop of an ended run is a *errs.StateError.
-func (c *Engine) advanceRun(r *job.Run, t job.RunTrigger, msg string) (to job.RunState, ok bool, err error) {
+func (s *RunService) advanceRun(r *job.Run, t job.RunTrigger, msg string) (to job.RunState, ok bool, err error) {
+	c := s.c
 	prev := r.State
 	to, ok, err = job.Transition(r.ID, prev, t)
 	if err != nil || !ok {
@@ -490,13 +502,14 @@ func (c *Engine) advanceRun(r *job.Run, t job.RunTrigger, msg string) (to job.Ru
 // moveRun applies trigger t to run r and writes it, with change applied
 // to the copy first; on a conflict it reads the run again and retries.
 // ok is false when t does not apply to the run's state.
-func (c *Engine) moveRun(ctx context.Context, r *job.Run, t job.RunTrigger, msg string, change func(*job.Run)) (*job.Run, bool, error) {
+func (s *RunService) moveRun(ctx context.Context, r *job.Run, t job.RunTrigger, msg string, change func(*job.Run)) (*job.Run, bool, error) {
+	c := s.c
 	for attempt := 0; ; attempt++ {
 		if _, ok, err := job.Transition(r.ID, r.State, t); err != nil || !ok {
 			return r, false, err // checked before the copy: most observations change nothing
 		}
 		next := r.DeepCopy()
-		to, _, _ := c.advanceRun(next, t, msg) // applies: checked above
+		to, _, _ := c.runs.advanceRun(next, t, msg) // applies: checked above
 		if change != nil {
 			change(next)
 		}
@@ -506,26 +519,27 @@ func (c *Engine) moveRun(ctx context.Context, r *job.Run, t job.RunTrigger, msg 
 			source = "user"
 		}
 		next.Events = event.Append(next.Events, c.event(ctx, source, string(to), msg))
-		err := c.putRun(ctx, next, r.Version)
+		err := c.runs.putRun(ctx, next, r.Version)
 		if err == nil {
 			return next, true, nil
 		}
 		if !errors.Is(err, errs.ErrConflict) || attempt >= conflictRetries {
 			return nil, false, err
 		}
-		if r, err = c.freshRun(ctx, r.ID); err != nil {
+		if r, err = c.runs.freshRun(ctx, r.ID); err != nil {
 			return nil, false, err
 		}
 	}
 }
 
-func (c *Engine) freshRun(ctx context.Context, id string) (*job.Run, error) {
+func (s *RunService) freshRun(ctx context.Context, id string) (*job.Run, error) {
+	c := s.c
 	r, v, err := fresh[job.Run](ctx, c.acc, kindRun, id)
 	if err != nil {
 		return nil, notFoundAs(err, "run", id)
 	}
 	r.Version = v
-	c.rederive(r)
+	c.runs.rederive(r)
 	return r, nil
 }
 
@@ -547,14 +561,16 @@ func pastDeadline(r *job.Run) {
 
 // endRun ends a run (Stop or Fail) with msg; the reconciler then releases
 // what it holds.
-func (c *Engine) endRun(ctx context.Context, r *job.Run, t job.RunTrigger, msg string) (*job.Run, error) {
-	next, _, err := c.moveRun(ctx, r, t, msg, nil)
+func (s *RunService) endRun(ctx context.Context, r *job.Run, t job.RunTrigger, msg string) (*job.Run, error) {
+	c := s.c
+	next, _, err := c.runs.moveRun(ctx, r, t, msg, nil)
 	return next, err
 }
 
 // failRun fails a run whose background step kept failing.
-func (c *Engine) failRun(ctx context.Context, id, why string) error {
-	r, err := c.freshRun(ctx, id)
+func (s *RunService) failRun(ctx context.Context, id, why string) error {
+	c := s.c
+	r, err := c.runs.freshRun(ctx, id)
 	if errs.IsNotFound(err) {
 		return nil
 	}
@@ -565,12 +581,12 @@ func (c *Engine) failRun(ctx context.Context, id, why string) error {
 		// An ended run's cleanup (its job stopped on Ray, its cluster
 		// released) has nothing to fall back to: it keeps retrying, and
 		// the run's log says why, at most once per longest backoff.
-		if err := c.noteCleanupRetrying(ctx, r, why); err != nil {
+		if err := c.runs.noteCleanupRetrying(ctx, r, why); err != nil {
 			return err
 		}
 		return runner.ErrRetry
 	}
-	_, err = c.endRun(ctx, r, job.Fail, why)
+	_, err = c.runs.endRun(ctx, r, job.Fail, why)
 	return err
 }
 
@@ -578,24 +594,26 @@ func (c *Engine) failRun(ctx context.Context, id, why string) error {
 // failing, and why (renote: once, and again only after the longest
 // backoff or when the reason changes). A conflict leaves it to the next
 // time the steps give up.
-func (c *Engine) noteCleanupRetrying(ctx context.Context, r *job.Run, why string) error {
+func (s *RunService) noteCleanupRetrying(ctx context.Context, r *job.Run, why string) error {
+	c := s.c
 	events, write := renote(r.Events, c.event(ctx, "system", "cleanup-retrying", why), c.o.maxDelay)
 	if !write {
 		return nil
 	}
 	next := r.DeepCopy()
 	next.Events = events
-	if err := c.putRun(ctx, next, r.Version); err != nil && !errors.Is(err, errs.ErrConflict) {
+	if err := c.runs.putRun(ctx, next, r.Version); err != nil && !errors.Is(err, errs.ErrConflict) {
 		return err
 	}
 	return nil
 }
 
 // wait records why a run waits (J18), writing only when that changes.
-func (c *Engine) wait(ctx context.Context, r *job.Run, why job.WaitReason, msg string) error {
+func (s *RunService) wait(ctx context.Context, r *job.Run, why job.WaitReason, msg string) error {
+	c := s.c
 	if r.State == job.Waiting && r.WaitReason == why && r.Message == msg {
 		return nil
 	}
-	_, _, err := c.moveRun(ctx, r, job.Wait, string(why), func(n *job.Run) { n.WaitReason, n.Message = why, msg })
+	_, _, err := c.runs.moveRun(ctx, r, job.Wait, string(why), func(n *job.Run) { n.WaitReason, n.Message = why, msg })
 	return err
 }

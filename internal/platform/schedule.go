@@ -75,7 +75,7 @@ func (c jobReconciler) reconcileSchedule(ctx context.Context, id string) (time.D
 	if d, ok := c.cache.Get(kindJob, id); ok && d.Labels[labelScheduled] == "" {
 		return 0, nil
 	}
-	rec, err := c.getJob(ctx, id)
+	rec, err := c.jobs.getJob(ctx, id)
 	if errs.IsNotFound(err) {
 		return 0, nil
 	}
@@ -131,7 +131,7 @@ func (c jobReconciler) reconcileSchedule(ctx context.Context, id string) (time.D
 		// may not show a suspend, an edit or a delete's mark that another
 		// client wrote (a lagging owner started a tick after the suspend
 		// returned).
-		fr, err := c.freshJob(ctx, id)
+		fr, err := c.jobs.freshJob(ctx, id)
 		if errs.IsNotFound(err) {
 			return 0, nil
 		}
@@ -248,22 +248,22 @@ func (c jobReconciler) tickRun(ctx context.Context, rec *job.Record, t time.Time
 			return "", fmt.Sprintf("run %s of the job has not ended (concurrency policy Forbid)", live[0]), nil
 		}
 		for _, rid := range live { // Replace
-			r, err := c.getRun(ctx, rid)
+			r, err := c.runs.getRun(ctx, rid)
 			if errs.IsNotFound(err) {
 				continue
 			}
 			if err != nil {
 				return "", "", err
 			}
-			if _, err := c.endRun(ctx, r, job.Stop, "replaced by the run of the schedule's tick "+t.Format(time.RFC3339)); err != nil && !errors.Is(err, errs.ErrState) {
+			if _, err := c.runs.endRun(ctx, r, job.Stop, "replaced by the run of the schedule's tick "+t.Format(time.RFC3339)); err != nil && !errors.Is(err, errs.ErrState) {
 				return "", "", err
 			}
 		}
 	}
-	if n := c.o.maxUnfinished; n > 0 && c.liveRuns(rec.ID) >= n {
+	if n := c.o.maxUnfinished; n > 0 && c.jobs.liveRuns(rec.ID) >= n {
 		// The cache says where to look, the store decides: a run that
 		// ended and is not cached so yet never skips a tick.
-		live, err := c.freshLiveRuns(ctx, rec.ID)
+		live, err := c.jobs.freshLiveRuns(ctx, rec.ID)
 		if err != nil {
 			return "", "", err
 		}
@@ -271,7 +271,7 @@ func (c jobReconciler) tickRun(ctx context.Context, rec *job.Record, t time.Time
 			return "", fmt.Sprintf("the job has %d runs that have not ended, at most %d (WithMaxUnfinishedRuns)", live, n), nil
 		}
 	}
-	r, err := c.createRun(ctx, rec.ID, id, true, &newRun{source: "system", why: "tick " + t.Format(time.RFC3339),
+	r, err := c.runs.createRun(ctx, rec.ID, id, true, &newRun{source: "system", why: "tick " + t.Format(time.RFC3339),
 		shape: func(r *job.Run) { r.Tick, r.Creator = t.UTC(), rec.Creator }})
 	if err != nil {
 		return "", "", err
@@ -340,7 +340,7 @@ func (c jobReconciler) noteOnJob(ctx context.Context, rec *job.Record, action, m
 // a conflict; change reports whether there is anything to write.
 func (c *Engine) recordOnJob(ctx context.Context, id string, change func(*job.Record) bool) (*job.Record, error) {
 	for attempt := 0; ; attempt++ {
-		rec, err := c.freshJob(ctx, id)
+		rec, err := c.jobs.freshJob(ctx, id)
 		if err != nil {
 			return nil, err
 		}

@@ -124,7 +124,7 @@ func TestMembersChangedBeforeTheSnapshotIsApplied(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Close() })
-	live := c.rep.view.Load().live
+	live := c.share.rep.view.Load().live
 	if !slices.Contains(live, "replica-renewing") || slices.Contains(live, "replica-leaving") || len(live) != 2 {
 		t.Errorf("live members %v, want this client and replica-renewing", live)
 	}

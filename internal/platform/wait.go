@@ -56,7 +56,7 @@ func (s *RunService) Watch(ctx context.Context, opts watch.RunOptions) (<-chan w
 			return ev, false
 		}
 		r.Version = v
-		s.c.rederive(r)
+		s.c.runs.rederive(r)
 		ev.Run = r
 		return ev, true
 	})
@@ -78,7 +78,7 @@ func (s *ClusterService) Wait(ctx context.Context, id string, cond func(*cluster
 	if err != nil {
 		return nil, err
 	}
-	return views.WaitFor(ctx, "cluster", id, s.c.getCluster, events,
+	return views.WaitFor(ctx, "cluster", id, s.getCluster, events,
 		func(ev watch.ClusterEvent) (watch.EventType, *cluster.Cluster) { return ev.Type, ev.Cluster },
 		func(cl *cluster.Cluster) string { return strings.TrimSpace(string(cl.State) + " " + cl.Reason) }, cond)
 }
@@ -93,7 +93,7 @@ func (s *RunService) Wait(ctx context.Context, id string, cond func(*job.Run) (b
 	if err != nil {
 		return nil, err
 	}
-	return views.WaitFor(ctx, "run", id, s.c.getRun, events,
+	return views.WaitFor(ctx, "run", id, s.getRun, events,
 		func(ev watch.RunEvent) (watch.EventType, *job.Run) { return ev.Type, ev.Run },
 		func(r *job.Run) string {
 			seen := string(r.State)
