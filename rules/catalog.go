@@ -41,7 +41,7 @@ var catalog = []Rule{
 	{ID: "J17", Area: Jobs, Statement: "A job config with a run in progress cannot be deleted.",
 		Enforced: []string{"internal/platform.JobService.Delete"}},
 	{ID: "J18", Area: Jobs, Statement: "A run waits, saying why: its cluster is not running, every member of its group is abnormal, or its resource group lacks allocatable quota.",
-		Enforced: []string{"job.WaitReason", "internal/platform.Engine.pending", "internal/platform.Engine.chooseMember"}},
+		Enforced: []string{"job.WaitReason", "internal/platform.runReconciler.pending", "internal/platform.Engine.chooseMember"}},
 	{ID: "J19", Area: Jobs, Statement: "A job config that names a deleted cluster group fails at its next run, saying the group does not exist.",
 		Enforced: []string{"internal/platform.GroupService.Delete", "internal/platform.Engine.chooseMember"}},
 

@@ -9,7 +9,7 @@ import (
 )
 
 // latestReads coalesces concurrent reads of one document past the cache
-// (Engine.latest) without giving up what such a read is for: it sees every
+// (access.latest) without giving up what such a read is for: it sees every
 // write that completed before it was asked for.
 //
 // At most one read of a document is in flight. A caller that finds none

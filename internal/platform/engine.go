@@ -533,7 +533,7 @@ func idFor(prefix string, parts ...string) string {
 // copy disagree with what it copies: a cluster's quota group is its live
 // resource group's, its worker counts lie within the live ranges; a
 // run's priority is its config's. (A run's demand needs the catalog: see
-// Engine.rederive.)
+// RunService.rederive.)
 func normalise(v any) {
 	switch x := v.(type) {
 	case *cluster.Cluster:

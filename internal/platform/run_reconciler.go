@@ -492,7 +492,7 @@ func (c runReconciler) recordRay(ctx context.Context, r *job.Run, obs job.Observ
 // that Ray accepted it, and when; a run still provisioning the start
 // timeout after that fails, saying so (its cleanup stops the job on Ray).
 // It returns how long is left until then.
-func (c *Engine) pending(ctx context.Context, r *job.Run) (time.Duration, error) {
+func (c runReconciler) pending(ctx context.Context, r *job.Run) (time.Duration, error) {
 	now := c.clock.Now()
 	if !r.RaySubmitted || (r.RayAcceptedAt.IsZero() && r.State == job.Provisioning) {
 		next := r.DeepCopy()
