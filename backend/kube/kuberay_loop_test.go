@@ -14,6 +14,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/aidlc/dlc/backend/kube"
 	"github.com/aidlc/dlc/dlctest/kubetest"
 )
 
@@ -355,4 +356,53 @@ func TestKubeRayReplacesFailedPod(t *testing.T) {
 			l.noWarnings()
 		})
 	}
+}
+
+// TestTagsSelectATeamsPods: under KubeRay's own reconciler, the pods of a
+// cluster carry its tags as labels, so a label selector built from a
+// team's tag (kube.TagSelector) finds that team's pods and no other's,
+// whatever the tag's value holds (here one a label cannot: "推荐").
+func TestTagsSelectATeamsPods(t *testing.T) {
+	l := newLoop(t)
+	c := l.cp.Client()
+	teams := map[string]string{"cls-teamnlp001": "nlp", "cls-teamrec001": "推荐"}
+	total := map[string]int{}
+	for id, team := range teams {
+		cl := running(id, "team-"+id, cpuEnv())
+		cl.Spec.Tags = map[string]string{"team": team, "cost-center": "cc-" + id[4:8]}
+		obj, err := kube.RenderRayCluster(cl, kube.RenderOptions{Namespace: l.ns})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Create(t.Context(), obj); err != nil {
+			t.Fatalf("Create %s: %v", id, err)
+		}
+		total[obj.Name] = 1
+		for _, n := range wantPods(obj) {
+			total[obj.Name] += n
+		}
+	}
+	for name, n := range total {
+		l.eventually("the pods of "+name, func() (bool, string) {
+			got := len(l.pods(name))
+			return got == n, fmt.Sprintf("%d pods of %d", got, n)
+		})
+	}
+	for id, team := range teams {
+		var pods corev1.PodList
+		sel := kube.TagSelector(map[string]string{"team": team})
+		if err := c.List(t.Context(), &pods, client.InNamespace(l.ns), client.MatchingLabels(sel)); err != nil {
+			t.Fatal(err)
+		}
+		name := kube.RayClusterName(id)
+		if len(pods.Items) != total[name] {
+			t.Errorf("team %q (%v): %d pods, want its cluster's %d", team, sel, len(pods.Items), total[name])
+		}
+		for _, p := range pods.Items {
+			if p.Labels[labelCluster] != name {
+				t.Errorf("team %q's selector found pod %s of %s", team, p.Name, p.Labels[labelCluster])
+			}
+		}
+	}
+	l.noWarnings()
 }

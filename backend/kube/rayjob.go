@@ -61,14 +61,14 @@ func renderRayJob(r *job.Run, o RenderOptions, replicas map[string]int) (*rayv1.
 	if err != nil {
 		return nil, err
 	}
-	ids := idLabels(map[string]string{KeyRunID: r.ID, KeyJobID: r.JobID, KeyResourceGroup: cfg.OnDemand.ResourceGroup})
+	ids, tags := withTags(idLabels(map[string]string{KeyRunID: r.ID, KeyJobID: r.JobID, KeyResourceGroup: cfg.OnDemand.ResourceGroup}), cfg.Tags)
 	runEnv := cfg.RunEnvironment() // the runtime env's container, if any, is every node's image
 	env := &runEnv
 	spec, err := renderClusterSpec(clusterInput{
 		env: env, path: "onDemand.environment", rules: cluster.JobRules, replicas: replicas,
 		mounts: cfg.Mounts, mountRule: "J9",
 		advanced: cfg.Advanced, advancedRule: "J11", maxAdvanced: -1,
-		podLabels: ids, resourceGroup: cfg.OnDemand.ResourceGroup,
+		podLabels: ids, tags: tags, resourceGroup: cfg.OnDemand.ResourceGroup,
 		secretEnv: cfg.Runtime.SecretEnv,
 	}, o)
 	if err != nil {
@@ -77,6 +77,9 @@ func renderRayJob(r *job.Run, o RenderOptions, replicas map[string]int) (*rayv1.
 	annotations := map[string]string{KeyRunID: r.ID, KeyName: cfg.Name}
 	if r.JobID != "" {
 		annotations[KeyJobID] = r.JobID
+	}
+	if tags != "" {
+		annotations[KeyTags] = tags
 	}
 	return &rayv1.RayJob{
 		TypeMeta: metav1.TypeMeta{APIVersion: rayv1.GroupVersion.String(), Kind: "RayJob"},

@@ -226,28 +226,32 @@ func RenderRayCluster(c *cluster.Cluster, o RenderOptions) (*rayv1.RayCluster, e
 	if c.Live != nil && c.Live.ResourceGroup != "" {
 		rg = c.Live.ResourceGroup
 	}
-	ids := idLabels(map[string]string{KeyClusterID: c.ID, KeyResourceGroup: rg})
+	ids, tags := withTags(idLabels(map[string]string{KeyClusterID: c.ID, KeyResourceGroup: rg}), c.Spec.Tags)
 	spec, err := renderClusterSpec(clusterInput{
 		env: env, path: envPath, rules: cluster.Rules{Image: "C5", Head: "C7", Workers: "C8"},
 		replicas: c.Replicas, mounts: c.Spec.Mounts, mountRule: "C9",
 		advanced: c.Spec.Advanced, advancedRule: "C10", maxAdvanced: cluster.MaxAdvanced,
-		podLabels: ids, rayToken: c.Spec.RayToken, resourceGroup: rg,
+		podLabels: ids, tags: tags, rayToken: c.Spec.RayToken, resourceGroup: rg,
 	}, o)
 	if err != nil {
 		return nil, err
 	}
 	spec.Suspend = ptr.To(suspend)
+	annotations := map[string]string{
+		KeyClusterID:  c.ID,
+		KeyName:       c.Spec.Name,
+		KeyGeneration: strconv.FormatInt(c.Generation, 10),
+	}
+	if tags != "" {
+		annotations[KeyTags] = tags
+	}
 	rc := &rayv1.RayCluster{
 		TypeMeta: metav1.TypeMeta{APIVersion: rayv1.GroupVersion.String(), Kind: "RayCluster"},
 		ObjectMeta: metav1.ObjectMeta{
-			Name:      RayClusterName(c.ID),
-			Namespace: o.Namespace,
-			Labels:    withManagedBy(ids),
-			Annotations: map[string]string{
-				KeyClusterID:  c.ID,
-				KeyName:       c.Spec.Name,
-				KeyGeneration: strconv.FormatInt(c.Generation, 10),
-			},
+			Name:        RayClusterName(c.ID),
+			Namespace:   o.Namespace,
+			Labels:      withManagedBy(ids),
+			Annotations: annotations,
 		},
 		Spec: *spec,
 	}
@@ -270,6 +274,7 @@ type clusterInput struct {
 	maxAdvanced  int // < 0: no limit
 
 	podLabels     map[string]string // on every pod template
+	tags          string            // the KeyTags annotation of every pod template ("": none)
 	resourceGroup string            // the resource group drawn on (its Redis, RenderOptions.RedisFor)
 	// secretEnv are variables from Secrets on every Ray container: an
 	// on-demand run's runtime environment (runtimeEnv.secretEnvVars), so
@@ -323,7 +328,7 @@ func renderClusterSpec(in clusterInput, o RenderOptions) (*rayv1.RayClusterSpec,
 		HeadGroupSpec: rayv1.HeadGroupSpec{
 			RayStartParams: groupStartParams(start, env.Head.Resources),
 			Labels:         cloneOrNil(env.Head.Labels),
-			Template:       podTemplate(HeadContainer, image, env.Head.NodeGroup, head, in.podLabels, mounts, in.secretEnv, in.rayToken),
+			Template:       podTemplate(HeadContainer, image, env.Head.NodeGroup, head, in.podLabels, in.tags, mounts, in.secretEnv, in.rayToken),
 		},
 		EnableInTreeAutoscaling: ptr.To(false),
 	}
@@ -352,7 +357,7 @@ func renderClusterSpec(in clusterInput, o RenderOptions) (*rayv1.RayClusterSpec,
 			NumOfHosts:     1,
 			RayStartParams: groupStartParams(start, w.Resources),
 			Labels:         cloneOrNil(w.Labels),
-			Template:       podTemplate(WorkerContainer, image, w.NodeGroup, ns, in.podLabels, mounts, in.secretEnv, in.rayToken),
+			Template:       podTemplate(WorkerContainer, image, w.NodeGroup, ns, in.podLabels, in.tags, mounts, in.secretEnv, in.rayToken),
 		})
 	}
 	if *spec.EnableInTreeAutoscaling {
@@ -415,7 +420,7 @@ func carveAutoscaler(c *corev1.Container) {
 // Secrets, and runSecrets, are references (valueFrom.secretKeyRef): the
 // values never appear in the rendered object.
 func podTemplate(container, image string, g cluster.NodeGroup, ns quota.NodeSpec,
-	ids map[string]string, mounts RenderedMounts, runSecrets map[string]cluster.SecretKeyRef, token *cluster.SecretKeyRef) corev1.PodTemplateSpec {
+	ids map[string]string, tags string, mounts RenderedMounts, runSecrets map[string]cluster.SecretKeyRef, token *cluster.SecretKeyRef) corev1.PodTemplateSpec {
 	res := corev1.ResourceList{
 		corev1.ResourceCPU:    *resource.NewQuantity(ns.CPU, resource.DecimalSI),
 		corev1.ResourceMemory: *resource.NewQuantity(ns.MemoryGB*quota.GiB, resource.BinarySI),
@@ -444,10 +449,14 @@ func podTemplate(container, image string, g cluster.NodeGroup, ns quota.NodeSpec
 	for k, v := range ids {
 		labels[k] = v
 	}
+	annotations := map[string]string{KeyNodeSpec: ns.Name}
+	if tags != "" {
+		annotations[KeyTags] = tags
+	}
 	t := corev1.PodTemplateSpec{
 		ObjectMeta: metav1.ObjectMeta{
 			Labels:      labels,
-			Annotations: map[string]string{KeyNodeSpec: ns.Name},
+			Annotations: annotations,
 		},
 		Spec: corev1.PodSpec{
 			Containers:                   []corev1.Container{c},

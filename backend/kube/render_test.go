@@ -88,6 +88,7 @@ func renderCases() []renderCase {
 		"system-config":       `{"object_spilling_threshold": 0.9}`,
 	}
 	plain.Replicas = map[string]int{"cpu": 2}
+	plain.Spec.Tags = map[string]string{"team": "推荐", "cost-center": "cc-1024", "env": ""}
 
 	auto := cpuEnv()
 	auto.Workers[0].Instances = cluster.Range(1, 4)
@@ -140,6 +141,7 @@ func onDemandRun() *job.Run {
 		ID: "run-k3j4h5g6f7", JobID: "job-a1b2c3d4e5", State: job.Provisioning, Priority: 5,
 		Config: job.Config{
 			Name: "训练任务 v2",
+			Tags: map[string]string{"team": "nlp", "项目": "大模型"},
 			OnDemand: &job.OnDemand{
 				ResourcePackage: "pkg-1", ResourceGroup: "rg-1", Environment: env,
 			},
