@@ -165,3 +165,49 @@ func TestPlanCluster(t *testing.T) {
 		t.Fatalf("the start the plan said would not fit: %v", err)
 	}
 }
+
+// TestPlanMakesTheNameCheck: a plan makes the name check its operation
+// makes. A create whose name another cluster has, and a rename onto it,
+// are ErrConflict in the plan as in the operation; a free name plans.
+func TestPlanMakesTheNameCheck(t *testing.T) {
+	f := newFixture(t, dlctest.MemoryOptions{})
+	taken, err := f.c.Clusters().Create(f.ctx, f.spec("taken", 1, 1))
+	f.must(err)
+	other, err := f.c.Clusters().Create(f.ctx, f.spec("other", 1, 1))
+	f.must(err)
+	f.settle()
+	renamed := func(name string) *cluster.Cluster {
+		cur, err := f.c.Clusters().Get(f.ctx, other.ID)
+		f.must(err)
+		cur.Spec.Name = name
+		return cur
+	}
+	for _, tc := range []struct {
+		name     string
+		plan, op func() error
+		conflict bool
+	}{
+		{"create on a taken name",
+			func() error { _, err := f.c.Clusters().PlanCreate(f.ctx, f.spec("taken", 1, 1)); return err },
+			func() error { _, err := f.c.Clusters().Create(f.ctx, f.spec("taken", 1, 1)); return err }, true},
+		{"rename onto a taken name",
+			func() error { _, err := f.c.Clusters().PlanUpdate(f.ctx, renamed(taken.Spec.Name)); return err },
+			func() error { _, err := f.c.Clusters().Update(f.ctx, renamed(taken.Spec.Name)); return err }, true},
+		{"create on a free name",
+			func() error { _, err := f.c.Clusters().PlanCreate(f.ctx, f.spec("free", 1, 1)); return err }, nil, false},
+		{"rename onto a free name",
+			func() error { _, err := f.c.Clusters().PlanUpdate(f.ctx, renamed("free_too")); return err }, nil, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.plan()
+			if got := errors.Is(err, dlc.ErrConflict); got != tc.conflict || (!tc.conflict && err != nil) {
+				t.Fatalf("plan: %v (want conflict: %v)", err, tc.conflict)
+			}
+			if tc.op != nil {
+				if err := tc.op(); !errors.Is(err, dlc.ErrConflict) {
+					t.Fatalf("the operation: %v, want ErrConflict as its plan said", err)
+				}
+			}
+		})
+	}
+}

@@ -126,6 +126,26 @@ func (n *names) nameFree(ctx context.Context, kind, name, owner string) error {
 	return errs.Conflict(kind, name, "the name is taken by "+kind+" "+cl.Owner)
 }
 
+// nameTaken is what a plan checks of a name its operation would claim
+// for owner: ErrConflict when the store has the name's claim and the
+// claim's owner, another object of kind, has the name (what claimName
+// refuses); nil when the name is free, owner's, or held by a claim whose
+// owner does not have it (claimName takes that over, or refuses it
+// while it is younger than the grace: a plan cannot tell which). It
+// writes nothing.
+func (n *names) nameTaken(ctx context.Context, kind, name, owner string) error {
+	cl, _, err := fresh[nameClaim](ctx, n.acc, kindName, claimID(kind, name))
+	switch {
+	case errs.IsNotFound(err):
+		return nil
+	case err != nil:
+		return err
+	case cl.Owner == owner || !n.ownsName(ctx, kind, name, cl.Owner):
+		return nil
+	}
+	return errs.Conflict(kind, name, "the name is taken by "+kind+" "+cl.Owner)
+}
+
 // maxClaimsSeen bounds the claims a client remembers seeing without their
 // owner; past it, the oldest sightings are forgotten (and seen anew).
 const maxClaimsSeen = 4096

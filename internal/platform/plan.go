@@ -34,6 +34,9 @@ func (s *ClusterService) PlanCreate(ctx context.Context, spec *cluster.Spec) (*p
 	if err != nil {
 		return nil, err
 	}
+	if err := c.names.nameTaken(ctx, kindCluster, cl.Spec.Name, cl.ID); err != nil {
+		return nil, err // Create would fail so (ErrConflict)
+	}
 	need, err := cl.Spec.Environment.MinResources(c.cat.Nodes)
 	if err != nil {
 		return nil, err
@@ -90,6 +93,11 @@ func (s *ClusterService) PlanUpdate(ctx context.Context, in *cluster.Cluster) (*
 	e, err := c.clusters.edited(ctx, in)
 	if err != nil {
 		return nil, err
+	}
+	if e.next.Spec.Name != e.cur.Spec.Name {
+		if err := c.names.nameTaken(ctx, kindCluster, e.next.Spec.Name, e.cur.ID); err != nil {
+			return nil, err // the rename's claim would fail so (ErrConflict)
+		}
 	}
 	p := &plan.Plan{Operation: "update cluster", Cluster: e.next}
 	for _, l := range e.live {
