@@ -70,6 +70,14 @@ func (c *Client) Reconcile() int {
 	return c.e.Reconcile()
 }
 
+// Ready reports whether the client can serve, for a readiness probe: nil
+// when it is not closed, its cache holds the store's snapshot, every
+// reconcile worker it started takes keys, and the store answers a read
+// made now (on Kubernetes, a GET of the API server), bounded by ctx;
+// otherwise ErrUnavailable, saying what is not ready. It writes nothing,
+// and asks no authorizer (a probe has no user).
+func (c *Client) Ready(ctx context.Context) error { return c.e.Ready(ctx) }
+
 // CheckQuota audits the reservations in the store itself, both ways, and
 // against what Ray runs. In every resource group: no reservation is
 // negative, larger than the capacity or dated in the future (further than

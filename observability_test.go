@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -364,3 +365,55 @@ func (nopSink) Info(int, string, ...any)         {}
 func (nopSink) Error(error, string, ...any)      {}
 func (s nopSink) WithValues(...any) logr.LogSink { return s }
 func (s nopSink) WithName(string) logr.LogSink   { return s }
+
+// TestReady: a readiness probe's answer. A client that is open, has its
+// snapshot, its workers and a store that answers is ready; one whose
+// store does not answer, or that is closed, is not (ErrUnavailable,
+// saying why).
+func TestReady(t *testing.T) {
+	var down atomic.Bool // the store refuses every read
+	be := memory.New(memory.Options{Store: memory.StoreHooks{Read: func(ctx context.Context, kind, id string) error {
+		if down.Load() {
+			return errors.New("connection refused")
+		}
+		return nil
+	}}})
+	open := func(t *testing.T, opts ...dlc.Option) *dlc.Client {
+		c, err := dlc.New(append([]dlc.Option{dlc.WithBackend(be)}, opts...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	for _, tc := range []struct {
+		name    string
+		workers int
+		prepare func(c *dlc.Client)
+		want    string // "" : ready; else in the error
+	}{
+		{"open, with workers", 8, nil, ""},
+		{"open, no workers (Reconcile runs the steps)", 0, nil, ""},
+		{"the store does not answer", 8, func(*dlc.Client) { down.Store(true) }, "connection refused"},
+		{"closed", 8, func(c *dlc.Client) { _ = c.Close() }, "closed"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			down.Store(false)
+			c := open(t, dlc.WithWorkers(tc.workers))
+			defer c.Close()
+			if tc.prepare != nil {
+				tc.prepare(c)
+			}
+			err := c.Ready(t.Context())
+			down.Store(false)
+			if tc.want == "" {
+				if err != nil {
+					t.Fatalf("not ready: %v", err)
+				}
+				return
+			}
+			if !errors.Is(err, dlc.ErrUnavailable) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Ready: %v, want ErrUnavailable saying %q", err, tc.want)
+			}
+		})
+	}
+}

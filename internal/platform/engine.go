@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"github.com/aidlc/dlc/auth"
 	"sync"
@@ -571,3 +572,26 @@ func nilInput(path, want string) error {
 
 // conflictRetries bounds compare-and-swap loops on one object.
 const conflictRetries = 16
+
+// Ready reports whether the client can serve, for a readiness probe: nil
+// when it is not closed, its cache holds the store's snapshot, every
+// reconcile worker it started takes keys, and the store answers a read
+// made now (past its cache where the store can: on Kubernetes, a GET of
+// the API server), bounded by ctx. Otherwise ErrUnavailable, saying what
+// is not ready. It writes nothing.
+func (c *Engine) Ready(ctx context.Context) error {
+	const op = "ready"
+	switch {
+	case c.ctx.Err() != nil:
+		return errs.Unavailable(op, errClosed)
+	case !c.loaded.Load():
+		return errs.Unavailable(op, errors.New("the store's snapshot is not in the cache yet"))
+	}
+	if live, want := c.run.Workers(); live != want {
+		return errs.Unavailable(op, fmt.Errorf("%d of %d reconcile workers take keys", live, want))
+	}
+	if _, err := c.acc.latest(ctx, kindName, "ready-probe"); err != nil && !errs.IsNotFound(err) {
+		return errs.Unavailable(op, fmt.Errorf("the store does not answer: %w", err))
+	}
+	return nil
+}

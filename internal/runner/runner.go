@@ -38,6 +38,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -130,6 +131,7 @@ type Runner struct {
 	admit       workqueue.TypedInterface[string] // the admission lane
 	limiter     workqueue.TypedRateLimiter[string]
 	wg          sync.WaitGroup
+	live        atomic.Int32 // workers taking keys (Workers)
 
 	mu       sync.Mutex
 	failures map[string]int   // consecutive failures of a key's step
@@ -174,12 +176,21 @@ func AdmitWorkers(n int) int {
 func (r *Runner) Start() {
 	for range r.o.Workers {
 		r.wg.Add(1)
+		r.live.Add(1)
 		go r.worker(r.queue)
 	}
 	for range AdmitWorkers(r.o.Workers) {
 		r.wg.Add(1)
+		r.live.Add(1)
 		go r.worker(r.admit)
 	}
+}
+
+// Workers returns how many workers take keys now, and how many Start
+// starts (Options.Workers and the admission lane's): a readiness probe
+// wants them equal once started.
+func (r *Runner) Workers() (live, want int) {
+	return int(r.live.Load()), r.o.Workers + AdmitWorkers(r.o.Workers)
 }
 
 // Stop stops the timers and the queues, and waits for the steps in
@@ -261,6 +272,7 @@ func (r *Runner) ForgetFailures(keep func(key string) bool) {
 
 func (r *Runner) worker(q workqueue.TypedInterface[string]) {
 	defer r.wg.Done()
+	defer r.live.Add(-1) // counted by Start
 	for {
 		key, shutdown := q.Get()
 		if shutdown {

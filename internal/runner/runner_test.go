@@ -374,3 +374,24 @@ func (sink) Info(int, string, ...any)              {}
 func (s sink) Error(err error, _ string, _ ...any) { s.f(err) }
 func (s sink) WithValues(...any) logr.LogSink      { return s }
 func (s sink) WithName(string) logr.LogSink        { return s }
+
+// TestRunnerWorkers: the workers a readiness probe counts — none before
+// Start, all of both lanes after it, none once stopped.
+func TestRunnerWorkers(t *testing.T) {
+	for _, n := range []int{0, 1, 8} {
+		r, _, cancel := newRunner(t, &script{}, runner.Options{Workers: n})
+		want := n + runner.AdmitWorkers(n)
+		if live, w := r.Workers(); live != 0 || w != want {
+			t.Errorf("workers %d, before Start: %d of %d, want 0 of %d", n, live, w, want)
+		}
+		r.Start()
+		if live, w := r.Workers(); live != want || w != want {
+			t.Errorf("workers %d, started: %d of %d, want %d of %d", n, live, w, want, want)
+		}
+		cancel()
+		r.Stop()
+		if live, _ := r.Workers(); live != 0 {
+			t.Errorf("workers %d, stopped: %d still take keys", n, live)
+		}
+	}
+}
