@@ -19,6 +19,11 @@
 // queued steps in the test's goroutine between advances of the clock, so
 // a test takes the same steps every time. Memory.NewClient starts another
 // client on the same backend (a second replica, or a restarted process).
+// MemoryOptions.T (the test) closes the clients when the test ends. Code
+// under test that blocks on the platform, as an HTTP handler that calls
+// Wait or Follow does, needs time to pass meanwhile: Memory.Drive steps
+// the fixture from a goroutine of its own until stopped, taking turns
+// with the test's own steps.
 //
 // # Conformance suite
 //

@@ -1,6 +1,9 @@
 package dlctest
 
 import (
+	"context"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/aidlc/dlc"
@@ -22,7 +25,13 @@ type Memory struct {
 	Clock   *backend.FakeClock
 	Backend *memory.Backend
 
-	opts    MemoryOptions
+	opts MemoryOptions
+
+	// step serialises what moves the fixture (Reconcile, Step, Settle),
+	// so that Drive's goroutine and the test's take turns; mu guards
+	// clients, which NewClient and CloseClient change meanwhile.
+	step    sync.Mutex
+	mu      sync.Mutex
 	clients []*dlc.Client
 }
 
@@ -35,15 +44,25 @@ type MemoryOptions struct {
 	Seed    int64
 	MaxWait time.Duration
 	Options []dlc.Option // more client options
+	// T, when set (a *testing.T, *testing.B or *testing.F), closes the
+	// fixture's clients when the test ends, as if Close were deferred.
+	T Cleaner
 }
 
-// NewMemory returns a Memory fixture. It needs no TestingT: nothing is
-// started that must be stopped (Close stops its clients' watches).
+// Cleaner is what MemoryOptions.T needs of a test: testing.TB's Cleanup.
+type Cleaner interface{ Cleanup(func()) }
+
+// NewMemory returns a Memory fixture. It needs no test: nothing is
+// started that must be stopped but its clients' watches, which Close
+// stops (or the test's end, with MemoryOptions.T).
 func NewMemory(o MemoryOptions) *Memory {
 	clk := backend.NewFakeClock(Epoch)
 	be := memory.New(memory.Options{Clock: clk, Delays: o.Delays, Ray: o.Ray, Store: o.Store})
 	m := &Memory{Clock: clk, Backend: be, opts: o}
 	m.Client = m.NewClient()
+	if o.T != nil {
+		o.T.Cleanup(m.Close)
+	}
 	return m
 }
 
@@ -57,13 +76,18 @@ func (m *Memory) NewClient(more ...dlc.Option) *dlc.Client {
 	if seed == 0 {
 		seed = 1
 	}
+	m.mu.Lock()
+	n := len(m.clients)
+	m.mu.Unlock()
 	opts := append([]dlc.Option{dlc.WithBackend(m.Backend), dlc.WithClock(m.Clock), dlc.WithWorkers(0), dlc.WithResync(0),
-		dlc.WithPolicy(scheduler.NewRandom(seed + int64(len(m.clients)))), dlc.WithMaxWait(m.opts.MaxWait)}, m.opts.Options...)
+		dlc.WithPolicy(scheduler.NewRandom(seed + int64(n))), dlc.WithMaxWait(m.opts.MaxWait)}, m.opts.Options...)
 	c, err := dlc.New(append(opts, more...)...)
 	if err != nil {
 		panic("dlctest: the memory client's options are refused: " + err.Error())
 	}
+	m.mu.Lock()
 	m.clients = append(m.clients, c)
+	m.mu.Unlock()
 	return c
 }
 
@@ -91,6 +115,8 @@ func (c skewedClock) AfterFunc(d time.Duration, f func()) func() bool {
 // CloseClient closes c and stops settling it, as a process that stops.
 func (m *Memory) CloseClient(c *dlc.Client) {
 	_ = c.Close()
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	for i, x := range m.clients {
 		if x == c {
 			m.clients = append(m.clients[:i], m.clients[i+1:]...)
@@ -101,19 +127,32 @@ func (m *Memory) CloseClient(c *dlc.Client) {
 
 // Close closes every client of the fixture.
 func (m *Memory) Close() {
-	for _, c := range m.clients {
+	m.mu.Lock()
+	clients := m.clients
+	m.clients = nil
+	m.mu.Unlock()
+	for _, c := range clients {
 		_ = c.Close()
 	}
-	m.clients = nil
 }
 
 // Reconcile runs every client's queued reconcile steps until none is
 // left, and returns how many ran.
 func (m *Memory) Reconcile() int {
+	m.step.Lock()
+	defer m.step.Unlock()
+	return m.reconcile()
+}
+
+// reconcile is Reconcile with m.step held.
+func (m *Memory) reconcile() int {
 	total := 0
 	for {
 		n := 0
-		for _, c := range m.clients {
+		m.mu.Lock()
+		clients := slices.Clone(m.clients)
+		m.mu.Unlock()
+		for _, c := range clients {
 			n += c.Reconcile()
 		}
 		if n == 0 {
@@ -130,8 +169,10 @@ func (m *Memory) Reconcile() int {
 // an hour-long run is still running after Step(time.Minute). Timers that
 // keep coming due at the same instant stop it after maxStepTimers.
 func (m *Memory) Step(d time.Duration) int {
+	m.step.Lock()
+	defer m.step.Unlock()
 	target := m.Clock.Now().Add(d)
-	n := m.Reconcile()
+	n := m.reconcile()
 	for range maxStepTimers {
 		next, ok := m.Clock.Next()
 		now := m.Clock.Now()
@@ -139,14 +180,14 @@ func (m *Memory) Step(d time.Duration) int {
 			if target.After(now) {
 				m.Clock.Advance(target.Sub(now))
 			}
-			return n + m.Reconcile()
+			return n + m.reconcile()
 		}
 		if next.After(now) {
 			m.Clock.Advance(next.Sub(now))
 		} else {
 			m.Clock.Advance(0) // due already: fire it
 		}
-		n += m.Reconcile()
+		n += m.reconcile()
 	}
 	return n
 }
@@ -161,14 +202,42 @@ const maxStepTimers = 100_000
 // deletion at the end of its retention (days away), does not keep it
 // going: Advance the clock to reach it.
 func (m *Memory) Settle(d time.Duration, max int) int {
+	m.step.Lock()
+	defer m.step.Unlock()
 	until := m.Clock.Now().Add(time.Duration(max) * d)
 	for i := 0; i < max; i++ {
-		m.Reconcile()
+		m.reconcile()
 		if next, ok := m.Clock.Next(); !ok || next.After(until) {
 			return i
 		}
 		m.Clock.Advance(d)
 	}
-	m.Reconcile()
+	m.reconcile()
 	return max
+}
+
+// Drive moves the fixture from a goroutine of its own until ctx ends:
+// every real interval every, it runs the queued steps and advances the
+// fake clock by d (Step). It is for code under test that blocks on the
+// platform, as a handler that calls Wait or Follow does, while the test's
+// goroutine is in that call. The test's own Step, Settle and Reconcile
+// take turns with it. It returns at once; the returned function stops it
+// and waits until it has.
+func (m *Memory) Drive(ctx context.Context, d, every time.Duration) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				m.Step(d)
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
 }

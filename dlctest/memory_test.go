@@ -58,3 +58,43 @@ func TestMemoryStep(t *testing.T) {
 		t.Fatalf("after 61 minutes: %s", s)
 	}
 }
+
+// TestMemoryDrive: code that blocks on the platform (a handler's Wait)
+// returns while Drive moves the fixture from its own goroutine; the
+// test's own Step takes turns with it; MemoryOptions.T closes the
+// clients when the test ends.
+func TestMemoryDrive(t *testing.T) {
+	var closed *dlc.Client
+	t.Run("drive", func(t *testing.T) {
+		d := memory.DefaultDelays
+		d.Run = time.Hour // no step of the test's own reaches its end
+		m := dlctest.NewMemory(dlctest.MemoryOptions{T: t, Delays: &d})
+		closed = m.NewClient()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // a bound, not a wait
+		defer cancel()
+		c := m.Client
+		if _, err := c.ResourceGroups().Register(ctx, quota.Group{ID: "rg-1", Package: "pkg-1",
+			Capacity: quota.Resources{MilliCPU: 32000, Memory: 128 * quota.GiB}}); err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := dlc.NewJob("driven").OnDemand("pkg-1", "rg-1").Image("ray-2.46.0-py310-cpu").Head("head", "cu.4c8g").
+			WorkerGroup("cpu", "cu.4c8g", 1, 1).COSPackage("cos://jobs-1250000000/a.zip").Entrypoint("python a.py").Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, r, err := job.Submit(ctx, c, cfg, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		stop := m.Drive(ctx, time.Minute, time.Millisecond)
+		defer stop()
+		m.Step(time.Second) // the test's own steps take turns with the driver's
+		got, err := c.Runs().Wait(ctx, r.ID, func(r *job.Run) (bool, error) { return r.State.Terminal(), nil })
+		if err != nil || got.State != job.Succeeded {
+			t.Fatalf("Wait while driven: %v, %+v", err, got)
+		}
+	})
+	if err := closed.Ready(context.Background()); err == nil {
+		t.Fatal("a client of a fixture made with T is still open after the test")
+	}
+}

@@ -33,9 +33,15 @@ var DefaultDelays = Delays{
 
 // Outcome is how a simulated run ends.
 type Outcome struct {
-	Fail     bool          // fail instead of succeed
-	Message  string        // the final message
-	Logs     []string      // the log lines the job prints
+	Fail    bool   // fail instead of succeed
+	Message string // the final message
+	// Logs are the lines the job prints once it runs; nil prints two
+	// ("Job <run> submitted to <cluster>", "Running entrypoint: <it>").
+	// The simulated Ray then adds one line when the job ends, "Job <run>
+	// succeeded" or "Job <run> failed" (its state), or, when it is
+	// stopped, "Job <run> <state>: <why>": a test that reads a run's logs
+	// sees it last.
+	Logs     []string
 	Duration time.Duration // how long it runs; 0 means Delays.Run
 }
 
