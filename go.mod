@@ -7,7 +7,9 @@ require (
 	github.com/hashicorp/go-multierror v1.1.1
 	github.com/johannesboyne/gofakes3 v1.2.0
 	github.com/prometheus/client_golang v1.24.0
+	github.com/prometheus/client_model v0.6.2
 	github.com/ray-project/kuberay/ray-operator v1.5.0
+	github.com/robfig/cron/v3 v3.0.1
 	github.com/tencentyun/cos-go-sdk-v5 v0.7.70
 	go.yaml.in/yaml/v3 v3.0.4
 	k8s.io/api v0.37.2
@@ -63,10 +65,8 @@ require (
 	github.com/openshift/api v0.0.0-20250602203052-b29811a290c7 // indirect
 	github.com/orcaman/concurrent-map/v2 v2.0.1 // indirect
 	github.com/pmezard/go-difflib v1.0.1-0.20181226105442-5d4384ee4fb2 // indirect
-	github.com/prometheus/client_model v0.6.2 // indirect
 	github.com/prometheus/common v0.70.0 // indirect
 	github.com/prometheus/procfs v0.21.1 // indirect
-	github.com/robfig/cron/v3 v3.0.1 // indirect
 	github.com/ryszard/goskiplist v0.0.0-20150312221310-2dfbae5fcf46 // indirect
 	github.com/spf13/pflag v1.0.10 // indirect
 	github.com/stretchr/testify v1.11.1 // indirect

@@ -15,6 +15,7 @@ import (
 	"github.com/go-logr/logr/funcr"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/aidlc/dlc"
 	"github.com/aidlc/dlc/backend/memory"
@@ -415,5 +416,74 @@ func TestReady(t *testing.T) {
 				t.Fatalf("Ready: %v, want ErrUnavailable saying %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestLifecycleMetrics: the counters of the lifecycle automation match
+// what the store records. Ticks started are the schedule's runs, ticks
+// skipped the config's missed count; a run failed at its deadline, a
+// failing run's retries and an idle hibernation are each counted once.
+func TestLifecycleMetrics(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	o := lasting(90*time.Second, func(r *job.Run) bool { return strings.HasPrefix(r.Config.Name, "failing") })
+	o.Options = []dlc.Option{dlc.WithMetrics(reg)}
+	f := newFixture(t, o)
+	count := func(name string, labels ...string) int {
+		t.Helper()
+		mfs, err := reg.Gather()
+		f.must(err)
+		n := 0.0
+		for _, mf := range mfs {
+			if mf.GetName() != name {
+				continue
+			}
+			for _, m := range mf.GetMetric() {
+				match := true
+				for i := 0; i+1 < len(labels); i += 2 {
+					if !slices.ContainsFunc(m.GetLabel(), func(l *dto.LabelPair) bool { return l.GetName() == labels[i] && l.GetValue() == labels[i+1] }) {
+						match = false
+					}
+				}
+				if match {
+					n += m.GetCounter().GetValue()
+				}
+			}
+		}
+		return int(n)
+	}
+	cl := f.runningClusterWith(f.spec("c1", 1, 1), 5*time.Minute)
+	sched := f.job(dlc.NewJob("scheduled").OnCluster(cl.ID).Schedule("* * * * *", job.Concurrency(job.ForbidConcurrent)))
+	f.m.Step(4 * time.Minute)
+	rec, err := f.c.Jobs().Get(f.ctx, sched.ID)
+	f.must(err)
+	runs := len(runsOf(t, f.c, sched.ID))
+	if got := count("dlc_schedule_ticks_total", "outcome", "started"); got != runs || runs == 0 {
+		t.Errorf("ticks started: %d counted, %d runs made", got, runs)
+	}
+	if got := count("dlc_schedule_ticks_total", "outcome", "skipped") + count("dlc_schedule_ticks_total", "outcome", "missed"); got != rec.ScheduleStatus.Missed || got == 0 {
+		t.Errorf("ticks skipped or missed: %d counted, %d recorded", got, rec.ScheduleStatus.Missed)
+	}
+	_, err = f.c.Jobs().SuspendSchedule(f.ctx, sched.ID)
+	f.must(err)
+
+	deadline := f.job(dlc.NewJob("deadline").OnCluster(cl.ID).ActiveDeadline(time.Minute))
+	failing := f.job(dlc.NewJob("failing").OnCluster(cl.ID).Retries(2))
+	d := f.start(deadline.ID)
+	f.start(failing.ID)
+	f.m.Step(30 * time.Minute) // the deadline, the attempts, then the cluster idle past its timeout
+	if d = f.run(d.ID); !strings.Contains(d.Message, "deadline exceeded") {
+		t.Fatalf("the deadline run: %s %q", d.State, d.Message)
+	}
+	if got := count("dlc_run_deadlines_total"); got != 1 {
+		t.Errorf("deadlines: %d counted, want 1", got)
+	}
+	if got, attempts := count("dlc_run_retries_total"), len(runsOf(t, f.c, failing.ID)); got != attempts-1 || attempts != 3 {
+		t.Errorf("retries: %d counted, %d attempts made (want 3)", got, attempts)
+	}
+	if s := f.clusterState(cl.ID); s != cluster.Hibernated {
+		t.Fatalf("idle past its timeout, the cluster is %s", s)
+	}
+	if got := count("dlc_idle_hibernations_total"); got != 1 {
+		t.Errorf("idle hibernations: %d counted, want 1", got)
 	}
 }

@@ -91,7 +91,7 @@ func (c clusterReconciler) hibernateIfIdle(ctx context.Context, cl *cluster.Clus
 		return until.Sub(now), false, nil
 	}
 	msg := fmt.Sprintf("idle since %s, longer than its idle timeout of %s: its quota is released", since.UTC().Format(time.RFC3339), timeout)
-	_, err = (&ClusterService{c.Engine}).hibernateAs(ctx, cl, cluster.DeleteOptions{}, "system", msg)
+	_, err = c.clusters.hibernateAs(ctx, cl, cluster.DeleteOptions{}, "system", msg)
 	if errs.IsNotFound(err) {
 		return 0, false, nil
 	}
@@ -108,5 +108,6 @@ func (c clusterReconciler) hibernateIfIdle(ctx context.Context, cl *cluster.Clus
 		}
 		return 0, false, err
 	}
+	c.metrics.idleHibernated()
 	return 0, true, nil
 }

@@ -35,6 +35,11 @@ type metrics struct {
 	quotaReports   *prometheus.CounterVec
 	runsDeleted    *prometheus.CounterVec
 	stalled        *prometheus.CounterVec
+	ticks          *prometheus.CounterVec
+	runRetries     prometheus.Counter
+	deadlines      prometheus.Counter
+	idle           prometheus.Counter
+	unreachable    *prometheus.CounterVec
 }
 
 func newMetrics(r prometheus.Registerer, c *Engine) (*metrics, error) {
@@ -71,9 +76,22 @@ func newMetrics(r prometheus.Registerer, c *Engine) (*metrics, error) {
 		stalled: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "dlc_replica_stalled_total",
 			Help: "Members of the work sharing that left keys of their share without a step at two periodic resyncs in a row, and that this client left out of the live members for it, by member id."},
 			[]string{"replica"}),
+		ticks: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "dlc_schedule_ticks_total",
+			Help: "Ticks of job configs' schedules, by outcome: started (a run made), skipped (by the concurrency policy or the bound on unfinished runs) or missed (past the starting deadline, or overtaken by a later tick). Counted by the client that recorded them."},
+			[]string{"outcome"}),
+		runRetries: prometheus.NewCounter(prometheus.CounterOpts{Name: "dlc_run_retries_total",
+			Help: "Failed runs retried: a next attempt made (L3)."}),
+		deadlines: prometheus.NewCounter(prometheus.CounterOpts{Name: "dlc_run_deadlines_total",
+			Help: "Runs failed at their deadline (L2)."}),
+		idle: prometheus.NewCounter(prometheus.CounterOpts{Name: "dlc_idle_hibernations_total",
+			Help: "Standing clusters hibernated for being idle past their idle timeout (L4)."}),
+		unreachable: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "dlc_ray_unreachable_total",
+			Help: "Live runs whose job Ray could not be asked about, by outcome: noted (the run says since when, and waits) or failed (unreachable past WithRayUnreachableTimeout)."},
+			[]string{"outcome"}),
 	}
 	for _, col := range []prometheus.Collector{m.admissionWait, m.clusterStart, m.runDuration, m.runsFinished,
-		m.reconcileErrs, m.retries, m.backendLatency, m.backendErrs, m.quotaReports, m.runsDeleted, m.stalled, stateCollector{c}} {
+		m.reconcileErrs, m.retries, m.backendLatency, m.backendErrs, m.quotaReports, m.runsDeleted, m.stalled,
+		m.ticks, m.runRetries, m.deadlines, m.idle, m.unreachable, stateCollector{c}} {
 		if err := r.Register(col); err != nil {
 			return nil, err
 		}
@@ -104,6 +122,47 @@ func (m *metrics) runEnded(r *job.Run) {
 	m.runsFinished.WithLabelValues(string(r.State)).Inc()
 	if !r.StartedAt.IsZero() {
 		m.runDuration.WithLabelValues(string(r.State)).Observe(r.FinishedAt.Sub(r.StartedAt).Seconds())
+	}
+}
+
+// ticksRecorded counts the ticks a schedule's step recorded.
+func (m *metrics) ticksRecorded(started, skipped, missed int) {
+	if m == nil {
+		return
+	}
+	for outcome, n := range map[string]int{"started": started, "skipped": skipped, "missed": missed} {
+		if n > 0 {
+			m.ticks.WithLabelValues(outcome).Add(float64(n))
+		}
+	}
+}
+
+// runRetried counts a failed run's next attempt made.
+func (m *metrics) runRetried() {
+	if m != nil {
+		m.runRetries.Inc()
+	}
+}
+
+// deadlineFailed counts a run failed at its deadline.
+func (m *metrics) deadlineFailed() {
+	if m != nil {
+		m.deadlines.Inc()
+	}
+}
+
+// idleHibernated counts a standing cluster hibernated for being idle.
+func (m *metrics) idleHibernated() {
+	if m != nil {
+		m.idle.Inc()
+	}
+}
+
+// rayUnreachable counts a live run found with Ray unreachable: noted, or
+// failed for it.
+func (m *metrics) rayUnreachable(outcome string) {
+	if m != nil {
+		m.unreachable.WithLabelValues(outcome).Inc()
 	}
 }
 

@@ -75,12 +75,12 @@ func (c runReconciler) reconcileRun(ctx context.Context, id string) (time.Durati
 func (c runReconciler) atDeadline(ctx context.Context, r *job.Run, dl time.Time) error {
 	why := fmt.Sprintf("%s: not ended %ds after its submission", deadlineExceeded, r.Config.ActiveDeadlineSeconds)
 	if r.ClusterID == "" || r.State == job.Queued || r.State == job.Waiting {
-		return c.failFinally(ctx, r, why)
+		return c.failAtDeadline(ctx, r, why)
 	}
 	obs, err := c.runStatus(ctx, r.ID)
 	switch {
 	case errs.IsNotFound(err):
-		return c.failFinally(ctx, r, why)
+		return c.failAtDeadline(ctx, r, why)
 	case err != nil:
 		_, err = c.rayUnanswered(ctx, r, err, why, true)
 		return err
@@ -89,7 +89,16 @@ func (c runReconciler) atDeadline(ctx context.Context, r *job.Run, dl time.Time)
 		_, err := c.recordRay(ctx, r, obs)
 		return err
 	}
-	return c.failFinally(ctx, r, why)
+	return c.failAtDeadline(ctx, r, why)
+}
+
+// failAtDeadline fails r for its deadline (failFinally), and counts it.
+func (c runReconciler) failAtDeadline(ctx context.Context, r *job.Run, why string) error {
+	err := c.failFinally(ctx, r, why)
+	if err == nil {
+		c.metrics.deadlineFailed()
+	}
+	return err
 }
 
 // runStatus asks Ray what it says of run id's job, within half the step's
@@ -124,6 +133,7 @@ func (c runReconciler) rayUnanswered(ctx context.Context, r *job.Run, cause erro
 		if err := c.runs.putRun(ctx, next, r.Version); err != nil {
 			return 0, err
 		}
+		c.metrics.rayUnreachable("noted")
 		return 0, unanswered{cause}
 	}
 	if now.Sub(since) < c.o.rayUnreachable {
@@ -131,10 +141,15 @@ func (c runReconciler) rayUnanswered(ctx context.Context, r *job.Run, cause erro
 	}
 	msg := job.ClipMessage(fmt.Sprintf("%s: Ray unreachable since %s (more than %s): %s",
 		why, since.UTC().Format(time.RFC3339), c.o.rayUnreachable, clipCause(cause)))
+	var err error
 	if final {
-		return 0, c.failFinally(ctx, r, msg)
+		err = c.failFinally(ctx, r, msg)
+	} else {
+		_, err = c.runs.endRun(ctx, r, job.Fail, msg)
 	}
-	_, err := c.runs.endRun(ctx, r, job.Fail, msg)
+	if err == nil {
+		c.metrics.rayUnreachable("failed")
+	}
 	return 0, err
 }
 
@@ -211,7 +226,13 @@ func (c runReconciler) retryRun(ctx context.Context, r *job.Run) (time.Duration,
 		next.Events = event.Append(next.Events, c.event(ctx, "system", "retried",
 			fmt.Sprintf("attempt %d of %d is run %s", n, total, retry.ID)))
 	}
-	return 0, c.runs.putRun(ctx, next, r.Version)
+	if err := c.runs.putRun(ctx, next, r.Version); err != nil {
+		return 0, err
+	}
+	if next.NextAttempt != "" {
+		c.metrics.runRetried()
+	}
+	return 0, nil
 }
 
 // failFinally fails run r for a reason a retry would meet again (its

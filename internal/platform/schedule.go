@@ -151,12 +151,14 @@ func (c jobReconciler) reconcileSchedule(ctx context.Context, id string) (time.D
 	}
 	next := rec.DeepCopy()
 	ns := &next.ScheduleStatus
+	started, skippedN := 0, 0
 	for _, t := range ticks.Start {
 		runID, skipped, err := c.tickRun(ctx, rec, t)
 		if err != nil {
 			return 0, err // recorded nothing: the next step finds what this one made
 		}
 		if skipped != "" {
+			skippedN++
 			ns.Missed++
 			next.Events = event.Append(next.Events, c.event(ctx, "system", "tick-skipped",
 				fmt.Sprintf("tick %s skipped: %s", t.Format(time.RFC3339), skipped)))
@@ -165,6 +167,7 @@ func (c jobReconciler) reconcileSchedule(ctx context.Context, id string) (time.D
 		// Not logged on the config: an every-minute schedule would push
 		// every other entry out of its log; the run's own log says it.
 		ns.LastRun = runID
+		started++
 	}
 	if ticks.Missed > 0 {
 		// A tick a step before this one started, whose record that step
@@ -189,6 +192,9 @@ func (c jobReconciler) reconcileSchedule(ctx context.Context, id string) (time.D
 	if _, err := c.acc.update(ctx, kindJob, id, rec.Version, jobLabels(next), next); err != nil {
 		return 0, notFoundAs(err, "job", id)
 	}
+	// Counted once recorded: a step whose write failed counted nothing,
+	// and the next records the same ticks.
+	c.metrics.ticksRecorded(started, skippedN, max(ticks.Missed, 0))
 	if ticks.Through.Before(now) {
 		return time.Nanosecond, nil // cut short: go on at once
 	}
