@@ -248,6 +248,19 @@ func WithStepTimeout(d time.Duration) Option { return Option{platform.WithStepTi
 // New fail with ErrInvalid.
 func WithWorkSharing(ttl time.Duration) Option { return Option{platform.WithWorkSharing(ttl)} }
 
+// WithObserver makes a client that serves and reconciles nothing: its
+// services read, write desired state (create, start, submit, edit,
+// delete), plan, wait, watch and follow logs as any client's do, from a
+// cache of the store, while the reconcilers of the platform's other
+// clients take what it writes the rest of the way. It starts no
+// reconcile worker, joins no work sharing (it stores no membership, takes
+// no share and leaves none undone when it exits) and runs no resync:
+// what a command-line tool, a read-only front end or any short-lived
+// process wants. WithWorkers, WithWorkSharing and WithResync are then
+// ignored, and Reconcile runs nothing. A platform needs at least one
+// client that is not an observer.
+func WithObserver() Option { return Option{platform.WithObserver()} }
+
 // WithReconcileTimeout bounds one reconcile step, every call it makes to
 // the store and to Ray included (default, and 0, 2 min): a step still
 // running then is cancelled and retried as a failed step, so that a call

@@ -99,6 +99,8 @@ type options struct {
 	// authorizer decides user operations (nil: all allowed); the engine
 	// holds it for the services of package dlc, which ask it.
 	authorizer auth.Authorizer
+	// observer: no reconciler, no work sharing, no resync (WithObserver).
+	observer bool
 }
 
 // The defaults of the options whose 0 (or "") means the default.
@@ -234,6 +236,9 @@ func WithMaxUnfinishedRuns(n int) Option { return func(o *options) { o.maxUnfini
 // WithMemberProbation: see dlc.WithMemberProbation.
 func WithMemberProbation(rounds int) Option { return func(o *options) { o.probation = rounds } }
 
+// WithObserver: see dlc.WithObserver.
+func WithObserver() Option { return func(o *options) { o.observer = true } }
+
 // WithAuthorizer: see dlc.WithAuthorizer.
 func WithAuthorizer(a auth.Authorizer) Option { return func(o *options) { o.authorizer = a } }
 
@@ -368,6 +373,10 @@ func New(opts ...Option) (*Engine, error) {
 	if err := o.check().ToError(); err != nil {
 		return nil, fmt.Errorf("dlc: %w", err)
 	}
+	if o.observer {
+		// Reconciles nothing: no worker, no share of the work, no resync.
+		o.workers, o.shareTTL, o.resync = 0, 0, 0
+	}
 	if !o.shareSet && o.workers > 0 {
 		o.shareTTL = defaultShareTTL
 	}
@@ -424,7 +433,11 @@ func New(opts ...Option) (*Engine, error) {
 		c.share.rep = newReplicas(o.shareTTL, probation)
 	}
 	ro.Sharing = sharing{c.share}
-	c.run = runner.New(ctx, ro, c.newReconcilers())
+	reconcilers := c.newReconcilers()
+	if o.observer {
+		reconcilers = nil // no key is queued (Runner.Enqueue)
+	}
+	c.run = runner.New(ctx, ro, reconcilers)
 	c.share.run = c.run
 	c.views = views.NewHub(c.cache, ctx.Done())
 	c.early = &[]backend.Change{}
@@ -455,6 +468,9 @@ func New(opts ...Option) (*Engine, error) {
 	c.load.keepOnly(func(id string) bool { _, ok := c.cache.Get(kindCluster, id); return ok })
 	if c.share.rep != nil {
 		c.share.startReplicas()
+	}
+	if o.observer {
+		return c, nil // its cache and views only: no reconciler to start
 	}
 	c.ray.Observe(ctx, func(kind, id string) { c.enqueue(kind + "/" + id) })
 	c.share.periodicResync() // the first round: what later ones find unchanged since

@@ -219,19 +219,28 @@ func (r *Runner) Handles(kind string) bool {
 	return ok
 }
 
-// Enqueue queues key, if this client owns it.
+// Enqueue queues key, if this client owns it and a reconciler handles
+// its kind (a runner with none queues nothing).
 func (r *Runner) Enqueue(key string) {
-	if r.ctx.Err() == nil && r.owns(key) {
+	if r.ctx.Err() == nil && r.handlesKey(key) && r.owns(key) {
 		r.lane(key).Add(key)
 	}
 }
 
-// Add queues key whoever owns it: a key this client does not own is
-// then taken one step only if the sharing adopted it.
+// Add queues key whoever owns it, if a reconciler handles its kind: a key
+// this client does not own is then taken one step only if the sharing
+// adopted it.
 func (r *Runner) Add(key string) {
-	if r.ctx.Err() == nil {
+	if r.ctx.Err() == nil && r.handlesKey(key) {
 		r.lane(key).Add(key)
 	}
+}
+
+// handlesKey reports whether a reconciler handles key's kind (its part
+// before the first "/").
+func (r *Runner) handlesKey(key string) bool {
+	kind, _, _ := strings.Cut(key, "/")
+	return r.Handles(kind)
 }
 
 func (r *Runner) owns(key string) bool {
