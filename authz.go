@@ -354,5 +354,6 @@ func replayed[T any](ctx context.Context, g gate, act auth.Action, requestID str
 	return v, nil
 }
 
-func recordCreator(r *job.Record) string { return r.Creator }
-func runCreator(r *job.Run) string       { return r.Creator }
+func recordCreator(r *job.Record) string        { return r.Creator }
+func clusterCreator(cl *cluster.Cluster) string { return cl.Creator }
+func runCreator(r *job.Run) string              { return r.Creator }

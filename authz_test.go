@@ -271,6 +271,14 @@ func TestAuthorizerRefusesEveryOperation(t *testing.T) {
 			cl.Spec.Groups = append(cl.Spec.Groups, w.groupB)
 			return e(c.Clusters().Update(ctx, cl))
 		}},
+		{"Clusters.Create with B's request id", auth.DescribeCluster, func() error {
+			s, err := dlc.NewCluster("mine_a").Groups(w.groupA).Resources("pkg", "rg-a").Image("ray-2.46.0-py310-cpu").
+				Head("head", "cu.4c8g").WorkerGroup("cpu", "cu.4c8g", 1, 1).Tag("team", "a").Build()
+			if err != nil {
+				return err
+			}
+			return e(c.Clusters().Create(ctx, s, dlc.ClusterCreateOptions{RequestID: "cls-b"}))
+		}},
 		{"Jobs.Create with B's request id", auth.DescribeJob, func() error {
 			return e(c.Jobs().Create(ctx, jobOn(w.clusterA, "a"), dlc.SaveOptions{RequestID: "nightly-b"}))
 		}},
@@ -347,6 +355,11 @@ func TestAuthorizerRefusesEveryOperation(t *testing.T) {
 	// Bob's replays to be tried: a job config saved with a request id, and
 	// a run of a config both may run, made with one.
 	if _, err := w.admin.Jobs().Create(w.bob, jobOn(w.clusterB, "b"), dlc.SaveOptions{RequestID: "nightly-b"}); err != nil {
+		t.Fatal(err)
+	}
+	replayB := specB()
+	replayB.Name = "replayed_b"
+	if _, err := w.admin.Clusters().Create(w.bob, replayB, dlc.ClusterCreateOptions{RequestID: "cls-b"}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := w.admin.Runs().Create(w.bob, w.jobShared, dlc.RunOptions{RequestID: "run-b"}); err != nil {

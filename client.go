@@ -456,6 +456,9 @@ type Backend = backend.Backend
 // DeleteOptions modify a delete or a hibernate: see cluster.DeleteOptions.
 type DeleteOptions = cluster.DeleteOptions
 
+// ClusterCreateOptions modify Clusters().Create: see cluster.CreateOptions.
+type ClusterCreateOptions = cluster.CreateOptions
+
 // HibernateOptions modify Clusters().Hibernate: Force stops the active
 // runs. The same type as DeleteOptions.
 type HibernateOptions = cluster.DeleteOptions
@@ -534,8 +537,8 @@ type JobListOptions = job.ListOptions
 // JobListPage is one page of the job list: see job.ListPage.
 type JobListPage = job.ListPage
 
-// listOptions returns the options a List call was given: none selects
-// everything; more than one is refused (ErrInvalid), not merged.
+// listOptions returns the options a call was given (a List, a Create): none
+// is the zero value; more than one is refused (ErrInvalid), not merged.
 func listOptions[T any](opts []T) (T, error) {
 	var o T
 	switch len(opts) {

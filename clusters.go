@@ -30,12 +30,20 @@ type ClusterService struct {
 // if one of its groups is deleted, or its delete begins, while the
 // cluster is being created (through any client), the create is undone
 // (the cluster is deleted again, saying why) and fails C2 (see
-// group.Deletion).
-func (s *ClusterService) Create(ctx context.Context, spec *cluster.Spec) (*cluster.Cluster, error) {
+// group.Deletion). With a RequestID in opts (at most one options value),
+// a retry after a lost reply returns the cluster the first attempt stored.
+func (s *ClusterService) Create(ctx context.Context, spec *cluster.Spec, opts ...ClusterCreateOptions) (*cluster.Cluster, error) {
+	o, err := listOptions(opts)
+	if err != nil {
+		return nil, err
+	}
 	if err := s.mayCreate(ctx, spec); err != nil {
 		return nil, err
 	}
-	return s.s.Create(ctx, spec)
+	cl, err := s.s.Create(ctx, spec, o)
+	// A replay of another user's request id returns their cluster only to
+	// one who may describe it.
+	return replayed(ctx, s.c.gate(), auth.DescribeCluster, o.RequestID, cl, err, clusterCreator, clusterResource)
 }
 
 // Get returns the cluster with this id.

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/aidlc/dlc"
@@ -424,5 +425,51 @@ func TestSubmitIdempotent(t *testing.T) {
 	f.must(err)
 	if run3.ID == run1.ID {
 		t.Fatal("a new request id returned the old run")
+	}
+}
+
+// TestClusterCreateIdempotent: with a request id, a create retried (its
+// reply lost to the caller, or several at once) returns the cluster the
+// first stored, and stores one; without, a retry fails on its own name;
+// another request id stores another.
+func TestClusterCreateIdempotent(t *testing.T) {
+	f := newFixture(t, dlctest.MemoryOptions{})
+	opts := dlc.ClusterCreateOptions{RequestID: "nightly-7"}
+	first, err := f.c.Clusters().Create(f.ctx, f.spec("idem", 1, 1), opts)
+	f.must(err)
+	if _, err := f.c.Clusters().Create(f.ctx, f.spec("idem", 1, 1)); !errors.Is(err, dlc.ErrConflict) {
+		t.Fatalf("a retry without a request id: %v, want ErrConflict", err)
+	}
+	var wg sync.WaitGroup
+	ids := make([]string, 8)
+	for i := range ids {
+		wg.Go(func() {
+			cl, err := f.c.Clusters().Create(f.ctx, f.spec("idem", 1, 1), opts)
+			if err != nil {
+				t.Errorf("a concurrent retry: %v", err)
+				return
+			}
+			ids[i] = cl.ID
+		})
+	}
+	wg.Wait()
+	for _, id := range ids {
+		if id != first.ID {
+			t.Fatalf("retries returned %v, want %s each", ids, first.ID)
+		}
+	}
+	other, err := f.c.Clusters().Create(f.ctx, f.spec("idem_other", 1, 1), dlc.ClusterCreateOptions{RequestID: "nightly-8"})
+	f.must(err)
+	if other.ID == first.ID {
+		t.Fatal("two request ids made one cluster")
+	}
+	f.settle()
+	list, err := f.c.Clusters().List(f.ctx)
+	f.must(err)
+	if len(list) != 2 {
+		t.Fatalf("%d clusters stored, want 2", len(list))
+	}
+	if _, err := f.c.Clusters().Create(f.ctx, f.spec("x", 1, 1), opts, opts); !errors.Is(err, dlc.ErrInvalid) {
+		t.Fatalf("two options values: %v, want ErrInvalid", err)
 	}
 }

@@ -2,6 +2,15 @@ package cluster
 
 import "time"
 
+// CreateOptions modify Clusters().Create.
+type CreateOptions struct {
+	// RequestID makes the call idempotent: the cluster's id derives from
+	// the request id, so a retry after a lost reply (or a timeout) returns
+	// the cluster the first attempt stored, whatever became of it since,
+	// instead of failing on its own name.
+	RequestID string
+}
+
 // DeleteOptions modify a delete or a hibernate.
 type DeleteOptions struct {
 	// Force goes ahead while runs are active on the cluster, stopping them

@@ -51,19 +51,30 @@ func clusterLabels(cl *cluster.Cluster) map[string]string {
 // group (C4) exist, claims its name, and stores the cluster. It starts in
 // state creating and becomes created once Ray has it (suspended); call
 // Start to run it.
-func (s *ClusterService) Create(ctx context.Context, spec *cluster.Spec) (*cluster.Cluster, error) {
+// With opts.RequestID, the id derives from it: a cluster stored under it
+// already is returned as it is.
+func (s *ClusterService) Create(ctx context.Context, spec *cluster.Spec, opts cluster.CreateOptions) (*cluster.Cluster, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	if spec == nil {
 		return nil, nilInput("spec", "a cluster spec")
 	}
-	return s.createCluster(ctx, spec.DeepCopy(), "create", "cluster "+spec.Name+" created")
+	id := newID("cls")
+	if opts.RequestID != "" {
+		id = idFor("cls", opts.RequestID)
+		if cl, err := s.getCluster(ctx, id); err == nil {
+			return cl, nil // made by an earlier attempt
+		} else if !errs.IsNotFound(err) {
+			return nil, err
+		}
+	}
+	return s.createCluster(ctx, spec.DeepCopy(), id, "create", "cluster "+spec.Name+" created")
 }
 
-func (s *ClusterService) createCluster(ctx context.Context, spec *cluster.Spec, action, msg string) (*cluster.Cluster, error) {
+func (s *ClusterService) createCluster(ctx context.Context, spec *cluster.Spec, id, action, msg string) (*cluster.Cluster, error) {
 	c := s.c
-	cl, err := c.clusters.newCluster(ctx, spec, newID("cls"))
+	cl, err := c.clusters.newCluster(ctx, spec, id)
 	if err != nil {
 		return nil, err
 	}
@@ -692,7 +703,7 @@ func (s *ClusterService) Clone(ctx context.Context, id, newName string) (*cluste
 	}
 	spec := cl.Spec.DeepCopy()
 	spec.Name = newName
-	return s.createCluster(ctx, spec, "clone", "cloned from "+id)
+	return s.createCluster(ctx, spec, newID("cls"), "clone", "cloned from "+id)
 }
 
 // Edit replaces the spec of in.ID with in.Spec (C11). in.Version must be
