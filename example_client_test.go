@@ -197,9 +197,9 @@ func Example_readme() {
 		log.Fatal(err)
 	}
 	defer c.Close()
-	ctx = dlc.WithUser(ctx, "alice") // the creator of what she creates, the actor in operation logs
-	c.ResourceGroups().Register(ctx, quota.Group{ID: "rg-1", Package: "pkg-1",
-		Capacity: quota.Resources{MilliCPU: 64000, Memory: 256 * quota.GiB, GPU: 8}})
+	ctx = dlc.WithUser(ctx, "alice")                      // the creator of what she creates, the actor in operation logs
+	capacity, _ := quota.ParseResources("64", "256Gi", 8) // Kubernetes quantities; or quota.Resources{MilliCPU: 64000, …}
+	c.ResourceGroups().Register(ctx, quota.Group{ID: "rg-1", Package: "pkg-1", Capacity: capacity})
 	grp, _ := c.Groups().Create(ctx, "训练组") // G5; clusters need one (C2)
 	spec, _ := dlc.NewCluster("集群_1").Groups(grp.ID).Resources("pkg-1", "rg-1").Image("ray-2.46.0-py310-cpu").
 		Head("head", "cu.4c16g").WorkerGroup("cpu", "cu.4c8g", 1, 4).Build() // every problem at once, or a spec
