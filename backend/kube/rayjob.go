@@ -68,7 +68,7 @@ func renderRayJob(r *job.Run, o RenderOptions, replicas map[string]int) (*rayv1.
 		env: env, path: "onDemand.environment", rules: cluster.JobRules, replicas: replicas,
 		mounts: cfg.Mounts, mountRule: "J9",
 		advanced: cfg.Advanced, advancedRule: "J11", maxAdvanced: -1,
-		podLabels: ids, tags: tags, resourceGroup: cfg.OnDemand.ResourceGroup,
+		podLabels: ids, resourceGroup: cfg.OnDemand.ResourceGroup,
 		secretEnv: cfg.Runtime.SecretEnv,
 	}, o)
 	if err != nil {

@@ -231,7 +231,7 @@ func RenderRayCluster(c *cluster.Cluster, o RenderOptions) (*rayv1.RayCluster, e
 		env: env, path: envPath, rules: cluster.Rules{Image: "C5", Head: "C7", Workers: "C8"},
 		replicas: c.Replicas, mounts: c.Spec.Mounts, mountRule: "C9",
 		advanced: c.Spec.Advanced, advancedRule: "C10", maxAdvanced: cluster.MaxAdvanced,
-		podLabels: ids, tags: tags, rayToken: c.Spec.RayToken, resourceGroup: rg,
+		podLabels: ids, rayToken: c.Spec.RayToken, resourceGroup: rg,
 	}, o)
 	if err != nil {
 		return nil, err
@@ -274,7 +274,6 @@ type clusterInput struct {
 	maxAdvanced  int // < 0: no limit
 
 	podLabels     map[string]string // on every pod template
-	tags          string            // the KeyTags annotation of every pod template ("": none)
 	resourceGroup string            // the resource group drawn on (its Redis, RenderOptions.RedisFor)
 	// secretEnv are variables from Secrets on every Ray container: an
 	// on-demand run's runtime environment (runtimeEnv.secretEnvVars), so
@@ -328,7 +327,7 @@ func renderClusterSpec(in clusterInput, o RenderOptions) (*rayv1.RayClusterSpec,
 		HeadGroupSpec: rayv1.HeadGroupSpec{
 			RayStartParams: groupStartParams(start, env.Head.Resources),
 			Labels:         cloneOrNil(env.Head.Labels),
-			Template:       podTemplate(HeadContainer, image, env.Head.NodeGroup, head, in.podLabels, in.tags, mounts, in.secretEnv, in.rayToken),
+			Template:       podTemplate(HeadContainer, image, env.Head.NodeGroup, head, in.podLabels, mounts, in.secretEnv, in.rayToken),
 		},
 		EnableInTreeAutoscaling: ptr.To(false),
 	}
@@ -357,7 +356,7 @@ func renderClusterSpec(in clusterInput, o RenderOptions) (*rayv1.RayClusterSpec,
 			NumOfHosts:     1,
 			RayStartParams: groupStartParams(start, w.Resources),
 			Labels:         cloneOrNil(w.Labels),
-			Template:       podTemplate(WorkerContainer, image, w.NodeGroup, ns, in.podLabels, in.tags, mounts, in.secretEnv, in.rayToken),
+			Template:       podTemplate(WorkerContainer, image, w.NodeGroup, ns, in.podLabels, mounts, in.secretEnv, in.rayToken),
 		})
 	}
 	if *spec.EnableInTreeAutoscaling {
@@ -420,7 +419,7 @@ func carveAutoscaler(c *corev1.Container) {
 // Secrets, and runSecrets, are references (valueFrom.secretKeyRef): the
 // values never appear in the rendered object.
 func podTemplate(container, image string, g cluster.NodeGroup, ns quota.NodeSpec,
-	ids map[string]string, tags string, mounts RenderedMounts, runSecrets map[string]cluster.SecretKeyRef, token *cluster.SecretKeyRef) corev1.PodTemplateSpec {
+	ids map[string]string, mounts RenderedMounts, runSecrets map[string]cluster.SecretKeyRef, token *cluster.SecretKeyRef) corev1.PodTemplateSpec {
 	res := corev1.ResourceList{
 		corev1.ResourceCPU:    *resource.NewQuantity(ns.CPU, resource.DecimalSI),
 		corev1.ResourceMemory: *resource.NewQuantity(ns.MemoryGB*quota.GiB, resource.BinarySI),
@@ -449,14 +448,10 @@ func podTemplate(container, image string, g cluster.NodeGroup, ns quota.NodeSpec
 	for k, v := range ids {
 		labels[k] = v
 	}
-	annotations := map[string]string{KeyNodeSpec: ns.Name}
-	if tags != "" {
-		annotations[KeyTags] = tags
-	}
 	t := corev1.PodTemplateSpec{
 		ObjectMeta: metav1.ObjectMeta{
 			Labels:      labels,
-			Annotations: annotations,
+			Annotations: map[string]string{KeyNodeSpec: ns.Name},
 		},
 		Spec: corev1.PodSpec{
 			Containers:                   []corev1.Container{c},

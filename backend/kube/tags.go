@@ -14,7 +14,8 @@ import (
 // can select by them: each tag of a cluster (or of an on-demand run's job
 // config) is a label on its RayCluster (or RayJob) and on every pod
 // template, under TagLabelPrefix, with the original tags kept in the
-// KeyTags annotation. A tag may hold what a label cannot (a value in
+// KeyTags annotation of the RayCluster (or RayJob): on every pod template
+// too, the largest valid tags would take a tenth of etcd's limit. A tag may hold what a label cannot (a value in
 // Chinese, a space, more than 63 characters): TagLabel says what label
 // it becomes.
 
@@ -24,7 +25,7 @@ import (
 const TagLabelPrefix = "tag.dlc.aidlc.io/"
 
 // KeyTags is the annotation with the original tags, as a JSON object, on
-// the rendered objects and pod templates that carry tag labels.
+// the rendered RayCluster or RayJob that carries tag labels.
 const KeyTags = "dlc.aidlc.io/tags"
 
 // TagLabel returns the label (key and value) that tag key=value becomes.

@@ -60,8 +60,9 @@ func TestTagLabel(t *testing.T) {
 }
 
 // TestTagsOnRenderedObjects: a cluster's tags are labels on its RayCluster
-// and every pod template, and the originals are in the KeyTags annotation;
-// an on-demand run's config's tags, on its RayJob and pod templates.
+// and every pod template, and the originals are in the KeyTags annotation
+// of the RayCluster; an on-demand run's config's tags, on its RayJob and
+// pod templates, and the annotation on the RayJob.
 func TestTagsOnRenderedObjects(t *testing.T) {
 	for _, rc := range renderCases() {
 		var tags map[string]string
@@ -94,6 +95,14 @@ func TestTagsOnRenderedObjects(t *testing.T) {
 					if m.labels[k] != v {
 						t.Errorf("%s: label %s=%q, want %q", where, k, m.labels[k], v)
 					}
+				}
+				if where != "object" {
+					// The originals are on the object alone: a copy on every
+					// pod template would take a tenth of etcd's limit.
+					if a, ok := m.annotations[kube.KeyTags]; ok {
+						t.Errorf("%s: annotation %s=%q, want it on the object only", where, kube.KeyTags, a)
+					}
+					continue
 				}
 				var got map[string]string
 				if err := json.Unmarshal([]byte(m.annotations[kube.KeyTags]), &got); err != nil || len(got) != len(tags) {
