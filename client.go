@@ -71,8 +71,8 @@ func (c *Client) Reconcile() int {
 }
 
 // Ready reports whether the client can serve, for a readiness probe: nil
-// when it is not closed, its cache holds the store's snapshot, every
-// reconcile worker it started takes keys, and the store answers a read
+// when it is not closed, its cache holds the store's snapshot, its
+// reconcile workers are running (none has exited), and the store answers a read
 // made now (on Kubernetes, a GET of the API server), bounded by ctx;
 // otherwise ErrUnavailable, saying what is not ready. It writes nothing,
 // and asks no authorizer (a probe has no user).

@@ -472,4 +472,15 @@ func TestClusterCreateIdempotent(t *testing.T) {
 	if _, err := f.c.Clusters().Create(f.ctx, f.spec("x", 1, 1), opts, opts); !errors.Is(err, dlc.ErrInvalid) {
 		t.Fatalf("two options values: %v, want ErrInvalid", err)
 	}
+	// A cluster the request made and that is being deleted is no success
+	// to repeat; once it is gone, the request id makes a cluster anew.
+	f.must(f.c.Clusters().Delete(f.ctx, first.ID, dlc.DeleteOptions{}))
+	if _, err := f.c.Clusters().Create(f.ctx, f.spec("idem", 1, 1), opts); !errors.Is(err, dlc.ErrConflict) {
+		t.Fatalf("a retry while its cluster is deleted: %v, want ErrConflict", err)
+	}
+	f.settle()
+	again, err := f.c.Clusters().Create(f.ctx, f.spec("idem", 1, 1), opts)
+	if err != nil || again.State != cluster.Creating {
+		t.Fatalf("the request id once its cluster is gone: %+v, %v", again, err)
+	}
 }

@@ -33,6 +33,7 @@ type Memory struct {
 	step    sync.Mutex
 	mu      sync.Mutex
 	clients []*dlc.Client
+	drivers []func() // Drive's stops, which Close calls
 }
 
 // MemoryOptions configure NewMemory. The zero value gives the memory
@@ -126,7 +127,18 @@ func (m *Memory) CloseClient(c *dlc.Client) {
 }
 
 // Close closes every client of the fixture.
+// Drivers are stopped first, and a step in progress ends before the
+// clients close.
 func (m *Memory) Close() {
+	m.mu.Lock()
+	drivers := m.drivers
+	m.drivers = nil
+	m.mu.Unlock()
+	for _, stop := range drivers {
+		stop()
+	}
+	m.step.Lock()
+	defer m.step.Unlock()
 	m.mu.Lock()
 	clients := m.clients
 	m.clients = nil
@@ -222,8 +234,12 @@ func (m *Memory) Settle(d time.Duration, max int) int {
 // platform, as a handler that calls Wait or Follow does, while the test's
 // goroutine is in that call. The test's own Step, Settle and Reconcile
 // take turns with it. It returns at once; the returned function stops it
-// and waits until it has.
+// and waits until it has, as Close does (and the test's end, with
+// MemoryOptions.T). every must be above 0.
 func (m *Memory) Drive(ctx context.Context, d, every time.Duration) (stop func()) {
+	if every <= 0 {
+		panic("dlctest: Drive needs a real interval above 0")
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
@@ -239,5 +255,10 @@ func (m *Memory) Drive(ctx context.Context, d, every time.Duration) (stop func()
 			}
 		}
 	}()
-	return func() { cancel(); <-done }
+	var once sync.Once
+	stop = func() { once.Do(func() { cancel(); <-done }) }
+	m.mu.Lock()
+	m.drivers = append(m.drivers, stop)
+	m.mu.Unlock()
+	return stop
 }

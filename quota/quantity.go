@@ -2,6 +2,7 @@ package quota
 
 import (
 	"fmt"
+	"math"
 
 	"k8s.io/apimachinery/pkg/api/resource"
 
@@ -31,8 +32,10 @@ func ParseResources(cpu, memory string, gpu int64) (Resources, error) {
 			l = append(l, errs.Invalid(errs.NewPath(field), "C4", s, "must not be negative"))
 			return
 		}
-		n := q.ScaledValue(scale) // rounded up: kept only when exact
-		if back := resource.NewScaledQuantity(n, scale); n < 0 || back.Cmp(q) != 0 {
+		// Rounded up, kept only when exact; MaxInt64 is where ParseQuantity
+		// caps what it cannot hold ("100Ei"): refused.
+		n := q.ScaledValue(scale)
+		if back := resource.NewScaledQuantity(n, scale); n < 0 || n == math.MaxInt64 || back.Cmp(q) != 0 {
 			l = append(l, errs.Invalid(errs.NewPath(field), "C4", s, fmt.Sprintf("not a whole number of %s, or too large", unit)))
 			return
 		}

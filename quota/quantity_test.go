@@ -24,6 +24,10 @@ func TestParseResources(t *testing.T) {
 		{"-1", "-1Gi", -1, quota.Resources{}, []string{"cpu", "memory", "gpu"}},
 		{"four", "lots", 0, quota.Resources{}, []string{"cpu", "memory"}},
 		{"1e30", "1e30", 0, quota.Resources{}, []string{"cpu", "memory"}}, // beyond int64
+		{"1", "8Ei", 0, quota.Resources{}, []string{"memory"}},            // capped at int64 by ParseQuantity
+		{"1", "100Ei", 0, quota.Resources{}, []string{"memory"}},
+		{"9223372036854775807", "1", 0, quota.Resources{}, []string{"cpu"}},
+		{"1e-3", "1Ki", 0, quota.Resources{MilliCPU: 1, Memory: 1024}, nil},
 	} {
 		t.Run(tc.cpu+"/"+tc.memory, func(t *testing.T) {
 			got, err := quota.ParseResources(tc.cpu, tc.memory, tc.gpu)

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"regexp"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -54,7 +55,7 @@ func TagSelector(tags map[string]string) map[string]string {
 // value, a label value.
 func labelSafe(s string, value bool) string {
 	valid := len(validation.IsValidLabelValue(s)) == 0 // a name's rules, but for the empty string
-	if valid && (value || s != "") {
+	if valid && (value || s != "") && !hashedShape.MatchString(s) {
 		return s
 	}
 	var b strings.Builder
@@ -76,6 +77,11 @@ func labelSafe(s string, value bool) string {
 	}
 	return clean + "-" + h
 }
+
+// hashedShape is what labelSafe makes of a string it rewrites: one that
+// has that shape already is rewritten too, so that a tag never shares its
+// label with another's rewritten one.
+var hashedShape = regexp.MustCompile(`(^h|-)[0-9a-f]{10}$`)
 
 func isAlnum(c byte) bool {
 	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'

@@ -50,7 +50,9 @@ func TestTagLabel(t *testing.T) {
 	}
 	// Tags that a label cannot hold apart stay apart.
 	seen := map[string]string{}
-	for _, s := range []string{"a b", "a-b", "a/b", "a.b", "推荐", "推荐a", "大模型", "", long, long + "y"} {
+	_, spaced := kube.TagLabel("k", "a b")
+	_, han := kube.TagLabel("k", "推荐")
+	for _, s := range []string{"a b", "a-b", "a/b", "a.b", "推荐", "推荐a", "大模型", "", long, long + "y", spaced, han} {
 		_, v := kube.TagLabel("k", s)
 		if other, ok := seen[v]; ok {
 			t.Errorf("%q and %q share the label value %q", other, s, v)

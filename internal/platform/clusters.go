@@ -63,7 +63,11 @@ func (s *ClusterService) Create(ctx context.Context, spec *cluster.Spec, opts cl
 	id := newID("cls")
 	if opts.RequestID != "" {
 		id = idFor("cls", opts.RequestID)
-		if cl, err := s.getCluster(ctx, id); err == nil {
+		if cl, err := s.getCluster(ctx, id); err == nil && cl.State == cluster.Deleting {
+			// Made by an earlier attempt that was undone (its name or a
+			// group refused it), or deleted since: not a success to repeat.
+			return nil, errs.Conflict("cluster", id, "the cluster this request made is being deleted; use another request id")
+		} else if err == nil {
 			return cl, nil // made by an earlier attempt
 		} else if !errs.IsNotFound(err) {
 			return nil, err

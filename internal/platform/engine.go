@@ -590,8 +590,8 @@ func nilInput(path, want string) error {
 const conflictRetries = 16
 
 // Ready reports whether the client can serve, for a readiness probe: nil
-// when it is not closed, its cache holds the store's snapshot, every
-// reconcile worker it started takes keys, and the store answers a read
+// when it is not closed, its cache holds the store's snapshot, its
+// reconcile workers are running (none has exited), and the store answers a read
 // made now (past its cache where the store can: on Kubernetes, a GET of
 // the API server), bounded by ctx. Otherwise ErrUnavailable, saying what
 // is not ready. It writes nothing.

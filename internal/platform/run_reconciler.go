@@ -92,10 +92,11 @@ func (c runReconciler) atDeadline(ctx context.Context, r *job.Run, dl time.Time)
 	return c.failAtDeadline(ctx, r, why)
 }
 
-// failAtDeadline fails r for its deadline (failFinally), and counts it.
+// failAtDeadline fails r for its deadline (failFinally), and counts it
+// when this call failed it.
 func (c runReconciler) failAtDeadline(ctx context.Context, r *job.Run, why string) error {
-	err := c.failFinally(ctx, r, why)
-	if err == nil {
+	moved, err := c.failFinal(ctx, r, why)
+	if moved {
 		c.metrics.deadlineFailed()
 	}
 	return err
@@ -141,13 +142,14 @@ func (c runReconciler) rayUnanswered(ctx context.Context, r *job.Run, cause erro
 	}
 	msg := job.ClipMessage(fmt.Sprintf("%s: Ray unreachable since %s (more than %s): %s",
 		why, since.UTC().Format(time.RFC3339), c.o.rayUnreachable, clipCause(cause)))
+	var moved bool
 	var err error
 	if final {
-		err = c.failFinally(ctx, r, msg)
+		moved, err = c.failFinal(ctx, r, msg)
 	} else {
-		_, err = c.runs.endRun(ctx, r, job.Fail, msg)
+		_, moved, err = c.runs.moveRun(ctx, r, job.Fail, msg, nil)
 	}
-	if err == nil {
+	if moved {
 		c.metrics.rayUnreachable("failed")
 	}
 	return 0, err
@@ -238,8 +240,16 @@ func (c runReconciler) retryRun(ctx context.Context, r *job.Run) (time.Duration,
 // failFinally fails run r for a reason a retry would meet again (its
 // target or config gone): it is not retried.
 func (c runReconciler) failFinally(ctx context.Context, r *job.Run, why string) error {
-	_, _, err := c.runs.moveRun(ctx, r, job.Fail, why, func(n *job.Run) { n.Final = true })
+	_, err := c.failFinal(ctx, r, why)
 	return err
+}
+
+// failFinal is failFinally, saying whether this call failed the run (a
+// run that ended meanwhile, through another replica or as Ray said, is
+// not moved).
+func (c runReconciler) failFinal(ctx context.Context, r *job.Run, why string) (moved bool, err error) {
+	_, moved, err = c.runs.moveRun(ctx, r, job.Fail, why, func(n *job.Run) { n.Final = true })
+	return moved, err
 }
 
 // placeRun puts a waiting run on a cluster, or records why it waits

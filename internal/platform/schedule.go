@@ -178,6 +178,7 @@ func (c jobReconciler) reconcileSchedule(ctx context.Context, id string) (time.D
 			return 0, err
 		}
 		ticks.Missed -= ran
+		started += ran // started by that step, recorded by this one
 	}
 	if ticks.Missed > 0 {
 		ns.Missed += ticks.Missed
