@@ -537,9 +537,9 @@ type JobListOptions = job.ListOptions
 // JobListPage is one page of the job list: see job.ListPage.
 type JobListPage = job.ListPage
 
-// listOptions returns the options a call was given (a List, a Create): none
+// oneOptions returns the options a call was given (a List, a Create): none
 // is the zero value; more than one is refused (ErrInvalid), not merged.
-func listOptions[T any](opts []T) (T, error) {
+func oneOptions[T any](opts []T) (T, error) {
 	var o T
 	switch len(opts) {
 	case 0:

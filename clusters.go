@@ -33,7 +33,7 @@ type ClusterService struct {
 // group.Deletion). With a RequestID in opts (at most one options value),
 // a retry after a lost reply returns the cluster the first attempt stored.
 func (s *ClusterService) Create(ctx context.Context, spec *cluster.Spec, opts ...ClusterCreateOptions) (*cluster.Cluster, error) {
-	o, err := listOptions(opts)
+	o, err := oneOptions(opts)
 	if err != nil {
 		return nil, err
 	}
@@ -101,7 +101,7 @@ func (s *ClusterService) ListPage(ctx context.Context, opts ClusterListOptions) 
 // those the options select (their Limit and Continue are ListPage's), by
 // id.
 func (s *ClusterService) List(ctx context.Context, opts ...ClusterListOptions) ([]*cluster.Cluster, error) {
-	o, err := listOptions(opts)
+	o, err := oneOptions(opts)
 	if err != nil {
 		return nil, err
 	}

@@ -42,7 +42,7 @@ func (s *JobService) Get(ctx context.Context, id string) (*job.Record, error) {
 // List returns the job list with every J13 column, by id: every config,
 // or those the options select (their Limit and Continue are ListPage's).
 func (s *JobService) List(ctx context.Context, opts ...JobListOptions) ([]job.ListEntry, error) {
-	o, err := listOptions(opts)
+	o, err := oneOptions(opts)
 	if err != nil {
 		return nil, err
 	}

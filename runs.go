@@ -111,7 +111,7 @@ func (s *RunService) ListPage(ctx context.Context, opts RunListOptions) (*RunPag
 // List returns every run, or those the options select (their Limit and
 // Continue are ListPage's), in submission order.
 func (s *RunService) List(ctx context.Context, opts ...RunListOptions) ([]*job.Run, error) {
-	o, err := listOptions(opts)
+	o, err := oneOptions(opts)
 	if err != nil {
 		return nil, err
 	}

@@ -23,19 +23,7 @@ func TestMemoryStep(t *testing.T) {
 	defer m.Close()
 	ctx := context.Background()
 	c := m.Client
-	if _, err := c.ResourceGroups().Register(ctx, quota.Group{ID: "rg-1", Package: "pkg-1",
-		Capacity: quota.Resources{MilliCPU: 32000, Memory: 128 * quota.GiB}}); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := dlc.NewJob("long").OnDemand("pkg-1", "rg-1").Image("ray-2.46.0-py310-cpu").Head("head", "cu.4c8g").
-		WorkerGroup("cpu", "cu.4c8g", 1, 1).COSPackage("cos://jobs-1250000000/a.zip").Entrypoint("python a.py").Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, r, err := job.Submit(ctx, c, cfg, "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := submitOnDemand(t, ctx, c, "long")
 	start := m.Clock.Now()
 	state := func() job.RunState {
 		got, err := c.Runs().Get(ctx, r.ID)
@@ -73,19 +61,7 @@ func TestMemoryDrive(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // a bound, not a wait
 		defer cancel()
 		c := m.Client
-		if _, err := c.ResourceGroups().Register(ctx, quota.Group{ID: "rg-1", Package: "pkg-1",
-			Capacity: quota.Resources{MilliCPU: 32000, Memory: 128 * quota.GiB}}); err != nil {
-			t.Fatal(err)
-		}
-		cfg, err := dlc.NewJob("driven").OnDemand("pkg-1", "rg-1").Image("ray-2.46.0-py310-cpu").Head("head", "cu.4c8g").
-			WorkerGroup("cpu", "cu.4c8g", 1, 1).COSPackage("cos://jobs-1250000000/a.zip").Entrypoint("python a.py").Build()
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, r, err := job.Submit(ctx, c, cfg, "")
-		if err != nil {
-			t.Fatal(err)
-		}
+		r := submitOnDemand(t, ctx, c, "driven")
 		stop := m.Drive(ctx, time.Minute, time.Millisecond)
 		defer stop()
 		m.Step(time.Second) // the test's own steps take turns with the driver's
@@ -97,4 +73,24 @@ func TestMemoryDrive(t *testing.T) {
 	if err := closed.Ready(context.Background()); err == nil {
 		t.Fatal("a client of a fixture made with T is still open after the test")
 	}
+}
+
+// submitOnDemand registers resource group rg-1 on c and submits a run of
+// an on-demand job config named name in it.
+func submitOnDemand(t *testing.T, ctx context.Context, c *dlc.Client, name string) *job.Run {
+	t.Helper()
+	if _, err := c.ResourceGroups().Register(ctx, quota.Group{ID: "rg-1", Package: "pkg-1",
+		Capacity: quota.Resources{MilliCPU: 32000, Memory: 128 * quota.GiB}}); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := dlc.NewJob(name).OnDemand("pkg-1", "rg-1").Image("ray-2.46.0-py310-cpu").Head("head", "cu.4c8g").
+		WorkerGroup("cpu", "cu.4c8g", 1, 1).COSPackage("cos://jobs-1250000000/a.zip").Entrypoint("python a.py").Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, r, err := job.Submit(ctx, c, cfg, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
 }

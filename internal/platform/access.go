@@ -76,11 +76,7 @@ func fromCache[T any](c *access, kind, id string) (*T, string, error) {
 // from d's version, d decoded afresh (not shared).
 func sharedObject[T any](c *access, d backend.Doc) (v *T, shared bool, err error) {
 	obj, ok, err := c.cache.Object(d.Kind, d.ID, d.Version, func(d backend.Doc) (any, error) {
-		v, err := decode[T](d)
-		if err == nil {
-			c.bind(v)
-		}
-		return v, err
+		return decodeBound[T](c, d)
 	})
 	if err != nil {
 		return nil, false, err
@@ -88,11 +84,18 @@ func sharedObject[T any](c *access, d backend.Doc) (v *T, shared bool, err error
 	if v, isT := obj.(*T); ok && isT {
 		return v, true, nil
 	}
-	v, err = decode[T](d) // changed meanwhile: this version, decoded
+	v, err = decodeBound[T](c, d) // changed meanwhile: this version, decoded
+	return v, false, err
+}
+
+// decodeBound is decode, with the object told where what it refers to is
+// (bind: an account, its settled holds in the cache).
+func decodeBound[T any](c *access, d backend.Doc) (*T, error) {
+	v, err := decode[T](d)
 	if err == nil {
 		c.bind(v)
 	}
-	return v, false, err
+	return v, err
 }
 
 // deepCopy copies a stored object so that the caller shares nothing with
@@ -117,9 +120,8 @@ func fresh[T any](ctx context.Context, c *access, kind, id string) (*T, string, 
 	if err != nil {
 		return nil, "", err
 	}
-	v, err := decode[T](d)
+	v, err := decodeBound[T](c, d)
 	if err == nil {
-		c.bind(v)
 		err = c.awaitBound(ctx, v)
 	}
 	return v, d.Version, err

@@ -82,11 +82,10 @@ func (lg *ledger) accountOf(d backend.Doc, ok bool) *quota.Account {
 // decodeAccount decodes an account document as the cache will keep it
 // (its settled holds bound to the cache), or nil.
 func (lg *ledger) decodeAccount(d backend.Doc) *quota.Account {
-	a, err := decode[quota.Account](d)
+	a, err := decodeBound[quota.Account](lg.acc, d)
 	if err != nil {
 		return nil
 	}
-	lg.bind(a)
 	return a
 }
 

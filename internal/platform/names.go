@@ -120,7 +120,16 @@ func (n *names) claimName(ctx context.Context, kind, name, owner string) error {
 // the time claimName runs.
 func (n *names) nameFree(ctx context.Context, kind, name, owner string) error {
 	cl, _, err := fromCache[nameClaim](n.acc, kindName, claimID(kind, name))
-	if err != nil || cl.Owner == owner || !n.ownsName(ctx, kind, name, cl.Owner) {
+	if err != nil {
+		return nil
+	}
+	return n.takenBy(ctx, kind, name, owner, cl)
+}
+
+// takenBy returns ErrConflict when claim cl of kind's name is another
+// object's than owner's and that object has the name; else nil.
+func (n *names) takenBy(ctx context.Context, kind, name, owner string, cl *nameClaim) error {
+	if cl.Owner == owner || !n.ownsName(ctx, kind, name, cl.Owner) {
 		return nil
 	}
 	return errs.Conflict(kind, name, "the name is taken by "+kind+" "+cl.Owner)
@@ -140,10 +149,8 @@ func (n *names) nameTaken(ctx context.Context, kind, name, owner string) error {
 		return nil
 	case err != nil:
 		return err
-	case cl.Owner == owner || !n.ownsName(ctx, kind, name, cl.Owner):
-		return nil
 	}
-	return errs.Conflict(kind, name, "the name is taken by "+kind+" "+cl.Owner)
+	return n.takenBy(ctx, kind, name, owner, cl)
 }
 
 // maxClaimsSeen bounds the claims a client remembers seeing without their
