@@ -63,13 +63,18 @@ func (s *ClusterService) Create(ctx context.Context, spec *cluster.Spec, opts cl
 	id := newID("cls")
 	if opts.RequestID != "" {
 		id = idFor("cls", opts.RequestID)
-		if cl, err := s.getCluster(ctx, id); err == nil && cl.State == cluster.Deleting {
+		// Decided on the store: this client's cache may not have the
+		// earlier attempt's cluster yet, or its delete.
+		cl, v, err := fresh[cluster.Cluster](ctx, s.c.acc, kindCluster, id)
+		switch {
+		case err == nil && cl.State == cluster.Deleting:
 			// Made by an earlier attempt that was undone (its name or a
 			// group refused it), or deleted since: not a success to repeat.
 			return nil, errs.Conflict("cluster", id, "the cluster this request made is being deleted; use another request id")
-		} else if err == nil {
+		case err == nil:
+			cl.Version = v
 			return cl, nil // made by an earlier attempt
-		} else if !errs.IsNotFound(err) {
+		case !errs.IsNotFound(err):
 			return nil, err
 		}
 	}
