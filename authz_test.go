@@ -351,6 +351,7 @@ func TestAuthorizerRefusesEveryOperation(t *testing.T) {
 		}},
 		{"ResourceGroups.Get", auth.DescribeResourceGroup, func() error { return e(c.ResourceGroups().Get(ctx, "rg-b")) }},
 		{"ResourceGroups.Pending", auth.DescribeResourceGroup, func() error { return e(c.ResourceGroups().Pending(ctx, "rg-b")) }},
+		{"ResourceGroups.Delete", auth.DeleteResourceGroup, func() error { return c.ResourceGroups().Delete(ctx, "rg-b") }},
 	}
 	// Bob's replays to be tried: a job config saved with a request id, and
 	// a run of a config both may run, made with one.

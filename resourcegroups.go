@@ -52,6 +52,19 @@ func (s *ResourceGroupService) Register(ctx context.Context, g quota.Group) (quo
 	return s.s.Register(ctx, g)
 }
 
+// Delete deletes a resource group. It is refused (a *StateError, ErrState)
+// while anything holds quota in it or a run queues, runs or is being
+// cleaned up in it, as the store has them, not this client's cache. A
+// cluster or a job config that only names the group is not refused: the
+// cluster cannot start until its spec names another group (C4), and the
+// config's next run fails saying the group does not exist (J12).
+func (s *ResourceGroupService) Delete(ctx context.Context, id string) error {
+	if err := s.g.allow(ctx, auth.DeleteResourceGroup, resourceGroupResource(id)); err != nil {
+		return err
+	}
+	return s.s.Delete(ctx, id)
+}
+
 // Get returns a resource group's capacity, reservations and what it can
 // still allocate.
 func (s *ResourceGroupService) Get(ctx context.Context, id string) (quota.Usage, error) {

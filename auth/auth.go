@@ -127,6 +127,7 @@ const (
 
 	RegisterResourceGroup Action = "dlc:RegisterResourceGroup" // ResourceGroups().Register
 	DescribeResourceGroup Action = "dlc:DescribeResourceGroup" // Get, List, Pending
+	DeleteResourceGroup   Action = "dlc:DeleteResourceGroup"   // ResourceGroups().Delete
 	// UseResourceGroup is drawing on a resource group's quota and Secrets:
 	// asked of the resource group when a cluster is created in it (Create,
 	// PlanCreate, Clone) or moved to it (Update), and when an on-demand
@@ -140,7 +141,7 @@ var actions = []Action{
 	SaveTemplate, DescribeTemplate, DeleteTemplate,
 	CreateJob, DescribeJob, UpdateJob, DeleteJob, RunJob,
 	DescribeRun, StopRun, ReadRunLogs,
-	RegisterResourceGroup, DescribeResourceGroup, UseResourceGroup,
+	RegisterResourceGroup, DescribeResourceGroup, DeleteResourceGroup, UseResourceGroup,
 }
 
 // Actions returns every action.

@@ -370,9 +370,20 @@ func (s *ClusterService) start(ctx context.Context, cl *cluster.Cluster) (*clust
 	}
 	next.Events = event.Append(next.Events, c.event(ctx, "user", "start", "reserving "+need.String()))
 	if err := c.clusters.writeWithHold(ctx, next, cl, need); err != nil {
-		return nil, err
+		return nil, goneGroup(err, next.Live.ResourceGroup)
 	}
 	return next, nil
+}
+
+// goneGroup says that a cluster's resource group is gone (deleted since
+// the cluster was created) as the C4 problem of its spec, not as the
+// cluster not found; any other error is returned as it is.
+func goneGroup(err error, rg string) error {
+	var nf *errs.NotFoundError
+	if errors.As(err, &nf) && nf.Kind == "resource group" && nf.ID == rg {
+		return errs.List{errs.Invalid("resourceGroup", "C4", rg, "no resource group with this id (deleted since the cluster was created); edit the cluster to name another")}.ToError()
+	}
+	return err
 }
 
 // started returns cl as a start would write it, and what the start

@@ -57,6 +57,97 @@ func (s *ResourceGroupService) Register(ctx context.Context, g quota.Group) (quo
 	return a.Usage(), nil
 }
 
+// Delete deletes resource group id. It is refused (*errs.StateError)
+// while anything holds quota in it (a starting, running or hibernating
+// cluster; an admitted on-demand run's cluster) or a run queues, runs or
+// is being cleaned up in it. Both are decided on the store: the account
+// is read there, the runs are listed there, and the account is deleted
+// on the version read, so a reservation made meanwhile (every one is a
+// compare-and-swap of the account) makes the delete look again.
+//
+// What only names the group is not refused: a created or hibernated
+// cluster whose spec names it cannot start until its spec names another
+// (C4), and an on-demand job config's next run fails saying the group
+// does not exist (J12), as does a run submitted while the delete ran and
+// stored after its list. The group's settled hold documents, which hold
+// nothing once the account does not, are deleted first.
+func (s *ResourceGroupService) Delete(ctx context.Context, id string) error {
+	c := s.c
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if id == "" {
+		return errs.List{errs.Required("id", "", "name the resource group to delete")}.ToError()
+	}
+	for attempt := 0; ; attempt++ {
+		a, v, err := fresh[quota.Account](ctx, c.acc, kindResourceGroup, id)
+		if err != nil {
+			return notFoundAs(err, "resource group", id)
+		}
+		if err := s.inUse(ctx, a); err != nil {
+			return err
+		}
+		if err := s.deleteHolds(ctx, id); err != nil {
+			return err
+		}
+		err = c.store.Delete(ctx, kindResourceGroup, id, v)
+		if errors.Is(err, errs.ErrConflict) && attempt < conflictRetries {
+			continue // changed meanwhile (a reservation, a capacity): look again
+		}
+		return notFoundAs(err, "resource group", id)
+	}
+}
+
+// inUse returns a *errs.StateError when account a (as stored) holds
+// anything, or a run that is not done targets it in the store.
+func (s *ResourceGroupService) inUse(ctx context.Context, a *quota.Account) error {
+	refuse := func(state, reason string) error {
+		return &errs.StateError{Kind: "resource group", ID: a.ID, Op: "delete", State: state,
+			Allowed: []string{"nothing held or queued"}, Reason: reason}
+	}
+	if !a.Sum.IsZero() {
+		return refuse("in use", fmt.Sprintf("%s is reserved in it: hibernate or delete its clusters, or wait for its on-demand runs to end", a.Sum))
+	}
+	for holder, h := range a.Pending {
+		if !h.Resources.IsZero() {
+			return refuse("in use", fmt.Sprintf("%s holds %s in it", holder, h.Resources))
+		}
+	}
+	docs, err := s.c.acc.listLatest(ctx, kindRun, map[string]string{labelTarget: targetResourceGroup + a.ID})
+	if err != nil {
+		return err
+	}
+	n := 0
+	for _, d := range docs {
+		if d.Labels[labelPhase] != phaseDone {
+			n++
+		}
+	}
+	if n > 0 {
+		return refuse(fmt.Sprintf("%d runs not finished", n), "stop its on-demand runs or wait for them to finish")
+	}
+	return nil
+}
+
+// deleteHolds deletes the settled hold documents of resource group id, as
+// the store has them: its account, which holds nothing, is the truth (a
+// document is at most an older change of a hold since released, or one
+// the platform did not write). None is left to stand in the way of a
+// later group of the same id (putHold never writes over a later change).
+func (s *ResourceGroupService) deleteHolds(ctx context.Context, id string) error {
+	c := s.c
+	docs, err := c.store.List(ctx, kindHold, map[string]string{labelResourceGroup: id})
+	if err != nil {
+		return err
+	}
+	for _, d := range docs {
+		if err := c.store.Delete(ctx, kindHold, d.ID, d.Version); err != nil && !errs.IsNotFound(err) && !errors.Is(err, errs.ErrConflict) {
+			return err
+		}
+	}
+	return nil
+}
+
 // Get returns a resource group's capacity, reservations and what it can
 // still allocate.
 func (s *ResourceGroupService) Get(ctx context.Context, id string) (quota.Usage, error) {
