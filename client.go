@@ -159,7 +159,11 @@ func WithMaxWait(d time.Duration) Option { return Option{platform.WithMaxWait(d)
 
 // WithLogsLocation sets the prefix of where runs' logs are kept, e.g.
 // "cos://logs-1250000000/dlc"; a run's logs are at <prefix>/<run id>
-// (Run.Logs). The default, and "", is "memory://logs".
+// (Run.Logs). The default, and "", is "memory://logs". In COS, and with
+// WithCOS, each run's whole log (its last job.MaxArchivedLogBytes) is
+// written there when it ends, as plain text, one line per line; with
+// WithCOS, a location in COS that is not a COS URL makes New fail with
+// ErrInvalid.
 func WithLogsLocation(prefix string) Option { return Option{platform.WithLogsLocation(prefix)} }
 
 // WithWorkers sets how many goroutines run the reconcilers of clusters,
@@ -389,9 +393,13 @@ const (
 
 // WithCOS sets the COS client that job packages in COS are inspected with
 // when a job config is saved (J5); without it (the default, and nil) only
-// local packages are.
+// local packages are. With the logs' location in COS too
+// (WithLogsLocation("cos://<bucket>/<prefix>")), each run's whole log is
+// written there when it ends, and Runs().Logs and Follow read it from
+// there once Ray no longer has it (after its cluster is gone); without
+// both, a run keeps the tail of its log alone (job.Run.LogTail).
 func WithCOS(c *storage.COSClient) Option {
-	return Option{platform.WithPackageCheck(checkPackage(c), c != nil)}
+	return Option{platform.Join(platform.WithPackageCheck(checkPackage(c), c != nil), platform.WithLogsCOS(c))}
 }
 
 // checkPackage checks job packages with c, which reads those in COS (nil:

@@ -68,6 +68,22 @@ const (
 	MaxLogTailBytes = 16 << 10
 )
 
+// MaxArchivedLogBytes bounds the whole log of a run written to COS when it
+// ends: of a longer one, the last lines within it are written, after a
+// line saying how many earlier ones were not (LogArchive.Dropped).
+const MaxArchivedLogBytes = 64 << 20
+
+// LogArchive is what was written of a run's whole log to COS: Lines lines
+// of it, the last ones, after Dropped earlier ones that were over
+// MaxArchivedLogBytes. The zero value is none written.
+type LogArchive struct {
+	Lines   int `json:"lines,omitempty"`
+	Dropped int `json:"dropped,omitempty"`
+}
+
+// IsZero reports whether no log was written.
+func (a LogArchive) IsZero() bool { return a.Lines == 0 }
+
 // KeepLogs keeps the tail of lines, what the run logged, on r (LogTail,
 // LogsDropped, LogsKept), within the bounds of LogTailOf.
 func (r *Run) KeepLogs(lines []string) {
@@ -87,7 +103,7 @@ func LogTailOf(lines []string) (tail []string, dropped int) {
 	start := len(lines)
 	var kept []string
 	for start > 0 && len(lines)-start < MaxLogTailLines {
-		line := cleanLogLine(lines[start-1])
+		line := CleanLogLine(lines[start-1])
 		l := storedLen(line) + 3 // its quotes and a comma
 		if size+l > MaxLogTailBytes {
 			if start == len(lines) { // the last line alone is too long: its end
@@ -119,11 +135,12 @@ func RedactSecrets(s string) string {
 	return secretParams.ReplaceAllString(s, "${1}REDACTED")
 }
 
-// cleanLogLine is a log line as kept: valid UTF-8 (U+FFFD for what is
+// CleanLogLine returns a log line as the platform keeps it (in the tail,
+// and in the whole log written to COS): valid UTF-8 (U+FFFD for what is
 // not), without control characters but tab (terminal escapes, NUL, C1
 // controls), which a reader's terminal would act on, and without the
 // secrets of presigned URLs (RedactSecrets).
-func cleanLogLine(s string) string {
+func CleanLogLine(s string) string {
 	s = RedactSecrets(s)
 	clean := true
 	for _, r := range s {
@@ -286,6 +303,10 @@ type Run struct {
 	LogTail     []string `json:"logTail,omitempty"`
 	LogsKept    bool     `json:"logsKept,omitempty"`
 	LogsDropped int      `json:"logsDropped,omitempty"`
+	// LogsArchived says the run's whole log was written to Logs in COS
+	// when it ended (dlc.WithLogsLocation in COS, with dlc.WithCOS): Logs
+	// and Follow read it from there once Ray no longer has it.
+	LogsArchived LogArchive `json:"logsArchived,omitzero"`
 	// Attempt numbers the run among the attempts of one run of a config
 	// that failed and was retried (L3): 2 for the first retry, and so on;
 	// 0 for a first attempt (AttemptNumber says 1).

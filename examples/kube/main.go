@@ -47,7 +47,12 @@ type options struct {
 	Namespace   string
 	InstallCRDs bool
 	Package     string // the job package's cos:// URI
-	Entrypoint  string
+	// COS and Logs: with both, runs' whole logs are kept in COS under
+	// Logs (dlc.WithCOS, dlc.WithLogsLocation) and read from there once
+	// their clusters are gone.
+	COS        *storage.COSClient
+	Logs       string
+	Entrypoint string
 	// WorkingDir is kube.RenderOptions.WorkingDir: how Ray fetches the
 	// package.
 	WorkingDir func(kube.PackageUse) (string, error)
@@ -66,6 +71,7 @@ func main() {
 	flag.StringVar(&o.Entrypoint, "entrypoint", "python main.py", "the job's entrypoint")
 	flag.DurationVar(&o.Timeout, "timeout", 15*time.Minute, "how long the whole story may take")
 	region := flag.String("region", "ap-guangzhou", "the COS region of the package's bucket")
+	flag.StringVar(&o.Logs, "logs", "", "where runs' whole logs are kept in COS, e.g. cos://logs-1250000000/dlc (\"\": their tails only)")
 	flag.Parse()
 	cos, err := storage.NewCOSClient(storage.COSOptions{Region: *region}) // credentials from the environment
 	if err != nil {
@@ -73,6 +79,7 @@ func main() {
 		os.Exit(1)
 	}
 	o.WorkingDir = kube.COSWorkingDir(cos, storage.WorkingDirOptions{})
+	o.COS = cos
 	rules := clientcmd.NewDefaultClientConfigLoadingRules() // $KUBECONFIG, else ~/.kube/config
 	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
 	if err == nil {
@@ -99,7 +106,7 @@ func run(ctx context.Context, cfg *rest.Config, o options, out io.Writer) error 
 		return err
 	}
 	defer be.Close()
-	c, err := dlc.New(dlc.WithBackend(be))
+	c, err := dlc.New(dlc.WithBackend(be), dlc.WithCOS(o.COS), dlc.WithLogsLocation(o.Logs))
 	if err != nil {
 		return err
 	}
@@ -196,6 +203,19 @@ func run(ctx context.Context, cfg *rest.Config, o options, out io.Writer) error 
 			return err
 		}
 		fmt.Fprintf(out, "  its cluster %s is released\n", r.ClusterID)
+	}
+	if r, err = c.Runs().Get(ctx, r.ID); err != nil { // as it is once its cluster is gone
+		return err
+	}
+	if !r.LogsArchived.IsZero() {
+		lines, err := c.Runs().Logs(ctx, r.ID)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "  its whole log, from %s:\n", r.Logs)
+		for _, l := range lines {
+			fmt.Fprintf(out, "  || %s\n", l)
+		}
 	}
 	u, err := c.ResourceGroups().Get(ctx, "rg-example")
 	if err != nil {

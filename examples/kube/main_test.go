@@ -49,7 +49,7 @@ func TestExample(t *testing.T) {
 	for i := range 2 {
 		var out bytes.Buffer
 		o := options{Namespace: ns, InstallCRDs: i == 0, Package: "cos://" + cosfake.DefaultBucket + "/hello.zip",
-			WorkingDir: kube.COSWorkingDir(cos, storage.WorkingDirOptions{}),
+			WorkingDir: kube.COSWorkingDir(cos, storage.WorkingDirOptions{}), COS: cos, Logs: "cos://" + cosfake.DefaultBucket + "/dlc-logs",
 			Entrypoint: "python main.py", Timeout: 3 * time.Minute, Dashboard: loop.Dashboard, PollInterval: 100 * time.Millisecond}
 		start := time.Now()
 		err = run(t.Context(), cp.Config(), o, &out)
@@ -57,7 +57,8 @@ func TestExample(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := []string{"running", "pod ", "| hello from the job", "succeeded", "is released"}
+		// The on-demand run's whole log, read from COS after its cluster is gone.
+		want := []string{"running", "pod ", "| hello from the job", "succeeded", "is released", "its whole log, from cos://", "|| hello from the job"}
 		if i == 0 {
 			want = append(want, "dlc's CRDs installed")
 		}

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/aidlc/dlc/auth"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -71,6 +72,7 @@ type options struct {
 	// sets one that reads COS.
 	checkPackage PackageCheck
 	readsCOS     bool
+	logsCOS      *storage.COSClient // nil: no whole logs in COS (logarchive.go)
 	// newBackend makes the backend when none was given (WithBackend):
 	// the dlc package supplies a memory backend on the client's clock.
 	newBackend func(backend.Clock, quota.Catalog) backend.Backend
@@ -143,6 +145,11 @@ func (o *options) check() errs.List {
 	} {
 		if c.bad {
 			bad(c.option, c.value, c.detail)
+		}
+	}
+	if o.logsCOS != nil && strings.HasPrefix(o.logPrefix, "cos://") {
+		if _, err := storage.ParseCOSURL(o.logPrefix + "/run"); err != nil {
+			bad("WithLogsLocation", o.logPrefix, "not a COS location for runs' logs: "+err.Error())
 		}
 	}
 	if o.baseDelay < 0 {
@@ -316,8 +323,9 @@ type Engine struct {
 	policy  scheduler.Policy
 	cache   *objects.Cache
 	queues  *queues
-	metrics *metrics // nil: none registered
-	acc     *access  // typed reads and writes of the stored objects
+	metrics *metrics    // nil: none registered
+	acc     *access     // typed reads and writes of the stored objects
+	archive *logArchive // nil: runs' whole logs are not kept in COS (logarchive.go)
 
 	finished *finishedRuns // the finished runs by job config (retention.go)
 	trimming atomic.Bool   // a retention step is trimming to the bound across job configs (trimAll)
@@ -407,6 +415,7 @@ func New(opts ...Option) (*Engine, error) {
 	c := &Engine{o: o, store: o.backend, ray: o.backend, clock: o.clock, cat: o.catalogs, policy: o.policy,
 		cache: objects.New(derivers()), queues: newQueues(queue.QueueOptions{MaxWait: o.maxWait}), finished: newFinishedRuns(), order: newRunOrder(), load: newRunLoad(), ctx: ctx, cancel: cancel, notes: newClusterNotes()}
 	c.clusters, c.groups, c.jobs, c.runs = &ClusterService{c}, &GroupService{c}, &JobService{c}, &RunService{c}
+	c.archive = newLogArchive(&o)
 	m, err := newMetrics(o.registerer, c)
 	if err != nil {
 		cancel()

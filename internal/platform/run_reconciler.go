@@ -485,13 +485,18 @@ func (c runReconciler) recordRay(ctx context.Context, r *job.Run, obs job.Observ
 	}
 	var kept []string
 	keptOK := false
+	var archived job.LogArchive
+	var notArchived error
 	if obs.State.Terminal() && !r.LogsKept {
 		kept, keptOK = c.logsToKeep(ctx, r.ID)
+		if keptOK {
+			archived, notArchived = c.archiveLogs(ctx, r, kept)
+		}
 	}
 	next, ok, err := c.runs.moveRun(ctx, r, t, obs.Message, func(n *job.Run) {
 		n.RaySubmitted = true
 		if n.State.Terminal() && keptOK && !n.LogsKept {
-			n.KeepLogs(kept)
+			c.keepLogs(ctx, n, kept, archived, notArchived)
 		}
 		if n.State == job.Running {
 			n.Message = "on cluster " + n.ClusterID
@@ -573,6 +578,33 @@ func (c runReconciler) logsToKeep(ctx context.Context, runID string) ([]string, 
 	return lines, true
 }
 
+// archiveLogs writes lines, run r's whole log, to COS when the logs are
+// kept there (logarchive.go), and returns what it wrote, or why it could
+// not once the COS client's retries are spent.
+func (c runReconciler) archiveLogs(ctx context.Context, r *job.Run, lines []string) (job.LogArchive, error) {
+	// Bounded: the run's end (and its on-demand cluster's release) does
+	// not wait on a COS that does not answer for longer than this.
+	ctx, cancel := context.WithTimeout(ctx, archiveTimeout)
+	defer cancel()
+	a, err := c.archive.put(ctx, r, lines)
+	if err != nil {
+		c.o.log.Error(err, "the whole log of an ended run could not be written to COS; its tail is kept", "run", r.ID, "logs", r.Logs)
+	}
+	return a, err
+}
+
+// keepLogs keeps lines, what run n logged, on it: the tail, what was
+// written of them to COS (archived), or why nothing was (notArchived), in
+// its event log.
+func (c runReconciler) keepLogs(ctx context.Context, n *job.Run, lines []string, archived job.LogArchive, notArchived error) {
+	n.KeepLogs(lines)
+	n.LogsArchived = archived
+	if notArchived != nil {
+		n.Events = event.Append(n.Events, c.event(ctx, "system", "logs",
+			"the whole log could not be written to "+n.Logs+" (its tail is kept): "+notArchived.Error()))
+	}
+}
+
 // cleanupRun releases what an ended run still holds: its Ray job, and an
 // on-demand run's cluster (which in turn releases its quota). An
 // on-demand run's logs are kept first, if they were not when it ended:
@@ -583,8 +615,9 @@ func (c runReconciler) cleanupRun(ctx context.Context, r *job.Run) error {
 	}
 	if !r.LogsKept && r.ClusterID != "" {
 		if lines, ok := c.logsToKeep(ctx, r.ID); ok {
+			archived, notArchived := c.archiveLogs(ctx, r, lines)
 			next := r.DeepCopy()
-			next.KeepLogs(lines)
+			c.keepLogs(ctx, next, lines, archived, notArchived)
 			return c.runs.putRun(ctx, next, r.Version) // its watch brings the run back here
 		}
 	}

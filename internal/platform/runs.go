@@ -338,8 +338,11 @@ func (s *RunService) Stop(ctx context.Context, id string) (*job.Run, error) {
 
 // Logs returns what a run has logged so far: from Ray while it has the
 // run, else, once the run has ended and its cluster gone (an on-demand
-// run's, or one hibernated or deleted since), the tail kept when it ended
-// (Run.LogTail), after a line saying how many earlier lines were not kept.
+// run's, or one hibernated or deleted since), the whole log written to
+// COS when it ended (Run.LogsArchived, with the logs' location in COS and
+// a COS client), or, without it or when it cannot be read, the tail kept
+// when it ended (Run.LogTail); either after a line saying how many
+// earlier lines were not kept, if any were not.
 func (s *RunService) Logs(ctx context.Context, id string) ([]string, error) {
 	r, err := s.Get(ctx, id)
 	if err != nil {
@@ -356,6 +359,13 @@ func (s *RunService) logs(ctx context.Context, r *job.Run) ([]string, int, error
 	lines, err := c.ray.Logs(ctx, r.ID)
 	if r.State.Live() || !r.LogsKept || (err == nil && len(lines) > 0) {
 		return lines, 0, err
+	}
+	if !r.LogsArchived.IsZero() && c.archive != nil {
+		whole, first, aerr := c.archive.get(ctx, r)
+		if aerr == nil {
+			return whole, first, nil
+		}
+		c.o.log.Error(aerr, "the whole log of an ended run could not be read from COS; reading its kept tail", "run", r.ID)
 	}
 	if r.LogsDropped == 0 {
 		return slices.Clone(r.LogTail), 0, nil

@@ -115,6 +115,10 @@ type RunStatus struct {
 	// +kubebuilder:validation:Minimum=0
 	// +optional
 	LogsDropped int32 `json:"logsDropped,omitempty"`
+	// LogsArchived says how much of the run's whole log was written to
+	// Logs in COS when it ended.
+	// +optional
+	LogsArchived *LogArchive `json:"logsArchived,omitempty"`
 	// Record is the last change and the event log.
 	Record `json:",inline"`
 	// Summary is what kubectl get shows that no other field has; the store
@@ -169,3 +173,16 @@ type RunList struct {
 }
 
 func init() { SchemeBuilder.Register(&Run{}, &RunList{}) }
+
+// LogArchive is what was written of a run's whole log to COS
+// (job.LogArchive).
+type LogArchive struct {
+	// Lines is how many lines were written, the last ones of the log.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	Lines int64 `json:"lines,omitempty"`
+	// Dropped is how many earlier lines were not, over the bound.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	Dropped int64 `json:"dropped,omitempty"`
+}
