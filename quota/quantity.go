@@ -1,8 +1,11 @@
 package quota
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"math"
+	"strconv"
 
 	"k8s.io/apimachinery/pkg/api/resource"
 
@@ -58,4 +61,130 @@ func ParseResources(cpu, memory string, gpu int64) (Resources, error) {
 // "96Gi"), and the GPUs.
 func (r Resources) Quantities() (cpu, memory resource.Quantity, gpu int64) {
 	return *resource.NewMilliQuantity(r.MilliCPU, resource.DecimalSI), *resource.NewQuantity(r.Memory, resource.BinarySI), r.GPU
+}
+
+// UnmarshalJSON reads r as the platform stores it, {"milliCPU": 64000,
+// "memory": 274877906944, "gpu": 8}, or in Kubernetes quantities, as a
+// user writes it in YAML or JSON: {"cpu": "64", "memory": "256Gi", "gpu":
+// 8}, where cpu is in cores ("500m", "1.5", or a number) and memory a
+// quantity or a number of bytes. Naming cpu and milliCPU both, a key of
+// neither form, or a quantity ParseResources refuses is an error
+// (ErrInvalid, rule C4). MarshalJSON is encoding/json's: the stored form
+// (String and Quantities print quantities).
+func (r *Resources) UnmarshalJSON(data []byte) error {
+	// The stored form first, with encoding/json's own decoding (stored has
+	// no methods); it would ignore a key "cpu".
+	type stored Resources
+	if !bytes.Contains(data, []byte(`"cpu"`)) {
+		var s stored
+		if err := json.Unmarshal(data, &s); err == nil {
+			*r = Resources(s)
+			return nil
+		}
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(data, &fields); err != nil {
+		return err
+	}
+	var l errs.List
+	var cpu, memory string
+	var out Resources
+	for k, v := range fields {
+		switch k {
+		case "milliCPU":
+			if err := json.Unmarshal(v, &out.MilliCPU); err != nil {
+				l = append(l, errs.Invalid(errs.NewPath(k), "C4", string(v), "a whole number of millicores"))
+			}
+		case "cpu":
+			cpu = quantityText(v)
+		case "memory":
+			memory = quantityText(v)
+		case "gpu":
+			n, err := strconv.ParseInt(quantityText(v), 10, 64)
+			if err != nil {
+				l = append(l, errs.Invalid(errs.NewPath(k), "C4", string(v), "a whole number of GPUs"))
+			}
+			out.GPU = n
+		default:
+			l = append(l, errs.NotSupported(errs.NewPath(k), "C4", k, []string{"cpu", "milliCPU", "memory", "gpu"}))
+		}
+	}
+	if _, both := fields["milliCPU"]; both && cpu != "" {
+		l = append(l, errs.Invalid(errs.NewPath("cpu"), "C4", cpu, "give cpu (in cores) or milliCPU, not both"))
+	}
+	if len(l) > 0 {
+		return l.ToError()
+	}
+	q, err := ParseResources(cpu, memory, out.GPU)
+	if err != nil {
+		return err
+	}
+	if cpu != "" {
+		out.MilliCPU = q.MilliCPU
+	}
+	out.Memory, out.GPU = q.Memory, q.GPU
+	*r = out
+	return nil
+}
+
+// quantityText returns a JSON value as the text of a quantity: a string's
+// content, or a number as written.
+func quantityText(v json.RawMessage) string {
+	var s string
+	if json.Unmarshal(v, &s) == nil {
+		return s
+	}
+	return string(bytes.TrimSpace(v))
+}
+
+// UnmarshalJSON reads a node spec as stored, {"cpu": 4, "memoryGB": 16},
+// or with Kubernetes quantities: cpu "4" or "4000m" (whole cores) and
+// "memory": "16Gi" (whole GiB) in place of memoryGB. Naming memory and
+// memoryGB both, or a quantity that is not a whole number of cores or
+// GiB, is an error (ErrInvalid, rule C7). MarshalJSON writes the stored
+// form.
+func (s *NodeSpec) UnmarshalJSON(data []byte) error {
+	type stored NodeSpec
+	var in struct {
+		stored
+		CPU    json.RawMessage `json:"cpu"`
+		Memory json.RawMessage `json:"memory"`
+	}
+	if err := json.Unmarshal(data, &in); err != nil {
+		return err
+	}
+	out := NodeSpec(in.stored)
+	var l errs.List
+	whole := func(field string, v json.RawMessage, scale resource.Scale, unit string, into *int64) {
+		text := quantityText(v)
+		q, err := resource.ParseQuantity(text)
+		n := int64(0)
+		if err == nil {
+			n = q.ScaledValue(scale)
+		}
+		if err != nil || q.Sign() < 0 || n == math.MaxInt64 || resource.NewScaledQuantity(n, scale).Cmp(q) != 0 {
+			l = append(l, errs.Invalid(errs.NewPath(field), "C7", text, "not a whole number of "+unit))
+			return
+		}
+		*into = n
+	}
+	if len(in.CPU) > 0 {
+		whole("cpu", in.CPU, 0, "cores", &out.CPU)
+	}
+	if len(in.Memory) > 0 {
+		if out.MemoryGB != 0 {
+			l = append(l, errs.Invalid(errs.NewPath("memory"), "C7", quantityText(in.Memory), "give memory (a quantity) or memoryGB, not both"))
+		} else {
+			var bytes int64
+			if whole("memory", in.Memory, 0, "GiB", &bytes); bytes%GiB != 0 {
+				l = append(l, errs.Invalid(errs.NewPath("memory"), "C7", quantityText(in.Memory), "not a whole number of GiB"))
+			}
+			out.MemoryGB = bytes / GiB
+		}
+	}
+	if len(l) > 0 {
+		return l.ToError()
+	}
+	*s = out
+	return nil
 }
