@@ -190,6 +190,10 @@ func TestStoreCallsPerOperation(t *testing.T) {
 		// The three runs above, finished, are deleted at the end of their
 		// retention: one delete each.
 		{"3 runs' retention ends", 3, func() { clk.Advance(dlc.DefaultRunRetention) }},
+		// Read in the store, its runs listed there, its hold documents
+		// listed (none: fewer than 32 changes were pending, none settled),
+		// then itself deleted on the version read.
+		{"delete the resource group", 4, func() { must(c.ResourceGroups().Delete(ctx, "rg-1")) }},
 	}
 	for _, s := range steps {
 		s.do()
