@@ -3,6 +3,7 @@ package dlchttp
 import (
 	"encoding/json"
 	"net/http/httptest"
+	"os"
 	"regexp"
 	"slices"
 	"strings"
@@ -126,5 +127,27 @@ func TestOpenAPI(t *testing.T) {
 		if doc.Components.Schemas[name] == nil {
 			t.Errorf("no schema %s", name)
 		}
+	}
+}
+
+// TestDocsListEveryRoute: docs/http.md's tables list exactly the routes.
+func TestDocsListEveryRoute(t *testing.T) {
+	b, err := os.ReadFile("../docs/http.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	row := regexp.MustCompile("(?m)^\\| (GET|POST|PUT|DELETE) \\| `([^`]+)` \\|")
+	var listed []string
+	for _, m := range row.FindAllStringSubmatch(string(b), -1) {
+		listed = append(listed, m[1]+" "+m[2])
+	}
+	var want []string
+	for _, rt := range routes() {
+		want = append(want, rt.method+" "+rt.path)
+	}
+	slices.Sort(listed)
+	slices.Sort(want)
+	if !slices.Equal(listed, want) {
+		t.Fatalf("docs/http.md lists %d routes:\n%v\nthe table has %d:\n%v", len(listed), listed, len(want), want)
 	}
 }
