@@ -76,33 +76,42 @@ func ifMatch(r *http.Request) (versions []string, star, present bool) {
 	return versions, star, present
 }
 
-// precondition returns the version an update is to be made against:
-// the one If-Match names, or, for "*" or a list, the stored one that
-// current reads. required says a missing If-Match is a 428; otherwise it
-// means the stored version.
-func precondition(r *http.Request, required bool, current func() (string, error)) (string, error) {
+// precondition returns the version an update is to be made against, and
+// what to make of the update's conflict. A single tag is the version it
+// names (the SDK checks it); for "*", a list, or no If-Match where none is
+// required, it is the stored version that current reads (a list must
+// hold it). A missing If-Match where one is required is a 428. When the
+// update made against an If-Match's tags conflicts, onConflict turns
+// the conflict into a 412 if the stored version is another now: the
+// precondition failed; a conflict of another kind (a name taken), or one
+// under "*" or no If-Match, stays a 409.
+func precondition(r *http.Request, required bool, current func() (string, error)) (version string, onConflict func(error) error, err error) {
 	versions, star, present := ifMatch(r)
+	keep := func(err error) error { return err }
+	conditional := present && !star
 	switch {
 	case !present && required:
-		return "", errPreconditionRequired
-	case !star && len(versions) == 1:
-		return versions[0], nil
-	case !star && len(versions) == 0 && present:
-		return "", errPreconditionFailed
+		return "", nil, errPreconditionRequired
+	case conditional && len(versions) == 0:
+		return "", nil, errPreconditionFailed
+	case conditional && len(versions) == 1:
+		version = versions[0]
+	default:
+		if version, err = current(); err != nil {
+			return "", nil, err
+		}
+		if conditional && !slices.Contains(versions, version) {
+			return "", nil, errPreconditionFailed
+		}
 	}
-	v, err := current()
-	if err != nil {
-		return "", err
+	if !conditional {
+		return version, keep, nil
 	}
-	if present && !star && !slices.Contains(versions, v) {
-		return "", errPreconditionFailed
-	}
-	return v, nil
+	return version, func(err error) error { return stale(err, version, current) }, nil
 }
 
 // stale turns the conflict of an update made against version into a 412
-// when the stored version is another now: the precondition failed. A
-// conflict of another kind (a name taken) stays a 409.
+// when the stored version is another now.
 func stale(err error, version string, current func() (string, error)) error {
 	if !errors.Is(err, dlc.ErrConflict) {
 		return err

@@ -55,28 +55,28 @@ func openAPI(routes []*route, o Options) ([]byte, error) {
 			}
 			op["requestBody"] = map[string]any{"required": true, "description": rt.body.desc, "content": content}
 		}
-		ok := map[string]any{"description": http.StatusText(rt.status)}
+		success := map[string]any{"description": http.StatusText(rt.status)}
 		switch {
 		case rt.stream:
-			ok["description"] = "a text/event-stream: each event's data is JSON of this schema; an \"end\" event closes a stream the server ends; comments are heartbeats"
-			ok["content"] = map[string]any{"text/event-stream": map[string]any{"schema": g.of(reflect.TypeOf(rt.result))}}
+			success["description"] = "a text/event-stream: each event's data is JSON of this schema; an \"end\" event closes a stream the server ends; comments are heartbeats"
+			success["content"] = map[string]any{"text/event-stream": map[string]any{"schema": g.of(reflect.TypeOf(rt.result))}}
 		case rt.public:
-			ok["content"] = map[string]any{mediaJSON: map[string]any{"schema": map[string]any{"type": "object"}}}
+			success["content"] = map[string]any{mediaJSON: map[string]any{"schema": map[string]any{"type": "object"}}}
 		case rt.result != nil:
-			ok["content"] = map[string]any{mediaJSON: map[string]any{"schema": g.of(reflect.TypeOf(rt.result))}}
+			success["content"] = map[string]any{mediaJSON: map[string]any{"schema": g.of(reflect.TypeOf(rt.result))}}
 		}
 		if rt.etag {
-			ok["headers"] = map[string]any{"ETag": map[string]any{"description": "the object's stored version, for If-Match", "schema": map[string]any{"type": "string"}}}
+			success["headers"] = map[string]any{"ETag": map[string]any{"description": "the object's stored version, for If-Match", "schema": map[string]any{"type": "string"}}}
 		}
 		if rt.status == http.StatusCreated {
-			h, _ := ok["headers"].(map[string]any)
+			h, _ := success["headers"].(map[string]any)
 			if h == nil {
 				h = map[string]any{}
 			}
 			h["Location"] = map[string]any{"description": "the new object's path", "schema": map[string]any{"type": "string"}}
-			ok["headers"] = h
+			success["headers"] = h
 		}
-		responses := map[string]any{strconv.Itoa(rt.status): ok}
+		responses := map[string]any{strconv.Itoa(rt.status): success}
 		for _, code := range rt.errors {
 			e := map[string]any{"description": errorDescription(code), "content": map[string]any{mediaJSON: map[string]any{"schema": errRef}}}
 			if code == http.StatusServiceUnavailable {

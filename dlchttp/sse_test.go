@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -133,13 +134,26 @@ func TestWatch(t *testing.T) {
 
 	t.Run("bounded", func(t *testing.T) {
 		short := newEnvOn(t, e.m, e.m.Client, Options{MaxStream: 50 * time.Millisecond, Heartbeat: 5 * time.Millisecond})
-		var last sseEvent
-		for ev := range short.stream(ctx, "/v1/watch/clusters") {
-			last = ev
+		a := short.do(req{method: "GET", path: "/v1/watch/clusters"}) // reads until the server ends the stream
+		body := string(a.body)
+		if a.status != 200 || !strings.Contains(body, ": heartbeat\n\n") ||
+			!strings.HasSuffix(body, "event: end\ndata: {\"reason\":\"max-stream\"}\n\n") {
+			t.Fatalf("%d %q", a.status, body)
 		}
-		var end endEvent
-		if err := json.Unmarshal([]byte(last.data), &end); err != nil || last.name != "end" || end.Reason != "max-stream" {
-			t.Fatalf("last event %+v", last)
+	})
+	t.Run("client goes away", func(t *testing.T) {
+		gone := newEnvOn(t, e.m, e.m.Client, Options{})
+		sctx, scancel := context.WithCancel(ctx)
+		follow := gone.stream(sctx, "/v1/watch/runs")
+		scancel()
+		for range follow {
+		}
+		closed := make(chan struct{})
+		go func() { gone.srv.Close(); close(closed) }() // returns once every handler has
+		select {
+		case <-closed:
+		case <-ctx.Done():
+			t.Fatal("the stream's handler did not return once its client went away")
 		}
 	})
 }

@@ -101,7 +101,7 @@ func routes() []*route {
 			serve: func(h *Handler, w http.ResponseWriter, r *http.Request) error {
 				id := pathID(r)
 				current := h.clusterVersion(r, id)
-				version, err := precondition(r, true, current)
+				version, onConflict, err := precondition(r, true, current)
 				if err != nil {
 					return err
 				}
@@ -111,7 +111,7 @@ func routes() []*route {
 				}
 				res, err := h.c.Clusters().Update(r.Context(), &cluster.Cluster{ID: id, Spec: *spec, Version: version})
 				if err != nil {
-					return stale(err, version, current)
+					return onConflict(err)
 				}
 				setETag(w, res.Cluster.Version)
 				return ok(w, editResult{Cluster: res.Cluster, Applied: nonNil(res.Applied), NeedsRestart: nonNil(res.NeedsRestart)})
@@ -122,7 +122,7 @@ func routes() []*route {
 			serve: func(h *Handler, w http.ResponseWriter, r *http.Request) error {
 				id := pathID(r)
 				current := h.clusterVersion(r, id)
-				version, err := precondition(r, false, current)
+				version, onConflict, err := precondition(r, false, current)
 				if err != nil {
 					return err
 				}
@@ -132,7 +132,7 @@ func routes() []*route {
 				}
 				p, err := h.c.Clusters().PlanUpdate(r.Context(), &cluster.Cluster{ID: id, Spec: *spec, Version: version})
 				if err != nil {
-					return stale(err, version, current)
+					return onConflict(err)
 				}
 				return ok(w, p)
 			}},
@@ -453,7 +453,7 @@ func routes() []*route {
 					}
 					return rec.Version, nil
 				}
-				version, err := precondition(r, true, current)
+				version, onConflict, err := precondition(r, true, current)
 				if err != nil {
 					return err
 				}
@@ -463,7 +463,7 @@ func routes() []*route {
 				}
 				rec, err := h.c.Jobs().Update(r.Context(), &job.Record{ID: id, Config: *cfg, Version: version})
 				if err != nil {
-					return stale(err, version, current)
+					return onConflict(err)
 				}
 				return recordResult(w)(rec, nil)
 			}},
