@@ -154,8 +154,11 @@ func readDocuments(path, kind string, in io.Reader) ([]*document, error) {
 	var docs []*document
 	for i, r := range raw {
 		src := path
+		if path == "-" {
+			src = "<stdin>"
+		}
 		if len(raw) > 1 {
-			src = fmt.Sprintf("%s#%d", path, i+1)
+			src = fmt.Sprintf("%s#%d", src, i+1)
 		}
 		d := &document{source: src, kind: kind}
 		if len(r) > cluster.MaxDocumentSize {

@@ -24,15 +24,31 @@ import (
 var update = flag.Bool("update", false, "rewrite the golden files in testdata")
 
 // syncBuffer is a buffer that a command writes while the test reads it.
+// Each write closes changed, for a test that waits for some output.
 type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
+	mu      sync.Mutex
+	b       bytes.Buffer
+	changed chan struct{}
 }
 
 func (s *syncBuffer) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.changed != nil {
+		close(s.changed)
+		s.changed = nil
+	}
 	return s.b.Write(p)
+}
+
+// next returns what it holds and a channel closed at the next write.
+func (s *syncBuffer) next() (string, <-chan struct{}) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.changed == nil {
+		s.changed = make(chan struct{})
+	}
+	return s.b.String(), s.changed
 }
 
 func (s *syncBuffer) String() string {
@@ -190,3 +206,28 @@ func (f *fixture) cpuCluster() string {
 }
 
 var _ = job.Ended
+
+// cliExecute runs the CLI with its own buffers, for a command that runs
+// while the test goes on.
+func cliExecute(ctx context.Context, f *fixture, out, errOut *syncBuffer, args ...string) int {
+	return cli.Execute(ctx, cli.NewCommand(f.env(out, errOut)), args, errOut)
+}
+
+// waitFor waits until b holds s, failing the test after a minute (a bound
+// for a test that hangs, not a timing assertion).
+func waitFor(t *testing.T, b *syncBuffer, s string) {
+	t.Helper()
+	hang := time.NewTimer(time.Minute)
+	defer hang.Stop()
+	for {
+		got, changed := b.next()
+		if strings.Contains(got, s) {
+			return
+		}
+		select {
+		case <-changed:
+		case <-hang.C:
+			t.Fatalf("no %q in:\n%s", s, got)
+		}
+	}
+}

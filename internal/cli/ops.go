@@ -167,6 +167,25 @@ cluster or a group, the clusters it waits for and their states.`,
 			out := cmd.OutOrStdout()
 			return a.withSession(cmd, func(ctx context.Context, c *dlc.Client) error {
 				p, err := c.Runs().Pending(ctx, args[0])
+				if errors.Is(err, errs.ErrState) {
+					// It does not wait (any more): say what it does.
+					r, gerr := c.Runs().Get(ctx, args[0])
+					if gerr != nil {
+						return err
+					}
+					if output == outYAML || output == outJSON {
+						return printObject(out, output, &job.Pending{RunID: r.ID, State: r.State, Message: r.Message})
+					}
+					fmt.Fprintf(out, "Run %s is %s: it does not wait", r.ID, r.State)
+					if r.ClusterID != "" {
+						fmt.Fprintf(out, " (cluster %s)", r.ClusterID)
+					}
+					if r.Message != "" {
+						fmt.Fprintf(out, ": %s", r.Message)
+					}
+					fmt.Fprintln(out)
+					return nil
+				}
 				if err != nil {
 					return err
 				}
