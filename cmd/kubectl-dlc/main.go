@@ -23,7 +23,8 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	flags := genericclioptions.NewConfigFlags(true)
 	streams := genericiooptions.IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr}
-	root := cli.NewCommand(cli.Env{IO: streams, Flags: flags, Connect: cli.KubeConnector{Flags: flags}.Connect})
+	connect := cli.KubeConnector{Flags: flags, COSRegion: os.Getenv("DLC_COS_REGION")}.Connect
+	root := cli.NewCommand(cli.Env{IO: streams, Flags: flags, Connect: connect})
 	code := cli.Execute(ctx, root, os.Args[1:], os.Stderr)
 	stop()
 	os.Exit(code)

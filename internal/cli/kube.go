@@ -9,6 +9,7 @@ import (
 
 	"github.com/aidlc/dlc"
 	"github.com/aidlc/dlc/backend/kube"
+	"github.com/aidlc/dlc/storage"
 )
 
 // KubeConnector connects to the Kubernetes backend with kubectl's
@@ -24,6 +25,12 @@ type KubeConnector struct {
 	Backend kube.Options
 	// Options are more client options (dlc.WithCatalogs, say).
 	Options []dlc.Option
+	// COSRegion, when set and Backend.Render.WorkingDir is not, signs job
+	// packages in COS (kube.COSWorkingDir) with the credentials of the
+	// environment (TENCENTCLOUD_SECRET_ID, TENCENTCLOUD_SECRET_KEY): what
+	// a plan of a run needs to render its RayJob or Jobs API request.
+	// cmd/kubectl-dlc sets it from $DLC_COS_REGION.
+	COSRegion string
 }
 
 // Connect opens a session: the backend, an observer client over it, and
@@ -46,6 +53,13 @@ func (k KubeConnector) Connect(ctx context.Context) (*Session, error) {
 	}
 	o := k.Backend
 	o.Namespace = ns
+	if k.COSRegion != "" && o.Render.WorkingDir == nil {
+		cos, err := storage.NewCOSClient(storage.COSOptions{Region: k.COSRegion})
+		if err != nil {
+			return nil, fmt.Errorf("COS: %w", err)
+		}
+		o.Render.WorkingDir = kube.COSWorkingDir(cos, storage.WorkingDirOptions{})
+	}
 	be, err := kube.New(ctx, cfg, o)
 	if err != nil {
 		return nil, fmt.Errorf("platform namespace %s: %w", ns, err)
