@@ -2,8 +2,6 @@ package cli_test
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -25,15 +23,6 @@ type cmdCase struct {
 	errOut []string // substrings of stderr
 	check  func(t *testing.T, s *story)
 	drive  bool // the command waits on the platform: time must pass
-}
-
-func writeTemp(t *testing.T, name, content string) string {
-	t.Helper()
-	p := filepath.Join(t.TempDir(), name)
-	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return p
 }
 
 func TestCommands(t *testing.T) {

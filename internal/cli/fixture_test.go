@@ -17,7 +17,6 @@ import (
 	"github.com/aidlc/dlc/backend/memory"
 	"github.com/aidlc/dlc/dlctest"
 	"github.com/aidlc/dlc/internal/cli"
-	"github.com/aidlc/dlc/job"
 	"github.com/aidlc/dlc/quota"
 )
 
@@ -154,16 +153,6 @@ func (f *fixture) file(example string, edit ...func(string) string) string {
 	return p
 }
 
-// field returns the value of the "Key:" line of a describe page.
-func field(page, key string) string {
-	for _, l := range strings.Split(page, "\n") {
-		if rest, ok := strings.CutPrefix(strings.TrimSpace(l), key+":"); ok {
-			return strings.TrimSpace(rest)
-		}
-	}
-	return ""
-}
-
 // created returns the id a create printed ("cluster/<id> created ...").
 func created(t *testing.T, out, kind string) string {
 	t.Helper()
@@ -194,18 +183,6 @@ func golden(t *testing.T, name, got string) {
 		t.Errorf("%s differs from %s:\n--- got\n%s\n--- want\n%s", name, p, got, want)
 	}
 }
-
-// cpuCluster makes the autoscaling CPU example's cluster in rg-cpu, with
-// the fixture's group.
-func (f *fixture) cpuCluster() string {
-	f.t.Helper()
-	p := f.file("cluster-cpu-autoscaling.yaml", func(s string) string { return s })
-	id := created(f.t, f.must("create", "-f", p), "cluster")
-	f.settle()
-	return id
-}
-
-var _ = job.Ended
 
 // cliExecute runs the CLI with its own buffers, for a command that runs
 // while the test goes on.

@@ -111,7 +111,8 @@ may change (J15). A template is replaced.
 
 ` + fileKinds,
 		Example: `  kubectl dlc apply -f examples/configs/cluster-cpu-autoscaling.yaml
-  kubectl dlc apply -f jobs/ --kind job`,
+  kubectl dlc apply -f jobs.yaml --kind job
+  cat cluster.yaml | kubectl dlc apply -f -`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			docs, err := readDocuments(o.file, o.kind, cmd.InOrStdin())
