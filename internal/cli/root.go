@@ -24,6 +24,7 @@ import (
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
 	"github.com/aidlc/dlc"
+	"github.com/aidlc/dlc/auth"
 	"github.com/aidlc/dlc/errs"
 )
 
@@ -31,8 +32,10 @@ import (
 type Session struct {
 	// Client is the platform client the command acts through.
 	Client *dlc.Client
-	// User is who the command acts as (dlc.WithUser).
-	User string
+	// User is who the command acts as (the context's auth.User), and
+	// Groups the groups it is in.
+	User   string
+	Groups []string
 	// Close releases the session; nil when there is nothing to release.
 	Close func() error
 }
@@ -202,7 +205,7 @@ func (a *app) session(ctx context.Context) (context.Context, *Session, func(), e
 		}
 	}
 	if s.User != "" {
-		ctx = dlc.WithUser(ctx, s.User)
+		ctx = auth.NewContext(ctx, auth.User{Name: s.User, Groups: s.Groups})
 	}
 	return ctx, s, done, nil
 }

@@ -80,9 +80,10 @@ func zipOf(t *testing.T, files map[string]string) []byte {
 }
 
 type kubectlDLC struct {
-	t          *testing.T
-	kubeconfig string
-	backend    kube.Options
+	t           *testing.T
+	kubeconfig  string
+	backend     kube.Options
+	syncTimeout time.Duration
 }
 
 // run runs the command tree in process, as "kubectl dlc --kubeconfig …".
@@ -93,7 +94,7 @@ func (k *kubectlDLC) run(ctx context.Context, args ...string) (string, string, i
 	root := cli.NewCommand(cli.Env{
 		IO:      genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut},
 		Flags:   flags,
-		Connect: cli.KubeConnector{Flags: flags, Backend: k.backend}.Connect,
+		Connect: cli.KubeConnector{Flags: flags, Backend: k.backend, SyncTimeout: k.syncTimeout}.Connect,
 	})
 	start := time.Now()
 	code := cli.Execute(ctx, root, append([]string{"--kubeconfig", k.kubeconfig}, args...), &errOut)
@@ -186,11 +187,13 @@ func TestKubectlDLC(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// The CLI: the kubeconfig's user is alice; the context names the
-	// platform namespace. It reads logs through the loop's dashboards, and
+	// The CLI: the kubeconfig holds the credentials of alice (a user of
+	// the API server, in system:masters) under another name, "laptop":
+	// the calls act as whom the API server authenticates. The context
+	// names the platform namespace. It reads logs through the loop's dashboards, and
 	// signs packages as the platform does (DLC_COS_REGION), for a plan of
 	// a run.
-	k := &kubectlDLC{t: t, kubeconfig: kubeconfig(t, cp.Config(), "alice", ns),
+	k := &kubectlDLC{t: t, kubeconfig: kubeconfig(t, cp.AddUser(t, "alice", "system:masters"), "laptop", ns),
 		backend: kube.Options{Dashboard: loop.Dashboard, PollInterval: 100 * time.Millisecond,
 			Render: kube.RenderOptions{WorkingDir: opts.Render.WorkingDir}}}
 
@@ -213,7 +216,7 @@ func TestKubectlDLC(t *testing.T) {
 		t.Fatal(err)
 	}
 	if c.Creator != "alice" {
-		t.Errorf("the cluster's creator is %q, want the kubeconfig's user alice", c.Creator)
+		t.Errorf("the cluster's creator is %q, want the authenticated user alice", c.Creator)
 	}
 
 	// submit a job on the cluster and follow its output.
@@ -258,6 +261,15 @@ entrypoint: python main.py
 	// An error: a missing cluster, exit code 1.
 	if _, errOut, code := k.run(ctx, "describe", "cluster", "cls-nosuch"); code == 0 || !strings.Contains(errOut, "not found") {
 		t.Errorf("describe of a missing cluster: exit %d, %q", code, errOut)
+	}
+
+	// --as: the API server's RBAC applies to the impersonated user, who
+	// may read nothing here.
+	k.syncTimeout = 3 * time.Second
+	_, errOut, code := k.run(ctx, "--as", "bob", "get", "clusters")
+	k.syncTimeout = 0
+	if code == 0 || !strings.Contains(errOut, `User "bob" cannot list`) {
+		t.Errorf("bob, with no role, listed the clusters: exit %d, %q", code, errOut)
 	}
 
 	// delete through the CLI: the cluster is deleted with its run.
