@@ -99,6 +99,9 @@ func TestCommands(t *testing.T) {
 					t.Errorf("after apply: %v, %v", c, err)
 				}
 			}},
+		{name: "apply an unchanged cluster", ok: true,
+			args: func(s *story) []string { return []string{"apply", "-f", s.file("cluster-cpu-autoscaling.yaml")} },
+			out:  []string{"unchanged"}},
 		{name: "apply an unchanged template", ok: true,
 			args: func(s *story) []string { return []string{"apply", "-f", s.file("template-gpu-a100.yaml")} },
 			out:  []string{"template/A100 训练环境 unchanged"}},
