@@ -37,6 +37,10 @@ var aliases = map[string]string{
 	"resourcegroup": resResourceGroups, "resourcegroups": resResourceGroups, "rg": resResourceGroups,
 }
 
+// singular names one object of a kind, as create and delete print it.
+var singular = map[string]string{resClusters: "cluster", resGroups: "group", resTemplates: "template",
+	resJobs: "job", resRuns: "run", resResourceGroups: "resourcegroup"}
+
 func resource(kind string, allowed ...string) (string, error) {
 	r, ok := aliases[strings.ToLower(kind)]
 	if !ok || !slices.Contains(allowed, r) {

@@ -144,6 +144,7 @@ func TestGoldenQueue(t *testing.T) {
 	golden(t, "why-first", normalize(f.must("why", first)))
 	golden(t, "why-second", normalize(f.must("why", second)))
 	golden(t, "quota", normalize(f.must("quota", "rg-cpu")))
+	golden(t, "why-second-yaml", normalize(f.must("why", second, "-o", "yaml")))
 	golden(t, "describe-run-waiting", normalize(f.must("describe", "run", second)))
 	f.in = onDemandJob("train-a")
 	golden(t, "plan-job", normalize(f.must("plan", "-f", "-")))

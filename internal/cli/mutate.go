@@ -22,10 +22,12 @@ type fileOptions struct {
 	requestID string
 }
 
-func (o *fileOptions) addFlags(cmd *cobra.Command, what string) {
+func (o *fileOptions) addFlags(cmd *cobra.Command, what string, required bool) {
 	cmd.Flags().StringVarP(&o.file, "filename", "f", "", what+" (YAML; - reads standard input)")
 	cmd.Flags().StringVar(&o.kind, "kind", "", "the documents' kind: cluster, job or template (default: told by their fields)")
-	_ = cmd.MarkFlagRequired("filename")
+	if required {
+		_ = cmd.MarkFlagRequired("filename")
+	}
 }
 
 const fileKinds = `A file holds one or more YAML documents (separated by ---): cluster specs,
@@ -62,7 +64,7 @@ func (a *app) createCmd() *cobra.Command {
 			})
 		},
 	}
-	o.addFlags(cmd, "the file to create from")
+	o.addFlags(cmd, "the file to create from", true)
 	cmd.Flags().StringVar(&o.requestID, "request-id", "", "make the create idempotent under this id")
 	return cmd
 }
@@ -129,7 +131,7 @@ may change (J15). A template is replaced.
 			})
 		},
 	}
-	o.addFlags(cmd, "the file to apply")
+	o.addFlags(cmd, "the file to apply", true)
 	return cmd
 }
 
@@ -320,21 +322,20 @@ clusters move to the group of --move-to.`,
 			id := args[1]
 			return a.withSession(cmd, func(ctx context.Context, c *dlc.Client) error {
 				var err error
-				name := ""
 				switch kind {
 				case resClusters:
-					err, name = c.Clusters().Delete(ctx, id, dlc.DeleteOptions{Force: force}), "cluster"
+					err = c.Clusters().Delete(ctx, id, dlc.DeleteOptions{Force: force})
 				case resJobs:
-					err, name = c.Jobs().Delete(ctx, id), "job"
+					err = c.Jobs().Delete(ctx, id)
 				case resGroups:
-					err, name = c.Groups().Delete(ctx, id, moveTo), "group"
+					err = c.Groups().Delete(ctx, id, moveTo)
 				default:
-					err, name = c.Templates().Delete(ctx, id), "template"
+					err = c.Templates().Delete(ctx, id)
 				}
 				if err != nil {
 					return err
 				}
-				fmt.Fprintf(cmd.OutOrStdout(), "%s/%s deleted\n", name, id)
+				fmt.Fprintf(cmd.OutOrStdout(), "%s/%s deleted\n", singular[kind], id)
 				return nil
 			})
 		},

@@ -65,7 +65,7 @@ come, until it ends. Either exits non-zero when the run did not succeed.`,
 			})
 		},
 	}
-	o.addFlags(cmd, "the job config")
+	o.addFlags(cmd, "the job config", true)
 	cmd.Flags().StringVar(&o.requestID, "request-id", "", "make the submit idempotent under this id")
 	cmd.Flags().BoolVar(&wait, "wait", false, "wait until the run ends")
 	cmd.Flags().BoolVar(&follow, "follow", false, "print the run's log lines until it ends")
@@ -104,8 +104,8 @@ func followRun(ctx context.Context, c *dlc.Client, id string, out io.Writer, fin
 	for l := range lines {
 		fmt.Fprintln(out, l)
 	}
-	if err := ctx.Err(); err != nil {
-		return err
+	if ctx.Err() != nil {
+		return fmt.Errorf("interrupted: run %s goes on (kubectl dlc logs -f %s): %w", id, id, ctx.Err())
 	}
 	if !final {
 		return nil
@@ -299,8 +299,7 @@ its name finds it. plan start plans a cluster's start, plan run a job's run.`,
 			})
 		},
 	}
-	o.addFlags(cmd, "a cluster spec or a saved job config")
-	cmd.Flags().Lookup("filename").Annotations = nil // not required: start and run take an id
+	o.addFlags(cmd, "a cluster spec or a saved job config", false)
 	cmd.Flags().StringVarP(&output, "output", "o", "", "output format: yaml or json (with the manifests)")
 	return cmd
 }

@@ -55,12 +55,8 @@ type list[T any] struct {
 	Items []T `json:"items"`
 }
 
-// table writes aligned columns, as kubectl's tables.
+// table writes aligned columns, as kubectl's tables (its tab writer).
 type table struct {
-	tw *tabwriterFlusher
-}
-
-type tabwriterFlusher struct {
 	w interface {
 		io.Writer
 		Flush() error
@@ -68,27 +64,28 @@ type tabwriterFlusher struct {
 }
 
 func newTable(w io.Writer, header ...string) *table {
-	t := &table{tw: &tabwriterFlusher{w: printers.GetNewTabWriter(w)}}
+	t := &table{w: printers.GetNewTabWriter(w)}
 	if len(header) > 0 {
 		t.row(header...)
 	}
 	return t
 }
 
+// row writes one row; an empty cell is written <none>.
 func (t *table) row(cells ...string) {
 	for i, c := range cells {
 		if c == "" {
 			c = "<none>"
 		}
 		if i > 0 {
-			io.WriteString(t.tw.w, "\t")
+			io.WriteString(t.w, "\t")
 		}
-		io.WriteString(t.tw.w, oneLine(c))
+		io.WriteString(t.w, oneLine(c))
 	}
-	io.WriteString(t.tw.w, "\n")
+	io.WriteString(t.w, "\n")
 }
 
-func (t *table) flush() error { return t.tw.w.Flush() }
+func (t *table) flush() error { return t.w.Flush() }
 
 // oneLine keeps a cell on one line, without tabs, at most 120 characters.
 func oneLine(s string) string {
