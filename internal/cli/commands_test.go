@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/aidlc/dlc"
 	"github.com/aidlc/dlc/auth"
@@ -317,11 +318,25 @@ func TestWatch(t *testing.T) {
 			waitFor(t, &out, "AGE")
 			switch kind {
 			case "clusters":
-				if _, err := s.m.Client.Clusters().Hibernate(s.admin, s.running, dlc.HibernateOptions{}); err != nil {
+				// The cluster with the shorter name starts: its row
+				// lines up with the list's header all the same.
+				if _, err := s.m.Client.Clusters().Start(s.admin, s.created); err != nil {
 					t.Fatal(err)
 				}
 				s.settle()
-				waitFor(t, &out, "hibernated")
+				row := func(got string) string {
+					for _, l := range strings.Split(got, "\n") {
+						if strings.HasPrefix(l, s.created) && strings.Contains(l, " running ") {
+							return l
+						}
+					}
+					return ""
+				}
+				waitUntil(t, &out, func(got string) bool { return row(got) != "" })
+				header := strings.Split(out.String(), "\n")[0]
+				if l := row(out.String()); runeIndex(l, "running") != runeIndex(header, "STATE") {
+					t.Errorf("the watched row is not aligned:\n%s", out.String())
+				}
 			case "runs":
 				r, err := s.m.Client.RunJob(s.admin, s.jobID, "")
 				if err != nil {
@@ -377,4 +392,13 @@ func TestFollow(t *testing.T) {
 	if code == 0 || !strings.Contains(out, "Traceback") || !strings.Contains(errOut, "did not succeed") {
 		t.Errorf("a failed run: exit %d\n%s%s", code, out, errOut)
 	}
+}
+
+// runeIndex is strings.Index in runes: a column, as the tab writer counts.
+func runeIndex(s, sub string) int {
+	i := strings.Index(s, sub)
+	if i < 0 {
+		return -1
+	}
+	return utf8.RuneCountInString(s[:i])
 }

@@ -194,17 +194,24 @@ func cliExecute(ctx context.Context, f *fixture, out, errOut *syncBuffer, args .
 // for a test that hangs, not a timing assertion).
 func waitFor(t *testing.T, b *syncBuffer, s string) {
 	t.Helper()
+	waitUntil(t, b, func(got string) bool { return strings.Contains(got, s) })
+}
+
+// waitUntil waits until what b holds satisfies done, failing the test
+// after a minute.
+func waitUntil(t *testing.T, b *syncBuffer, done func(string) bool) {
+	t.Helper()
 	hang := time.NewTimer(time.Minute)
 	defer hang.Stop()
 	for {
 		got, changed := b.next()
-		if strings.Contains(got, s) {
+		if done(got) {
 			return
 		}
 		select {
 		case <-changed:
 		case <-hang.C:
-			t.Fatalf("no %q in:\n%s", s, got)
+			t.Fatalf("not there yet:\n%s", got)
 		}
 	}
 }

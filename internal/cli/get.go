@@ -245,7 +245,10 @@ func (g *getter) clusters(ctx context.Context, id string) error {
 		}
 		items = slices.DeleteFunc(items, func(c *cluster.Cluster) bool { return !g.sel.matches(c.Spec.Tags) })
 	}
-	if err := g.printClusters(items, id != ""); err != nil || !g.o.watch {
+	// The watch's rows go to the list's table, which remembers its
+	// columns' widths: they line up with the list.
+	t, err := g.printClusters(items, id != "")
+	if err != nil || !g.o.watch {
 		return err
 	}
 	for ev := range ch {
@@ -259,7 +262,6 @@ func (g *getter) clusters(ctx context.Context, id string) error {
 			}
 			continue
 		}
-		t := newTable(g.out)
 		if ev.Cluster == nil {
 			row := make([]string, len(g.header(clusterHeader, clusterWide)))
 			row[0], row[2] = ev.ID, "deleted"
@@ -292,23 +294,23 @@ func (g *getter) printWatched(typ dlc.EventType, id string, obj any) error {
 	return printObject(g.out, g.o.output, v)
 }
 
-func (g *getter) printClusters(items []*cluster.Cluster, one bool) error {
+func (g *getter) printClusters(items []*cluster.Cluster, one bool) (*table, error) {
 	switch g.o.output {
 	case outYAML, outJSON:
 		if one {
-			return printObject(g.out, g.o.output, items[0])
+			return nil, printObject(g.out, g.o.output, items[0])
 		}
-		return printObject(g.out, g.o.output, list[*cluster.Cluster]{Items: items})
+		return nil, printObject(g.out, g.o.output, list[*cluster.Cluster]{Items: items})
 	}
 	if len(items) == 0 && !g.o.watch {
 		fmt.Fprintln(g.out, "No clusters found.")
-		return nil
+		return nil, nil
 	}
 	t := newTable(g.out, g.header(clusterHeader, clusterWide)...)
 	for _, c := range items {
 		t.row(g.clusterRow(c)...)
 	}
-	return t.flush()
+	return t, t.flush()
 }
 
 // --- groups
@@ -528,7 +530,10 @@ func (g *getter) runs(ctx context.Context, id string) error {
 		}
 		items = slices.DeleteFunc(items, func(r *job.Run) bool { return !g.sel.matches(r.Config.Tags) })
 	}
-	if err := g.printRuns(items, id != ""); err != nil || !g.o.watch {
+	// The watch's rows go to the list's table, which remembers its
+	// columns' widths: they line up with the list.
+	t, err := g.printRuns(items, id != "")
+	if err != nil || !g.o.watch {
 		return err
 	}
 	for ev := range ch {
@@ -543,7 +548,6 @@ func (g *getter) runs(ctx context.Context, id string) error {
 			}
 			continue
 		}
-		t := newTable(g.out)
 		if ev.Run == nil {
 			row := make([]string, len(g.header(runHeader, runWide)))
 			row[0], row[2] = ev.ID, "deleted"
@@ -558,23 +562,23 @@ func (g *getter) runs(ctx context.Context, id string) error {
 	return nil
 }
 
-func (g *getter) printRuns(items []*job.Run, one bool) error {
+func (g *getter) printRuns(items []*job.Run, one bool) (*table, error) {
 	switch g.o.output {
 	case outYAML, outJSON:
 		if one {
-			return printObject(g.out, g.o.output, items[0])
+			return nil, printObject(g.out, g.o.output, items[0])
 		}
-		return printObject(g.out, g.o.output, list[*job.Run]{Items: items})
+		return nil, printObject(g.out, g.o.output, list[*job.Run]{Items: items})
 	}
 	if len(items) == 0 && !g.o.watch {
 		fmt.Fprintln(g.out, "No runs found.")
-		return nil
+		return nil, nil
 	}
 	t := newTable(g.out, g.header(runHeader, runWide)...)
 	for _, r := range items {
 		t.row(g.runRow(r)...)
 	}
-	return t.flush()
+	return t, t.flush()
 }
 
 // --- resource groups

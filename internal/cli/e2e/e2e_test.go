@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -86,20 +87,74 @@ type kubectlDLC struct {
 	syncTimeout time.Duration
 }
 
+// syncBuffer is a buffer a command writes while the test reads it; each
+// write closes changed.
+type syncBuffer struct {
+	mu      sync.Mutex
+	b       bytes.Buffer
+	changed chan struct{}
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.changed != nil {
+		close(s.changed)
+		s.changed = nil
+	}
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	got, _ := s.next()
+	return got
+}
+
+func (s *syncBuffer) next() (string, <-chan struct{}) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.changed == nil {
+		s.changed = make(chan struct{})
+	}
+	return s.b.String(), s.changed
+}
+
+// waitFor waits until b holds want, or ctx ends.
+func waitFor(ctx context.Context, t *testing.T, b *syncBuffer, want string) {
+	t.Helper()
+	for {
+		got, changed := b.next()
+		if strings.Contains(got, want) {
+			return
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			t.Fatalf("no %q in:\n%s", want, got)
+		}
+	}
+}
+
 // run runs the command tree in process, as "kubectl dlc --kubeconfig …".
 func (k *kubectlDLC) run(ctx context.Context, args ...string) (string, string, int) {
 	k.t.Helper()
+	var out, errOut syncBuffer
+	code := k.runTo(ctx, &out, &errOut, args...)
+	return out.String(), errOut.String(), code
+}
+
+func (k *kubectlDLC) runTo(ctx context.Context, out, errOut *syncBuffer, args ...string) int {
+	k.t.Helper()
 	flags := genericclioptions.NewConfigFlags(false)
-	var out, errOut bytes.Buffer
 	root := cli.NewCommand(cli.Env{
-		IO:      genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut},
+		IO:      genericiooptions.IOStreams{In: strings.NewReader(""), Out: out, ErrOut: errOut},
 		Flags:   flags,
 		Connect: cli.KubeConnector{Flags: flags, Backend: k.backend, SyncTimeout: k.syncTimeout}.Connect,
 	})
 	start := time.Now()
-	code := cli.Execute(ctx, root, append([]string{"--kubeconfig", k.kubeconfig}, args...), &errOut)
+	code := cli.Execute(ctx, root, append([]string{"--kubeconfig", k.kubeconfig}, args...), errOut)
 	k.t.Logf("kubectl dlc %s (%v, exit %d):\n%s%s", strings.Join(args, " "), time.Since(start).Round(time.Millisecond), code, out.String(), errOut.String())
-	return out.String(), errOut.String(), code
+	return code
 }
 
 func (k *kubectlDLC) must(ctx context.Context, args ...string) string {
@@ -210,7 +265,18 @@ func TestKubectlDLC(t *testing.T) {
 		t.Fatal(err)
 	}
 	contains(t, "get clusters", k.must(ctx, "get", "clusters", "-l", "team=search"), cls, "created")
+	// get -w sees the start through the observer's watch.
+	wctx, stopWatch := context.WithCancel(ctx)
+	var watched, watchErr syncBuffer
+	watchDone := make(chan int, 1)
+	go func() { watchDone <- k.runTo(wctx, &watched, &watchErr, "get", "clusters", "-w") }()
+	waitFor(ctx, t, &watched, "created")
 	contains(t, "start --wait", k.must(ctx, "start", cls, "--wait"), "cluster/"+cls+" running")
+	waitFor(ctx, t, &watched, "running")
+	stopWatch()
+	if code := <-watchDone; code != 0 {
+		t.Errorf("get -w: exit %d: %s", code, watchErr.String())
+	}
 	c, err := platform.Clusters().Get(admin, cls)
 	if err != nil {
 		t.Fatal(err)
