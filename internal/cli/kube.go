@@ -48,7 +48,7 @@ type KubeConnector struct {
 const DefaultSyncTimeout = 30 * time.Second
 
 // Connect opens a session: the backend, an observer client over it, and
-// the user (KubeUser).
+// the user (WhoAmI; KubeUser when the API server cannot say).
 func (k KubeConnector) Connect(ctx context.Context) (*Session, error) {
 	if k.Flags == nil {
 		return nil, errors.New("no kubeconfig flags")
