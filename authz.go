@@ -341,17 +341,16 @@ func (c *Client) runs() objects[*job.Run] {
 }
 
 // replayed returns what a call with a request id returned, unless it is
-// another user's object (a replay of their request id) that this user may
-// not describe: then the refusal. Nothing was made by such a call (the
-// object existed), so nothing is undone.
-func replayed[T any](ctx context.Context, g gate, act auth.Action, requestID string, v *T, err error, creator func(*T) string, res func(*T) auth.Resource) (*T, error) {
-	if err != nil || v == nil || requestID == "" || !g.on() || creator(v) == UserFrom(ctx) {
+// another user's object (a replay of their request id, with or without an
+// authorizer): a request id names one user's request, so another user's
+// call with it is a conflict, not theirs to get back (nor to describe: the
+// error names the request id, not the object). Nothing was made by such a
+// call (the object existed), so nothing is undone.
+func replayed[T any](ctx context.Context, kind auth.Kind, requestID string, v *T, err error, creator func(*T) string) (*T, error) {
+	if err != nil || v == nil || requestID == "" || creator(v) == UserFrom(ctx) {
 		return v, err
 	}
-	if err := g.allow(ctx, act, res(v)); err != nil {
-		return nil, err
-	}
-	return v, nil
+	return nil, errs.Conflict(string(kind), "request "+requestID, "another user's request used this request id; use another")
 }
 
 func recordCreator(r *job.Record) string        { return r.Creator }

@@ -271,21 +271,6 @@ func TestAuthorizerRefusesEveryOperation(t *testing.T) {
 			cl.Spec.Groups = append(cl.Spec.Groups, w.groupB)
 			return e(c.Clusters().Update(ctx, cl))
 		}},
-		{"Clusters.Create with B's request id", auth.DescribeCluster, func() error {
-			s, err := dlc.NewCluster("mine_a").Groups(w.groupA).Resources("pkg", "rg-a").Image("ray-2.46.0-py310-cpu").
-				Head("head", "cu.4c8g").WorkerGroup("cpu", "cu.4c8g", 1, 1).Tag("team", "a").Build()
-			if err != nil {
-				return err
-			}
-			return e(c.Clusters().Create(ctx, s, dlc.ClusterCreateOptions{RequestID: "cls-b"}))
-		}},
-		{"Jobs.Create with B's request id", auth.DescribeJob, func() error {
-			return e(c.Jobs().Create(ctx, jobOn(w.clusterA, "a"), dlc.SaveOptions{RequestID: "nightly-b"}))
-		}},
-		{"Runs.Create with B's request id", auth.DescribeRun, func() error {
-			return e(c.Runs().Create(ctx, w.jobShared, dlc.RunOptions{RequestID: "run-b"}))
-		}},
-		{"Client.RunJob with B's request id", auth.DescribeRun, func() error { return e(c.RunJob(ctx, w.jobShared, "run-b")) }},
 		{"Clusters.Autoscale", auth.UpdateCluster, func() error { return e(c.Clusters().Autoscale(ctx, w.clusterB, "cpu", 1)) }},
 		{"Clusters.PlanCreate", auth.CreateCluster, func() error { return e(c.Clusters().PlanCreate(ctx, specB())) }},
 
@@ -381,6 +366,40 @@ func TestAuthorizerRefusesEveryOperation(t *testing.T) {
 			w.m.Reconcile() // what the call queued, if anything; the clock stands still
 			if after := w.fingerprint(t); after != before {
 				t.Fatalf("the refused call changed the store:\nbefore %s\nafter  %s", before, after)
+			}
+		})
+	}
+
+	// Bob's request ids, replayed by alice: a request id names one user's
+	// request, so hers is a conflict (with or without an authorizer), and
+	// she gets nothing of his back.
+	for _, o := range []struct {
+		name string
+		call func() error
+	}{
+		{"Clusters.Create with B's request id", func() error {
+			s, err := dlc.NewCluster("mine_a").Groups(w.groupA).Resources("pkg", "rg-a").Image("ray-2.46.0-py310-cpu").
+				Head("head", "cu.4c8g").WorkerGroup("cpu", "cu.4c8g", 1, 1).Tag("team", "a").Build()
+			if err != nil {
+				return err
+			}
+			return e(c.Clusters().Create(ctx, s, dlc.ClusterCreateOptions{RequestID: "cls-b"}))
+		}},
+		{"Jobs.Create with B's request id", func() error {
+			return e(c.Jobs().Create(ctx, jobOn(w.clusterA, "a"), dlc.SaveOptions{RequestID: "nightly-b"}))
+		}},
+		{"Runs.Create with B's request id", func() error {
+			return e(c.Runs().Create(ctx, w.jobShared, dlc.RunOptions{RequestID: "run-b"}))
+		}},
+		{"Client.RunJob with B's request id", func() error { return e(c.RunJob(ctx, w.jobShared, "run-b")) }},
+	} {
+		t.Run(o.name, func(t *testing.T) {
+			if err := o.call(); !errors.Is(err, dlc.ErrConflict) {
+				t.Fatalf("got %v, want ErrConflict", err)
+			}
+			w.m.Reconcile()
+			if after := w.fingerprint(t); after != before {
+				t.Fatalf("the refused replay changed the store:\nbefore %s\nafter  %s", before, after)
 			}
 		})
 	}

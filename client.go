@@ -101,7 +101,7 @@ func (c *Client) SaveJob(ctx context.Context, cfg *job.Config, requestID string)
 		return nil, err
 	}
 	rec, err := c.e.SaveJob(ctx, cfg, requestID)
-	return replayed(ctx, c.gate(), auth.DescribeJob, requestID, rec, err, recordCreator, jobResource)
+	return replayed(ctx, auth.KindJob, requestID, rec, err, recordCreator)
 }
 
 // RunJob starts a run, as Runs().Create with a request id.
@@ -110,7 +110,7 @@ func (c *Client) RunJob(ctx context.Context, jobID, requestID string) (*job.Run,
 		return nil, err
 	}
 	r, err := c.e.RunJob(ctx, jobID, requestID)
-	return replayed(ctx, c.gate(), auth.DescribeRun, requestID, r, err, runCreator, runResource)
+	return replayed(ctx, auth.KindRun, requestID, r, err, runCreator)
 }
 
 // WithUser returns a context that acts as user: the creator of what it

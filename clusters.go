@@ -43,7 +43,7 @@ func (s *ClusterService) Create(ctx context.Context, spec *cluster.Spec, opts ..
 	cl, err := s.s.Create(ctx, spec, o)
 	// A replay of another user's request id returns their cluster only to
 	// one who may describe it.
-	return replayed(ctx, s.c.gate(), auth.DescribeCluster, o.RequestID, cl, err, clusterCreator, clusterResource)
+	return replayed(ctx, auth.KindCluster, o.RequestID, cl, err, clusterCreator)
 }
 
 // Get returns the cluster with this id.

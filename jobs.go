@@ -31,7 +31,7 @@ func (s *JobService) Create(ctx context.Context, cfg *job.Config, opts SaveOptio
 		return nil, err
 	}
 	rec, err := s.s.Create(ctx, cfg, opts)
-	return replayed(ctx, s.c.gate(), auth.DescribeJob, opts.RequestID, rec, err, recordCreator, jobResource)
+	return replayed(ctx, auth.KindJob, opts.RequestID, rec, err, recordCreator)
 }
 
 // Get returns a saved job config.

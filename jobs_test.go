@@ -458,6 +458,12 @@ func TestClusterCreateIdempotent(t *testing.T) {
 			t.Fatalf("retries returned %v, want %s each", ids, first.ID)
 		}
 	}
+	// Another user's request with the same id, on a client with no
+	// authorizer: a conflict, not alice's cluster handed to bob.
+	bob := dlc.WithUser(f.ctx, "bob")
+	if cl, err := f.c.Clusters().Create(bob, f.spec("bobs", 1, 1), opts); !errors.Is(err, dlc.ErrConflict) {
+		t.Fatalf("bob's create with alice's request id: %v, %v; want ErrConflict", cl, err)
+	}
 	other, err := f.c.Clusters().Create(f.ctx, f.spec("idem_other", 1, 1), dlc.ClusterCreateOptions{RequestID: "nightly-8"})
 	f.must(err)
 	if other.ID == first.ID {

@@ -62,7 +62,7 @@ func (s *RunService) Create(ctx context.Context, jobID string, opts RunOptions) 
 		return nil, err
 	}
 	r, err := s.s.Create(ctx, jobID, opts)
-	return replayed(ctx, s.c.gate(), auth.DescribeRun, opts.RequestID, r, err, runCreator, runResource)
+	return replayed(ctx, auth.KindRun, opts.RequestID, r, err, runCreator)
 }
 
 // Get returns a run.
