@@ -125,8 +125,15 @@ func TestLeastPrivilege(t *testing.T) {
 	})
 
 	t.Run("store elsewhere", func(t *testing.T) {
-		// The informers' lists are forbidden, so the caches never sync.
-		s, err := kube.NewStore(t.Context(), cfg, other, kube.StoreOptions{SyncTimeout: time.Second})
+		// The informers' lists are forbidden, so the caches never sync: the
+		// refusal ends the wait (within the probe's delay, not the hour of
+		// SyncTimeout; bounded here by ctx, whose end fails the test).
+		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+		defer cancel()
+		s, err := kube.NewStore(ctx, cfg, other, kube.StoreOptions{SyncTimeout: time.Hour})
+		if ctx.Err() != nil {
+			t.Fatalf("NewStore waited for its caches until the test's bound: %v", err)
+		}
 		if err == nil {
 			s.Close()
 			t.Fatalf("NewStore on namespace %s, which the Role is not in, succeeded", other)

@@ -357,10 +357,24 @@ func NewStore(ctx context.Context, cfg *rest.Config, namespace string, opts Stor
 			return nil, err
 		}
 	}
-	sctx, cancel := context.WithTimeout(ctx, opts.SyncTimeout)
+	// A list the API server refuses (RBAC, a CRD not installed) is retried
+	// by the informers for ever: a probe after syncProbeAfter says so, and
+	// ends the wait with the refusal instead of the timeout.
+	pctx, refused := context.WithCancelCause(ctx)
+	defer refused(nil)
+	sctx, cancel := context.WithTimeout(pctx, opts.SyncTimeout)
 	defer cancel()
+	probe := time.AfterFunc(syncProbeAfter, func() {
+		if err := listRefusal(sctx, c, namespace); err != nil {
+			refused(err)
+		}
+	})
+	defer probe.Stop()
 	if !cache.WaitForCacheSync(sctx) {
 		stop()
+		if err := context.Cause(pctx); err != nil && !errors.Is(err, context.Canceled) && ctx.Err() == nil {
+			return nil, err // the refusal the probe found
+		}
 		return nil, syncError(ctx, c, namespace, fmt.Errorf("caches of namespace %s did not sync: %w", namespace, context.Cause(sctx)))
 	}
 	for _, reg := range regs {
@@ -399,6 +413,20 @@ func newClient(cfg *rest.Config, what string, add ...func(*runtime.Scheme) error
 func syncError(ctx context.Context, c client.Client, namespace string, cause error) error {
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
+	if err := listRefusal(pctx, c, namespace); err != nil {
+		return err
+	}
+	return errs.Unavailable("kube store sync", cause)
+}
+
+// syncProbeAfter is how long NewStore waits for its caches before it asks
+// the API server whether it refuses their lists (listRefusal).
+const syncProbeAfter = 2 * time.Second
+
+// listRefusal lists at most one object of each kind in namespace and
+// returns the first list the API server refuses for good (forbidden, or
+// the kind not served), or nil.
+func listRefusal(pctx context.Context, c client.Client, namespace string) error {
 	for _, k := range kinds {
 		gvk, err := apiutil.GVKForObject(k.newObj(), c.Scheme())
 		if err != nil {
@@ -411,7 +439,7 @@ func syncError(ctx context.Context, c client.Client, namespace string, cause err
 			return fmt.Errorf("kube store sync: listing %ss in namespace %s: %w", k.kind, namespace, err)
 		}
 	}
-	return errs.Unavailable("kube store sync", cause)
+	return nil
 }
 
 // Close stops the store's informers (from then on its cache and its
