@@ -1,6 +1,7 @@
 package dlc_test
 
 import (
+	"encoding/json"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -9,6 +10,9 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/aidlc/dlc/cluster"
+	"github.com/aidlc/dlc/job"
 )
 
 // No public package exports an alias of an internal package's type: go
@@ -68,5 +72,30 @@ func TestNoExportedAliasOfAnInternalType(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// The pages and results a service sends on have JSON names as the objects
+// in them do (lower-case), not Go's field names.
+func TestPagesAndResultsJSON(t *testing.T) {
+	for _, tc := range []struct {
+		v    any
+		want []string
+	}{
+		{cluster.Page{Items: []*cluster.Cluster{}, Continue: "c"}, []string{`"items":[]`, `"continue":"c"`}},
+		{job.RunPage{Items: []*job.Run{}}, []string{`"items":[]`}},
+		{job.ListPage{Items: []job.ListEntry{}, Continue: "c"}, []string{`"items":[]`, `"continue":"c"`}},
+		{cluster.EditResult{Applied: []string{"tags"}}, []string{`"cluster":null`, `"applied":["tags"]`}},
+		{cluster.AutoscaleResult{Asked: 3, Granted: 2, QuotaRefused: true}, []string{`"asked":3`, `"granted":2`, `"quotaRefused":true`}},
+	} {
+		b, err := json.Marshal(tc.v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(string(b), w) {
+				t.Errorf("%T as JSON: %s, want %s", tc.v, b, w)
+			}
+		}
 	}
 }

@@ -22,20 +22,20 @@ type DeleteOptions struct {
 // EditResult says what an edit changed at once and what waits for the
 // cluster's next start.
 type EditResult struct {
-	Cluster      *Cluster
-	Applied      []string // settings in effect now
-	NeedsRestart []string // settings that take effect at the next start
+	Cluster      *Cluster `json:"cluster"`
+	Applied      []string `json:"applied,omitempty"`      // settings in effect now
+	NeedsRestart []string `json:"needsRestart,omitempty"` // settings that take effect at the next start
 }
 
 // AutoscaleResult is the answer to a scale request of Ray's autoscaler.
 type AutoscaleResult struct {
-	Asked   int // the count asked for
-	Granted int // the count the worker group now has
+	Asked   int `json:"asked"`   // the count asked for
+	Granted int `json:"granted"` // the count the worker group now has
 	// QuotaRefused is true when the grant is below what was asked (within
 	// the group's instance range) because the resource group cannot
 	// allocate more; Reason then says what was missing.
-	QuotaRefused bool
-	Reason       string
+	QuotaRefused bool   `json:"quotaRefused,omitempty"`
+	Reason       string `json:"reason,omitempty"`
 }
 
 // ListOptions select the clusters Clusters().List and ListPage return.
@@ -69,10 +69,10 @@ const (
 
 // Page is one page of clusters (Clusters().ListPage), by id.
 type Page struct {
-	Items []*Cluster
+	Items []*Cluster `json:"items"`
 	// Continue, when not "", is the token that returns the next page
 	// (ListOptions.Continue); "" after the last page.
-	Continue string
+	Continue string `json:"continue,omitempty"`
 }
 
 // HasTags reports whether have holds every tag of want, key and value.

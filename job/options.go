@@ -38,10 +38,10 @@ type RunListOptions struct {
 
 // RunPage is one page of runs (Runs().ListPage), in submission order.
 type RunPage struct {
-	Items []*Run
+	Items []*Run `json:"items"`
 	// Continue, when not "", is the token that returns the next page
 	// (RunListOptions.Continue); "" after the last page.
-	Continue string
+	Continue string `json:"continue,omitempty"`
 }
 
 // ListOptions select the job configs Jobs().List and ListPage return.
@@ -64,8 +64,8 @@ type ListOptions struct {
 
 // ListPage is one page of the job list (Jobs().ListPage), by id.
 type ListPage struct {
-	Items []ListEntry
+	Items []ListEntry `json:"items"`
 	// Continue, when not "", is the token that returns the next page
 	// (ListOptions.Continue); "" after the last page.
-	Continue string
+	Continue string `json:"continue,omitempty"`
 }
