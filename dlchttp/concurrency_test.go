@@ -162,3 +162,50 @@ func TestPaging(t *testing.T) {
 		})
 	}
 }
+
+// An Idempotency-Key is the caller's: two users' creates with one key make
+// two clusters, each user's retry returns their own.
+func TestIdempotencyKeyPerUser(t *testing.T) {
+	e := newEnv(t, dlctest.MemoryOptions{}, Options{})
+	e.register(64000)
+	var g struct{ ID string }
+	e.must(req{method: "POST", path: "/v1/groups", body: `{"name":"g"}`}, 201, &g)
+	made := map[string]string{}
+	for _, user := range []string{"alice", "bob", "alice", "bob"} {
+		var cl cluster.Cluster
+		e.must(req{method: "POST", path: "/v1/clusters", user: user, body: clusterSpec(t, user+"_c", g.ID),
+			header: map[string]string{"Idempotency-Key": "nightly"}}, 201, &cl)
+		if cl.Creator != user || cl.Spec.Name != user+"_c" {
+			t.Fatalf("%s's create with the key got %s's %s", user, cl.Creator, cl.Spec.Name)
+		}
+		if id, ok := made[user]; ok && id != cl.ID {
+			t.Fatalf("%s's retry made %s, not %s again", user, cl.ID, id)
+		}
+		made[user] = cl.ID
+	}
+	if made["alice"] == made["bob"] {
+		t.Fatal("two users' keys named one cluster")
+	}
+}
+
+// If-Match on a DELETE or an action of an object with an ETag: a stale
+// tag is 412 and nothing happens; the current one, or "*", lets it go on.
+func TestIfMatchOnActions(t *testing.T) {
+	e := newEnv(t, dlctest.MemoryOptions{}, Options{})
+	e.register(64000)
+	var g struct{ ID string }
+	e.must(req{method: "POST", path: "/v1/groups", body: `{"name":"g"}`}, 201, &g)
+	var cl cluster.Cluster
+	e.must(req{method: "POST", path: "/v1/clusters", body: clusterSpec(t, "c", g.ID)}, 201, &cl)
+	e.settle()
+	stale := map[string]string{"If-Match": `"stale"`}
+	e.must(req{method: "POST", path: "/v1/clusters/" + cl.ID + "/start", header: stale}, 412, nil)
+	e.must(req{method: "DELETE", path: "/v1/clusters/" + cl.ID, header: stale}, 412, nil)
+	if s := e.clusterState(cl.ID); s != cluster.Created {
+		t.Fatalf("after refused actions the cluster is %s", s)
+	}
+	now := e.must(req{method: "GET", path: "/v1/clusters/" + cl.ID}, 200, nil).header.Get("ETag")
+	e.must(req{method: "POST", path: "/v1/clusters/" + cl.ID + "/start", header: map[string]string{"If-Match": now}}, 200, nil)
+	e.must(req{method: "DELETE", path: "/v1/clusters/cls-nosuch", header: map[string]string{"If-Match": "*"}}, 404, nil)
+	e.must(req{method: "DELETE", path: "/v1/clusters/" + cl.ID + "?force=true", header: map[string]string{"If-Match": "*"}}, 202, nil)
+}

@@ -50,6 +50,8 @@ type Error struct {
 	// NotFound names the object that does not exist (404), when the SDK
 	// says.
 	NotFound *NotFoundDetail `json:"notFound,omitempty"`
+
+	logged bool // the cause is logged, not sent (Message says less)
 }
 
 // Error implements error.
@@ -122,6 +124,14 @@ func toError(err error) *Error {
 		e := httpError(http.StatusUnprocessableEntity, CodeInvalid, err.Error())
 		for _, f := range dlc.Fields(err) {
 			e.Fields = append(e.Fields, FieldError{Path: f.Path.String(), Rule: f.Rule, Type: string(f.Type), Detail: f.Detail, BadValue: wireValue(f.BadValue)})
+		}
+		var re *errs.RefusedError
+		if len(e.Fields) == 0 && !errors.As(err, &re) {
+			// Not a problem of the input the SDK names (a backend's own
+			// refusal, e.g. the API server's text about its objects): the
+			// cause is logged, not sent.
+			e.Message = "the platform refused the request as invalid"
+			e.logged = true
 		}
 		return e
 	case errors.Is(err, dlc.ErrNotFound):

@@ -51,7 +51,18 @@ func TestErrorMapping(t *testing.T) {
 				t.Errorf("bad value %s", e.Fields[0].BadValue)
 			}
 		}},
-		{"refused by Ray", &errs.RefusedError{Op: "submit", Status: 400, Reason: "bad runtime_env"}, 422, CodeInvalid, nil},
+		{"refused by Ray", &errs.RefusedError{Op: "submit", Status: 400, Reason: "bad runtime_env"}, 422, CodeInvalid, func(t *testing.T, e *Error) {
+			if !strings.Contains(e.Message, "bad runtime_env") {
+				t.Errorf("Ray's refusal of the caller's job is not said: %q", e.Message)
+			}
+		}},
+		// A backend's own refusal (the API server's text about its
+		// objects) names no field of the input: it is logged, not sent.
+		{"invalid without fields", fmt.Errorf("kube store update configmaps dlc-system/x: %w: ConfigMap is invalid (apiserver 10.96.0.1)", errs.ErrInvalid), 422, CodeInvalid, func(t *testing.T, e *Error) {
+			if strings.Contains(e.Message, "10.96.0.1") || strings.Contains(e.Message, "configmaps") {
+				t.Errorf("the backend's text was sent: %q", e.Message)
+			}
+		}},
 		{"not found", fmt.Errorf("get: %w", errs.NotFound("cluster", "cls-1")), 404, CodeNotFound, func(t *testing.T, e *Error) {
 			if e.NotFound == nil || *e.NotFound != (NotFoundDetail{Kind: "cluster", ID: "cls-1"}) {
 				t.Errorf("%+v", e.NotFound)
@@ -214,6 +225,8 @@ func TestErrorAnswers(t *testing.T) {
 			}
 		}},
 		{"if-match required", req{method: "PUT", path: "/v1/clusters/" + cl.ID, body: clusterSpec(t, "c1", g.ID)}, 428, CodePreconditionRequired, nil},
+		{"a query pair that does not parse", req{method: "GET", path: "/v1/clusters?limit=5;x=1"}, 400, CodeBadRequest, nil},
+		{"a tag key given twice", req{method: "GET", path: "/v1/clusters?tag=a=1&tag=a=2"}, 400, CodeBadRequest, nil},
 		{"idempotency key too long", req{method: "POST", path: "/v1/jobs/j/runs", header: map[string]string{"Idempotency-Key": strings.Repeat("k", 257)}}, 400, CodeBadRequest, nil},
 	}
 	for _, c := range cases {

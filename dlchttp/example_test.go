@@ -2,6 +2,7 @@ package dlchttp_test
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log"
@@ -10,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/aidlc/dlc"
+	"github.com/aidlc/dlc/auth"
 	"github.com/aidlc/dlc/dlchttp"
 )
 
@@ -18,7 +20,8 @@ import (
 // cluster refused with every field error, and a request without a user
 // refused.
 func ExampleNew() {
-	c, err := dlc.New() // the memory backend
+	// snippet handler
+	c, err := dlc.New() // the memory backend; or dlc.New(dlc.WithBackend(…), dlc.WithAuthorizer(…))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -29,8 +32,9 @@ func ExampleNew() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	srv := httptest.NewServer(h)
+	srv := httptest.NewServer(h) // or http.ListenAndServe(":8080", h)
 	defer srv.Close()
+	// end snippet handler
 
 	call := func(method, path, user, body string) (int, []byte) {
 		r, _ := http.NewRequest(method, srv.URL+path, strings.NewReader(body))
@@ -46,7 +50,7 @@ func ExampleNew() {
 		return res.StatusCode, b
 	}
 
-	status, _ := call("PUT", "/v1/resourcegroups/rg-1", "alice", `{"package":"pkg-1","capacity":{"milliCPU":16000,"memory":68719476736}}`)
+	status, _ := call("PUT", "/v1/resourcegroups/rg-1", "alice", `{"package":"pkg-1","capacity":{"cpu":"16","memory":"64Gi"}}`)
 	fmt.Println("register:", status)
 	status, b := call("POST", "/v1/groups", "alice", `{"name":"训练组"}`)
 	var g struct{ Name, Creator string }
@@ -72,4 +76,24 @@ func ExampleNew() {
 	//   name [C1] Invalid value
 	//   groups [C2] Required value
 	// no user: 401 unauthenticated
+}
+
+// An authenticator from a function: here one that believes a bearer
+// token's table (a platform verifies its own tokens or certificates).
+func ExampleAuthenticatorFunc() {
+	tokens := map[string]auth.User{"t0k3n": {Name: "alice", Groups: []string{"team-a"}}}
+	// snippet authenticator
+	authn := dlchttp.AuthenticatorFunc(func(r *http.Request) (auth.User, error) {
+		u, ok := tokens[strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")]
+		if !ok {
+			return auth.User{}, errors.New("no such token")
+		}
+		return u, nil
+	})
+	// end snippet authenticator
+	r := httptest.NewRequest("GET", "/v1/clusters", nil)
+	r.Header.Set("Authorization", "Bearer t0k3n")
+	u, err := authn.Authenticate(r)
+	fmt.Println(u.Name, u.Groups, err)
+	// Output: alice [team-a] <nil>
 }

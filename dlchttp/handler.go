@@ -187,12 +187,25 @@ func (h *Handler) serve(rt *route) http.HandlerFunc {
 			}
 			r = r.WithContext(auth.NewContext(r.Context(), u))
 		}
-		if err := checkQuery(rt, r.URL.Query()); err != nil {
+		// Parsed here, not by URL.Query, which drops a pair that does not
+		// parse (and with it what the caller meant) without a word.
+		q, err := url.ParseQuery(r.URL.RawQuery)
+		if err != nil {
+			h.fail(w, r, httpError(http.StatusBadRequest, CodeBadRequest, "the query does not parse: "+err.Error()))
+			return
+		}
+		if err := checkQuery(rt, q); err != nil {
 			h.fail(w, r, err)
 			return
 		}
 		if rt.body != nil {
 			r.Body = http.MaxBytesReader(w, r.Body, h.o.MaxBodyBytes)
+		}
+		if rt.guard != nil {
+			if err := ifMatchAction(r, rt.guard(h, r)); err != nil {
+				h.fail(w, r, err)
+				return
+			}
 		}
 		if err := rt.serve(h, w, r); err != nil {
 			h.fail(w, r, err)
@@ -203,6 +216,10 @@ func (h *Handler) serve(rt *route) http.HandlerFunc {
 // fail answers err as an Error.
 func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 	e := toError(err)
+	switch {
+	case e.logged:
+		h.o.Logger.Info("request refused as invalid by the platform", "method", r.Method, "path", r.URL.Path, "error", err.Error())
+	}
 	switch e.Status {
 	case http.StatusInternalServerError:
 		h.o.Logger.Error(err, "request failed", "method", r.Method, "path", r.URL.Path)
@@ -356,6 +373,9 @@ func (q query) tags(name string) (map[string]string, error) {
 		k, val, ok := strings.Cut(v, "=")
 		if !ok || k == "" {
 			return nil, badParam(name, fmt.Sprintf("want key=value, got %q", v))
+		}
+		if _, twice := m[k]; twice {
+			return nil, badParam(name, fmt.Sprintf("key %q given twice", k))
 		}
 		m[k] = val
 	}

@@ -179,13 +179,16 @@ type sseEvent struct {
 // stream opens an event stream; events are sent on the channel until the
 // stream ends or ctx is done. It fails the test unless the answer is a
 // 200 text/event-stream.
-func (e *env) stream(ctx context.Context, path string) <-chan sseEvent {
+func (e *env) stream(ctx context.Context, path string, header ...string) <-chan sseEvent {
 	e.t.Helper()
 	hr, err := http.NewRequestWithContext(ctx, "GET", e.srv.URL+path, nil)
 	if err != nil {
 		e.t.Fatal(err)
 	}
 	hr.Header.Set(DefaultUserHeader, "alice")
+	for i := 0; i+1 < len(header); i += 2 {
+		hr.Header.Set(header[i], header[i+1])
+	}
 	res, err := e.srv.Client().Do(hr)
 	if err != nil {
 		e.t.Fatal(err)

@@ -1,12 +1,15 @@
 package dlchttp
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"net/http"
 	"net/url"
 	"slices"
 	"time"
 
+	"github.com/aidlc/dlc/auth"
 	"github.com/aidlc/dlc/cluster"
 	"github.com/aidlc/dlc/errs"
 	"github.com/aidlc/dlc/event"
@@ -32,7 +35,62 @@ type route struct {
 	etag         bool // the success carries the object's ETag
 	errors       []int
 	public       bool // no Authenticator asked (the OpenAPI document)
-	serve        func(h *Handler, w http.ResponseWriter, r *http.Request) error
+	// guard, on a DELETE or an action of an object with an ETag, reads
+	// the object's stored version for an If-Match (ifMatchAction).
+	guard func(h *Handler, r *http.Request) func() (string, error)
+	serve func(h *Handler, w http.ResponseWriter, r *http.Request) error
+}
+
+// hIfMatchAction is the If-Match of a guarded route.
+var hIfMatchAction = param{name: "If-Match", typ: "string",
+	desc: `the ETag the object must have ("*": it must exist); checked just before the action, which itself takes no version`}
+
+// guarded adds to each guarded route its If-Match header and 412.
+func guarded(rs []*route) []*route {
+	for _, rt := range rs {
+		if rt.guard != nil {
+			rt.headers = append(rt.headers, hIfMatchAction)
+			rt.errors = append(slices.Clone(rt.errors), http.StatusPreconditionFailed)
+			slices.Sort(rt.errors)
+		}
+	}
+	return rs
+}
+
+// ifMatchAction checks a request's If-Match, when it has one, against the
+// stored version current reads: "*" needs the object to exist, tags must
+// name its version (else 412). It is evaluated just before the action:
+// the SDK's deletes and actions take no version, so a change between the
+// check and the action is not caught (a PUT's If-Match is: precondition).
+func ifMatchAction(r *http.Request, current func() (string, error)) error {
+	versions, star, present := ifMatch(r)
+	if !present {
+		return nil
+	}
+	v, err := current()
+	if err != nil {
+		return err
+	}
+	if star || slices.Contains(versions, v) {
+		return nil
+	}
+	return errPreconditionFailed
+}
+
+// clusterVersion and jobVersion are the guards of a cluster's and a job
+// config's routes: the object of the path's id.
+func clusterVersion(h *Handler, r *http.Request) func() (string, error) {
+	return h.clusterVersion(r, pathID(r))
+}
+
+func jobVersion(h *Handler, r *http.Request) func() (string, error) {
+	return func() (string, error) {
+		rec, err := h.c.Jobs().Get(r.Context(), pathID(r))
+		if err != nil {
+			return "", err
+		}
+		return rec.Version, nil
+	}
 }
 
 func (rt *route) queryParam(name string) *param {
@@ -116,11 +174,12 @@ var (
 
 // Error statuses by kind of route.
 var (
-	eRead   = []int{401, 403, 404, 500, 503}
+	eRead   = []int{400, 401, 403, 404, 500, 503}
 	eList   = []int{400, 401, 403, 422, 500, 503}
-	eAction = []int{401, 403, 404, 409, 500, 503}
+	eAction = []int{400, 401, 403, 404, 409, 500, 503}
 	eBody   = []int{400, 401, 403, 404, 409, 413, 415, 422, 500, 503}
 	eUpdate = []int{400, 401, 403, 404, 409, 412, 413, 415, 422, 428, 500, 503}
+	ePlan   = []int{400, 401, 403, 404, 409, 412, 413, 415, 422, 500, 503} // an update's plan: If-Match optional
 )
 
 // ctxOf and pathID shorten the handlers.
@@ -143,13 +202,20 @@ func noContent(w http.ResponseWriter, status int) error {
 	return nil
 }
 
-// idempotencyKey reads the request id of a create.
+// idempotencyKey reads the request id of a create: the Idempotency-Key
+// scoped to the authenticated user (a hash of both), so that two callers'
+// keys never name one request, whatever the SDK does with a request id
+// another user made (it refuses it: ErrConflict). "" without a key.
 func idempotencyKey(r *http.Request) (string, error) {
 	k := r.Header.Get("Idempotency-Key")
 	if len(k) > maxIdempotencyKeyBytes {
 		return "", httpError(http.StatusBadRequest, CodeBadRequest, fmt.Sprintf("Idempotency-Key has %d bytes; at most %d", len(k), maxIdempotencyKeyBytes))
 	}
-	return k, nil
+	if k == "" {
+		return "", nil
+	}
+	h := sha256.Sum256([]byte(auth.FromContext(r.Context()).Name + "\x00" + k))
+	return "http-" + hex.EncodeToString(h[:16]), nil
 }
 
 func clusterLocation(id string) string { return "/v1/clusters/" + url.PathEscape(id) }

@@ -395,6 +395,22 @@ func TestEveryRoute(t *testing.T) {
 				t.Fatalf("%+v", ev)
 			}
 		}},
+		{"deleteResourceGroup", func(t *testing.T) {
+			// In use (the running cluster holds quota in it): refused, and
+			// a group registered in quantities and unused: deleted.
+			if got := e.must(req{method: "DELETE", path: "/v1/resourcegroups/rg-1"}, 409, nil).err(t); got.Code != CodeState {
+				t.Fatalf("delete of a resource group in use: %+v", got)
+			}
+			e.must(req{method: "PUT", path: "/v1/resourcegroups/rg-spare",
+				body: `{"package":"pkg-1","capacity":{"cpu":"8","memory":"32Gi"}}`}, 200, nil)
+			var u quota.Usage
+			e.must(req{method: "GET", path: "/v1/resourcegroups/rg-spare"}, 200, &u)
+			if u.Capacity != (quota.Resources{MilliCPU: 8000, Memory: 32 * quota.GiB}) {
+				t.Fatalf("capacity given in quantities: %+v", u.Capacity)
+			}
+			e.must(req{method: "DELETE", path: "/v1/resourcegroups/rg-spare"}, 204, nil)
+			e.must(req{method: "GET", path: "/v1/resourcegroups/rg-spare"}, 404, nil)
+		}},
 		{"hibernateCluster", func(t *testing.T) {
 			e.must(req{method: "POST", path: "/v1/clusters/" + cl.ID + "/hibernate?force=true"}, 200, nil)
 			e.settle()

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/aidlc/dlc"
@@ -57,12 +58,26 @@ func (h *Handler) startSSE(w http.ResponseWriter) (*sse, error) {
 
 // send writes one event, its data as JSON, and flushes it, within
 // SendTimeout.
-func (s *sse) send(name string, data any) error {
+func (s *sse) send(name string, data any) error { return s.sendID("", name, data) }
+
+// sendID is send with the event's id ("": none), which a client that
+// reconnects sends back as Last-Event-ID.
+func (s *sse) sendID(id, name string, data any) error {
 	b, err := json.Marshal(data)
 	if err != nil {
 		return err
 	}
+	if id != "" {
+		return s.write(fmt.Appendf(nil, "id: %s\nevent: %s\ndata: %s\n\n", id, name, b))
+	}
 	return s.write(fmt.Appendf(nil, "event: %s\ndata: %s\n\n", name, b))
+}
+
+// outEvent is what pump sends of one value: skip sends nothing.
+type outEvent struct {
+	id, name string
+	data     any
+	skip     bool
 }
 
 func (s *sse) write(b []byte) error {
@@ -86,7 +101,7 @@ func (s *sse) flush() error {
 // last event's data), the client goes away, MaxStream passes or a write
 // fails; a comment goes out every Heartbeat of silence. The caller's
 // cancel of ctx, which it derived ch from, stops ch's producer.
-func pump[T any](ctx context.Context, s *sse, ch <-chan T, event func(T) (string, any), end func() any) {
+func pump[T any](ctx context.Context, s *sse, ch <-chan T, event func(T) outEvent, end func() any) {
 	heartbeat := time.NewTicker(s.h.o.Heartbeat)
 	defer heartbeat.Stop()
 	limit := time.NewTimer(s.h.o.MaxStream)
@@ -109,8 +124,11 @@ func pump[T any](ctx context.Context, s *sse, ch <-chan T, event func(T) (string
 				}
 				return
 			}
-			name, data := event(v)
-			if s.send(name, data) != nil {
+			ev := event(v)
+			if ev.skip {
+				continue
+			}
+			if s.sendID(ev.id, ev.name, ev.data) != nil {
 				return
 			}
 			heartbeat.Reset(s.h.o.Heartbeat)
@@ -135,12 +153,12 @@ func (h *Handler) watchClusters(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return nil
 	}
-	pump(ctx, s, ch, func(e dlc.ClusterEvent) (string, any) {
+	pump(ctx, s, ch, func(e dlc.ClusterEvent) outEvent {
 		d := clusterEvent{Type: string(e.Type), ID: e.ID, Cluster: e.Cluster}
 		if e.Cluster != nil {
 			d.ETag = etag(e.Cluster.Version)
 		}
-		return string(e.Type), d
+		return outEvent{name: string(e.Type), data: d}
 	}, func() any { return endEvent{Reason: "ended"} })
 	return nil
 }
@@ -162,16 +180,27 @@ func (h *Handler) watchRuns(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return nil
 	}
-	pump(ctx, s, ch, func(e dlc.RunEvent) (string, any) {
-		return string(e.Type), runEvent{Type: string(e.Type), ID: e.ID, Run: e.Run}
+	pump(ctx, s, ch, func(e dlc.RunEvent) outEvent {
+		return outEvent{name: string(e.Type), data: runEvent{Type: string(e.Type), ID: e.ID, Run: e.Run}}
 	}, func() any { return endEvent{Reason: "ended"} })
 	return nil
 }
 
 // followLogs streams a run's log lines, each a "line" event whose data is
-// the line as a JSON string, then an "end" event with the run's state.
+// the line as a JSON string and whose id is its number in the stream (0
+// first), then an "end" event with the run's state. A client that
+// reconnects with Last-Event-ID n gets the lines after line n.
 func (h *Handler) followLogs(w http.ResponseWriter, r *http.Request) error {
 	id := pathID(r)
+	after := -1
+	if s := r.Header.Get("Last-Event-ID"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 0 {
+			return httpError(http.StatusBadRequest, CodeBadRequest, fmt.Sprintf("Last-Event-ID %q is not a line number", s))
+		}
+		after = n
+	}
+	line := -1
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	ch, err := h.c.Runs().Follow(ctx, id)
@@ -182,7 +211,10 @@ func (h *Handler) followLogs(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return nil
 	}
-	pump(ctx, s, ch, func(l string) (string, any) { return "line", l }, func() any {
+	pump(ctx, s, ch, func(l string) outEvent {
+		line++
+		return outEvent{id: strconv.Itoa(line), name: "line", data: l, skip: line <= after}
+	}, func() any {
 		e := endEvent{Reason: "ended"}
 		if run, err := h.c.Runs().Get(ctx, id); err == nil && run.State.Terminal() {
 			e.State = run.State

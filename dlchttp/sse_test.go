@@ -85,6 +85,22 @@ func TestFollowLogs(t *testing.T) {
 	if end.Reason != "ended" || end.State != job.Succeeded {
 		t.Fatalf("end event %+v", end)
 	}
+
+	// A client that reconnects with the last line's id it got (17) gets
+	// the lines after it.
+	var again []string
+	for ev := range e.stream(ctx, "/v1/runs/"+run.ID+"/logs/follow", "Last-Event-ID", "17") {
+		if ev.name == "line" {
+			var l string
+			if err := json.Unmarshal([]byte(ev.data), &l); err != nil {
+				t.Fatal(err)
+			}
+			again = append(again, l)
+		}
+	}
+	if !slices.Equal(again, want[18:]) {
+		t.Fatalf("after Last-Event-ID 17: %q, want %q", again, want[18:])
+	}
 }
 
 // TestWatch: a watch opened over server-sent events tells of a cluster

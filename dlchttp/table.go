@@ -16,7 +16,7 @@ import (
 // routes is the route table: every route the handler serves, in the
 // order docs/http.md lists them.
 func routes() []*route {
-	return []*route{
+	return guarded([]*route{
 		// Clusters.
 		{method: "GET", path: "/v1/clusters", id: "listClusters", tag: "clusters", summary: "List clusters, a page at a time",
 			query: []param{pLimit, pContinue,
@@ -118,7 +118,7 @@ func routes() []*route {
 			}},
 		{method: "POST", path: "/v1/clusters/{id}/plan", id: "planUpdateCluster", tag: "clusters", summary: "Say what replacing a cluster's spec would do, writing nothing (If-Match honoured)",
 			headers: []param{{name: "If-Match", typ: "string", desc: "the ETag the update would be made against; none: the stored version"}},
-			body:    &body{schema: cluster.Spec{}, yaml: true, desc: "the new spec"}, status: 200, result: &plan.Plan{}, errors: eUpdate,
+			body:    &body{schema: cluster.Spec{}, yaml: true, desc: "the new spec"}, status: 200, result: &plan.Plan{}, errors: ePlan,
 			serve: func(h *Handler, w http.ResponseWriter, r *http.Request) error {
 				id := pathID(r)
 				current := h.clusterVersion(r, id)
@@ -136,7 +136,7 @@ func routes() []*route {
 				}
 				return ok(w, p)
 			}},
-		{method: "DELETE", path: "/v1/clusters/{id}", id: "deleteCluster", tag: "clusters", summary: "Delete a cluster (it is deleting until Ray releases it)",
+		{method: "DELETE", path: "/v1/clusters/{id}", id: "deleteCluster", guard: clusterVersion, tag: "clusters", summary: "Delete a cluster (it is deleting until Ray releases it)",
 			query: []param{pForce}, status: 202, errors: append([]int{400}, eAction...),
 			serve: func(h *Handler, w http.ResponseWriter, r *http.Request) error {
 				force, err := query{r.URL.Query()}.bool("force")
@@ -148,7 +148,7 @@ func routes() []*route {
 				}
 				return noContent(w, http.StatusAccepted)
 			}},
-		{method: "POST", path: "/v1/clusters/{id}/start", id: "startCluster", tag: "clusters", summary: "Start a cluster (reserves its quota)",
+		{method: "POST", path: "/v1/clusters/{id}/start", id: "startCluster", guard: clusterVersion, tag: "clusters", summary: "Start a cluster (reserves its quota)",
 			status: 200, result: &cluster.Cluster{}, etag: true, errors: eAction,
 			serve: func(h *Handler, w http.ResponseWriter, r *http.Request) error {
 				return clusterResult(w)(h.c.Clusters().Start(r.Context(), pathID(r)))
@@ -162,7 +162,7 @@ func routes() []*route {
 				}
 				return ok(w, p)
 			}},
-		{method: "POST", path: "/v1/clusters/{id}/hibernate", id: "hibernateCluster", tag: "clusters", summary: "Hibernate a cluster (releases its compute)",
+		{method: "POST", path: "/v1/clusters/{id}/hibernate", id: "hibernateCluster", guard: clusterVersion, tag: "clusters", summary: "Hibernate a cluster (releases its compute)",
 			query: []param{pForce}, status: 200, result: &cluster.Cluster{}, etag: true, errors: append([]int{400}, eAction...),
 			serve: func(h *Handler, w http.ResponseWriter, r *http.Request) error {
 				force, err := query{r.URL.Query()}.bool("force")
@@ -467,7 +467,7 @@ func routes() []*route {
 				}
 				return recordResult(w)(rec, nil)
 			}},
-		{method: "DELETE", path: "/v1/jobs/{id}", id: "deleteJob", tag: "jobs", summary: "Delete a job config (refused while a run of it has not ended)",
+		{method: "DELETE", path: "/v1/jobs/{id}", id: "deleteJob", guard: jobVersion, tag: "jobs", summary: "Delete a job config (refused while a run of it has not ended)",
 			status: 204, errors: eAction,
 			serve: func(h *Handler, w http.ResponseWriter, r *http.Request) error {
 				if err := h.c.Jobs().Delete(r.Context(), pathID(r)); err != nil {
@@ -493,12 +493,12 @@ func routes() []*route {
 			serve: func(h *Handler, w http.ResponseWriter, r *http.Request) error {
 				return eventsResult(w)(h.c.Jobs().Events(r.Context(), pathID(r)))
 			}},
-		{method: "POST", path: "/v1/jobs/{id}/schedule/suspend", id: "suspendJobSchedule", tag: "jobs", summary: "Suspend a job config's schedule",
+		{method: "POST", path: "/v1/jobs/{id}/schedule/suspend", id: "suspendJobSchedule", guard: jobVersion, tag: "jobs", summary: "Suspend a job config's schedule",
 			status: 200, result: &job.Record{}, etag: true, errors: eAction,
 			serve: func(h *Handler, w http.ResponseWriter, r *http.Request) error {
 				return recordResult(w)(h.c.Jobs().SuspendSchedule(r.Context(), pathID(r)))
 			}},
-		{method: "POST", path: "/v1/jobs/{id}/schedule/resume", id: "resumeJobSchedule", tag: "jobs", summary: "Resume a suspended schedule (its ticks count from now)",
+		{method: "POST", path: "/v1/jobs/{id}/schedule/resume", id: "resumeJobSchedule", guard: jobVersion, tag: "jobs", summary: "Resume a suspended schedule (its ticks count from now)",
 			status: 200, result: &job.Record{}, etag: true, errors: eAction,
 			serve: func(h *Handler, w http.ResponseWriter, r *http.Request) error {
 				return recordResult(w)(h.c.Jobs().ResumeSchedule(r.Context(), pathID(r)))
@@ -610,7 +610,8 @@ func routes() []*route {
 				return ok(w, logsResult{Lines: nonNil(lines)})
 			}},
 		{method: "GET", path: "/v1/runs/{id}/logs/follow", id: "followRunLogs", tag: "runs", summary: "Server-sent events: a run's log lines as they come, until it ends",
-			status: 200, result: "", stream: true, errors: eRead,
+			headers: []param{{name: "Last-Event-ID", typ: "integer", desc: "the id of the last line a client got, when it reconnects: the lines after it"}},
+			status:  200, result: "", stream: true, errors: eRead,
 			serve: (*Handler).followLogs},
 		{method: "GET", path: "/v1/runs/{id}/events", id: "runEvents", tag: "runs", summary: "A run's event log, oldest first",
 			status: 200, result: page[event.Event]{}, errors: eRead,
@@ -655,6 +656,14 @@ func routes() []*route {
 				}
 				return ok(w, u)
 			}},
+		{method: "DELETE", path: "/v1/resourcegroups/{id}", id: "deleteResourceGroup", tag: "resourcegroups", summary: "Delete a resource group (409 state while anything holds quota or queues in it)",
+			status: 204, errors: eAction,
+			serve: func(h *Handler, w http.ResponseWriter, r *http.Request) error {
+				if err := h.c.ResourceGroups().Delete(r.Context(), pathID(r)); err != nil {
+					return err
+				}
+				return noContent(w, http.StatusNoContent)
+			}},
 		{method: "GET", path: "/v1/resourcegroups/{id}/pending", id: "resourceGroupPending", tag: "resourcegroups", summary: "The runs waiting in a resource group's queue, in admission order",
 			status: 200, result: page[job.Pending]{}, errors: eRead,
 			serve: func(h *Handler, w http.ResponseWriter, r *http.Request) error {
@@ -673,5 +682,5 @@ func routes() []*route {
 				_, _ = w.Write(h.openapi)
 				return nil
 			}},
-	}
+	})
 }

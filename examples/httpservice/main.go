@@ -40,7 +40,7 @@ func serve(ctx context.Context, ln net.Listener) error {
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, IdleTimeout: 2 * time.Minute}
 	context.AfterFunc(ctx, func() { _ = srv.Close() }) // ends event streams too
 	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
 		return err
