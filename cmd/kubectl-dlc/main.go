@@ -23,7 +23,7 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	flags := genericclioptions.NewConfigFlags(true)
 	streams := genericiooptions.IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr}
-	connect := cli.KubeConnector{Flags: flags, COSRegion: os.Getenv("DLC_COS_REGION")}.Connect
+	connect := cli.KubeConnector{Flags: flags, COSRegion: os.Getenv("DLC_COS_REGION"), LogsLocation: os.Getenv("DLC_LOGS_LOCATION")}.Connect
 	root := cli.NewCommand(cli.Env{IO: streams, Flags: flags, Connect: connect})
 	code := cli.Execute(ctx, root, os.Args[1:], os.Stderr)
 	stop()

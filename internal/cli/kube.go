@@ -38,6 +38,12 @@ type KubeConnector struct {
 	// a plan of a run needs to render its RayJob or Jobs API request.
 	// cmd/kubectl-dlc sets it from $DLC_COS_REGION.
 	COSRegion string
+	// LogsLocation, with COSRegion, is where the platform keeps runs'
+	// whole logs in COS (dlc.WithLogsLocation "cos://<bucket>/<prefix>",
+	// as its clients are configured): logs then reads an ended run's whole
+	// log from there once its cluster is gone, with the credentials of the
+	// environment. cmd/kubectl-dlc sets it from $DLC_LOGS_LOCATION.
+	LogsLocation string
 	// SyncTimeout bounds how long Connect waits for the backend's first
 	// read of the store; 0 means DefaultSyncTimeout. Credentials the API
 	// server's RBAC refuses would otherwise keep it waiting.
@@ -72,12 +78,18 @@ func (k KubeConnector) Connect(ctx context.Context) (*Session, error) {
 	}
 	o := k.Backend
 	o.Namespace = ns
-	if k.COSRegion != "" && o.Render.WorkingDir == nil {
+	var more []dlc.Option
+	if k.COSRegion != "" {
 		cos, err := storage.NewCOSClient(storage.COSOptions{Region: k.COSRegion})
 		if err != nil {
 			return nil, fmt.Errorf("COS: %w", err)
 		}
-		o.Render.WorkingDir = kube.COSWorkingDir(cos, storage.WorkingDirOptions{})
+		if o.Render.WorkingDir == nil {
+			o.Render.WorkingDir = kube.COSWorkingDir(cos, storage.WorkingDirOptions{})
+		}
+		if k.LogsLocation != "" {
+			more = append(more, dlc.WithCOS(cos), dlc.WithLogsLocation(k.LogsLocation))
+		}
 	}
 	// The backend's informers live on bctx, as long as the session; a
 	// sync that takes longer than the bound is given up.
@@ -100,7 +112,7 @@ func (k KubeConnector) Connect(ctx context.Context) (*Session, error) {
 		stop()
 		return nil, fmt.Errorf("platform namespace %s: %w", ns, err)
 	}
-	opts := append([]dlc.Option{dlc.WithBackend(be), dlc.WithObserver()}, k.Options...)
+	opts := append(append([]dlc.Option{dlc.WithBackend(be), dlc.WithObserver()}, more...), k.Options...)
 	c, err := dlc.New(opts...)
 	if err != nil {
 		be.Close()

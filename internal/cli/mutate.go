@@ -297,19 +297,21 @@ func (a *app) deleteCmd() *cobra.Command {
 	var force bool
 	var moveTo string
 	cmd := &cobra.Command{
-		Use:   "delete cluster|job|group|template ID",
-		Short: "Delete a cluster, a job config, a cluster group or a template",
+		Use:   "delete cluster|job|group|template|resourcegroup ID",
+		Short: "Delete a cluster, a job config, a cluster group, a template or a resource group",
 		Long: `Delete one object (a template by its name).
 
 cluster: refused while runs are active on it, unless --force, which stops them
 and deletes in any state. job: refused while its runs are active. group: its
-clusters move to the group of --move-to.`,
+clusters move to the group of --move-to. resourcegroup: refused while anything
+holds quota in it or a run queues, runs or is cleaned up in it.`,
 		Example: `  kubectl dlc delete cluster cls-0123abcd
   kubectl dlc delete group grp-0123abcd --move-to grp-4567efab
-  kubectl dlc delete template "A100 训练环境"`,
+  kubectl dlc delete template "A100 训练环境"
+  kubectl dlc delete resourcegroup rg-spare`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			kind, err := resource(args[0], resClusters, resJobs, resGroups, resTemplates)
+			kind, err := resource(args[0], resClusters, resJobs, resGroups, resTemplates, resResourceGroups)
 			if err != nil {
 				return err
 			}
@@ -329,6 +331,8 @@ clusters move to the group of --move-to.`,
 					err = c.Jobs().Delete(ctx, id)
 				case resGroups:
 					err = c.Groups().Delete(ctx, id, moveTo)
+				case resResourceGroups:
+					err = c.ResourceGroups().Delete(ctx, id)
 				default:
 					err = c.Templates().Delete(ctx, id)
 				}

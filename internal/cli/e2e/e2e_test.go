@@ -11,6 +11,7 @@ import (
 	"archive/zip"
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"os"
 	"path/filepath"
@@ -84,6 +85,7 @@ type kubectlDLC struct {
 	t           *testing.T
 	kubeconfig  string
 	backend     kube.Options
+	options     []dlc.Option
 	syncTimeout time.Duration
 }
 
@@ -149,7 +151,7 @@ func (k *kubectlDLC) runTo(ctx context.Context, out, errOut *syncBuffer, args ..
 	root := cli.NewCommand(cli.Env{
 		IO:      genericiooptions.IOStreams{In: strings.NewReader(""), Out: out, ErrOut: errOut},
 		Flags:   flags,
-		Connect: cli.KubeConnector{Flags: flags, Backend: k.backend, SyncTimeout: k.syncTimeout}.Connect,
+		Connect: cli.KubeConnector{Flags: flags, Backend: k.backend, Options: k.options, SyncTimeout: k.syncTimeout}.Connect,
 	})
 	start := time.Now()
 	code := cli.Execute(ctx, root, append([]string{"--kubeconfig", k.kubeconfig}, args...), errOut)
@@ -228,7 +230,10 @@ func TestKubectlDLC(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer be.Close()
-	platform, err := dlc.New(dlc.WithBackend(be))
+	// Runs' whole logs are kept in COS too, where the CLI reads them once
+	// their clusters are gone.
+	logs := []dlc.Option{dlc.WithCOS(cos), dlc.WithLogsLocation("cos://" + cosfake.DefaultBucket + "/dlc-logs")}
+	platform, err := dlc.New(append([]dlc.Option{dlc.WithBackend(be)}, logs...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -250,7 +255,7 @@ func TestKubectlDLC(t *testing.T) {
 	// a run.
 	k := &kubectlDLC{t: t, kubeconfig: kubeconfig(t, cp.AddUser(t, "alice", "system:masters"), "laptop", ns),
 		backend: kube.Options{Dashboard: loop.Dashboard, PollInterval: 100 * time.Millisecond,
-			Render: kube.RenderOptions{WorkingDir: opts.Render.WorkingDir}}}
+			Render: kube.RenderOptions{WorkingDir: opts.Render.WorkingDir}}, options: logs}
 
 	example, err := os.ReadFile(filepath.Join("..", "..", "..", "examples", "configs", "cluster-cpu-autoscaling.yaml"))
 	if err != nil {
@@ -340,4 +345,20 @@ entrypoint: python main.py
 
 	// delete through the CLI: the cluster is deleted with its run.
 	contains(t, "delete", k.must(ctx, "delete", "cluster", cls, "--force"), "cluster/"+cls+" deleted")
+
+	// logs after the cluster is gone: the whole log, from COS.
+	if _, err := platform.Clusters().Wait(ctx, cls, func(*cluster.Cluster) (bool, error) { return false, nil }); !errors.Is(err, dlc.ErrNotFound) {
+		t.Fatalf("waiting for cluster %s to go: %v", cls, err)
+	}
+	r, err := platform.Runs().Get(admin, run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.LogsArchived.IsZero() {
+		t.Fatalf("run %s kept no whole log in COS (%s)", run, r.Logs)
+	}
+	if obj, err := srv.Object(cosfake.DefaultBucket, "dlc-logs/"+run); err != nil || !strings.Contains(string(obj), "hello from the cli job") {
+		t.Fatalf("the whole log in COS: %q, %v", obj, err)
+	}
+	contains(t, "logs after the cluster is gone", k.must(ctx, "logs", run), "hello from the cli job")
 }
