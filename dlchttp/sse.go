@@ -138,33 +138,30 @@ func pump[T any](ctx context.Context, s *sse, ch <-chan T, event func(T) outEven
 
 // watchClusters streams a cluster watch.
 func (h *Handler) watchClusters(w http.ResponseWriter, r *http.Request) error {
-	q := query{r.URL.Query()}
-	initial, err := q.bool("initial")
-	if err != nil {
-		return err
-	}
-	ctx, cancel := context.WithCancel(r.Context())
-	defer cancel()
-	ch, err := h.c.Clusters().Watch(ctx, dlc.ClusterWatchOptions{IDs: q.Values["id"], Initial: initial})
-	if err != nil {
-		return err
-	}
-	s, err := h.startSSE(w)
-	if err != nil {
-		return nil
-	}
-	pump(ctx, s, ch, func(e dlc.ClusterEvent) outEvent {
+	return serveWatch(h, w, r, func(ctx context.Context, q query, initial bool) (<-chan dlc.ClusterEvent, error) {
+		return h.c.Clusters().Watch(ctx, dlc.ClusterWatchOptions{IDs: q.Values["id"], Initial: initial})
+	}, func(e dlc.ClusterEvent) outEvent {
 		d := clusterEvent{Type: string(e.Type), ID: e.ID, Cluster: e.Cluster}
 		if e.Cluster != nil {
 			d.ETag = etag(e.Cluster.Version)
 		}
 		return outEvent{name: string(e.Type), data: d}
-	}, func() any { return endEvent{Reason: "ended"} })
-	return nil
+	})
 }
 
 // watchRuns streams a run watch.
 func (h *Handler) watchRuns(w http.ResponseWriter, r *http.Request) error {
+	return serveWatch(h, w, r, func(ctx context.Context, q query, initial bool) (<-chan dlc.RunEvent, error) {
+		return h.c.Runs().Watch(ctx, dlc.RunWatchOptions{IDs: q.Values["id"], JobID: q.Get("job"), Initial: initial})
+	}, func(e dlc.RunEvent) outEvent {
+		return outEvent{name: string(e.Type), data: runEvent{Type: string(e.Type), ID: e.ID, Run: e.Run}}
+	})
+}
+
+// serveWatch streams the watch open makes (with the request's query and
+// its initial parameter), each change as event says, until it ends.
+func serveWatch[E any](h *Handler, w http.ResponseWriter, r *http.Request,
+	open func(ctx context.Context, q query, initial bool) (<-chan E, error), event func(E) outEvent) error {
 	q := query{r.URL.Query()}
 	initial, err := q.bool("initial")
 	if err != nil {
@@ -172,7 +169,7 @@ func (h *Handler) watchRuns(w http.ResponseWriter, r *http.Request) error {
 	}
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
-	ch, err := h.c.Runs().Watch(ctx, dlc.RunWatchOptions{IDs: q.Values["id"], JobID: q.Get("job"), Initial: initial})
+	ch, err := open(ctx, q, initial)
 	if err != nil {
 		return err
 	}
@@ -180,9 +177,7 @@ func (h *Handler) watchRuns(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return nil
 	}
-	pump(ctx, s, ch, func(e dlc.RunEvent) outEvent {
-		return outEvent{name: string(e.Type), data: runEvent{Type: string(e.Type), ID: e.ID, Run: e.Run}}
-	}, func() any { return endEvent{Reason: "ended"} })
+	pump(ctx, s, ch, event, func() any { return endEvent{Reason: "ended"} })
 	return nil
 }
 
