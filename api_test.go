@@ -6,6 +6,7 @@ import (
 	"go/parser"
 	"go/token"
 	"io/fs"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -95,6 +96,30 @@ func TestPagesAndResultsJSON(t *testing.T) {
 		for _, w := range tc.want {
 			if !strings.Contains(string(b), w) {
 				t.Errorf("%T as JSON: %s, want %s", tc.v, b, w)
+			}
+		}
+	}
+}
+
+// A consumer that embeds the SDK on the memory backend, serves it over
+// HTTP and tests with the memory fixture links no Kubernetes client,
+// controller-runtime, KubeRay, envtest or command-line package: only the
+// few utility packages the SDK itself uses (quantities, YAML, a work
+// queue).
+func TestLightPackagesLinkNoKubernetes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs go list")
+	}
+	out, err := exec.Command("go", "list", "-deps", "-test", "./dlctest", "./dlchttp", "./examples/httpservice").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	heavy := []string{"k8s.io/client-go/kubernetes", "k8s.io/client-go/rest", "k8s.io/api/", "sigs.k8s.io/controller-runtime",
+		"github.com/ray-project/kuberay", "k8s.io/cli-runtime", "github.com/spf13/cobra", "github.com/aidlc/dlc/backend/kube", "github.com/aidlc/dlc/dlctest/kubetest"}
+	for p := range strings.SplitSeq(string(out), "\n") {
+		for _, h := range heavy {
+			if strings.HasPrefix(p, h) {
+				t.Errorf("a memory-only consumer links %s", p)
 			}
 		}
 	}
