@@ -124,6 +124,15 @@ func kindOf(doc []byte) (string, error) {
 	if top == nil {
 		return "", fmt.Errorf("%w: the document is not a mapping", errs.ErrInvalid)
 	}
+	_, id := top["id"]
+	_, spec := top["spec"]
+	_, config := top["config"]
+	if id && (spec || config) {
+		// An object as get -o yaml prints it (a cluster with its spec, a
+		// job config's record with its config): not what create and apply
+		// read.
+		return "", fmt.Errorf("%w: this is an object as \"get -o yaml\" prints it; create and apply read a spec or a config (the part under spec: or config:)", errs.ErrInvalid)
+	}
 	for _, k := range jobOnly {
 		if _, ok := top[k]; ok {
 			return kindJob, nil

@@ -103,6 +103,15 @@ runs until interrupted. Lists are read in pages of --chunk-size.`,
 			if len(o.states) > 0 && kind != resClusters && kind != resRuns {
 				return fmt.Errorf("--state is for clusters and runs")
 			}
+			valid := clusterStates
+			if kind == resRuns {
+				valid = runStates
+			}
+			for _, st := range o.states {
+				if !slices.Contains(valid, st) {
+					return fmt.Errorf("--state %q: %s are %s", st, kind, strings.Join(valid, ", "))
+				}
+			}
 			if (o.jobID != "" || o.cluster != "") && kind != resRuns {
 				return fmt.Errorf("--job and --on-cluster are for runs")
 			}
@@ -251,8 +260,14 @@ func (g *getter) clusters(ctx context.Context, id string) error {
 	if err != nil || !g.o.watch {
 		return err
 	}
+	// A delete is shown only for a cluster the filters selected: the
+	// event of a delete carries no cluster to filter.
+	shown := watchShown{}
+	for _, c := range items {
+		shown[c.ID] = true
+	}
 	for ev := range ch {
-		if ev.Cluster != nil && (!g.sel.matches(ev.Cluster.Spec.Tags) || !g.inStates(string(ev.Cluster.State))) {
+		if !shown.selects(ev.ID, ev.Cluster != nil && g.sel.matches(ev.Cluster.Spec.Tags) && g.inStates(string(ev.Cluster.State)), ev.Cluster == nil) {
 			continue
 		}
 		g.now = g.env.Now()
@@ -536,9 +551,14 @@ func (g *getter) runs(ctx context.Context, id string) error {
 	if err != nil || !g.o.watch {
 		return err
 	}
+	shown := watchShown{}
+	for _, r := range items {
+		shown[r.ID] = true
+	}
 	for ev := range ch {
-		if r := ev.Run; r != nil && (!g.sel.matches(r.Config.Tags) || !g.inStates(string(r.State)) ||
-			(g.o.cluster != "" && r.ClusterID != g.o.cluster)) {
+		r := ev.Run
+		if !shown.selects(ev.ID, r != nil && g.sel.matches(r.Config.Tags) && g.inStates(string(r.State)) &&
+			(g.o.cluster == "" || r.ClusterID == g.o.cluster), r == nil) {
 			continue
 		}
 		g.now = g.env.Now()
@@ -621,3 +641,34 @@ func ids(id string) []string {
 	}
 	return []string{id}
 }
+
+// watchShown is the objects a watch has shown as selected (listed, or a
+// change that matched the filters), by id.
+type watchShown map[string]bool
+
+// selects says whether a watch's event of object id is shown: a change
+// when it matches the filters (and the object is remembered), a delete
+// when the object was shown before. A change that no longer matches is
+// not shown, and the object forgotten.
+func (w watchShown) selects(id string, matches, deleted bool) bool {
+	switch {
+	case deleted:
+		was := w[id]
+		delete(w, id)
+		return was
+	case matches:
+		w[id] = true
+		return true
+	default:
+		delete(w, id)
+		return false
+	}
+}
+
+// The states --state takes, of clusters and of runs.
+var (
+	clusterStates = []string{string(cluster.Creating), string(cluster.Created), string(cluster.Starting), string(cluster.Running),
+		string(cluster.Hibernating), string(cluster.Hibernated), string(cluster.Deleting), string(cluster.Abnormal)}
+	runStates = []string{string(job.Queued), string(job.Waiting), string(job.Provisioning), string(job.Running),
+		string(job.Succeeded), string(job.Failed), string(job.Stopped)}
+)

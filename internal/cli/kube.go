@@ -7,6 +7,8 @@ import (
 	"time"
 
 	authnv1 "k8s.io/api/authentication/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/kubernetes"
@@ -44,9 +46,11 @@ type KubeConnector struct {
 	// log from there once its cluster is gone, with the credentials of the
 	// environment. cmd/kubectl-dlc sets it from $DLC_LOGS_LOCATION.
 	LogsLocation string
-	// SyncTimeout bounds how long Connect waits for the backend's first
-	// read of the store; 0 means DefaultSyncTimeout. Credentials the API
-	// server's RBAC refuses would otherwise keep it waiting.
+	// SyncTimeout bounds how long Connect waits for the API server's
+	// answer who the user is, and then for the backend's first read of the
+	// store; 0 means DefaultSyncTimeout. (Credentials the API server's
+	// RBAC refuses fail sooner: the backend asks after 2 s why its lists
+	// do not come.)
 	SyncTimeout time.Duration
 }
 
@@ -67,14 +71,25 @@ func (k KubeConnector) Connect(ctx context.Context) (*Session, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kubeconfig: %w", err)
 	}
-	user, groups, err := WhoAmI(ctx, cfg)
-	if err != nil {
-		// An API server that does not answer who the credentials are
-		// (before Kubernetes 1.28): the kubeconfig's name for them.
-		if user, err = KubeUser(k.Flags); err != nil {
-			return nil, err
-		}
+	// The timeout bounds every call until the session is open: the
+	// question who the user is, and the backend's first read.
+	timeout := k.SyncTimeout
+	if timeout <= 0 {
+		timeout = DefaultSyncTimeout
+	}
+	wctx, cancel := context.WithTimeout(ctx, timeout)
+	user, groups, err := WhoAmI(wctx, cfg)
+	cancel()
+	if apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {
+		// An API server that does not serve the question (before
+		// Kubernetes 1.28): the kubeconfig's name for the credentials.
+		// Any other failure is an error: acting under a label anyone can
+		// write is not the fallback of a refusal or an outage.
+		user, err = KubeUser(k.Flags)
 		groups = nil
+	}
+	if err != nil {
+		return nil, err
 	}
 	o := k.Backend
 	o.Namespace = ns
@@ -93,10 +108,6 @@ func (k KubeConnector) Connect(ctx context.Context) (*Session, error) {
 	}
 	// The backend's informers live on bctx, as long as the session; a
 	// sync that takes longer than the bound is given up.
-	timeout := k.SyncTimeout
-	if timeout <= 0 {
-		timeout = DefaultSyncTimeout
-	}
 	bctx, stop := context.WithCancel(ctx)
 	timer := time.AfterFunc(timeout, stop)
 	be, err := kube.New(bctx, cfg, o)

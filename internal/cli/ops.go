@@ -161,7 +161,7 @@ cluster or a group, the clusters it waits for and their states.`,
 		Example: `  kubectl dlc why run-0123abcd`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkOutput(output); err != nil {
+			if err := checkPageOutput(output); err != nil {
 				return err
 			}
 			out := cmd.OutOrStdout()
@@ -256,7 +256,7 @@ its name finds it. plan start plans a cluster's start, plan run a job's run.`,
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkOutput(output); err != nil {
+			if err := checkPageOutput(output); err != nil {
 				return err
 			}
 			var doc *document
@@ -391,7 +391,7 @@ allocate now, and the on-demand runs waiting in its queue in admission order
   kubectl dlc quota rg-cpu -o yaml`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkOutput(output); err != nil {
+			if err := checkPageOutput(output); err != nil {
 				return err
 			}
 			out := cmd.OutOrStdout()

@@ -30,6 +30,16 @@ func checkOutput(o string) error {
 	return fmt.Errorf("unknown output format %q: use yaml, json or wide", o)
 }
 
+// checkPageOutput is checkOutput for the commands that print a page, not
+// a table (why, quota, plan): no wide.
+func checkPageOutput(o string) error {
+	switch o {
+	case outTable, outYAML, outJSON:
+		return nil
+	}
+	return fmt.Errorf("unknown output format %q: use yaml or json", o)
+}
+
 // printObject writes v as YAML or JSON.
 func printObject(w io.Writer, format string, v any) error {
 	switch format {

@@ -80,9 +80,9 @@ runs and resource groups of a dlc platform on Kubernetes.
 
 It connects with your kubeconfig (the same flags as kubectl) to the platform
 namespace (-n), as an observer: it writes what you ask for and reads, while
-the platform's own replicas do the work. Every call acts as the kubeconfig's
-user, or the user of --as; the platform's authorizer and the API server's RBAC
-both apply.`,
+the platform's own replicas do the work. Every call acts as the user the API
+server authenticates (after --as); the API server's RBAC decides what it may
+read and write.`,
 		Example: `  kubectl dlc get clusters -n dlc-system
   kubectl dlc create -f cluster.yaml
   kubectl dlc submit -f job.yaml --follow

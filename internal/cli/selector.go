@@ -13,7 +13,7 @@ const MaxSelectorTerms = 64
 // SDK has no filter for and are checked here, on what it returns.
 type selector struct {
 	equal    map[string]string // key=value, key==value
-	notEqual map[string]string // key!=value
+	notEqual [][2]string       // key!=value, each term (a key may be excluded from several values)
 	exists   []string          // key
 	absent   []string          // !key
 }
@@ -36,10 +36,8 @@ func parseSelector(s string) (*selector, error) {
 			return nil, fmt.Errorf("selector %q: an empty term", s)
 		case strings.Contains(t, "!="):
 			k, v, _ = strings.Cut(t, "!=")
-			if sel.notEqual == nil {
-				sel.notEqual = map[string]string{}
-			}
-			sel.notEqual[strings.TrimSpace(k)] = strings.TrimSpace(v)
+			k, v = strings.TrimSpace(k), strings.TrimSpace(v)
+			sel.notEqual = append(sel.notEqual, [2]string{k, v})
 		case strings.Contains(t, "="):
 			k, v, _ = strings.Cut(t, "=")
 			v = strings.TrimPrefix(v, "=")
@@ -58,12 +56,19 @@ func parseSelector(s string) (*selector, error) {
 			k = t
 			sel.exists = append(sel.exists, k)
 		}
-		if k == "" || strings.ContainsAny(k, "=!") {
-			return nil, fmt.Errorf("selector %q: term %q has no valid key", s, t)
+		if k == "" || strings.ContainsAny(k, badSelectorChars) {
+			return nil, fmt.Errorf("selector %q: term %q has no valid key (set-based terms such as \"in (…)\" are not supported)", s, t)
+		}
+		if strings.ContainsAny(v, badSelectorChars) {
+			return nil, fmt.Errorf("selector %q: term %q has no valid value", s, t)
 		}
 	}
 	return sel, nil
 }
+
+// badSelectorChars may be in no key or value of a selector's terms: what
+// kubectl's set-based syntax and the operators use.
+const badSelectorChars = "=!(),"
 
 func (s *selector) empty() bool {
 	return len(s.equal) == 0 && len(s.notEqual) == 0 && len(s.exists) == 0 && len(s.absent) == 0
@@ -76,8 +81,8 @@ func (s *selector) matches(tags map[string]string) bool {
 			return false
 		}
 	}
-	for k, v := range s.notEqual {
-		if got, ok := tags[k]; ok && got == v {
+	for _, kv := range s.notEqual {
+		if got, ok := tags[kv[0]]; ok && got == kv[1] {
 			return false
 		}
 	}

@@ -21,6 +21,9 @@ func TestSelector(t *testing.T) {
 		{sel: " team = a , env != prod ", match: []map[string]string{{"team": "a"}}, nomatch: []map[string]string{{"team": "a", "env": "prod"}}},
 		{sel: "团队=搜索", match: []map[string]string{{"团队": "搜索"}}},
 		{sel: "team=", match: []map[string]string{{"team": ""}}, nomatch: []map[string]string{{"team": "a"}}},
+		{sel: "env!=prod,env!=dev", match: []map[string]string{{"env": "test"}, nil}, nomatch: []map[string]string{{"env": "prod"}, {"env": "dev"}}},
+		{sel: "team in (search,vision)", err: "no valid key"},
+		{sel: "a=b=c", err: "no valid value"},
 		{sel: "a,,b", err: "an empty term"},
 		{sel: "=a", err: "no valid key"},
 		{sel: "!", err: "no valid key"},
@@ -76,5 +79,28 @@ func TestSplitDocuments(t *testing.T) {
 	docs := splitDocuments([]byte("# only a comment\n---\na: 1\n---\n\n---\nb: 2\n--- \n"))
 	if len(docs) != 2 || string(docs[0]) != "a: 1\n" || string(docs[1]) != "b: 2\n" {
 		t.Errorf("documents: %q", docs)
+	}
+}
+
+// A watch shows a delete only of what it showed: a cluster the filters
+// excluded is not printed as deleted.
+func TestWatchShown(t *testing.T) {
+	w := watchShown{"listed": true}
+	for _, c := range []struct {
+		id               string
+		matches, deleted bool
+		want             bool
+	}{
+		{"excluded", false, false, false},
+		{"excluded", false, true, false},
+		{"listed", false, true, true},
+		{"listed", false, true, false}, // gone already
+		{"new", true, false, true},
+		{"new", false, false, false}, // no longer selected
+		{"new", false, true, false},
+	} {
+		if got := w.selects(c.id, c.matches, c.deleted); got != c.want {
+			t.Errorf("%+v: shown %v", c, got)
+		}
 	}
 }
