@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"slices"
 	"strings"
@@ -108,12 +109,16 @@ func TestRunWholeLogInCOS(t *testing.T) {
 	}
 
 	// An object that does not hold what the run recorded (written by
-	// someone else) is not taken: the kept tail is read instead.
-	f.must(srv.PutObject(logsBucket, "dlc/logs/"+r.ID, []byte("forged\n")))
-	got, err := f.c.Runs().Logs(f.ctx, r.ID)
-	f.must(err)
-	if len(got) != job.MaxLogTailLines+1 || got[0] != fmt.Sprintf("[%d earlier lines not kept]", len(want)-job.MaxLogTailLines) {
-		t.Fatalf("Logs over a forged object: %d lines, first %q; want the kept tail", len(got), got[0])
+	// someone else, even with as many lines) is not taken: the kept tail
+	// is read instead.
+	forged := strings.Repeat("\x1b]0;owned\x07 https://x/y?q-signature=secret\n", len(want))
+	for _, obj := range []string{"forged\n", forged} {
+		f.must(srv.PutObject(logsBucket, "dlc/logs/"+r.ID, []byte(obj)))
+		got, err := f.c.Runs().Logs(f.ctx, r.ID)
+		f.must(err)
+		if len(got) != job.MaxLogTailLines+1 || got[0] != fmt.Sprintf("[%d earlier lines not kept]", len(want)-job.MaxLogTailLines) {
+			t.Fatalf("Logs over a forged object: %d lines, first %q; want the kept tail", len(got), got[0])
+		}
 	}
 }
 
@@ -159,4 +164,30 @@ func TestLogsLocationInCOSChecked(t *testing.T) {
 	c, err := dlc.New(dlc.WithLogsLocation("cos://Not_A_Bucket/logs")) // named only: no COS client
 	f(err)
 	f(c.Close())
+}
+
+// A COS that does not answer costs the run's end at most half of what its
+// step has left: the run ends as Ray said (succeeded), its tail kept and
+// the reason recorded, not failed by a step that ran out of time.
+func TestRunWholeLogCOSHangs(t *testing.T) {
+	hang := cosfake.WithMiddleware(func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Method == http.MethodPut && strings.Contains(r.URL.Path, "/dlc/logs/") {
+				_, _ = io.Copy(io.Discard, r.Body) // then the server sees the client go
+				<-r.Context().Done()               // until the client gives up
+				return
+			}
+			next.ServeHTTP(w, r)
+		})
+	})
+	f, _, _ := archiveFixture(t, 10, []cosfake.Option{hang}, dlc.WithReconcileTimeout(2*time.Second), dlc.WithRetries(2, 10*time.Millisecond, 20*time.Millisecond))
+	r := f.onDemandRun() // fails the test unless the run succeeded and was released
+	if !r.LogsArchived.IsZero() || !r.LogsKept {
+		t.Fatalf("archived %+v, kept %v; want the tail alone", r.LogsArchived, r.LogsKept)
+	}
+	events, err := f.c.Runs().Events(f.ctx, r.ID)
+	f.must(err)
+	if !slices.ContainsFunc(events, func(e event.Event) bool { return e.Action == "logs" }) {
+		t.Fatalf("no event says the whole log was not written: %v", events)
+	}
 }

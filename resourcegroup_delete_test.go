@@ -198,3 +198,38 @@ func TestResourceGroupDeleteFencedByAStartBetween(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A group deleted and registered again under the same id in another
+// package is not drawn on by what named the first: a cluster's start is
+// C4 at resourcePackage, an on-demand run fails saying so.
+func TestResourceGroupReRegisteredInAnotherPackage(t *testing.T) {
+	f := newFixture(t, dlctest.MemoryOptions{})
+	cl, err := f.c.Clusters().Create(f.ctx, f.spec("c", 1, 1))
+	f.must(err)
+	cfg, err := dlc.NewJob("od").OnDemand("pkg-1", "rg-1").Image("ray-2.46.0-py310-cpu").
+		Head("head", "cu.4c8g").WorkerGroup("cpu", "cu.4c8g", 1, 1).
+		COSPackage("cos://jobs-1250000000/train.zip").Entrypoint("python train.py").Build()
+	f.must(err)
+	rec, err := f.c.Jobs().Create(f.ctx, cfg, dlc.SaveOptions{})
+	f.must(err)
+	f.settle()
+	f.must(f.c.ResourceGroups().Delete(f.ctx, "rg-1"))
+	_, err = f.c.ResourceGroups().Register(f.ctx, quota.Group{ID: "rg-1", Package: "pkg-other", Capacity: quota.Resources{MilliCPU: 64000, Memory: 256 * quota.GiB}})
+	f.must(err)
+	f.settle()
+	_, err = f.c.Clusters().Start(f.ctx, cl.ID)
+	if fe := dlc.Fields(err); len(fe) != 1 || fe[0].Rule != "C4" || fe[0].Path.String() != "resourcePackage" {
+		t.Fatalf("start in a group of another package now: %v, want C4 at resourcePackage", err)
+	}
+	r, err := f.c.Runs().Create(f.ctx, rec.ID, dlc.RunOptions{})
+	f.must(err)
+	f.settle()
+	if got := f.run(r.ID); got.State != job.Failed || !strings.Contains(got.Message, "belongs to package pkg-other") {
+		t.Fatalf("an on-demand run in a group of another package now is %s (%q)", got.State, got.Message)
+	}
+	u, err := f.c.ResourceGroups().Get(f.ctx, "rg-1")
+	f.must(err)
+	if !u.Reserved.IsZero() {
+		t.Fatalf("the group of another package holds %s", u.Reserved)
+	}
+}

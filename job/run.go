@@ -75,10 +75,15 @@ const MaxArchivedLogBytes = 64 << 20
 
 // LogArchive is what was written of a run's whole log to COS: Lines lines
 // of it, the last ones, after Dropped earlier ones that were over
-// MaxArchivedLogBytes. The zero value is none written.
+// MaxArchivedLogBytes, and the digest of the text. The zero value is none
+// written.
 type LogArchive struct {
 	Lines   int `json:"lines,omitempty"`
 	Dropped int `json:"dropped,omitempty"`
+	// SHA256 is the hex SHA-256 of the text written: a read of an object
+	// that does not hold it (someone else wrote it since) is not taken
+	// for the run's log.
+	SHA256 string `json:"sha256,omitempty"`
 }
 
 // IsZero reports whether no log was written.

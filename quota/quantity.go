@@ -69,7 +69,9 @@ func (r Resources) Quantities() (cpu, memory resource.Quantity, gpu int64) {
 // 8}, where cpu is in cores ("500m", "1.5", or a number) and memory a
 // quantity or a number of bytes. Naming cpu and milliCPU both, a key of
 // neither form, or a quantity ParseResources refuses is an error
-// (ErrInvalid, rule C4). MarshalJSON is encoding/json's: the stored form
+// (ErrInvalid, rule C4), as is a negative milliCPU given with quantities
+// (the stored form is read as stored: an account edited from outside is
+// CheckQuota's to report). MarshalJSON is encoding/json's: the stored form
 // (String and Quantities print quantities).
 func (r *Resources) UnmarshalJSON(data []byte) error {
 	// The stored form first, with encoding/json's own decoding (stored has
@@ -77,7 +79,9 @@ func (r *Resources) UnmarshalJSON(data []byte) error {
 	type stored Resources
 	if !bytes.Contains(data, []byte(`"cpu"`)) {
 		var s stored
-		if err := json.Unmarshal(data, &s); err == nil {
+		dec := json.NewDecoder(bytes.NewReader(data))
+		dec.DisallowUnknownFields() // a key of neither form is refused below
+		if err := dec.Decode(&s); err == nil {
 			*r = Resources(s)
 			return nil
 		}
@@ -92,8 +96,8 @@ func (r *Resources) UnmarshalJSON(data []byte) error {
 	for k, v := range fields {
 		switch k {
 		case "milliCPU":
-			if err := json.Unmarshal(v, &out.MilliCPU); err != nil {
-				l = append(l, errs.Invalid(errs.NewPath(k), "C4", string(v), "a whole number of millicores"))
+			if err := json.Unmarshal(v, &out.MilliCPU); err != nil || out.MilliCPU < 0 {
+				l = append(l, errs.Invalid(errs.NewPath(k), "C4", string(v), "a whole number of millicores, not negative"))
 			}
 		case "cpu":
 			cpu = quantityText(v)
@@ -150,8 +154,10 @@ func (s *NodeSpec) UnmarshalJSON(data []byte) error {
 		CPU    json.RawMessage `json:"cpu"`
 		Memory json.RawMessage `json:"memory"`
 	}
-	if err := json.Unmarshal(data, &in); err != nil {
-		return err
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&in); err != nil {
+		return errs.List{errs.Invalid(errs.NewPath(""), "C7", string(data), "not a node spec: "+err.Error())}.ToError()
 	}
 	out := NodeSpec(in.stored)
 	var l errs.List

@@ -28,6 +28,9 @@ func TestResourcesJSON(t *testing.T) {
 		{"unknown key", `{"cpu":"1","cores":2}`, Resources{}, true},
 		{"not a quantity", `{"cpu":"lots"}`, Resources{}, true},
 		{"fractional gpu", `{"cpu":"1","gpu":0.5}`, Resources{}, true},
+		{"a misspelt key in the stored form", `{"milliCPU":64000,"gpus":8}`, Resources{}, true},
+		{"an escaped cpu key", `{"\u0063pu":"4"}`, Resources{MilliCPU: 4000}, false},
+		{"negative milliCPU with a quantity", `{"milliCPU":-5,"memory":"1Gi"}`, Resources{}, true},
 	} {
 		var got Resources
 		err := json.Unmarshal([]byte(tc.in), &got)
@@ -68,6 +71,7 @@ func TestNodeSpecJSON(t *testing.T) {
 		{"part of a GiB", `{"name":"x","kind":"CU","cpu":4,"memory":"1500Mi"}`, true},
 		{"both memory forms", `{"name":"x","kind":"CU","cpu":4,"memory":"16Gi","memoryGB":16}`, true},
 		{"not a quantity", `{"name":"x","kind":"CU","cpu":"four","memoryGB":16}`, true},
+		{"an unknown key", `{"name":"x","kind":"CU","cpu":4,"memoryGB":16,"gpuz":1}`, true},
 	} {
 		var got NodeSpec
 		err := json.Unmarshal([]byte(tc.in), &got)

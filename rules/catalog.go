@@ -52,7 +52,7 @@ var catalog = []Rule{
 	{ID: "C3", Area: Clusters, Statement: "A cluster has a priority 1–9 (default 5) and optional tags.",
 		Enforced: []string{"cluster.Spec.Problems"}},
 	{ID: "C4", Area: Clusters, Statement: "A cluster draws from one resource package and resource group.",
-		Enforced: []string{"cluster.Spec.Problems", "quota.Group.Validate", "quota.ParseResources", "quota.Resources.UnmarshalJSON", "internal/platform.ClusterService.checkClusterSpec", "internal/platform.goneGroup", "backend/kube.RenderGroupQuota", "backend/kube.RenderNetworkPolicy"}},
+		Enforced: []string{"cluster.Spec.Problems", "quota.Group.Validate", "quota.ParseResources", "quota.Resources.UnmarshalJSON", "internal/platform.ClusterService.checkClusterSpec", "internal/platform.ClusterService.writeWithHold", "internal/platform.goneGroup", "backend/kube.RenderGroupQuota", "backend/kube.RenderNetworkPolicy"}},
 	{ID: "C5", Area: Clusters, Statement: "The image is a built-in name or a registry address; a custom image runs as user ray.",
 		Enforced: []string{"cluster.clusterRules", "cluster.ImageCatalog.Resolve", "cluster.NewImageCatalog", "backend/kube.RenderRayCluster"}},
 	{ID: "C6", Area: Clusters, Statement: "A saved compute-environment template can fill a cluster's node configuration, to adjust.",

@@ -358,13 +358,26 @@ func NewStore(ctx context.Context, cfg *rest.Config, namespace string, opts Stor
 		}
 	}
 	// A list the API server refuses (RBAC, a CRD not installed) is retried
-	// by the informers for ever: a probe after syncProbeAfter says so, and
-	// ends the wait with the refusal instead of the timeout.
+	// by the informers for ever: a probe after syncProbeAfter, and again
+	// as long after, says so, and ends the wait with the refusal instead
+	// of the timeout.
 	pctx, refused := context.WithCancelCause(ctx)
 	defer refused(nil)
 	sctx, cancel := context.WithTimeout(pctx, opts.SyncTimeout)
 	defer cancel()
 	probe := time.AfterFunc(syncProbeAfter, func() {
+		// Asked twice, syncProbeAfter apart: a RoleBinding or a CRD that
+		// is still being set up is not taken for a refusal.
+		if listRefusal(sctx, c, namespace) == nil {
+			return
+		}
+		t := time.NewTimer(syncProbeAfter)
+		defer t.Stop()
+		select {
+		case <-sctx.Done():
+			return
+		case <-t.C:
+		}
 		if err := listRefusal(sctx, c, namespace); err != nil {
 			refused(err)
 		}

@@ -49,8 +49,8 @@ type KubeConnector struct {
 	// SyncTimeout bounds how long Connect waits for the API server's
 	// answer who the user is, and then for the backend's first read of the
 	// store; 0 means DefaultSyncTimeout. (Credentials the API server's
-	// RBAC refuses fail sooner: the backend asks after 2 s why its lists
-	// do not come.)
+	// RBAC refuses fail sooner: the backend asks why its lists do not come
+	// after 2 s, and again 2 s later.)
 	SyncTimeout time.Duration
 }
 

@@ -424,6 +424,12 @@ func (s *ClusterService) writeWithHold(ctx context.Context, next, prev *cluster.
 	moved := prev.Live != nil && prev.Live.ResourceGroup != rg
 	sole := false // the hold is this operation's alone
 	a, err := c.ledger.changeAccount(ctx, rg, func(a *quota.Account) (bool, error) {
+		if pkg := next.Spec.ResourcePackage; pkg != "" && a.Package != pkg {
+			// The group was deleted and registered again in another
+			// package since the cluster was created (C4 held then).
+			return false, errs.List{errs.Invalid("resourcePackage", "C4", pkg,
+				fmt.Sprintf("resource group %s belongs to package %s now; edit the cluster to name it, or another group", rg, a.Package))}.ToError()
+		}
 		now := c.clock.Now()
 		h, had := a.Hold(next.ID)
 		sole = !had || h.Generation < next.Generation

@@ -3,9 +3,12 @@ package platform
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/aidlc/dlc/job"
@@ -43,10 +46,19 @@ func Join(opts ...Option) Option {
 // included: past it, the tail alone is kept and the run ends.
 const archiveTimeout = time.Minute
 
+// archiveBackoff is how long, after a write to COS failed, the next
+// runs' whole logs are not tried (their tails alone are kept, saying
+// so): a COS that does not answer costs one bounded wait, not one per
+// ending run.
+const archiveBackoff = time.Minute
+
 // logArchive writes and reads runs' whole logs in COS.
 type logArchive struct {
 	cos    *storage.COSClient
 	prefix string // the logs' location, "cos://<bucket>/<prefix>"
+	// downUntil is when writes are tried again after a failure (real
+	// time, UnixNano; 0: now).
+	downUntil atomic.Int64
 }
 
 // newLogArchive returns the archive of options o (checked: a location in
@@ -81,9 +93,14 @@ func (a *logArchive) put(ctx context.Context, r *job.Run, lines []string) (job.L
 	if what.IsZero() {
 		return what, nil
 	}
+	if until := a.downUntil.Load(); time.Now().UnixNano() < until {
+		return job.LogArchive{}, fmt.Errorf("a write to COS failed less than %s ago: not tried until %s", archiveBackoff, time.Unix(0, until).UTC().Format(time.RFC3339))
+	}
 	if err := a.cos.PutObject(ctx, obj, text, "text/plain; charset=utf-8"); err != nil {
+		a.downUntil.Store(time.Now().Add(archiveBackoff).UnixNano())
 		return job.LogArchive{}, err
 	}
+	a.downUntil.Store(0)
 	return what, nil
 }
 
@@ -115,7 +132,8 @@ func archiveText(lines []string, max int) ([]byte, job.LogArchive) {
 		b.WriteString(l)
 		b.WriteByte('\n')
 	}
-	return b.Bytes(), job.LogArchive{Lines: len(lines) - start, Dropped: start}
+	sum := sha256.Sum256(b.Bytes())
+	return b.Bytes(), job.LogArchive{Lines: len(lines) - start, Dropped: start, SHA256: hex.EncodeToString(sum[:])}
 }
 
 // get reads run r's whole log back, as put wrote it: the line saying how
@@ -131,6 +149,11 @@ func (a *logArchive) get(ctx context.Context, r *job.Run) ([]string, int, error)
 	if err != nil {
 		return nil, 0, err
 	}
+	if sum := sha256.Sum256(data); r.LogsArchived.SHA256 != hex.EncodeToString(sum[:]) {
+		// Written by someone else since (the bucket is not the platform's
+		// alone): not the run's log.
+		return nil, 0, fmt.Errorf("run %s: %s does not hold what was written (its SHA-256 differs)", r.ID, obj.URI())
+	}
 	lines := strings.Split(strings.TrimSuffix(string(data), "\n"), "\n")
 	want := r.LogsArchived.Lines
 	if r.LogsArchived.Dropped > 0 {
@@ -138,6 +161,9 @@ func (a *logArchive) get(ctx context.Context, r *job.Run) ([]string, int, error)
 	}
 	if len(lines) != want {
 		return nil, 0, fmt.Errorf("run %s: %s holds %d lines, not the %d written", r.ID, obj.URI(), len(lines), want)
+	}
+	for i, l := range lines {
+		lines[i] = job.CleanLogLine(l) // as written; cleaned again all the same
 	}
 	if r.LogsArchived.Dropped > 0 {
 		return lines, r.LogsArchived.Dropped - 1, nil

@@ -1,6 +1,8 @@
 package platform
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"strings"
 	"testing"
 
@@ -22,6 +24,10 @@ func TestArchiveText(t *testing.T) {
 		{"the last alone too long", []string{"a", strings.Repeat("x", 100)}, 64 + 50, "", job.LogArchive{}},
 	} {
 		text, got := archiveText(tc.lines, tc.max)
+		if sum := sha256.Sum256(text); !got.IsZero() && got.SHA256 != hex.EncodeToString(sum[:]) {
+			t.Errorf("%s: digest %s is not the text's", tc.name, got.SHA256)
+		}
+		got.SHA256 = ""
 		if string(text) != tc.text || got != tc.want {
 			t.Errorf("%s: %q %+v, want %q %+v", tc.name, text, got, tc.text, tc.want)
 		}

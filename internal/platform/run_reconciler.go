@@ -330,6 +330,11 @@ func (c runReconciler) placeOnDemand(ctx context.Context, r *job.Run) error {
 	if err != nil {
 		return err
 	}
+	if a.Package != od.ResourcePackage {
+		// Deleted and registered again in another package since the
+		// config was saved (J12 held then): not drawn on.
+		return c.failFinally(ctx, r, fmt.Sprintf("resource group %s belongs to package %s, not %s", od.ResourceGroup, a.Package, od.ResourcePackage))
+	}
 	if _, err := c.runs.demand(r); err != nil {
 		return c.failFinally(ctx, r, "its on-demand environment cannot be sized: "+err.Error())
 	}
@@ -583,8 +588,14 @@ func (c runReconciler) logsToKeep(ctx context.Context, runID string) ([]string, 
 // not once the COS client's retries are spent.
 func (c runReconciler) archiveLogs(ctx context.Context, r *job.Run, lines []string) (job.LogArchive, error) {
 	// Bounded: the run's end (and its on-demand cluster's release) does
-	// not wait on a COS that does not answer for longer than this.
-	ctx, cancel := context.WithTimeout(ctx, archiveTimeout)
+	// not wait on a COS that does not answer for longer than this, nor
+	// for more than half of what the step has left, so that the step's
+	// own writes still have time.
+	bound := archiveTimeout
+	if dl, ok := ctx.Deadline(); ok {
+		bound = min(bound, time.Until(dl)/2)
+	}
+	ctx, cancel := context.WithTimeout(ctx, bound)
 	defer cancel()
 	a, err := c.archive.put(ctx, r, lines)
 	if err != nil {

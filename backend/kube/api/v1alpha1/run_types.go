@@ -185,4 +185,8 @@ type LogArchive struct {
 	// +kubebuilder:validation:Minimum=0
 	// +optional
 	Dropped int64 `json:"dropped,omitempty"`
+	// SHA256 is the hex SHA-256 of the text written.
+	// +kubebuilder:validation:MaxLength=64
+	// +optional
+	SHA256 string `json:"sha256,omitempty"`
 }
