@@ -2,11 +2,13 @@ package dlc_test
 
 import (
 	"archive/zip"
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/aidlc/dlc"
@@ -488,5 +490,41 @@ func TestClusterCreateIdempotent(t *testing.T) {
 	again, err := f.c.Clusters().Create(f.ctx, f.spec("idem", 1, 1), opts)
 	if err != nil || again.State != cluster.Creating {
 		t.Fatalf("the request id once its cluster is gone: %+v, %v", again, err)
+	}
+}
+
+// Two users' creates with one request id, the second's replay read made
+// before the first's write: the second conflicts, and the name it claimed
+// for the id is given back (a create of that name succeeds after).
+func TestClusterCreateRequestIDRace(t *testing.T) {
+	var hook atomic.Pointer[func()]
+	f := newFixture(t, dlctest.MemoryOptions{Store: memory.StoreHooks{
+		Write: func(ctx context.Context, w memory.Write, next func(context.Context) (string, error)) (string, error) {
+			if w.Op == memory.OpCreate && w.Doc.Kind == "cluster" {
+				if h := hook.Swap(nil); h != nil {
+					(*h)()
+				}
+			}
+			return next(ctx)
+		}}})
+	opts := dlc.ClusterCreateOptions{RequestID: "shared"}
+	c2 := f.m.NewClient()
+	var first *cluster.Cluster
+	alice := func() {
+		var err error
+		first, err = c2.Clusters().Create(f.ctx, f.spec("alices", 1, 1), opts)
+		f.must(err)
+	}
+	hook.Store(&alice)
+	bob := dlc.WithUser(f.ctx, "bob")
+	if cl, err := f.c.Clusters().Create(bob, f.spec("bobs", 1, 1), opts); !errors.Is(err, dlc.ErrConflict) {
+		t.Fatalf("bob's create racing alice's with one request id: %v, %v; want ErrConflict", cl, err)
+	}
+	f.settle()
+	if got, err := f.c.Clusters().Get(f.ctx, first.ID); err != nil || got.Spec.Name != "alices" {
+		t.Fatalf("alice's cluster: %v, %v", got, err)
+	}
+	if _, err := f.c.Clusters().Create(bob, f.spec("bobs", 1, 1)); err != nil {
+		t.Fatalf("the name bob's refused create claimed was not given back: %v", err)
 	}
 }

@@ -119,6 +119,16 @@ func (s *ClusterService) createCluster(ctx context.Context, spec *cluster.Spec, 
 			}
 			return nil, err
 		}
+		if got.Spec.Name != spec.Name || got.Creator != cl.Creator {
+			// Another request's cluster under this id (made meanwhile
+			// with the same request id), not this create's lost reply:
+			// the name this create claimed for the id is not that
+			// cluster's, and is given back.
+			if cerr == nil && got.Spec.Name != spec.Name {
+				c.names.releaseName(ctx, kindCluster, spec.Name, cl.ID)
+			}
+			return nil, errs.Conflict("cluster", cl.ID, "another request with this request id made it meanwhile; use another request id")
+		}
 		cl = got // created, though the reply was lost
 	} else {
 		cl.Version = v
