@@ -446,14 +446,7 @@ func routes() []*route {
 			status: 200, result: &job.Record{}, etag: true, errors: eUpdate,
 			serve: func(h *Handler, w http.ResponseWriter, r *http.Request) error {
 				id := pathID(r)
-				current := func() (string, error) {
-					rec, err := h.c.Jobs().Get(r.Context(), id)
-					if err != nil {
-						return "", err
-					}
-					return rec.Version, nil
-				}
-				version, onConflict, err := precondition(r, true, current)
+				version, onConflict, err := precondition(r, true, jobVersion(h, r))
 				if err != nil {
 					return err
 				}

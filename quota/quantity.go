@@ -26,23 +26,17 @@ func ParseResources(cpu, memory string, gpu int64) (Resources, error) {
 		if s == "" {
 			return
 		}
-		q, err := resource.ParseQuantity(s)
+		n, bad, err := wholeQuantity(s, scale)
 		switch {
 		case err != nil:
 			l = append(l, errs.Invalid(errs.NewPath(field), "C4", s, "not a quantity ("+err.Error()+")"))
-			return
-		case q.Sign() < 0:
+		case bad == badNegative:
 			l = append(l, errs.Invalid(errs.NewPath(field), "C4", s, "must not be negative"))
-			return
-		}
-		// Rounded up, kept only when exact; MaxInt64 is where ParseQuantity
-		// caps what it cannot hold ("100Ei"): refused.
-		n := q.ScaledValue(scale)
-		if back := resource.NewScaledQuantity(n, scale); n < 0 || n == math.MaxInt64 || back.Cmp(q) != 0 {
+		case bad == badNotWhole:
 			l = append(l, errs.Invalid(errs.NewPath(field), "C4", s, fmt.Sprintf("not a whole number of %s, or too large", unit)))
-			return
+		default:
+			*into = n
 		}
-		*into = n
 	}
 	parse("cpu", cpu, resource.Milli, "millicores", &r.MilliCPU)
 	parse("memory", memory, 0, "bytes", &r.Memory)
@@ -54,6 +48,32 @@ func ParseResources(cpu, memory string, gpu int64) (Resources, error) {
 		return Resources{}, err
 	}
 	return r, nil
+}
+
+// What wholeQuantity finds wrong with a quantity that parses.
+const (
+	badNegative = iota + 1
+	badNotWhole // finer than the scale, or more than int64 holds
+)
+
+// wholeQuantity reads s as a Kubernetes quantity and returns it in units
+// of scale (resource.Milli: millicores; 0: bytes or cores), rounded up and
+// kept only when exact; err when it does not parse, else bad (0: none).
+// MaxInt64 is where ParseQuantity caps what it cannot hold ("100Ei"): too
+// large.
+func wholeQuantity(s string, scale resource.Scale) (n int64, bad int, err error) {
+	q, err := resource.ParseQuantity(s)
+	switch {
+	case err != nil:
+		return 0, 0, err
+	case q.Sign() < 0:
+		return 0, badNegative, nil
+	}
+	n = q.ScaledValue(scale)
+	if back := resource.NewScaledQuantity(n, scale); n < 0 || n == math.MaxInt64 || back.Cmp(q) != 0 {
+		return 0, badNotWhole, nil
+	}
+	return n, 0, nil
 }
 
 // Quantities returns r as Kubernetes quantities: cpu in cores (in
@@ -163,12 +183,8 @@ func (s *NodeSpec) UnmarshalJSON(data []byte) error {
 	var l errs.List
 	whole := func(field string, v json.RawMessage, scale resource.Scale, unit string, into *int64) {
 		text := quantityText(v)
-		q, err := resource.ParseQuantity(text)
-		n := int64(0)
-		if err == nil {
-			n = q.ScaledValue(scale)
-		}
-		if err != nil || q.Sign() < 0 || n == math.MaxInt64 || resource.NewScaledQuantity(n, scale).Cmp(q) != 0 {
+		n, bad, err := wholeQuantity(text, scale)
+		if err != nil || bad != 0 {
 			l = append(l, errs.Invalid(errs.NewPath(field), "C7", text, "not a whole number of "+unit))
 			return
 		}
