@@ -107,6 +107,20 @@ type Cluster struct {
 	// following it (Observation.Autoscaled), one worker above what that
 	// autoscaler runs while quota allows, so that it can ask for more.
 	Replicas map[string]int `json:"replicas,omitempty"`
+	// Growth is the cluster's request to grow that its resource group's
+	// quota did not grant at once: it waits in the group's queue, beside
+	// the on-demand runs, at the cluster's priority (Spec.Priority, C3),
+	// and is granted in the queue's order. Nil when nothing waits. One at
+	// a time: a refused request of another worker group takes its place.
+	// It is dropped when granted, when the cluster asks for no more than
+	// it has, and at its next start.
+	Growth *Growth `json:"growth,omitempty"`
+	// Yielded lists the autoscaling worker groups whose headroom was given
+	// back to the resource group's queue while runs or growths waited
+	// there: their ceiling (Replicas) is what Ray's autoscaler ran then,
+	// and the autoscaler reaching it is not taken as asking for more. The
+	// headroom is lent again once nothing waits.
+	Yielded []string `json:"yielded,omitempty"`
 	// PendingRestart lists edited settings that take effect at the next start.
 	PendingRestart []string `json:"pendingRestart,omitempty"`
 	// Live is what the Ray cluster runs with since its last start, while it
@@ -128,6 +142,17 @@ type Cluster struct {
 	// Events is the operation and event log (C13), newest last, at most
 	// event.MaxEntries entries.
 	Events []event.Event `json:"events,omitempty"`
+}
+
+// Growth is a running cluster's request for more workers in one worker
+// group than its resource group's quota granted when asked: Want workers
+// in Group, waiting since Since (what the queue's starvation bound
+// measures from). It is stored on the cluster, so that every client over
+// the store derives the same queue, and a restart finds it.
+type Growth struct {
+	Group string    `json:"group"`
+	Want  int       `json:"want"`
+	Since time.Time `json:"since"`
 }
 
 // HoldsQuota reports whether a cluster in state s keeps its reservation:
@@ -153,6 +178,11 @@ func (c *Cluster) DeepCopy() *Cluster {
 	out.Spec = *c.Spec.DeepCopy()
 	out.Replicas = maps.Clone(c.Replicas)
 	out.PendingRestart = slices.Clone(c.PendingRestart)
+	out.Yielded = slices.Clone(c.Yielded)
+	if c.Growth != nil {
+		g := *c.Growth
+		out.Growth = &g
+	}
 	out.Events = slices.Clone(c.Events)
 	if c.Live != nil {
 		out.Live = &Live{ResourceGroup: c.Live.ResourceGroup, Environment: *c.Live.Environment.DeepCopy()}

@@ -41,6 +41,15 @@ type Usage struct {
 	Reserved    Resources            `json:"reserved"`
 	Allocatable Resources            `json:"allocatable"` // Capacity − Reserved
 	Holders     map[string]Resources `json:"holders"`     // reservation per holder (a cluster id)
+	// Headroom is what is reserved but not running: what the group's
+	// running autoscaling clusters hold above what Ray's autoscaler runs
+	// of them (their headroom, lent so that the autoscaler can ask for
+	// more; issue 42), as Ray answered when the usage was read. While runs
+	// or growths wait in the group's queue it comes down to zero, the
+	// headroom given back to them. Zero where Ray runs no autoscaler of
+	// its own (the memory backend), and not part of the account: the
+	// platform fills it in when it reads the usage.
+	Headroom Resources `json:"headroom,omitzero"`
 }
 
 // Hold is one holder's reservation, when it was last set, and the

@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -31,6 +32,15 @@ const (
 	labelTemporary     = "temporary"
 	labelResourceGroup = "quota"  // the resource group of its reservation
 	labelMemberOf      = "group." // + group id, value "1"
+	// labelGrowth is "1" on a running cluster whose request to grow waits
+	// in its resource group's queue (cluster.Growth); the cluster's
+	// priority is then under labelPriority, as an on-demand run's.
+	labelGrowth = "growth"
+	// labelHeadroom is, on a running cluster with an autoscaling worker
+	// group, "lent" while its ceilings may stand above what Ray's
+	// autoscaler runs, "yielded" while some gave their headroom back to
+	// the queue (cluster.Yielded).
+	labelHeadroom = "headroom"
 )
 
 func clusterLabels(cl *cluster.Cluster) map[string]string {
@@ -44,8 +54,26 @@ func clusterLabels(cl *cluster.Cluster) map[string]string {
 	for _, g := range cl.Spec.Groups {
 		l[labelMemberOf+g] = "1"
 	}
+	if cl.State == cluster.Running && cl.Live != nil && cl.QuotaGroup != "" {
+		if cl.Growth != nil {
+			l[labelGrowth] = "1"
+			l[labelPriority] = strconv.Itoa(cl.Spec.EffectivePriority())
+		}
+		switch {
+		case len(cl.Yielded) > 0:
+			l[labelHeadroom] = headroomYielded
+		case slices.ContainsFunc(cl.Live.Workers, func(w cluster.WorkerGroup) bool { return w.Instances.Autoscaling() }):
+			l[labelHeadroom] = headroomLent
+		}
+	}
 	return l
 }
+
+// The values of labelHeadroom.
+const (
+	headroomLent    = "lent"
+	headroomYielded = "yielded"
+)
 
 // Create validates spec, checks that its cluster groups (C2) and resource
 // group (C4) exist, claims its name, and stores the cluster. It starts in
@@ -417,6 +445,7 @@ func (s *ClusterService) started(cl *cluster.Cluster) (*cluster.Cluster, quota.R
 	next.Reason = ""
 	next.Live = &cluster.Live{ResourceGroup: cl.Spec.ResourceGroup, Environment: *env}
 	next.Replicas, next.PendingRestart = replicas, nil
+	next.Growth, next.Yielded = nil, nil // what its last run asked or gave back is no more
 	next.Generation++
 	return next, need, nil
 }
@@ -956,33 +985,74 @@ func mergeSorted(a, b []string) []string {
 // Autoscale is what Ray's autoscaler asks for: replicas workers in the
 // running cluster's worker group (C14). The count is kept within the
 // group's instance range, and a scale-up is granted only as far as the
-// resource group can still allocate; the result says when quota refused
-// part of it, and the cluster's log records it.
+// resource group can still allocate, and only while nothing else waits in
+// the group's queue; the result says when part of it was refused, and the
+// cluster's log records it. What is refused waits in the group's queue
+// (cluster.Growth), beside the on-demand runs, at the cluster's priority,
+// and is granted in the queue's order as quota frees; asking for no more
+// than the cluster has takes it out.
 func (s *ClusterService) Autoscale(ctx context.Context, clusterID, group string, replicas int) (cluster.AutoscaleResult, error) {
-	return s.autoscale(ctx, clusterID, group, replicas, -1)
+	res, _, err := s.autoscale(ctx, growRequest{cluster: clusterID, group: group, replicas: replicas, gen: -1})
+	return res, err
 }
 
-// autoscale grants what an autoscaler asks for (see Autoscale). gen >= 0
-// is the platform following Ray's own autoscaler as observed at that
-// generation of the cluster: nothing is done if the cluster has moved on
-// since, and a refusal already on the cluster's log is not written again.
-func (s *ClusterService) autoscale(ctx context.Context, clusterID, group string, replicas int, gen int64) (cluster.AutoscaleResult, error) {
+// growRequest is a request to autoscale a worker group (see Autoscale).
+type growRequest struct {
+	cluster, group string
+	replicas       int
+	// gen >= 0 is the platform following Ray's own autoscaler as observed
+	// at that generation of the cluster: nothing is done if the cluster
+	// has moved on since, and a refusal already on the cluster's log is
+	// not written again.
+	gen int64
+	// mode is what the request is: asked (by an autoscaler, or admitted by
+	// the queue), or, following Ray's autoscaler, headroom lent or given
+	// back.
+	mode growMode
+	// runs is what Ray's autoscaler runs of the group, when following it.
+	runs int
+}
+
+// growMode is what a growRequest is.
+type growMode int
+
+const (
+	// growAsked: more workers asked for. What quota or the queue refuses
+	// waits in the queue (cluster.Growth).
+	growAsked growMode = iota
+	// growAdmitted: the cluster's stored growth, admitted by its resource
+	// group's queue; quota alone decides, not what else waits there.
+	growAdmitted
+	// growLend: headroom lent above what Ray's autoscaler runs, so that it
+	// can ask for more; nobody asked for it, so what quota refuses does
+	// not wait in the queue, and the group stays marked yielded
+	// (cluster.Yielded) while nothing above what it runs is granted.
+	growLend
+	// growYield: the ceiling lowered to what Ray's autoscaler runs, its
+	// headroom given back to the queue; the group is marked yielded.
+	growYield
+)
+
+// autoscale grants what an autoscaler asks for (see Autoscale and
+// growRequest), and reports whether it wrote the cluster.
+func (s *ClusterService) autoscale(ctx context.Context, req growRequest) (res cluster.AutoscaleResult, wrote bool, err error) {
 	c := s.c
-	res := cluster.AutoscaleResult{Asked: replicas}
+	clusterID, group, replicas, gen := req.cluster, req.group, req.replicas, req.gen
+	res = cluster.AutoscaleResult{Asked: replicas}
 	if err := ctx.Err(); err != nil {
-		return res, err
+		return res, false, err
 	}
 	for attempt := 0; ; attempt++ {
 		cl, err := c.clusters.getCluster(ctx, clusterID)
 		if err != nil {
-			return res, err
+			return res, false, err
 		}
 		if gen >= 0 && cl.Generation != gen {
 			res.Granted = cl.Replicas[group]
-			return res, nil // moved on since the observation: the next one decides
+			return res, false, nil // moved on since the observation: the next one decides
 		}
 		if cl.State != cluster.Running {
-			return res, &errs.StateError{Kind: "cluster", ID: clusterID, Op: "autoscale", State: string(cl.State), Allowed: []string{string(cluster.Running)}}
+			return res, false, &errs.StateError{Kind: "cluster", ID: clusterID, Op: "autoscale", State: string(cl.State), Allowed: []string{string(cluster.Running)}}
 		}
 		var wg *cluster.WorkerGroup
 		for i := range cl.Live.Workers {
@@ -991,57 +1061,154 @@ func (s *ClusterService) autoscale(ctx context.Context, clusterID, group string,
 			}
 		}
 		if wg == nil {
-			return res, errs.NotFound("worker group", clusterID+"/"+group)
+			return res, false, errs.NotFound("worker group", clusterID+"/"+group)
 		}
 		node, ok := c.cat.Nodes.Lookup(wg.NodeSpec)
 		if !ok {
-			return res, errs.NotFound("node spec", wg.NodeSpec)
+			return res, false, errs.NotFound("node spec", wg.NodeSpec)
 		}
 		want := min(max(replicas, wg.Instances.Min), wg.Instances.MaxOrMin())
 		cur := cl.Replicas[group]
+		rg := cl.Live.ResourceGroup
 		res.Granted, res.QuotaRefused, res.Reason = want, false, ""
 		if want > cur {
-			a, _, err := get[quota.Account](ctx, c.acc, kindResourceGroup, "resource group", cl.Live.ResourceGroup)
+			a, _, err := get[quota.Account](ctx, c.acc, kindResourceGroup, "resource group", rg)
+			if req.mode == growAdmitted {
+				// The queue's pass has just written the account: what it
+				// left is read where it is, not in a cache that may lag.
+				a, _, err = fresh[quota.Account](ctx, c.acc, kindResourceGroup, rg)
+				err = notFoundAs(err, "resource group", rg)
+			}
 			if err != nil {
-				return res, err
+				return res, false, err
 			}
 			free := a.Allocatable()
-			if fits := int64(cur) + free.CountFits(node.Resources()); fits < int64(want) {
+			switch fits := int64(cur) + free.CountFits(node.Resources()); {
+			case req.mode != growAdmitted && c.queueWaits(rg, growthEntry(cl.ID)):
+				// Quota serves the queue first: a growth waits its turn
+				// there, behind what waits before it.
+				res.Granted, res.QuotaRefused = cur, true
+				res.Reason = fmt.Sprintf("runs or growths wait in resource group %s's queue, which quota serves first", rg)
+				if req.mode != growLend {
+					res.Reason += fmt.Sprintf(": the %d more %s workers wait there at priority %d", want-cur, wg.NodeSpec, cl.Spec.EffectivePriority())
+				}
+			case fits < int64(want):
 				res.Granted, res.QuotaRefused = int(fits), true
 				res.Reason = fmt.Sprintf("resource group %s can allocate %s: %d of %d more %s workers fit",
-					cl.Live.ResourceGroup, free, fits-int64(cur), want-cur, wg.NodeSpec)
+					rg, free, fits-int64(cur), want-cur, wg.NodeSpec)
 			}
 		}
-		if res.Granted == cur && !res.QuotaRefused {
-			return res, nil
+		growth, yielded := s.growthMarks(cl, req, res)
+		marks := !reflect.DeepEqual(growth, cl.Growth) || !slices.Equal(yielded, cl.Yielded)
+		if res.Granted == cur && !res.QuotaRefused && !marks {
+			return res, false, nil
 		}
 		prefix := fmt.Sprintf("%s: %d → %d workers (asked %d)", group, cur, res.Granted, replicas)
-		if gen >= 0 && res.Granted == cur && refusedAlready(cl.Events, prefix) {
-			return res, nil
+		said := gen >= 0 && res.Granted == cur && refusedAlready(cl.Events, prefix)
+		if said && !marks {
+			return res, false, nil
 		}
 		next := cl.DeepCopy()
-		msg, action := prefix, "autoscale"
-		if res.QuotaRefused {
-			action, msg = "autoscale-refused", msg+": refused for quota: "+res.Reason
+		next.Growth, next.Yielded = growth, yielded
+		if !said && (res.Granted != cur || res.QuotaRefused) {
+			msg, action := prefix, "autoscale"
+			if res.QuotaRefused {
+				action, msg = "autoscale-refused", msg+": refused for quota: "+res.Reason
+			}
+			next.Events = event.Append(next.Events, c.event(ctx, "system", action, msg))
 		}
-		next.Events = event.Append(next.Events, c.event(ctx, "system", action, msg))
 		if res.Granted != cur {
 			next.Replicas[group] = res.Granted
 			next.Generation++
+			need, nerr := next.Live.ResourcesAt(c.cat.Nodes, next.Replicas)
+			if nerr != nil {
+				return res, false, nerr
+			}
+			err = c.clusters.writeWithHold(ctx, next, cl, need)
+		} else {
+			// Only its marks and log change (a growth that waits, headroom
+			// given back): no hold to make, nothing for Ray to do.
+			err = c.clusters.putCluster(ctx, next, cl.Version)
 		}
-		need, err := next.Live.ResourcesAt(c.cat.Nodes, next.Replicas)
-		if err != nil {
-			return res, err
-		}
-		err = c.clusters.writeWithHold(ctx, next, cl, need)
 		if (errors.Is(err, errs.ErrConflict) || errors.Is(err, errs.ErrQuota)) && attempt < conflictRetries {
 			continue // the cluster or the resource group moved: look again
 		}
 		if err != nil {
 			res.Granted = cur
+			return res, false, err
 		}
-		return res, err
+		return res, true, nil
 	}
+}
+
+// growthMarks returns cluster cl's growth and yielded groups as request
+// req, answered res, leaves them. A growth of the group is stored when
+// what was asked is refused (its Since kept while it waits), and dropped
+// once granted or no longer wanted; headroom lent and refused is no
+// growth. A group is yielded when its headroom is given back, or lent
+// and not granted, and no longer once some is.
+func (s *ClusterService) growthMarks(cl *cluster.Cluster, req growRequest, res cluster.AutoscaleResult) (*cluster.Growth, []string) {
+	growth, group := cl.Growth, req.group
+	mine := growth != nil && growth.Group == group
+	switch {
+	case res.QuotaRefused && req.mode != growLend:
+		since := s.c.clock.Now()
+		if mine {
+			since = growth.Since
+		}
+		growth = &cluster.Growth{Group: group, Want: min(max(req.replicas, 0), maxWant(cl, group)), Since: since}
+		if mine && *growth == *cl.Growth {
+			growth = cl.Growth
+		}
+	case mine && (!res.QuotaRefused || res.Granted >= growth.Want):
+		growth = nil // granted, or no longer wanted
+	}
+	yield := slices.Contains(cl.Yielded, group)
+	switch req.mode {
+	case growYield:
+		yield = true
+	case growLend:
+		yield = res.Granted <= req.runs
+	}
+	yielded := slices.DeleteFunc(slices.Clone(cl.Yielded), func(g string) bool { return g == group })
+	if yield {
+		yielded = append(yielded, group)
+		slices.Sort(yielded)
+	}
+	if len(yielded) == 0 {
+		yielded = nil
+	}
+	if slices.Equal(yielded, cl.Yielded) {
+		yielded = cl.Yielded
+	}
+	return growth, yielded
+}
+
+// maxWant is the most workers cluster cl's worker group may have.
+func maxWant(cl *cluster.Cluster, group string) int {
+	for _, w := range cl.Live.Workers {
+		if w.Name == group {
+			return w.Instances.MaxOrMin()
+		}
+	}
+	return 0
+}
+
+// admitGrowth grants cluster id's stored growth, which its resource
+// group's queue admitted: through autoscale, so that its reservation is
+// made as every resize's (writeWithHold) before the cluster's ceiling is
+// raised. It reports whether part of it still waits (quota moved since
+// the queue's pass decided).
+func (s *ClusterService) admitGrowth(ctx context.Context, id string) (waits bool, err error) {
+	cl, err := s.getCluster(ctx, id)
+	if err != nil || cl.Growth == nil {
+		return false, ignoreNotFound(err)
+	}
+	res, _, err := s.autoscale(ctx, growRequest{cluster: id, group: cl.Growth.Group, replicas: cl.Growth.Want, gen: -1, mode: growAdmitted})
+	if errs.IsNotFound(err) || errors.Is(err, errs.ErrState) {
+		return false, nil // gone, or no longer running: its growth goes with it
+	}
+	return res.QuotaRefused, err
 }
 
 // refusedAlready reports whether the latest autoscale event of log for
@@ -1061,17 +1228,26 @@ func refusedAlready(log []event.Event, prefix string) bool {
 // autoscaler runs (obs), where Ray has one: each autoscaling group's
 // ceiling (Replicas, Ray's maxReplicas) is kept the headroom (one worker
 // by default) above what the autoscaler runs, so that reaching it is the
-// autoscaler asking for more,
-// which is granted as quota allows (the reservation grows first) or
-// refused and recorded. It returns when to look again (a refusal is
-// retried, for quota may free) and whether it wrote the cluster. One
-// group changes per call; the write moves the generation and the next
-// observation carries on.
+// autoscaler asking for more, which is granted as quota allows (the
+// reservation grows first) or waits in the resource group's queue
+// (cluster.Growth, autoscale). Headroom is lent only from quota that
+// nothing in the queue needs: while runs or growths of other clusters
+// wait there, a ceiling above what the autoscaler runs is lowered to it,
+// its reservation given back (trueUpHold, once Ray runs the lower
+// ceiling), and the group marked yielded (cluster.Yielded). The
+// autoscaler reaching a ceiling with no headroom lent (yielded, or its
+// group's minimum) is not taken as asking for more: it may be idle. The
+// headroom is lent again once nothing waits (the resource group's pass
+// queues the yielded clusters then), as far as quota allows. It returns
+// when to look again (a refusal is retried, for quota may free) and
+// whether it wrote the cluster. One group changes per call; the write
+// moves the generation and the next observation carries on.
 func (s *ClusterService) followAutoscaler(ctx context.Context, cl *cluster.Cluster, obs *cluster.Autoscaled) (again time.Duration, wrote bool, err error) {
 	c := s.c
 	if obs == nil || cl.Live == nil || obs.Generation != cl.Generation || c.o.headroom == 0 {
 		return 0, false, nil
 	}
+	waits := c.queueWaits(cl.Live.ResourceGroup, growthEntry(cl.ID))
 	for _, w := range cl.Live.Workers {
 		ceiling, ok := cl.Replicas[w.Name]
 		r, seen := obs.Workers[w.Name]
@@ -1081,18 +1257,30 @@ func (s *ClusterService) followAutoscaler(ctx context.Context, cl *cluster.Clust
 		// KubeRay runs the replicas the autoscaler wrote within the group's
 		// minimum and the ceiling; nothing else it wrote is believed.
 		r = min(max(r, w.Instances.Min), ceiling)
-		target := min(r+c.o.headroom, w.Instances.MaxOrMin())
-		if target == ceiling {
+		yielded := slices.Contains(cl.Yielded, w.Name)
+		target, mode := min(r+c.o.headroom, w.Instances.MaxOrMin()), growLend
+		switch {
+		case r == ceiling && !yielded && r > w.Instances.Min:
+			mode = growAsked // it reached the headroom lent: it asks for more
+		case waits:
+			target, mode = r, growYield
+		}
+		switch {
+		case mode == growAsked && target == ceiling:
+			continue // at its maximum
+		case mode == growAsked && cl.Growth != nil && cl.Growth.Group == w.Name && cl.Growth.Want == target:
+			continue // waits in the queue already
+		case mode != growAsked && target == ceiling && yielded == (mode == growYield || target == r):
 			continue
 		}
-		res, err := c.clusters.autoscale(ctx, cl.ID, w.Name, target, cl.Generation)
+		res, wrote, err := c.clusters.autoscale(ctx, growRequest{cluster: cl.ID, group: w.Name, replicas: target, gen: cl.Generation, mode: mode, runs: r})
 		if err != nil {
 			return 0, false, err
 		}
 		if res.QuotaRefused {
 			again = c.o.grace / 2
 		}
-		return again, res.Granted != ceiling, nil
+		return again, wrote, nil
 	}
 	return 0, false, nil
 }

@@ -256,6 +256,9 @@ func (s stateCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		var oldest time.Time
 		for _, it := range s.c.queues.order(a.ID, s.c.queueItem) {
+			if isGrowthEntry(it.RunID) {
+				continue // a cluster's growth, not a run
+			}
 			if _, held := a.Hold(odClusterID(it.RunID)); !held && (oldest.IsZero() || it.Enqueued.Before(oldest)) {
 				oldest = it.Enqueued
 			}

@@ -3,7 +3,10 @@ package platform
 import (
 	"context"
 	"fmt"
+	"maps"
+	"strings"
 
+	"github.com/aidlc/dlc/cluster"
 	"github.com/aidlc/dlc/errs"
 	"github.com/aidlc/dlc/internal/queue"
 	"github.com/aidlc/dlc/job"
@@ -118,8 +121,12 @@ func lacks(need, free quota.Resources) string {
 }
 
 // queueItem is a pending on-demand run's entry in its resource group's
-// queue, or false when it no longer waits.
+// queue, or a cluster's growth's (growthEntry), or false when it no
+// longer waits.
 func (c *Engine) queueItem(runID string) (queue.Item, bool) {
+	if id, ok := strings.CutPrefix(runID, growthPrefix); ok {
+		return c.growthItem(runID, id)
+	}
 	r, _, err := fromCache[job.Run](c.acc, kindRun, runID)
 	if err != nil || (r.State != job.Queued && r.State != job.Waiting) {
 		return queue.Item{}, false
@@ -129,4 +136,73 @@ func (c *Engine) queueItem(runID string) (queue.Item, bool) {
 		return queue.Item{}, false // placeOnDemand fails it, saying why
 	}
 	return queue.Item{RunID: r.ID, Priority: r.Priority, Seq: r.Seq, Enqueued: r.SubmittedAt, Demand: demand}, true
+}
+
+// growthItem is cluster id's growth's entry in its resource group's queue
+// (entry is its name there): at the cluster's priority (C3), in the order
+// it asked (its Since, as a run's submission), for what the workers it
+// wants above those it has take; false when it no longer waits.
+func (c *Engine) growthItem(entry, id string) (queue.Item, bool) {
+	cl, _, err := fromCache[cluster.Cluster](c.acc, kindCluster, id)
+	if err != nil || cl.Growth == nil || cl.State != cluster.Running || cl.Live == nil {
+		return queue.Item{}, false
+	}
+	demand, ok := c.growthDemand(cl)
+	if !ok {
+		return queue.Item{}, false
+	}
+	since := cl.Growth.Since
+	return queue.Item{RunID: entry, Priority: cl.Spec.EffectivePriority(), Seq: uint64(max(since.UnixNano(), 0)), Enqueued: since, Demand: demand}, true
+}
+
+// growthDemand is what cluster cl's growth would add to its reservation:
+// its worker group at the workers it wants (within the group's range)
+// less what its ceiling has now; false when that is nothing.
+func (c *Engine) growthDemand(cl *cluster.Cluster) (quota.Resources, bool) {
+	g := cl.Growth
+	for _, w := range cl.Live.Workers {
+		if w.Name != g.Group {
+			continue
+		}
+		cur := cl.Replicas[w.Name]
+		want := min(max(g.Want, w.Instances.Min), w.Instances.MaxOrMin())
+		if want <= cur {
+			return quota.Resources{}, false
+		}
+		more := maps.Clone(cl.Replicas)
+		more[w.Name] = want
+		now, err := cl.Live.ResourcesAt(c.cat.Nodes, cl.Replicas)
+		if err != nil {
+			return quota.Resources{}, false
+		}
+		then, err := cl.Live.ResourcesAt(c.cat.Nodes, more)
+		if err != nil {
+			return quota.Resources{}, false
+		}
+		return then.Sub(now).Max(quota.Resources{}), true
+	}
+	return quota.Resources{}, false
+}
+
+// queueWaits reports whether anything but entry waits in resource group
+// rg's queue: an on-demand run not admitted (it holds no reservation), or
+// another cluster's growth. The queue is the index derived from the
+// store's watch, as admission's (queues.go): a client behind the store
+// may lend headroom a run queued meanwhile needs, or hold some back that
+// it need not, for as long as its cache is behind; the next look puts it
+// right.
+func (c *Engine) queueWaits(rg, entry string) bool {
+	a, _, err := fromCache[quota.Account](c.acc, kindResourceGroup, rg)
+	for _, it := range c.queues.order(rg, c.queueItem) {
+		if it.RunID == entry {
+			continue
+		}
+		if err == nil && !isGrowthEntry(it.RunID) {
+			if _, held := a.Hold(odClusterID(it.RunID)); held {
+				continue // admitted
+			}
+		}
+		return true
+	}
+	return false
 }

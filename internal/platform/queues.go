@@ -33,34 +33,61 @@ func newQueues(o queue.QueueOptions) *queues {
 		adds: map[string]map[string]bool{}, queued: map[string]map[string]bool{}, held: map[string]map[string]bool{}}
 }
 
-// observe follows a stored run; it only touches memory, so it can run
-// inside the store's watch.
+// growthPrefix starts the queue entry of a cluster's request to grow
+// (cluster.Growth): "growth/" + the cluster id, which no run id can be.
+const growthPrefix = "growth/"
+
+func growthEntry(clusterID string) string { return growthPrefix + clusterID }
+
+// isGrowthEntry reports whether a queue entry is a cluster's growth, not a run.
+func isGrowthEntry(id string) bool { return strings.HasPrefix(id, growthPrefix) }
+
+// observe follows a stored run, or a stored cluster's request to grow;
+// it only touches memory, so it can run inside the store's watch.
 func (q *queues) observe(d backend.Doc, deleted bool) {
-	if d.Kind != kindRun {
+	var rg, key string
+	var pending bool
+	switch d.Kind {
+	case kindRun:
+		var onDemand bool
+		rg, onDemand = strings.CutPrefix(d.Labels[labelTarget], targetResourceGroup)
+		key, pending = d.ID, !deleted && onDemand && d.Labels[labelPhase] == phasePending
+	case kindCluster:
+		rg, key = d.Labels[labelResourceGroup], growthEntry(d.ID)
+		pending = !deleted && d.Labels[labelGrowth] == "1" && rg != ""
+	default:
 		return
 	}
-	rg, onDemand := strings.CutPrefix(d.Labels[labelTarget], targetResourceGroup)
-	pending := !deleted && onDemand && d.Labels[labelPhase] == phasePending
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	_, known := q.rgOf[d.ID]
+	was, known := q.rgOf[key]
+	if pending && known && d.Kind == kindCluster {
+		// A growth's entry follows its cluster (what it wants, what it
+		// has, its priority): taken out and pushed again at the next pass.
+		q.forget(was, key)
+		known = false
+	}
 	switch {
 	case pending && !known:
-		q.rgOf[d.ID] = rg
-		q.prioOf[d.ID], _ = strconv.Atoi(d.Labels[labelPriority])
-		set(q.adds, rg)[d.ID] = true
-		if d.Labels[labelState] == string(job.Queued) {
-			set(q.queued, rg)[d.ID] = true
+		q.rgOf[key] = rg
+		q.prioOf[key], _ = strconv.Atoi(d.Labels[labelPriority])
+		set(q.adds, rg)[key] = true
+		if d.Kind == kindRun && d.Labels[labelState] == string(job.Queued) {
+			set(q.queued, rg)[key] = true
 		}
 	case !pending && known:
-		rg := q.rgOf[d.ID]
-		delete(q.rgOf, d.ID)
-		delete(q.prioOf, d.ID)
-		delete(q.adds[rg], d.ID)
-		delete(q.queued[rg], d.ID)
-		if qu := q.byRG[rg]; qu != nil {
-			qu.Remove(d.ID)
-		}
+		q.forget(was, key)
+	}
+}
+
+// forget takes key out of rg's queue and its indexes; the caller holds q.mu.
+func (q *queues) forget(rg, key string) {
+	delete(q.rgOf, key)
+	delete(q.prioOf, key)
+	delete(q.adds[rg], key)
+	delete(q.queued[rg], key)
+	if qu := q.byRG[rg]; qu != nil {
+		qu.Remove(key)
 	}
 }
 
@@ -163,6 +190,16 @@ func (q *queues) admit(qu *queue.Queue, f func(*queue.Queue) []queue.Item) []que
 	return f(qu)
 }
 
+// waiting returns how many runs and growths wait in rg's queue.
+func (q *queues) waiting(rg string) int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if qu := q.byRG[rg]; qu != nil {
+		return qu.Len()
+	}
+	return 0
+}
+
 // pending reports whether runID is a pending run of rg.
 func (q *queues) pending(rg, runID string) bool {
 	q.mu.Lock()
@@ -186,13 +223,14 @@ type rgPriority struct {
 }
 
 // counts returns how many runs wait, admitted ones not counted, per
-// resource group and priority.
+// resource group and priority (clusters' growths are not runs: not
+// counted).
 func (q *queues) counts() map[rgPriority]int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	out := map[rgPriority]int{}
 	for id, rg := range q.rgOf {
-		if !q.held[rg][id] {
+		if !q.held[rg][id] && !isGrowthEntry(id) {
 			out[rgPriority{rg, q.prioOf[id]}]++
 		}
 	}

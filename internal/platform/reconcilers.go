@@ -99,6 +99,11 @@ func (c *Engine) apply(ch backend.Change) {
 		} else if cl, ok := obj.(*cluster.Cluster); ok {
 			c.enqueueDependents(cl) // reads it only
 		}
+		if !ch.Deleted && d.Labels[labelGrowth] == "1" {
+			// A growth waits in its resource group's queue: the group's
+			// step admits it in the queue's order, as a queued run.
+			c.enqueue(kindResourceGroup + "/" + d.Labels[labelResourceGroup])
+		}
 	}
 	if d.Kind == kindHold {
 		// A settled hold changed: its resource group looks again (a hold

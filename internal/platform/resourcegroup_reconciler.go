@@ -227,7 +227,12 @@ func (c resourceGroupReconciler) admitQueued(ctx context.Context, p *groupPass) 
 	room := quota.MaxPending - len(a.Pending)
 	admitted = c.queues.admit(q, func(q *queue.Queue) []queue.Item { return q.AdmitUpTo(p.now, a.Allocatable(), room) })
 	full = len(admitted) >= room
+	var growths []queue.Item // admitted growths of clusters: granted once the account is written
 	for _, it := range admitted {
+		if isGrowthEntry(it.RunID) {
+			growths = append(growths, it)
+			continue
+		}
 		if _, err := a.Set(odClusterID(it.RunID), it.Demand, p.now); err != nil {
 			for _, it := range admitted {
 				c.queues.push(id, it) // not admitted after all
@@ -245,12 +250,68 @@ func (c resourceGroupReconciler) admitQueued(ctx context.Context, p *groupPass) 
 			return nil, nil, false, err
 		}
 	}
+	runs := admitted[:0:0]
 	for _, it := range admitted {
+		if isGrowthEntry(it.RunID) {
+			continue
+		}
+		runs = append(runs, it)
 		c.enqueue(kindRun + "/" + it.RunID)
 		c.metrics.admitted(id, p.now.Sub(it.Enqueued))
 		c.o.log.V(1).Info("run admitted", "run", it.RunID, "resourceGroup", id, "priority", it.Priority, "reserved", it.Demand.String())
 	}
-	return admitted, queued, full, nil
+	if err := c.admitGrowths(ctx, id, growths); err != nil {
+		c.requeued(id, queued) // told at the retry
+		return nil, nil, false, err
+	}
+	c.headroomFollowsQueue(id, c.queues.waiting(id) > 0)
+	return runs, queued, full, nil
+}
+
+// admitGrowths grants the growths of clusters the queue admitted, in its
+// order, after the pass's account write (the runs admitted beside them
+// hold their reservations then): each through the cluster's resize
+// (ClusterService.admitGrowth), which reserves by compare-and-swap on the
+// account before it raises the ceiling. A growth quota no longer fits
+// (changed since the pass read the account), or whose grant failed, goes
+// back in the queue, in its place: it keeps its Since.
+func (c resourceGroupReconciler) admitGrowths(ctx context.Context, rg string, growths []queue.Item) error {
+	var failed []error
+	for i, it := range growths {
+		id := strings.TrimPrefix(it.RunID, growthPrefix)
+		waits, err := c.clusters.admitGrowth(ctx, id)
+		if err != nil || waits {
+			if again, ok := c.queueItem(it.RunID); ok {
+				c.queues.push(rg, again)
+			}
+		}
+		if err != nil {
+			failed = append(failed, err)
+			for _, it := range growths[i+1:] {
+				c.queues.push(rg, it) // not granted: the retry looks again
+			}
+			break
+		}
+		c.o.log.V(1).Info("growth admitted", "cluster", id, "resourceGroup", rg, "priority", it.Priority, "reserved", it.Demand.String(), "waitsStill", waits)
+	}
+	return errors.Join(failed...)
+}
+
+// headroomFollowsQueue queues the running clusters of resource group rg
+// whose autoscaling headroom is to follow its queue (followAutoscaler):
+// those that lend headroom while something waits in it (they give it
+// back), those that gave it back once nothing waits (they get it again).
+func (c resourceGroupReconciler) headroomFollowsQueue(rg string, waits bool) {
+	if c.o.headroom == 0 {
+		return
+	}
+	mark := headroomYielded
+	if waits {
+		mark = headroomLent
+	}
+	for _, d := range c.cache.SelectDocs(kindCluster, map[string]string{labelResourceGroup: rg, labelHeadroom: mark}) {
+		c.enqueue(kindCluster + "/" + d.ID)
+	}
 }
 
 // reportShort says on each live cluster whose hold the group cannot make

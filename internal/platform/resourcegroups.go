@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"sort"
 	"strings"
 	"time"
@@ -148,8 +149,8 @@ func (s *ResourceGroupService) deleteHolds(ctx context.Context, id string) error
 	return nil
 }
 
-// Get returns a resource group's capacity, reservations and what it can
-// still allocate.
+// Get returns a resource group's capacity, reservations, what it can
+// still allocate, and what is reserved but not running (Usage.Headroom).
 func (s *ResourceGroupService) Get(ctx context.Context, id string) (quota.Usage, error) {
 	if err := ctx.Err(); err != nil {
 		return quota.Usage{}, err
@@ -158,7 +159,54 @@ func (s *ResourceGroupService) Get(ctx context.Context, id string) (quota.Usage,
 	if err != nil {
 		return quota.Usage{}, err
 	}
-	return a.Usage(), nil
+	return s.c.usage(ctx, a), nil
+}
+
+// usage is a's usage with its headroom: what each running autoscaling
+// cluster of the group holds above what Ray's autoscaler runs of it
+// (Ray asked, one cluster at a time; a cluster Ray cannot tell of now
+// counts nothing).
+func (c *Engine) usage(ctx context.Context, a *quota.Account) quota.Usage {
+	u := a.Usage()
+	for _, mark := range []string{headroomLent, headroomYielded} {
+		for _, d := range c.cache.SelectDocs(kindCluster, map[string]string{labelResourceGroup: a.ID, labelHeadroom: mark}) {
+			cl, _, err := fromCache[cluster.Cluster](c.acc, kindCluster, d.ID)
+			if err != nil || cl.Live == nil {
+				continue
+			}
+			h, ok := a.Hold(cl.ID)
+			if !ok {
+				continue
+			}
+			obs, err := c.ray.ClusterStatus(ctx, cl.ID)
+			if err != nil {
+				continue
+			}
+			runs, err := cl.Live.ResourcesAt(c.cat.Nodes, running(cl, obs.Autoscaled))
+			if err != nil {
+				continue
+			}
+			u.Headroom = u.Headroom.Add(h.Resources.Sub(runs).Max(quota.Resources{}))
+		}
+	}
+	return u
+}
+
+// running returns the workers Ray runs of cl per worker group: its
+// ceilings (Replicas), each autoscaling group's taken down to what Ray's
+// autoscaler runs (obs, bounded as followAutoscaler bounds it).
+func running(cl *cluster.Cluster, obs *cluster.Autoscaled) map[string]int {
+	out := maps.Clone(cl.Replicas)
+	if obs == nil {
+		return out
+	}
+	for _, w := range cl.Live.Workers {
+		ceiling, ok := out[w.Name]
+		if r, seen := obs.Workers[w.Name]; ok && seen && w.Instances.Autoscaling() {
+			out[w.Name] = min(max(r, w.Instances.Min), ceiling)
+		}
+	}
+	return out
 }
 
 // List returns every resource group's usage, by id.
@@ -172,7 +220,7 @@ func (s *ResourceGroupService) List(ctx context.Context) ([]quota.Usage, error) 
 	}
 	out := make([]quota.Usage, 0, len(accounts))
 	for _, a := range accounts {
-		out = append(out, a.Usage())
+		out = append(out, s.c.usage(ctx, a))
 	}
 	return out, nil
 }

@@ -114,6 +114,15 @@ type ComputeClusterStatus struct {
 	// Replicas is the current number of workers per worker group.
 	// +optional
 	Replicas map[string]int32 `json:"replicas,omitempty"`
+	// Growth is the cluster's request to grow that waits in its resource
+	// group's queue (cluster.Cluster.Growth).
+	// +optional
+	Growth *ClusterGrowth `json:"growth,omitempty"`
+	// Yielded lists the autoscaling worker groups whose headroom was given
+	// back to the resource group's queue (cluster.Cluster.Yielded).
+	// +listType=set
+	// +optional
+	Yielded []string `json:"yielded,omitempty"`
 	// PendingRestart lists edited settings that take effect at the next start.
 	// +listType=atomic
 	// +optional
@@ -135,6 +144,19 @@ type ComputeClusterStatus struct {
 	Stopping string `json:"stopping,omitempty"`
 	// Record is the last change and the operation log.
 	Record `json:",inline"`
+}
+
+// ClusterGrowth is a cluster's request for more workers in one worker
+// group, waiting in its resource group's queue (cluster.Growth).
+type ClusterGrowth struct {
+	// Group is the worker group that asks for more workers.
+	Group string `json:"group"`
+	// Want is the workers it asks for in all.
+	// +kubebuilder:validation:Minimum=0
+	Want int32 `json:"want"`
+	// Since is when it joined the queue.
+	// +kubebuilder:validation:Format=date-time
+	Since string `json:"since"`
 }
 
 // LabelOnDemand is a label of every ComputeCluster the store writes:
