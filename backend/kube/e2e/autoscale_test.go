@@ -161,11 +161,11 @@ type autoscaleScene struct {
 	over     string
 }
 
-func newAutoscaleScene(t *testing.T) *autoscaleScene {
+func newAutoscaleScene(t *testing.T, more ...dlc.Option) *autoscaleScene {
 	w := getWorld(t)
 	a := &autoscaleScene{t: t, w: w, ns: w.cp.NewNamespace(t), ctx: dlc.WithUser(t.Context(), "autoscale")}
 	be := w.backend(t, kube.Options{Namespace: a.ns})
-	a.c = newClient(t, be, dlc.WithRepairGrace(2*time.Second))
+	a.c = newClient(t, be, append([]dlc.Option{dlc.WithRepairGrace(2 * time.Second)}, more...)...)
 	a.as = w.cp.StartAutoscaler(t)
 	a.workers = watchWorkers(t, w, a.ns)
 	if _, err := w.backend(t, kube.Options{Namespace: a.ns}).Watch(a.ctx, func(ch backend.Change) {
