@@ -270,6 +270,22 @@ func TestFreedQuotaGoesToTheQueueFirst(t *testing.T) {
 			if !f.waiting(run) {
 				t.Fatal("the run is admitted into a full group")
 			}
+			// The growth is in the queue's order: ahead of the run or not.
+			ahead := 0
+			if tc.growthFirst {
+				ahead = 1
+			}
+			p, err := f.c.Runs().Pending(f.ctx, run)
+			if err != nil {
+				t.Fatal(err)
+			}
+			list, err := f.c.ResourceGroups().Pending(f.ctx, "rg-q")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p.Ahead != ahead || len(list) != 1 || list[0].Ahead != ahead {
+				t.Fatalf("the run has %d ahead of it (listed: %+v), want %d", p.Ahead, list, ahead)
+			}
 			f.free(fillers[0]) // 8 cores: one of the two
 			cl := f.cluster(grow)
 			grown := cl.Replicas["cpu"] == 3 && cl.Growth == nil

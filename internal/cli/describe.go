@@ -111,6 +111,10 @@ func (d *describer) cluster(ctx context.Context, id string) error {
 	ki := kv{w: d.w, indent: "  "}
 	ki.line("Resource Group", c.Spec.ResourceGroup+" (package "+c.Spec.ResourcePackage+")")
 	ki.line("Reserved", det.Resources.String())
+	if g := c.Growth; g != nil {
+		ki.line("Growth Waiting", fmt.Sprintf("%s to %d workers, in the resource group's queue at priority %d since %s",
+			g.Group, g.Want, c.Spec.EffectivePriority(), g.Since.UTC().Format(time.RFC3339)))
+	}
 	if u, err := d.c.ResourceGroups().Get(ctx, c.Spec.ResourceGroup); err == nil {
 		ki.line("Group Capacity", u.Capacity.String())
 		ki.line("Group Reserved", u.Reserved.String())

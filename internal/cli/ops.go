@@ -425,6 +425,9 @@ func writeQuota(w io.Writer, u quota.Usage, q []job.Pending) error {
 	k.line("Capacity", u.Capacity.String())
 	k.line("Reserved", u.Reserved.String())
 	k.line("Allocatable", u.Allocatable.String())
+	if !u.Headroom.IsZero() {
+		k.line("Headroom", u.Headroom.String()+" (reserved, not running: autoscaling headroom)")
+	}
 	k.section("Holders")
 	if len(u.Holders) == 0 {
 		fmt.Fprintln(w, "  <none>")

@@ -69,7 +69,9 @@ func (s *RunService) Pending(ctx context.Context, id string) (*job.Pending, erro
 
 // Pending lists the runs waiting in a resource group's queue in admission
 // order (priority, then submission), each with its position, as Kueue's
-// visibility API does. Admitted runs are not listed.
+// visibility API does. Admitted runs are not listed; clusters' growths
+// waiting in the queue are not listed either, but count in the positions
+// of the runs behind them, as Runs().Pending counts them.
 func (s *ResourceGroupService) Pending(ctx context.Context, rg string) ([]job.Pending, error) {
 	c := s.c
 	if err := ctx.Err(); err != nil {
@@ -81,7 +83,12 @@ func (s *ResourceGroupService) Pending(ctx context.Context, rg string) ([]job.Pe
 	}
 	items := c.queues.order(rg, c.queueItem)
 	out := make([]job.Pending, 0, len(items))
+	ahead := 0
 	for _, it := range items {
+		if isGrowthEntry(it.RunID) {
+			ahead++ // a cluster's growth: ahead of the runs behind it, not listed
+			continue
+		}
 		if _, held := a.Hold(odClusterID(it.RunID)); held {
 			continue
 		}
@@ -89,7 +96,8 @@ func (s *ResourceGroupService) Pending(ctx context.Context, rg string) ([]job.Pe
 		if err != nil {
 			continue
 		}
-		out = append(out, pendingEntry(r, rg, len(out), it.Demand, a))
+		out = append(out, pendingEntry(r, rg, ahead, it.Demand, a))
+		ahead++
 	}
 	return out, nil
 }
