@@ -3,9 +3,13 @@ package dlc_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/aidlc/dlc"
 	"github.com/aidlc/dlc/backend/memory"
@@ -315,8 +319,21 @@ func TestGrowthWaitsAcrossARestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.m.CloseClient(f.c)
-	f.c = f.m.NewClient(dlc.WithBackend(f.ray), dlc.WithAutoscaleHeadroom(0))
+	reg := prometheus.NewRegistry()
+	f.c = f.m.NewClient(dlc.WithBackend(f.ray), dlc.WithAutoscaleHeadroom(0), dlc.WithMetrics(reg))
+	f.m.Reconcile()
+	expect := `
+# HELP dlc_pending_growths Clusters' growths waiting in a resource group's queue, by the cluster's priority.
+# TYPE dlc_pending_growths gauge
+dlc_pending_growths{priority="1",resource_group="rg-q"} 1
+`
+	if err := testutil.CollectAndCompare(reg, strings.NewReader(expect), "dlc_pending_growths", "dlc_pending_runs"); err != nil {
+		t.Fatalf("the restarted client's metrics: %v", err)
+	}
 	f.free(fillers[0])
+	if err := testutil.CollectAndCompare(reg, strings.NewReader(""), "dlc_pending_growths"); err != nil {
+		t.Fatalf("the growth granted: %v", err)
+	}
 	if cl := f.cluster(grow); cl.Replicas["cpu"] != 2 || cl.Growth != nil {
 		t.Fatalf("after a restart, the stored growth is not granted: replicas %d, growth %+v", cl.Replicas["cpu"], cl.Growth)
 	}

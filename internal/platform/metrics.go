@@ -224,6 +224,8 @@ type stateCollector struct{ c *Engine }
 var (
 	pendingDesc = prometheus.NewDesc("dlc_pending_runs",
 		"On-demand runs waiting in a resource group's queue, by priority.", []string{"resource_group", "priority"}, nil)
+	growthsDesc = prometheus.NewDesc("dlc_pending_growths",
+		"Clusters' growths waiting in a resource group's queue, by the cluster's priority.", []string{"resource_group", "priority"}, nil)
 	reservedDesc = prometheus.NewDesc("dlc_quota_reserved",
 		"What a resource group has reserved, by resource (cpu in cores, memory in bytes, gpu).", []string{"resource_group", "resource"}, nil)
 	oldestDesc = prometheus.NewDesc("dlc_oldest_pending_seconds",
@@ -235,6 +237,7 @@ var (
 // Describe implements prometheus.Collector.
 func (s stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- pendingDesc
+	ch <- growthsDesc
 	ch <- oldestDesc
 	ch <- reservedDesc
 	ch <- capacityDesc
@@ -246,7 +249,11 @@ func (s stateCollector) Collect(ch chan<- prometheus.Metric) {
 		if !check.IsID(key.rg) {
 			continue // a run that names no valid group cannot be queued: not a label value
 		}
-		ch <- prometheus.MustNewConstMetric(pendingDesc, prometheus.GaugeValue, float64(n), key.rg, itoa(key.priority))
+		desc := pendingDesc
+		if key.growth {
+			desc = growthsDesc
+		}
+		ch <- prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, float64(n), key.rg, itoa(key.priority))
 	}
 	now := s.c.clock.Now()
 	for _, d := range s.c.cache.SelectDocs(kindResourceGroup, nil) {

@@ -220,18 +220,18 @@ func (q *queues) swapHeld(rg string, now map[string]bool) map[string]bool {
 type rgPriority struct {
 	rg       string
 	priority int
+	growth   bool // clusters' growths, not runs
 }
 
-// counts returns how many runs wait, admitted ones not counted, per
-// resource group and priority (clusters' growths are not runs: not
-// counted).
+// counts returns how many runs wait, admitted ones not counted, and how
+// many clusters' growths wait, per resource group and priority.
 func (q *queues) counts() map[rgPriority]int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	out := map[rgPriority]int{}
 	for id, rg := range q.rgOf {
-		if !q.held[rg][id] && !isGrowthEntry(id) {
-			out[rgPriority{rg, q.prioOf[id]}]++
+		if !q.held[rg][id] {
+			out[rgPriority{rg, q.prioOf[id], isGrowthEntry(id)}]++
 		}
 	}
 	return out
