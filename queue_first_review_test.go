@@ -1,7 +1,8 @@
 //go:build queuereview
 
 // The review of this branch (2026-12-07) reproduced these defects of the
-// queue-first quota; each test fails at 77d1d49 and is to pass, its build
+// queue-first quota; each test failed at 77d1d49 (the two of headroom not
+// lent back, and the stale growth, pass since) and is to pass, its build
 // tag gone, before the branch lands on main: go test -tags queuereview
 // -run TestReview . (The review's other findings, by reading: a failing
 // growth grant fails the whole pass; an admitted growth's quota is

@@ -55,7 +55,9 @@ func (c *Engine) observed(d backend.Doc, deleted bool) (backend.Doc, any) {
 	if d.Kind == kindHold {
 		c.ledger.holdVersions.saw(d.Version)
 	}
-	c.queues.observe(d, deleted)
+	if rg := c.queues.observe(d, deleted); rg != "" {
+		c.enqueue(kindResourceGroup + "/" + rg) // what waits there changed
+	}
 	c.finished.observe(d, obj)
 	c.order.observe(d, obj)
 	c.observeRunEnd(d, obj) // and the index of each cluster's runs (runLoad)

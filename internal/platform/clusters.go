@@ -1270,8 +1270,9 @@ func (s *ClusterService) followAutoscaler(ctx context.Context, cl *cluster.Clust
 			continue // at its maximum
 		case mode == growAsked && cl.Growth != nil && cl.Growth.Group == w.Name && cl.Growth.Want == target:
 			continue // waits in the queue already
-		case mode != growAsked && target == ceiling && yielded == (mode == growYield || target == r):
-			continue
+		case mode != growAsked && target == ceiling && yielded == (mode == growYield || target == r) &&
+			(cl.Growth == nil || cl.Growth.Group != w.Name):
+			continue // but a growth it waits with that it no longer asks for is taken out
 		}
 		res, wrote, err := c.clusters.autoscale(ctx, growRequest{cluster: cl.ID, group: w.Name, replicas: target, gen: cl.Generation, mode: mode, runs: r})
 		if err != nil {

@@ -43,8 +43,11 @@ func growthEntry(clusterID string) string { return growthPrefix + clusterID }
 func isGrowthEntry(id string) bool { return strings.HasPrefix(id, growthPrefix) }
 
 // observe follows a stored run, or a stored cluster's request to grow;
-// it only touches memory, so it can run inside the store's watch.
-func (q *queues) observe(d backend.Doc, deleted bool) {
+// it only touches memory, so it can run inside the store's watch. It
+// returns the resource group whose queue the change took an entry out of
+// ("" for none): what waits there changed, and the group looks again
+// (headroom yielded to what waited is lent again once nothing does).
+func (q *queues) observe(d backend.Doc, deleted bool) (left string) {
 	var rg, key string
 	var pending bool
 	switch d.Kind {
@@ -56,7 +59,7 @@ func (q *queues) observe(d backend.Doc, deleted bool) {
 		rg, key = d.Labels[labelResourceGroup], growthEntry(d.ID)
 		pending = !deleted && d.Labels[labelGrowth] == "1" && rg != ""
 	default:
-		return
+		return ""
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -77,7 +80,9 @@ func (q *queues) observe(d backend.Doc, deleted bool) {
 		}
 	case !pending && known:
 		q.forget(was, key)
+		return was
 	}
+	return ""
 }
 
 // forget takes key out of rg's queue and its indexes; the caller holds q.mu.
