@@ -1054,6 +1054,16 @@ func (s *ClusterService) autoscale(ctx context.Context, req growRequest) (res cl
 		if cl.State != cluster.Running {
 			return res, false, &errs.StateError{Kind: "cluster", ID: clusterID, Op: "autoscale", State: string(cl.State), Allowed: []string{string(cluster.Running)}}
 		}
+		if req.mode == growAdmitted {
+			// What the queue admitted is the growth as stored now, on every
+			// attempt: one taken out, or changed, since the queue's pass
+			// read it is not granted as it was.
+			if cl.Growth == nil || cl.Growth.Group != group {
+				res.Granted = cl.Replicas[group]
+				return res, false, nil
+			}
+			replicas = cl.Growth.Want
+		}
 		var wg *cluster.WorkerGroup
 		for i := range cl.Live.Workers {
 			if cl.Live.Workers[i].Name == group {
