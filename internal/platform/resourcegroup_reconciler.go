@@ -77,7 +77,7 @@ func (c resourceGroupReconciler) reconcileResourceGroup(ctx context.Context, id 
 			return 0, err
 		}
 	}
-	admitted, queued, full, err := c.admitQueued(ctx, p)
+	admitted, queued, full, growthErr, err := c.admitQueued(ctx, p)
 	if err != nil {
 		return 0, err
 	}
@@ -86,6 +86,11 @@ func (c resourceGroupReconciler) reconcileResourceGroup(ctx context.Context, id 
 	}
 	if err := c.tellWaiting(ctx, p, admitted, queued, full); err != nil {
 		return 0, err
+	}
+	if growthErr != nil {
+		// A growth whose grant failed waits in its place again; the rest
+		// of the pass is done, and the step is retried with backoff.
+		return 0, growthErr
 	}
 	// Settle, second half: past settleAt pending holds, their documents
 	// are written by a step of their own (settleReconciler). Below
@@ -195,7 +200,7 @@ func (c resourceGroupReconciler) repairLeaks(ctx context.Context, p *groupPass) 
 // puts the admitted back in the queue. It returns the runs admitted, the
 // runs newly queued since the last pass, and whether the account's room
 // for pending holds is used up.
-func (c resourceGroupReconciler) admitQueued(ctx context.Context, p *groupPass) (admitted []queue.Item, queued []string, full bool, err error) {
+func (c resourceGroupReconciler) admitQueued(ctx context.Context, p *groupPass) (admitted []queue.Item, queued []string, full bool, growthErr, err error) {
 	id, a := p.id, p.a
 	item := c.queueItem
 	q, queued := c.queues.take(id, item)
@@ -237,7 +242,7 @@ func (c resourceGroupReconciler) admitQueued(ctx context.Context, p *groupPass) 
 			for _, it := range admitted {
 				c.queues.push(id, it) // not admitted after all
 			}
-			return nil, nil, false, err
+			return nil, nil, false, nil, err
 		}
 		p.changed = true
 	}
@@ -247,7 +252,7 @@ func (c resourceGroupReconciler) admitQueued(ctx context.Context, p *groupPass) 
 				c.queues.push(id, it) // not admitted after all
 			}
 			c.requeued(id, queued)
-			return nil, nil, false, err
+			return nil, nil, false, nil, err
 		}
 	}
 	runs := admitted[:0:0]
@@ -260,12 +265,9 @@ func (c resourceGroupReconciler) admitQueued(ctx context.Context, p *groupPass) 
 		c.metrics.admitted(id, p.now.Sub(it.Enqueued))
 		c.o.log.V(1).Info("run admitted", "run", it.RunID, "resourceGroup", id, "priority", it.Priority, "reserved", it.Demand.String())
 	}
-	if err := c.admitGrowths(ctx, id, growths); err != nil {
-		c.requeued(id, queued) // told at the retry
-		return nil, nil, false, err
-	}
+	growthErr = c.admitGrowths(ctx, id, growths)
 	c.headroomFollowsQueue(id, c.queues.waiting(id) > 0)
-	return runs, queued, full, nil
+	return runs, queued, full, growthErr, nil
 }
 
 // admitGrowths grants the growths of clusters the queue admitted, in its
@@ -277,7 +279,7 @@ func (c resourceGroupReconciler) admitQueued(ctx context.Context, p *groupPass) 
 // back in the queue, in its place: it keeps its Since.
 func (c resourceGroupReconciler) admitGrowths(ctx context.Context, rg string, growths []queue.Item) error {
 	var failed []error
-	for i, it := range growths {
+	for _, it := range growths {
 		id := strings.TrimPrefix(it.RunID, growthPrefix)
 		waits, err := c.clusters.admitGrowth(ctx, id)
 		if err != nil || waits {
@@ -286,11 +288,8 @@ func (c resourceGroupReconciler) admitGrowths(ctx context.Context, rg string, gr
 			}
 		}
 		if err != nil {
-			failed = append(failed, err)
-			for _, it := range growths[i+1:] {
-				c.queues.push(rg, it) // not granted: the retry looks again
-			}
-			break
+			failed = append(failed, fmt.Errorf("growth of cluster %s: %w", id, err))
+			continue // the others are granted all the same
 		}
 		c.o.log.V(1).Info("growth admitted", "cluster", id, "resourceGroup", rg, "priority", it.Priority, "reserved", it.Demand.String(), "waitsStill", waits)
 	}
