@@ -1161,6 +1161,11 @@ func (s *ClusterService) growthMarks(cl *cluster.Cluster, req growRequest, res c
 	growth, group := cl.Growth, req.group
 	mine := growth != nil && growth.Group == group
 	switch {
+	case res.QuotaRefused && req.mode != growLend && growth != nil && !mine:
+		// Another group's growth waits: it keeps its place (and its age);
+		// this group asks again once that one is served. Replacing it
+		// made two autoscaling groups take turns in a write loop, the
+		// growth never ageing.
 	case res.QuotaRefused && req.mode != growLend:
 		since := s.c.clock.Now()
 		if mine {
