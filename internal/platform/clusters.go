@@ -1094,7 +1094,7 @@ func (s *ClusterService) autoscale(ctx context.Context, req growRequest) (res cl
 			}
 			free := a.Allocatable()
 			switch fits := int64(cur) + free.CountFits(node.Resources()); {
-			case req.mode != growAdmitted && c.queueWaits(rg, growthEntry(cl.ID)):
+			case req.mode != growAdmitted && c.queueWaits(rg, growthEntry(cl.ID), cl.Spec.EffectivePriority()):
 				// Quota serves the queue first: a growth waits its turn
 				// there, behind what waits before it.
 				res.Granted, res.QuotaRefused = cur, true
@@ -1262,7 +1262,7 @@ func (s *ClusterService) followAutoscaler(ctx context.Context, cl *cluster.Clust
 	if obs == nil || cl.Live == nil || obs.Generation != cl.Generation || c.o.headroom == 0 {
 		return 0, false, nil
 	}
-	waits := c.queueWaits(cl.Live.ResourceGroup, growthEntry(cl.ID))
+	waits := c.queueWaits(cl.Live.ResourceGroup, growthEntry(cl.ID), cl.Spec.EffectivePriority())
 	for _, w := range cl.Live.Workers {
 		ceiling, ok := cl.Replicas[w.Name]
 		r, seen := obs.Workers[w.Name]

@@ -199,11 +199,21 @@ func (c *Engine) growthDemand(cl *cluster.Cluster) (quota.Resources, bool) {
 // may lend headroom a run queued meanwhile needs, or hold some back that
 // it need not, for as long as its cache is behind; the next look puts it
 // right.
-func (c *Engine) queueWaits(rg, entry string) bool {
+//
+// Only what the queue would serve before an ask of priority prio counts:
+// an entry of at least that priority, or one waiting past the starvation
+// bound (WithMaxWait). A lower-priority run that waits neither makes a
+// cluster give its headroom back nor holds its growth back (it did,
+// without bound: a priority-1 run froze a priority-9 autoscaler).
+func (c *Engine) queueWaits(rg, entry string, prio int) bool {
 	a, _, err := fromCache[quota.Account](c.acc, kindResourceGroup, rg)
+	now := c.clock.Now()
 	for _, it := range c.queues.order(rg, c.queueItem) {
 		if it.RunID == entry {
 			continue
+		}
+		if it.Priority < prio && (c.o.maxWait <= 0 || now.Sub(it.Enqueued) < c.o.maxWait) {
+			continue // served after it, and not starving
 		}
 		if err == nil && !isGrowthEntry(it.RunID) {
 			if _, held := a.Hold(odClusterID(it.RunID)); held {
