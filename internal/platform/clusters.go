@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
 	"sort"
@@ -1081,6 +1082,7 @@ func (s *ClusterService) autoscale(ctx context.Context, req growRequest) (res cl
 		cur := cl.Replicas[group]
 		rg := cl.Live.ResourceGroup
 		res.Granted, res.QuotaRefused, res.Reason = want, false, ""
+		canEver := want // the most workers the group's whole capacity could ever hold
 		if want > cur {
 			a, _, err := get[quota.Account](ctx, c.acc, kindResourceGroup, "resource group", rg)
 			if req.mode == growAdmitted {
@@ -1093,6 +1095,7 @@ func (s *ClusterService) autoscale(ctx context.Context, req growRequest) (res cl
 				return res, false, err
 			}
 			free := a.Allocatable()
+			canEver = c.clusters.mostThatFit(cl, group, cur, want, a.Capacity)
 			switch fits := int64(cur) + free.CountFits(node.Resources()); {
 			case req.mode != growAdmitted && c.queueWaits(rg, growthEntry(cl.ID), cl.Spec.EffectivePriority()):
 				// Quota serves the queue first: a growth waits its turn
@@ -1108,7 +1111,7 @@ func (s *ClusterService) autoscale(ctx context.Context, req growRequest) (res cl
 					rg, free, fits-int64(cur), want-cur, wg.NodeSpec)
 			}
 		}
-		growth, yielded := s.growthMarks(cl, req, res)
+		growth, yielded := s.growthMarks(cl, req, res, canEver)
 		marks := !reflect.DeepEqual(growth, cl.Growth) || !slices.Equal(yielded, cl.Yielded)
 		if res.Granted == cur && !res.QuotaRefused && !marks {
 			return res, false, nil
@@ -1157,10 +1160,19 @@ func (s *ClusterService) autoscale(ctx context.Context, req growRequest) (res cl
 // once granted or no longer wanted; headroom lent and refused is no
 // growth. A group is yielded when its headroom is given back, or lent
 // and not granted, and no longer once some is.
-func (s *ClusterService) growthMarks(cl *cluster.Cluster, req growRequest, res cluster.AutoscaleResult) (*cluster.Growth, []string) {
+//
+// A growth asks for no more than canEver, what the resource group's whole
+// capacity could hold of the cluster; none is stored when that is no more
+// than it has (one that could never fit waited for good and, starving,
+// held back every run behind it).
+func (s *ClusterService) growthMarks(cl *cluster.Cluster, req growRequest, res cluster.AutoscaleResult, canEver int) (*cluster.Growth, []string) {
 	growth, group := cl.Growth, req.group
 	mine := growth != nil && growth.Group == group
 	switch {
+	case res.QuotaRefused && req.mode != growLend && canEver <= cl.Replicas[group]:
+		if mine {
+			growth = nil // it can never be granted
+		}
 	case res.QuotaRefused && req.mode != growLend && growth != nil && !mine:
 		// Another group's growth waits: it keeps its place (and its age);
 		// this group asks again once that one is served. Replacing it
@@ -1171,7 +1183,7 @@ func (s *ClusterService) growthMarks(cl *cluster.Cluster, req growRequest, res c
 		if mine {
 			since = growth.Since
 		}
-		growth = &cluster.Growth{Group: group, Want: min(max(req.replicas, 0), maxWant(cl, group)), Since: since}
+		growth = &cluster.Growth{Group: group, Want: min(max(req.replicas, 0), maxWant(cl, group), canEver), Since: since}
 		if mine && *growth == *cl.Growth {
 			growth = cl.Growth
 		}
@@ -1197,6 +1209,20 @@ func (s *ClusterService) growthMarks(cl *cluster.Cluster, req growRequest, res c
 		yielded = cl.Yielded
 	}
 	return growth, yielded
+}
+
+// mostThatFit is the most workers, from cur to want, that cluster cl's
+// worker group could have with the whole of capacity held by the cluster
+// (its other groups and head as they are): cur when none more could.
+func (s *ClusterService) mostThatFit(cl *cluster.Cluster, group string, cur, want int, capacity quota.Resources) int {
+	replicas := maps.Clone(cl.Replicas)
+	for n := want; n > cur; n-- {
+		replicas[group] = n
+		if need, err := cl.Live.ResourcesAt(s.c.cat.Nodes, replicas); err == nil && need.Fits(capacity) {
+			return n
+		}
+	}
+	return cur
 }
 
 // maxWant is the most workers cluster cl's worker group may have.
