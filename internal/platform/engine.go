@@ -315,6 +315,11 @@ func UserFrom(ctx context.Context) string { return auth.FromContext(ctx).Name }
 // and returns; reconcilers inside the client take each object the rest
 // of the way, retrying with backoff. Close stops them.
 type Engine struct {
+	// headroomLevel is, per resource group, what waited in its queue at
+	// its last pass as headroom sees it (waitLevel), so that the clusters
+	// are queued to follow only when it changes (headroomFollowsQueue).
+	headroomMu    sync.Mutex
+	headroomLevel map[string]int
 	o       options
 	store   backend.Store
 	ray     backend.Provisioner
@@ -413,7 +418,7 @@ func New(opts ...Option) (*Engine, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &Engine{o: o, store: o.backend, ray: o.backend, clock: o.clock, cat: o.catalogs, policy: o.policy,
-		cache: objects.New(derivers()), queues: newQueues(queue.QueueOptions{MaxWait: o.maxWait}), finished: newFinishedRuns(), order: newRunOrder(), load: newRunLoad(), ctx: ctx, cancel: cancel, notes: newClusterNotes()}
+		cache: objects.New(derivers()), queues: newQueues(queue.QueueOptions{MaxWait: o.maxWait}), finished: newFinishedRuns(), order: newRunOrder(), load: newRunLoad(), ctx: ctx, cancel: cancel, notes: newClusterNotes(), headroomLevel: map[string]int{}}
 	c.clusters, c.groups, c.jobs, c.runs = &ClusterService{c}, &GroupService{c}, &JobService{c}, &RunService{c}
 	c.archive = newLogArchive(&o)
 	m, err := newMetrics(o.registerer, c)

@@ -205,6 +205,28 @@ func (c *Engine) growthDemand(cl *cluster.Cluster) (quota.Resources, bool) {
 // bound (WithMaxWait). A lower-priority run that waits neither makes a
 // cluster give its headroom back nor holds its growth back (it did,
 // without bound: a priority-1 run froze a priority-9 autoscaler).
+// waitLevel is what waits in resource group rg's queue as headroom sees
+// it: the highest priority of an entry not admitted, a starving one (past
+// WithMaxWait) counting as above every priority; 0 when nothing waits.
+func (c *Engine) waitLevel(rg string) int {
+	a, _, err := fromCache[quota.Account](c.acc, kindResourceGroup, rg)
+	now := c.clock.Now()
+	level := 0
+	for _, it := range c.queues.order(rg, c.queueItem) {
+		if err == nil && !isGrowthEntry(it.RunID) {
+			if _, held := a.Hold(odClusterID(it.RunID)); held {
+				continue // admitted
+			}
+		}
+		p := it.Priority
+		if c.o.maxWait > 0 && now.Sub(it.Enqueued) >= c.o.maxWait {
+			p = 10
+		}
+		level = max(level, p)
+	}
+	return level
+}
+
 func (c *Engine) queueWaits(rg, entry string, prio int) bool {
 	a, _, err := fromCache[quota.Account](c.acc, kindResourceGroup, rg)
 	now := c.clock.Now()

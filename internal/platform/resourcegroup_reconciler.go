@@ -266,7 +266,7 @@ func (c resourceGroupReconciler) admitQueued(ctx context.Context, p *groupPass) 
 		c.o.log.V(1).Info("run admitted", "run", it.RunID, "resourceGroup", id, "priority", it.Priority, "reserved", it.Demand.String())
 	}
 	growthErr = c.admitGrowths(ctx, id, growths)
-	c.headroomFollowsQueue(id, c.queues.waiting(id) > 0)
+	c.headroomFollowsQueue(id)
 	return runs, queued, full, growthErr, nil
 }
 
@@ -300,16 +300,30 @@ func (c resourceGroupReconciler) admitGrowths(ctx context.Context, rg string, gr
 // whose autoscaling headroom is to follow its queue (followAutoscaler):
 // those that lend headroom while something waits in it (they give it
 // back), those that gave it back once nothing waits (they get it again).
-func (c resourceGroupReconciler) headroomFollowsQueue(rg string, waits bool) {
+func (c resourceGroupReconciler) headroomFollowsQueue(rg string) {
 	if c.o.headroom == 0 {
 		return
 	}
-	mark := headroomYielded
-	if waits {
-		mark = headroomLent
+	// Only when what waits changes, as far as headroom goes (the highest
+	// priority that waits, a starving entry counting above every one):
+	// the clusters' own steps decide by their priority (queueWaits).
+	// Queued on every pass while anything waited, each lent cluster
+	// cost a step per admission, with nothing to give back.
+	level := c.waitLevel(rg)
+	c.headroomMu.Lock()
+	last, seen := c.headroomLevel[rg]
+	c.headroomLevel[rg] = level
+	c.headroomMu.Unlock()
+	if seen && last == level {
+		return
 	}
-	for _, d := range c.cache.SelectDocs(kindCluster, map[string]string{labelResourceGroup: rg, labelHeadroom: mark}) {
-		c.enqueue(kindCluster + "/" + d.ID)
+	for _, mark := range []string{headroomLent, headroomYielded} {
+		if (mark == headroomLent && level <= last && seen) || (mark == headroomYielded && level >= last && seen) {
+			continue // lent clusters look again when more waits, yielded ones when less
+		}
+		for _, d := range c.cache.SelectDocs(kindCluster, map[string]string{labelResourceGroup: rg, labelHeadroom: mark}) {
+			c.enqueue(kindCluster + "/" + d.ID)
+		}
 	}
 }
 
