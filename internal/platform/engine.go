@@ -320,17 +320,17 @@ type Engine struct {
 	// are queued to follow only when it changes (headroomFollowsQueue).
 	headroomMu    sync.Mutex
 	headroomLevel map[string]int
-	o       options
-	store   backend.Store
-	ray     backend.Provisioner
-	clock   backend.Clock
-	cat     cluster.Catalogs
-	policy  scheduler.Policy
-	cache   *objects.Cache
-	queues  *queues
-	metrics *metrics    // nil: none registered
-	acc     *access     // typed reads and writes of the stored objects
-	archive *logArchive // nil: runs' whole logs are not kept in COS (logarchive.go)
+	o             options
+	store         backend.Store
+	ray           backend.Provisioner
+	clock         backend.Clock
+	cat           cluster.Catalogs
+	policy        scheduler.Policy
+	cache         *objects.Cache
+	queues        *queues
+	metrics       *metrics    // nil: none registered
+	acc           *access     // typed reads and writes of the stored objects
+	archive       *logArchive // nil: runs' whole logs are not kept in COS (logarchive.go)
 
 	finished *finishedRuns // the finished runs by job config (retention.go)
 	trimming atomic.Bool   // a retention step is trimming to the bound across job configs (trimAll)
