@@ -1,14 +1,14 @@
 //go:build queuereview
 
 // The review of this branch (2026-12-07) reproduced these defects of the
-// queue-first quota; each test failed at 77d1d49 (the two of headroom not
-// lent back, and the stale growth, pass since) and is to pass, its build
-// tag gone, before the branch lands on main: go test -tags queuereview
-// -run TestReview . (The review's other findings, by reading: a failing
-// growth grant fails the whole pass; an admitted growth's quota is
-// unprotected between the pass's write and its grant; a stale Growth.Want
-// granted after the cluster changed; Autoscale answers "refused" for a
-// growth granted a moment later.)
+// queue-first quota; each test failed at 77d1d49 and passes since the
+// mends that followed (5cc5973 … f9d0741). The build tag goes when the
+// review's other findings are mended too: a granted growth can still be
+// yielded back to a waiter of equal or higher priority before Ray's
+// autoscaler uses it; an admitted growth's quota is unprotected between
+// the pass's write and its grant; Autoscale answers "refused" for a
+// growth granted a moment later; the stale-Want mend (d0f992c) has no
+// test. go test -tags queuereview -run TestReview .
 package dlc_test
 
 import (
