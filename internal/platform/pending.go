@@ -193,56 +193,58 @@ func (c *Engine) growthDemand(cl *cluster.Cluster) (quota.Resources, bool) {
 }
 
 // queueWaits reports whether anything but entry waits in resource group
-// rg's queue: an on-demand run not admitted (it holds no reservation), or
-// another cluster's growth. The queue is the index derived from the
-// store's watch, as admission's (queues.go): a client behind the store
-// may lend headroom a run queued meanwhile needs, or hold some back that
-// it need not, for as long as its cache is behind; the next look puts it
-// right.
+// rg's queue that the queue serves before an ask of priority prio: an
+// entry of at least that priority, or one waiting past the starvation
+// bound (WithMaxWait) — an on-demand run not admitted (it holds no
+// reservation), or another cluster's growth. A lower-priority run that
+// waits neither makes a cluster give its headroom back nor holds its
+// growth back (it did, without bound: a priority-1 run froze a
+// priority-9 autoscaler). It looks at no more of the queue than that
+// (queue.Queue.Ahead), and at admitted runs not yet taken out.
 //
-// Only what the queue would serve before an ask of priority prio counts:
-// an entry of at least that priority, or one waiting past the starvation
-// bound (WithMaxWait). A lower-priority run that waits neither makes a
-// cluster give its headroom back nor holds its growth back (it did,
-// without bound: a priority-1 run froze a priority-9 autoscaler).
+// The queue is the index derived from the store's watch, as admission's
+// (queues.go): a client behind the store may lend headroom a run queued
+// meanwhile needs, or hold some back that it need not, for as long as its
+// cache is behind; the next look puts it right.
+func (c *Engine) queueWaits(rg, entry string, prio int) bool {
+	waits := c.waiter(rg, entry)
+	return c.queues.ahead(rg, c.clock.Now(), prio, c.queueItem, waits)
+}
+
 // waitLevel is what waits in resource group rg's queue as headroom sees
 // it: the highest priority of an entry not admitted, a starving one (past
-// WithMaxWait) counting as above every priority; 0 when nothing waits.
+// WithMaxWait) counting as above every priority (10); 0 when nothing
+// waits.
 func (c *Engine) waitLevel(rg string) int {
-	a, _, err := fromCache[quota.Account](c.acc, kindResourceGroup, rg)
-	now := c.clock.Now()
-	level := 0
-	for _, it := range c.queues.order(rg, c.queueItem) {
-		if err == nil && !isGrowthEntry(it.RunID) {
-			if _, held := a.Hold(odClusterID(it.RunID)); held {
-				continue // admitted
-			}
-		}
-		p := it.Priority
-		if c.o.maxWait > 0 && now.Sub(it.Enqueued) >= c.o.maxWait {
-			p = 10
-		}
-		level = max(level, p)
+	waits, now := c.waiter(rg, ""), c.clock.Now()
+	if c.queues.ahead(rg, now, 10, c.queueItem, waits) {
+		return 10 // a starving one
 	}
+	level := 0
+	c.queues.ahead(rg, now, 1, c.queueItem, func(it queue.Item) bool {
+		if waits(it) {
+			level = max(it.Priority, 1)
+			return true
+		}
+		return false
+	})
 	return level
 }
 
-func (c *Engine) queueWaits(rg, entry string, prio int) bool {
+// waiter returns whether a queue entry of resource group rg waits, other
+// than entry: a run the group's account (as cached) holds no reservation
+// for, or a growth.
+func (c *Engine) waiter(rg, entry string) func(queue.Item) bool {
 	a, _, err := fromCache[quota.Account](c.acc, kindResourceGroup, rg)
-	now := c.clock.Now()
-	for _, it := range c.queues.order(rg, c.queueItem) {
+	return func(it queue.Item) bool {
 		if it.RunID == entry {
-			continue
-		}
-		if it.Priority < prio && (c.o.maxWait <= 0 || now.Sub(it.Enqueued) < c.o.maxWait) {
-			continue // served after it, and not starving
+			return false
 		}
 		if err == nil && !isGrowthEntry(it.RunID) {
 			if _, held := a.Hold(odClusterID(it.RunID)); held {
-				continue // admitted
+				return false // admitted
 			}
 		}
 		return true
 	}
-	return false
 }

@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/aidlc/dlc/backend"
 	"github.com/aidlc/dlc/internal/queue"
@@ -158,6 +159,18 @@ func (q *queues) pushAdds(rg string, item func(string) (queue.Item, bool)) {
 	q.queue(rg)
 	q.mu.Unlock()
 	q.pushAll(rg, adds, item)
+}
+
+// ahead calls f on what rg's queue serves before an entry of priority
+// prio asking at now (queue.Queue.Ahead), its newly pending entries
+// pushed first, and reports whether f returned true for one. f runs under
+// q.mu: it does no I/O.
+func (q *queues) ahead(rg string, now time.Time, prio int, item func(string) (queue.Item, bool), f func(queue.Item) bool) bool {
+	q.pushAdds(rg, item)
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	qu := q.byRG[rg]
+	return qu != nil && qu.Ahead(now, prio, f)
 }
 
 // position returns runID's 0-based place in rg's admission order, its

@@ -160,6 +160,58 @@ func (q *Queue) Items() []Item {
 	return q.appendInOrder(out, q.root)
 }
 
+// Ahead calls f, in admission order, on each item that the queue serves
+// before an item of priority prio asking at now: every item of at least
+// that priority, then each lower one that is starving (MaxWait > 0 and
+// now − Enqueued > MaxWait, as Admit counts it). It stops at the first
+// item f returns true for, and reports whether there was one. It visits
+// only what it calls f on and the paths to it: O((k+1)·log n) expected
+// for k calls, however long the queue.
+func (q *Queue) Ahead(now time.Time, prio int, f func(Item) bool) bool {
+	if q.eachFrom(q.root, prio, f) == aheadFound {
+		return true
+	}
+	if q.opts.MaxWait <= 0 {
+		return false
+	}
+	s := search{bounded: true, starvingOnly: true, cutoff: wallNanos(now.Round(0).Add(-q.opts.MaxWait))}
+	var last node
+	for i := q.first(q.root, &s); i != 0; i = q.firstAfter(q.root, &last, &s) {
+		n := &q.nodes[i]
+		if n.it.Priority < prio && f(n.it) {
+			return true
+		}
+		last.it = n.it
+	}
+	return false
+}
+
+// The outcomes of eachFrom.
+const (
+	aheadMore  = iota // go on
+	aheadEnd          // past the items of at least the priority
+	aheadFound        // f returned true
+)
+
+// eachFrom calls f in order on t's subtree's items of at least priority
+// prio (a prefix of the order), stopping as Ahead does.
+func (q *Queue) eachFrom(t int32, prio int, f func(Item) bool) int {
+	for t != 0 {
+		n := &q.nodes[t]
+		if r := q.eachFrom(n.left, prio, f); r != aheadMore {
+			return r
+		}
+		if n.it.Priority < prio {
+			return aheadEnd
+		}
+		if f(n.it) {
+			return aheadFound
+		}
+		t = n.right
+	}
+	return aheadMore
+}
+
 // Position returns the run's 0-based place in admission order (0 = the
 // head), and false when it is not queued. A run at position p is not
 // necessarily admitted after p others: smaller runs behind a head that does
@@ -260,19 +312,20 @@ func (q *Queue) AdmitUpTo(now time.Time, free quota.Resources, n int) []Item {
 // search is what Admit looks for: the first item that fits free or, when
 // bounded, was enqueued before cutoff.
 type search struct {
-	free    quota.Resources
-	bounded bool
-	cutoff  int64 // wallNanos(now − MaxWait)
+	free         quota.Resources
+	bounded      bool
+	starvingOnly bool  // only what is starving, whatever fits (Ahead)
+	cutoff       int64 // wallNanos(now − MaxWait)
 }
 
 // some reports whether n's subtree may hold an item the search wants.
 func (s *search) some(n *node) bool {
-	return n.minDemand.Fits(s.free) || (s.bounded && n.minEnq < s.cutoff)
+	return (!s.starvingOnly && n.minDemand.Fits(s.free)) || (s.bounded && n.minEnq < s.cutoff)
 }
 
 // hit reports whether n's own item is one the search wants.
 func (s *search) hit(n *node) bool {
-	return n.it.Demand.Fits(s.free) || (s.bounded && n.enq < s.cutoff)
+	return (!s.starvingOnly && n.it.Demand.Fits(s.free)) || (s.bounded && n.enq < s.cutoff)
 }
 
 // first returns the first node in order in t's subtree that s wants, or 0.

@@ -440,6 +440,16 @@ func TestQueueAgainstReference(t *testing.T) {
 			}
 		}
 		_, sorted := refAdmit(ref, 0, now, quota.Resources{MilliCPU: -1})
+		for range 20 {
+			prio, stopAt := 1+rng.IntN(10), uint64(rng.IntN(int(seq)+1))
+			stop := func(it Item) bool { return it.Seq%7 == stopAt%7 }
+			var got []Item
+			found := q.Ahead(now, prio, func(it Item) bool { got = append(got, it); return stop(it) })
+			want, wantFound := refAhead(sorted, maxWait, now, prio, stop)
+			if ids(got) != ids(want) || found != wantFound {
+				t.Fatalf("round %d: Ahead(prio %d) called %s (%v), want %s (%v)", round, prio, ids(got), found, ids(want), wantFound)
+			}
+		}
 		if ids(q.Items()) != ids(sorted) {
 			t.Fatalf("round %d: Items = %s, want %s", round, ids(q.Items()), ids(sorted))
 		}
@@ -491,5 +501,68 @@ func TestQueueAdmitUpTo(t *testing.T) {
 				t.Errorf("left %q, want %q", got, tc.left)
 			}
 		})
+	}
+}
+
+// refAhead is Ahead on items in admission order, the obvious way.
+func refAhead(sorted []Item, maxWait time.Duration, now time.Time, prio int, stop func(Item) bool) (called []Item, found bool) {
+	for _, it := range sorted {
+		if it.Priority < prio {
+			break
+		}
+		if called = append(called, it); stop(it) {
+			return called, true
+		}
+	}
+	for _, it := range sorted {
+		if it.Priority < prio && maxWait > 0 && now.Sub(it.Enqueued) > maxWait {
+			if called = append(called, it); stop(it) {
+				return called, true
+			}
+		}
+	}
+	return called, false
+}
+
+func TestQueueAhead(t *testing.T) {
+	now := t0.Add(time.Hour)
+	items := []Item{
+		{RunID: "p9", Priority: 9, Seq: 1, Enqueued: now},
+		{RunID: "p5", Priority: 5, Seq: 2, Enqueued: now},
+		{RunID: "p5-old", Priority: 5, Seq: 3, Enqueued: now.Add(-time.Hour)},
+		{RunID: "p1", Priority: 1, Seq: 4, Enqueued: now},
+		{RunID: "p1-old", Priority: 1, Seq: 5, Enqueued: now.Add(-time.Hour)},
+	}
+	never := func(Item) bool { return false }
+	tests := []struct {
+		name      string
+		maxWait   time.Duration
+		prio      int
+		stop      func(Item) bool
+		wantCalls string
+		wantFound bool
+	}{
+		{"no bound: those of at least the priority", 0, 5, never, "p9,p5,p5-old", false},
+		{"no bound: nothing above 9", 0, 10, never, "", false},
+		{"no bound: every one at priority 1", 0, 1, never, "p9,p5,p5-old,p1,p1-old", false},
+		{"bound: the starving lower ones after", 30 * time.Minute, 9, never, "p9,p5-old,p1-old", false},
+		{"bound: above every priority only the starving", 30 * time.Minute, 10, never, "p5-old,p1-old", false},
+		{"bound: a starving one is not called twice", 30 * time.Minute, 5, never, "p9,p5,p5-old,p1-old", false},
+		{"stops at the first found", 30 * time.Minute, 1, func(it Item) bool { return it.RunID == "p5" }, "p9,p5", true},
+		{"stops among the starving", 30 * time.Minute, 10, func(it Item) bool { return it.RunID == "p5-old" }, "p5-old", true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			q := NewQueue(QueueOptions{MaxWait: tc.maxWait})
+			mustPush(t, q, items...)
+			var got []Item
+			found := q.Ahead(now, tc.prio, func(it Item) bool { got = append(got, it); return tc.stop(it) })
+			if ids(got) != tc.wantCalls || found != tc.wantFound {
+				t.Errorf("Ahead(%d) called %s (%v), want %s (%v)", tc.prio, ids(got), found, tc.wantCalls, tc.wantFound)
+			}
+		})
+	}
+	if NewQueue(QueueOptions{}).Ahead(now, 1, func(Item) bool { t.Fatal("called on an empty queue"); return true }) {
+		t.Error("found in an empty queue")
 	}
 }
