@@ -118,7 +118,13 @@ type queueFixture struct {
 
 func newQueueFixture(t *testing.T, cores int64, opts ...dlc.Option) *queueFixture {
 	t.Helper()
-	m := dlctest.NewMemory(dlctest.MemoryOptions{T: t, Ray: memory.RayHooks{
+	return newHookedQueueFixture(t, cores, memory.StoreHooks{}, opts...)
+}
+
+// newHookedQueueFixture is newQueueFixture over a store with hooks.
+func newHookedQueueFixture(t *testing.T, cores int64, hooks memory.StoreHooks, opts ...dlc.Option) *queueFixture {
+	t.Helper()
+	m := dlctest.NewMemory(dlctest.MemoryOptions{T: t, Store: hooks, Ray: memory.RayHooks{
 		RunOutcome: func(*job.Run) memory.Outcome { return memory.Outcome{Duration: 10 * time.Hour} },
 	}})
 	ray := newAutoscalerBackend(m.Backend)

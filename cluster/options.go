@@ -36,6 +36,11 @@ type AutoscaleResult struct {
 	// allocate more; Reason then says what was missing.
 	QuotaRefused bool   `json:"quotaRefused,omitempty"`
 	Reason       string `json:"reason,omitempty"`
+	// Queued is true when what was refused waits in the resource group's
+	// queue (Cluster.Growth), to be granted in the queue's order as quota
+	// frees, without asking again; false when nothing waits (granted in
+	// full, or more than the group's whole capacity could ever hold).
+	Queued bool `json:"queued,omitempty"`
 }
 
 // ListOptions select the clusters Clusters().List and ListPage return.

@@ -115,6 +115,14 @@ type Cluster struct {
 	// It is dropped when granted, when the cluster asks for no more than
 	// it has, and at its next start.
 	Growth *Growth `json:"growth,omitempty"`
+	// Granted is the cluster's last growth granted (by quota at once, or
+	// in the queue's turn) that Ray's autoscaler does not run yet: Want
+	// workers in Group, granted at Since. For as long as Ray runs fewer,
+	// up to the repair grace (WithRepairGrace), the ceiling stays where
+	// the grant put it: its headroom is not given back to the queue
+	// before the autoscaler could use it. Dropped once Ray runs it, past
+	// the grace, and at the next start.
+	Granted *Growth `json:"granted,omitempty"`
 	// Yielded lists the autoscaling worker groups whose headroom was given
 	// back to the resource group's queue while runs or growths waited
 	// there: their ceiling (Replicas) is what Ray's autoscaler ran then,
@@ -182,6 +190,10 @@ func (c *Cluster) DeepCopy() *Cluster {
 	if c.Growth != nil {
 		g := *c.Growth
 		out.Growth = &g
+	}
+	if c.Granted != nil {
+		g := *c.Granted
+		out.Granted = &g
 	}
 	out.Events = slices.Clone(c.Events)
 	if c.Live != nil {

@@ -1095,6 +1095,9 @@ func (s *ClusterService) autoscale(ctx context.Context, req growRequest) (res cl
 				return res, false, err
 			}
 			free := a.Allocatable()
+			if req.mode == growAdmitted {
+				free = free.Add(s.reservedAhead(cl, a))
+			}
 			canEver = c.clusters.mostThatFit(cl, group, cur, want, a.Capacity)
 			switch fits := int64(cur) + free.CountFits(node.Resources()); {
 			case req.mode != growAdmitted && c.queueWaits(rg, growthEntry(cl.ID), cl.Spec.EffectivePriority()):
@@ -1111,8 +1114,9 @@ func (s *ClusterService) autoscale(ctx context.Context, req growRequest) (res cl
 					rg, free, fits-int64(cur), want-cur, wg.NodeSpec)
 			}
 		}
-		growth, yielded := s.growthMarks(cl, req, res, canEver)
-		marks := !reflect.DeepEqual(growth, cl.Growth) || !slices.Equal(yielded, cl.Yielded)
+		growth, granted, yielded := s.growthMarks(cl, req, res, canEver)
+		res.Queued = res.QuotaRefused && req.mode != growLend && growth != nil && growth.Group == group
+		marks := !reflect.DeepEqual(growth, cl.Growth) || !reflect.DeepEqual(granted, cl.Granted) || !slices.Equal(yielded, cl.Yielded)
 		if res.Granted == cur && !res.QuotaRefused && !marks {
 			return res, false, nil
 		}
@@ -1122,7 +1126,7 @@ func (s *ClusterService) autoscale(ctx context.Context, req growRequest) (res cl
 			return res, false, nil
 		}
 		next := cl.DeepCopy()
-		next.Growth, next.Yielded = growth, yielded
+		next.Growth, next.Granted, next.Yielded = growth, granted, yielded
 		if !said && (res.Granted != cur || res.QuotaRefused) {
 			msg, action := prefix, "autoscale"
 			if res.QuotaRefused {
@@ -1154,19 +1158,28 @@ func (s *ClusterService) autoscale(ctx context.Context, req growRequest) (res cl
 	}
 }
 
-// growthMarks returns cluster cl's growth and yielded groups as request
-// req, answered res, leaves them. A growth of the group is stored when
-// what was asked is refused (its Since kept while it waits), and dropped
-// once granted or no longer wanted; headroom lent and refused is no
-// growth. A group is yielded when its headroom is given back, or lent
-// and not granted, and no longer once some is.
+// growthMarks returns cluster cl's growth, grant and yielded groups as
+// request req, answered res, leaves them. A growth of the group is stored
+// when what was asked is refused (its Since kept while it waits), and
+// dropped once granted or no longer wanted; headroom lent and refused is
+// no growth. A grant of more workers asked for is recorded (Granted) and
+// dropped once Ray's autoscaler runs it, or past the repair grace. A
+// group is yielded when its headroom is given back, or lent and not
+// granted, and no longer once some is.
 //
 // A growth asks for no more than canEver, what the resource group's whole
 // capacity could hold of the cluster; none is stored when that is no more
 // than it has (one that could never fit waited for good and, starving,
 // held back every run behind it).
-func (s *ClusterService) growthMarks(cl *cluster.Cluster, req growRequest, res cluster.AutoscaleResult, canEver int) (*cluster.Growth, []string) {
-	growth, group := cl.Growth, req.group
+func (s *ClusterService) growthMarks(cl *cluster.Cluster, req growRequest, res cluster.AutoscaleResult, canEver int) (growth, granted *cluster.Growth, yielded []string) {
+	growth, granted, group := cl.Growth, cl.Granted, req.group
+	now := s.c.clock.Now()
+	if granted != nil && granted.Group == group && (req.gen >= 0 && req.runs >= granted.Want || now.Sub(granted.Since) >= s.c.o.grace) {
+		granted = nil // Ray runs it, or did not use it within the grace
+	}
+	if res.Granted > cl.Replicas[group] && (req.mode == growAsked || req.mode == growAdmitted) {
+		granted = &cluster.Growth{Group: group, Want: res.Granted, Since: now}
+	}
 	mine := growth != nil && growth.Group == group
 	switch {
 	case res.QuotaRefused && req.mode != growLend && canEver <= cl.Replicas[group]:
@@ -1179,7 +1192,7 @@ func (s *ClusterService) growthMarks(cl *cluster.Cluster, req growRequest, res c
 		// made two autoscaling groups take turns in a write loop, the
 		// growth never ageing.
 	case res.QuotaRefused && req.mode != growLend:
-		since := s.c.clock.Now()
+		since := now
 		if mine {
 			since = growth.Since
 		}
@@ -1197,7 +1210,7 @@ func (s *ClusterService) growthMarks(cl *cluster.Cluster, req growRequest, res c
 	case growLend:
 		yield = res.Granted <= req.runs
 	}
-	yielded := slices.DeleteFunc(slices.Clone(cl.Yielded), func(g string) bool { return g == group })
+	yielded = slices.DeleteFunc(slices.Clone(cl.Yielded), func(g string) bool { return g == group })
 	if yield {
 		yielded = append(yielded, group)
 		slices.Sort(yielded)
@@ -1208,7 +1221,26 @@ func (s *ClusterService) growthMarks(cl *cluster.Cluster, req growRequest, res c
 	if slices.Equal(yielded, cl.Yielded) {
 		yielded = cl.Yielded
 	}
-	return growth, yielded
+	if granted != nil && cl.Granted != nil && *granted == *cl.Granted {
+		granted = cl.Granted
+	}
+	return growth, granted, yielded
+}
+
+// reservedAhead is what account a holds for cluster cl above what its
+// ceilings need, when the hold was made for a generation of the cluster
+// after cl's: what its resource group's pass reserved for the growth its
+// queue admitted (admitGrowths), for the grant to take.
+func (s *ClusterService) reservedAhead(cl *cluster.Cluster, a *quota.Account) quota.Resources {
+	h, ok := a.Hold(cl.ID)
+	if !ok || h.Generation <= cl.Generation {
+		return quota.Resources{}
+	}
+	need, err := cl.Live.ResourcesAt(s.c.cat.Nodes, cl.Replicas)
+	if err != nil {
+		return quota.Resources{}
+	}
+	return h.Resources.Sub(need).Max(quota.Resources{})
 }
 
 // mostThatFit is the most workers, from cur to want, that cluster cl's
@@ -1239,17 +1271,17 @@ func maxWant(cl *cluster.Cluster, group string) int {
 // group's queue admitted: through autoscale, so that its reservation is
 // made as every resize's (writeWithHold) before the cluster's ceiling is
 // raised. It reports whether part of it still waits (quota moved since
-// the queue's pass decided).
-func (s *ClusterService) admitGrowth(ctx context.Context, id string) (waits bool, err error) {
+// the queue's pass decided), and whether the ceiling was raised.
+func (s *ClusterService) admitGrowth(ctx context.Context, id string) (waits, granted bool, err error) {
 	cl, err := s.getCluster(ctx, id)
 	if err != nil || cl.Growth == nil {
-		return false, ignoreNotFound(err)
+		return false, false, ignoreNotFound(err)
 	}
-	res, _, err := s.autoscale(ctx, growRequest{cluster: id, group: cl.Growth.Group, replicas: cl.Growth.Want, gen: -1, mode: growAdmitted})
+	res, wrote, err := s.autoscale(ctx, growRequest{cluster: id, group: cl.Growth.Group, replicas: cl.Growth.Want, gen: -1, mode: growAdmitted})
 	if errs.IsNotFound(err) || errors.Is(err, errs.ErrState) {
-		return false, nil // gone, or no longer running: its growth goes with it
+		return false, false, nil // gone, or no longer running: its growth goes with it
 	}
-	return res.QuotaRefused, err
+	return res.QuotaRefused, wrote && res.Granted > cl.Replicas[cl.Growth.Group], err
 }
 
 // refusedAlready reports whether the latest autoscale event of log for
@@ -1279,7 +1311,10 @@ func refusedAlready(log []event.Event, prefix string) bool {
 // autoscaler reaching a ceiling with no headroom lent (yielded, or its
 // group's minimum) is not taken as asking for more: it may be idle. The
 // headroom is lent again once nothing waits (the resource group's pass
-// queues the yielded clusters then), as far as quota allows. It returns
+// queues the yielded clusters then), as far as quota allows. A grant the
+// autoscaler does not run yet (cluster.Granted) is left where it is for
+// up to the repair grace: given back at once, it was lost before the
+// autoscaler could see the new ceiling. It returns
 // when to look again (a refusal is retried, for quota may free) and
 // whether it wrote the cluster. One group changes per call; the write
 // moves the generation and the next observation carries on.
@@ -1289,6 +1324,7 @@ func (s *ClusterService) followAutoscaler(ctx context.Context, cl *cluster.Clust
 		return 0, false, nil
 	}
 	waits := c.queueWaits(cl.Live.ResourceGroup, growthEntry(cl.ID), cl.Spec.EffectivePriority())
+	now := c.clock.Now()
 	for _, w := range cl.Live.Workers {
 		ceiling, ok := cl.Replicas[w.Name]
 		r, seen := obs.Workers[w.Name]
@@ -1298,6 +1334,17 @@ func (s *ClusterService) followAutoscaler(ctx context.Context, cl *cluster.Clust
 		// KubeRay runs the replicas the autoscaler wrote within the group's
 		// minimum and the ceiling; nothing else it wrote is believed.
 		r = min(max(r, w.Instances.Min), ceiling)
+		spent := false // a grant recorded that Ray runs, or did not use in time
+		if g := cl.Granted; g != nil && g.Group == w.Name {
+			if age := now.Sub(g.Since); r < g.Want && age < c.o.grace {
+				// Granted, and not yet run: the autoscaler has not seen
+				// the new ceiling. It stays where the grant put it (given
+				// back to a waiter now, the growth was lost).
+				again = sooner(again, c.o.grace-age)
+				continue
+			}
+			spent = true
+		}
 		yielded := slices.Contains(cl.Yielded, w.Name)
 		target, mode := min(r+c.o.headroom, w.Instances.MaxOrMin()), growLend
 		switch {
@@ -1312,19 +1359,19 @@ func (s *ClusterService) followAutoscaler(ctx context.Context, cl *cluster.Clust
 		case mode == growAsked && cl.Growth != nil && cl.Growth.Group == w.Name && cl.Growth.Want == target:
 			continue // waits in the queue already
 		case mode != growAsked && target == ceiling && yielded == (mode == growYield || target == r) &&
-			(cl.Growth == nil || cl.Growth.Group != w.Name):
-			continue // but a growth it waits with that it no longer asks for is taken out
+			(cl.Growth == nil || cl.Growth.Group != w.Name) && !spent:
+			continue // but a growth it waits with that it no longer asks for is taken out, and a spent grant's record
 		}
 		res, wrote, err := c.clusters.autoscale(ctx, growRequest{cluster: cl.ID, group: w.Name, replicas: target, gen: cl.Generation, mode: mode, runs: r})
 		if err != nil {
 			return 0, false, err
 		}
 		if res.QuotaRefused {
-			again = c.o.grace / 2
+			again = sooner(again, c.o.grace/2)
 		}
 		return again, wrote, nil
 	}
-	return 0, false, nil
+	return again, false, nil
 }
 
 // Details returns the details page of a cluster (C13): basic info, its

@@ -208,16 +208,6 @@ func (q *queues) admit(qu *queue.Queue, f func(*queue.Queue) []queue.Item) []que
 	return f(qu)
 }
 
-// waiting returns how many runs and growths wait in rg's queue.
-func (q *queues) waiting(rg string) int {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if qu := q.byRG[rg]; qu != nil {
-		return qu.Len()
-	}
-	return 0
-}
-
 // pending reports whether runID is a pending run of rg.
 func (q *queues) pending(rg, runID string) bool {
 	q.mu.Lock()

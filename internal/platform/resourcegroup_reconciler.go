@@ -232,10 +232,12 @@ func (c resourceGroupReconciler) admitQueued(ctx context.Context, p *groupPass) 
 	room := quota.MaxPending - len(a.Pending)
 	admitted = c.queues.admit(q, func(q *queue.Queue) []queue.Item { return q.AdmitUpTo(p.now, a.Allocatable(), room) })
 	full = len(admitted) >= room
-	var growths []queue.Item // admitted growths of clusters: granted once the account is written
+	var growths []admittedGrowth // admitted growths of clusters: granted once the account is written
 	for _, it := range admitted {
 		if isGrowthEntry(it.RunID) {
-			growths = append(growths, it)
+			g := c.reserveGrowth(a, it, p.now)
+			p.changed = p.changed || g.reserved
+			growths = append(growths, g)
 			continue
 		}
 		if _, err := a.Set(odClusterID(it.RunID), it.Demand, p.now); err != nil {
@@ -270,21 +272,65 @@ func (c resourceGroupReconciler) admitQueued(ctx context.Context, p *groupPass) 
 	return runs, queued, full, growthErr, nil
 }
 
+// admittedGrowth is a cluster's growth its resource group's queue
+// admitted, and what the pass reserved for it.
+type admittedGrowth struct {
+	it      queue.Item
+	cluster string
+	// reserved: the pass raised the cluster's hold from before to after,
+	// for the cluster's next generation, in its account write.
+	reserved      bool
+	before, after quota.Hold
+}
+
+// reserveGrowth reserves, on account a as the pass will write it, what
+// the growth it admitted adds: the cluster's hold raised by the growth's
+// demand and made for the cluster's next generation, as a resize's is
+// before its cluster write (writeWithHold). From the pass's write to the
+// grant nothing else can take that quota; the grant finds it
+// (reservedAhead), and a grant that does not come is covered as a
+// resize's is (trueUpHold fences the cluster off past the grace and
+// trues the hold up). Nothing is reserved for a cluster the account holds
+// nothing for, or that the account cannot hold more for now: the grant
+// then reserves as any resize.
+func (c resourceGroupReconciler) reserveGrowth(a *quota.Account, it queue.Item, now time.Time) admittedGrowth {
+	g := admittedGrowth{it: it, cluster: strings.TrimPrefix(it.RunID, growthPrefix)}
+	cl, _, err := fromCache[cluster.Cluster](c.acc, kindCluster, g.cluster)
+	h, had := a.Hold(g.cluster)
+	if err != nil || !had {
+		return g
+	}
+	gen := max(h.Generation, cl.Generation+1)
+	if _, err := a.SetFor(g.cluster, h.Resources.Add(it.Demand), gen, now); err != nil {
+		return g
+	}
+	g.after, _ = a.Hold(g.cluster)
+	g.reserved, g.before = true, h
+	return g
+}
+
 // admitGrowths grants the growths of clusters the queue admitted, in its
 // order, after the pass's account write (the runs admitted beside them
-// hold their reservations then): each through the cluster's resize
-// (ClusterService.admitGrowth), which reserves by compare-and-swap on the
-// account before it raises the ceiling. A growth quota no longer fits
-// (changed since the pass read the account), or whose grant failed, goes
-// back in the queue, in its place: it keeps its Since.
-func (c resourceGroupReconciler) admitGrowths(ctx context.Context, rg string, growths []queue.Item) error {
+// hold their reservations then, and the growths theirs: reserveGrowth):
+// each through the cluster's resize (ClusterService.admitGrowth), which
+// takes the reservation before it raises the ceiling. A growth quota no
+// longer fits (changed since the pass read the account), or whose grant
+// failed, goes back in the queue, in its place: it keeps its Since; and
+// what the pass reserved for one not granted is given back while nothing
+// has touched it since.
+func (c resourceGroupReconciler) admitGrowths(ctx context.Context, rg string, growths []admittedGrowth) error {
 	var failed []error
-	for _, it := range growths {
-		id := strings.TrimPrefix(it.RunID, growthPrefix)
-		waits, err := c.clusters.admitGrowth(ctx, id)
+	for _, g := range growths {
+		it, id := g.it, g.cluster
+		waits, granted, err := c.clusters.admitGrowth(ctx, id)
 		if err != nil || waits {
 			if again, ok := c.queueItem(it.RunID); ok {
 				c.queues.push(rg, again)
+			}
+		}
+		if g.reserved && !granted {
+			if uerr := c.unreserveGrowth(ctx, rg, g); uerr != nil {
+				failed = append(failed, fmt.Errorf("giving back what growth of cluster %s reserved: %w", id, uerr))
 			}
 		}
 		if err != nil {
@@ -294,6 +340,20 @@ func (c resourceGroupReconciler) admitGrowths(ctx context.Context, rg string, gr
 		c.o.log.V(1).Info("growth admitted", "cluster", id, "resourceGroup", rg, "priority", it.Priority, "reserved", it.Demand.String(), "waitsStill", waits)
 	}
 	return errors.Join(failed...)
+}
+
+// unreserveGrowth gives back what the pass reserved for growth g, which
+// was not granted, when the cluster's hold is as the pass left it (what a
+// resize or repair changed since is theirs to settle).
+func (c resourceGroupReconciler) unreserveGrowth(ctx context.Context, rg string, g admittedGrowth) error {
+	_, err := c.ledger.changeAccount(ctx, rg, func(a *quota.Account) (bool, error) {
+		h, ok := a.Hold(g.cluster)
+		if !ok || h.Resources != g.after.Resources || h.Generation != g.after.Generation || !h.Since.Equal(g.after.Since) {
+			return false, nil
+		}
+		return a.SetFor(g.cluster, g.before.Resources, g.before.Generation, c.clock.Now())
+	})
+	return err
 }
 
 // headroomFollowsQueue queues the running clusters of resource group rg

@@ -118,6 +118,10 @@ type ComputeClusterStatus struct {
 	// group's queue (cluster.Cluster.Growth).
 	// +optional
 	Growth *ClusterGrowth `json:"growth,omitempty"`
+	// Granted is the cluster's last growth granted that Ray's autoscaler
+	// does not run yet (cluster.Cluster.Granted).
+	// +optional
+	Granted *ClusterGrowth `json:"granted,omitempty"`
 	// Yielded lists the autoscaling worker groups whose headroom was given
 	// back to the resource group's queue (cluster.Cluster.Yielded).
 	// +listType=set
@@ -154,7 +158,7 @@ type ClusterGrowth struct {
 	// Want is the workers it asks for in all.
 	// +kubebuilder:validation:Minimum=0
 	Want int32 `json:"want"`
-	// Since is when it joined the queue.
+	// Since is when it joined the queue (for a grant, when it was granted).
 	// +kubebuilder:validation:Format=date-time
 	Since string `json:"since"`
 }

@@ -358,6 +358,11 @@ func (in *ComputeClusterStatus) DeepCopyInto(out *ComputeClusterStatus) {
 		*out = new(ClusterGrowth)
 		**out = **in
 	}
+	if in.Granted != nil {
+		in, out := &in.Granted, &out.Granted
+		*out = new(ClusterGrowth)
+		**out = **in
+	}
 	if in.Yielded != nil {
 		in, out := &in.Yielded, &out.Yielded
 		*out = make([]string, len(*in))
