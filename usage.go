@@ -1,0 +1,78 @@
+package dlc
+
+import (
+	"context"
+	"errors"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/aidlc/dlc/auth"
+	"github.com/aidlc/dlc/errs"
+	"github.com/aidlc/dlc/internal/platform"
+	"github.com/aidlc/dlc/usage"
+)
+
+// Usage reports what ran in [q.From, q.To) (package usage): for every
+// cluster, standing or on-demand, the intervals in which Ray ran its
+// pods, as the client's meters recorded them, counted for their part in
+// the span, filtered by q.Filter, grouped by q.GroupBy and priced by
+// q.Prices. A cluster's current interval counts until now: nothing its
+// meter has seen has changed since it began (a change closes it when the
+// change was; a report made later may count less of it). With an authorizer, a report counts only the clusters ctx's
+// user may describe (dlc:DescribeCluster on the cluster as it was billed:
+// its resource group, creator and tags). A bad query is ErrInvalid
+// (rule U1) and reads nothing.
+func (c *Client) Usage(ctx context.Context, q usage.Query) (*usage.Report, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := q.Validate(); err != nil {
+		return nil, err
+	}
+	recs, err := c.e.UsageRecords(ctx, q.From, q.To)
+	if err != nil {
+		return nil, err
+	}
+	if g := c.gate(); g.on() {
+		kept := recs[:0]
+		decided := map[string]bool{} // one decision per cluster and attribution
+		for _, r := range recs {
+			key := r.Cluster + "\x00" + r.ResourceGroup + "\x00" + r.Creator + "\x00" + tagKey(r.Tags)
+			ok, seen := decided[key]
+			if !seen {
+				err := g.allow(ctx, auth.DescribeCluster, auth.Resource{Kind: auth.KindCluster, ID: r.Cluster,
+					ResourceGroup: r.ResourceGroup, Creator: r.Creator, Tags: maps.Clone(r.Tags)})
+				switch {
+				case err == nil:
+					ok = true
+				case !errors.Is(err, errs.ErrForbidden):
+					return nil, err
+				}
+				decided[key] = ok
+			}
+			if ok {
+				kept = append(kept, r)
+			}
+		}
+		recs = kept
+	}
+	return usage.Aggregate(recs, q, nil)
+}
+
+// tagKey is tags in one string, in key order.
+func tagKey(tags map[string]string) string {
+	s := ""
+	for _, k := range slices.Sorted(maps.Keys(tags)) {
+		s += k + "=" + tags[k] + "\x00"
+	}
+	return s
+}
+
+// WithMeteringInterval sets how often a running cluster's current usage
+// interval is written to the store (at least a second; an hour by
+// default): the report's view of a cluster that keeps running is at most
+// that old, and, should every client be down when a cluster stops, the
+// time since it was last written is not billed. Every change of what Ray
+// runs, and of whom it is billed to, closes the interval at once.
+func WithMeteringInterval(d time.Duration) Option { return Option{platform.WithMeteringInterval(d)} }
