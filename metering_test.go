@@ -239,3 +239,59 @@ func TestMeteringMatchesWhatRayRan(t *testing.T) {
 	}
 	t.Logf("metering writes %d (2 of 5 faulted); records %d", writes, len(docs))
 }
+
+// TestMeteringFollowsTagEdits: a running cluster's tags edited mid-run
+// close its interval then: the report by tag bills the time before the
+// edit to the old value and the time after to the new one.
+func TestMeteringFollowsTagEdits(t *testing.T) {
+	m := dlctest.NewMemory(dlctest.MemoryOptions{T: t})
+	c := m.Client
+	ctx := dlc.WithUser(t.Context(), "alice")
+	if _, err := c.ResourceGroups().Register(ctx, quota.Group{ID: "rg-1", Package: "pkg-1",
+		Capacity: quota.Resources{MilliCPU: 64000, Memory: 256 * quota.GiB}}); err != nil {
+		t.Fatal(err)
+	}
+	grp, err := c.Groups().Create(ctx, "组")
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec, err := dlc.NewCluster("c").Groups(grp.ID).Resources("pkg-1", "rg-1").Tag("team", "a").Image("ray-2.46.0-py310-cpu").
+		Head("head", "cu.4c8g").WorkerGroup("cpu", "cu.4c8g", 1, 1).Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err := c.Clusters().Create(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Step(time.Second)
+	if _, err := c.Clusters().Start(ctx, cl.ID); err != nil {
+		t.Fatal(err)
+	}
+	m.Step(150 * time.Millisecond) // the pods come up
+	up := m.Clock.Now()
+	m.Step(time.Hour)
+	got, err := c.Clusters().Get(ctx, cl.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got.Spec.Tags = map[string]string{"team": "b"}
+	if _, err := c.Clusters().Update(ctx, got); err != nil {
+		t.Fatal(err)
+	}
+	m.Step(2 * time.Hour)
+	now := m.Clock.Now()
+	rep, err := c.Usage(ctx, usage.Query{From: dlctest.Epoch, To: now, GroupBy: usage.TagKey("team")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]float64{"a": 8, "b": 16} // 8 cores: an hour as a, two as b
+	if len(rep.Rows) != 2 {
+		t.Fatalf("rows %+v, want a and b", rep.Rows)
+	}
+	for _, r := range rep.Rows {
+		if r.CPUCoreHours != want[r.Key] {
+			t.Errorf("team %s: %v core-hours, want %v (up at %s)", r.Key, r.CPUCoreHours, want[r.Key], up)
+		}
+	}
+}

@@ -130,6 +130,9 @@ func (r meterReconciler) meter(ctx context.Context, id string) (time.Duration, e
 		return every, nil
 	}
 	// Something changed: the open interval ends at t.
+	if usage.SameNodes(cur.Nodes, nodes) {
+		obs.Since = time.Time{} // whom it bills changed, not Ray's pods: dated when seen
+	}
 	t := r.closeAt(cur, obs, gone, r.meters.firstSeen(id, cur, nodes, now), now)
 	if len(cur.Nodes) > 0 && t.After(cur.Start) {
 		rec := *cur
@@ -169,7 +172,8 @@ func (r meterReconciler) meter(ctx context.Context, id string) (time.Duration, e
 }
 
 // closeAt is when the open interval cur ends, now that a step sees a
-// change: when Ray's nodes changed, where Ray says (clamped to the
+// change: when Ray's nodes changed, where Ray says (obs.Since zero for a
+// change of whom it bills) (clamped to the
 // interval and now); else when this client first saw the change (seen:
 // a step that failed is retried later), unless no step had looked for
 // more than two metering intervals before (every client was down): the
