@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"maps"
 	"math"
 	"slices"
 	"sync"
@@ -293,5 +294,110 @@ func TestMeteringFollowsTagEdits(t *testing.T) {
 		if r.CPUCoreHours != want[r.Key] {
 			t.Errorf("team %s: %v core-hours, want %v (up at %s)", r.Key, r.CPUCoreHours, want[r.Key], up)
 		}
+	}
+}
+
+// TestUsageCompaction: an autoscaling cluster whose workers change every
+// ten minutes for three days leaves hundreds of records; with compaction
+// after three days, each day old enough becomes one record, through two
+// clients that both compact, with every third delete of a usage record
+// failing (half of them after it was made). At every step a report by
+// day equals what it was before any compaction, to the millisecond; no
+// record is counted twice while a day is half compacted.
+func TestUsageCompaction(t *testing.T) {
+	var deletes atomic.Int64
+	var noDeletes atomic.Bool // every delete of a usage record fails
+	m := dlctest.NewMemory(dlctest.MemoryOptions{T: t,
+		Store: memory.StoreHooks{Write: func(ctx context.Context, w memory.Write, next func(context.Context) (string, error)) (string, error) {
+			if w.Op != memory.OpDelete || w.Doc.Kind != "usage" {
+				return next(ctx)
+			}
+			if noDeletes.Load() {
+				return "", errs.Unavailable("store delete", errors.New("injected: deletes fail"))
+			}
+			switch deletes.Add(1) % 6 {
+			case 1:
+				return "", errs.Unavailable("store delete", errors.New("injected: not made"))
+			case 4:
+				if _, err := next(ctx); err != nil {
+					return "", err
+				}
+				return "", errs.Unavailable("store delete", errors.New("injected: made, reply lost"))
+			}
+			return next(ctx)
+		}},
+		Options: []dlc.Option{dlc.WithUsageCompaction(72 * time.Hour), dlc.WithRetries(8, time.Second, 30*time.Minute)}})
+	m.NewClient() // a second replica that compacts too
+	c := m.Client
+	ctx := dlc.WithUser(t.Context(), "alice")
+	if _, err := c.ResourceGroups().Register(ctx, quota.Group{ID: "rg-1", Package: "pkg-1",
+		Capacity: quota.Resources{MilliCPU: 200000, Memory: 800 * quota.GiB}}); err != nil {
+		t.Fatal(err)
+	}
+	grp, err := c.Groups().Create(ctx, "组")
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec, err := dlc.NewCluster("c").Groups(grp.ID).Resources("pkg-1", "rg-1").Image("ray-2.46.0-py310-cpu").
+		Head("head", "cu.4c8g").WorkerGroup("cpu", "cu.4c8g", 1, 5).Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err := c.Clusters().Create(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Step(time.Second)
+	if _, err := c.Clusters().Start(ctx, cl.ID); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 6 * 24 * 3 { // three days, a change every ten minutes
+		m.Step(10 * time.Minute)
+		if _, err := c.Clusters().Autoscale(ctx, cl.ID, "cpu", 1+i%5); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.Clusters().Hibernate(ctx, cl.ID, dlc.HibernateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	m.Step(time.Minute)
+	days := func() map[string]float64 {
+		t.Helper()
+		out := map[string]float64{}
+		for d := range 5 {
+			from := dlctest.Epoch.AddDate(0, 0, d)
+			rep, err := c.Usage(ctx, usage.Query{From: from, To: from.AddDate(0, 0, 1)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			out[usage.Day(from)] = rep.Total.CPUCoreHours
+		}
+		return out
+	}
+	records := func() int {
+		docs, err := m.Backend.List(t.Context(), "usage", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(docs)
+	}
+	before, n := days(), records()
+	if n < 400 {
+		t.Fatalf("%d records before compaction, want one per change", n)
+	}
+	for i := range 24 * 4 { // four more days, an hour at a time
+		// For a day, no record can be deleted once it is added: the day
+		// compacted then is half done (its records and its compacted
+		// record both stored) until the deletes come back.
+		noDeletes.Store(i >= 12 && i < 36)
+		m.Step(time.Hour)
+		if got := days(); !maps.EqualFunc(got, before, func(a, b float64) bool { return math.Abs(a-b) < 1e-9 }) {
+			t.Fatalf("at %s the report by day is %v, before compaction %v", m.Clock.Now(), got, before)
+		}
+	}
+	after := records()
+	t.Logf("records: %d before compaction, %d after; core-hours by day %v; %d deletes (a third faulted)", n, after, before, deletes.Load())
+	if after > 5 {
+		t.Errorf("%d records after compaction, want one per day that ran", after)
 	}
 }

@@ -2,6 +2,7 @@ package dlc
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"maps"
 	"slices"
@@ -21,7 +22,7 @@ import (
 // meter has seen has changed since it began (a change closes it when the
 // change was; a report made later may count less of it). With an authorizer, a report counts only the clusters ctx's
 // user may describe (dlc:DescribeCluster on the cluster as it was billed:
-// its resource group, creator and tags). A bad query is ErrInvalid
+// its resource group, cluster groups, creator and tags). A bad query is ErrInvalid
 // (rule U1) and reads nothing.
 func (c *Client) Usage(ctx context.Context, q usage.Query) (*usage.Report, error) {
 	if err := ctx.Err(); err != nil {
@@ -36,13 +37,18 @@ func (c *Client) Usage(ctx context.Context, q usage.Query) (*usage.Report, error
 	}
 	if g := c.gate(); g.on() {
 		kept := recs[:0]
-		decided := map[string]bool{} // one decision per cluster and attribution
+		decided := map[string]bool{} // one decision per resource the authorizer is asked about
 		for _, r := range recs {
-			key := r.Cluster + "\x00" + r.ResourceGroup + "\x00" + r.Creator + "\x00" + tagKey(r.Tags)
+			res := auth.Resource{Kind: auth.KindCluster, ID: r.Cluster, ResourceGroup: r.ResourceGroup,
+				ClusterGroups: slices.Clone(r.ClusterGroups), Creator: r.Creator, Tags: maps.Clone(r.Tags)}
+			k, err := json.Marshal(res) // maps in key order: one key per resource, and no two alike
+			if err != nil {
+				return nil, err
+			}
+			key := string(k)
 			ok, seen := decided[key]
 			if !seen {
-				err := g.allow(ctx, auth.DescribeCluster, auth.Resource{Kind: auth.KindCluster, ID: r.Cluster,
-					ResourceGroup: r.ResourceGroup, Creator: r.Creator, Tags: maps.Clone(r.Tags)})
+				err := g.allow(ctx, auth.DescribeCluster, res)
 				switch {
 				case err == nil:
 					ok = true
@@ -60,13 +66,16 @@ func (c *Client) Usage(ctx context.Context, q usage.Query) (*usage.Report, error
 	return usage.Aggregate(recs, q, nil)
 }
 
-// tagKey is tags in one string, in key order.
-func tagKey(tags map[string]string) string {
-	s := ""
-	for _, k := range slices.Sorted(maps.Keys(tags)) {
-		s += k + "=" + tags[k] + "\x00"
-	}
-	return s
+// WithUsageCompaction has the usage records of each UTC day older than
+// after (at least an hour; 0, the default, never) added up into one
+// record per cluster, day and whom it bills, and the day's records
+// deleted: the store then holds a record per cluster and day, however
+// often its clusters changed. A report over a span that cuts a compacted
+// day counts the part of it in proportion (the day's sums are exact).
+// A record closed after its day was compacted (an interval that ran for
+// longer than after) is kept as it is.
+func WithUsageCompaction(after time.Duration) Option {
+	return Option{platform.WithUsageCompaction(after)}
 }
 
 // WithMeteringInterval sets how often a running cluster's current usage

@@ -16,10 +16,14 @@ package usage
 
 import (
 	"cmp"
+	"crypto/sha256"
 	"encoding/csv"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -38,6 +42,10 @@ type Node struct {
 	GPUType  string          `json:"gpuType,omitempty"`
 	Count    int             `json:"count"`
 	Each     quota.Resources `json:"each"`
+	// NodeMillis is, in a compacted record, the node-milliseconds these
+	// nodes ran in all over the record's span (Count is then 0): a day's
+	// intervals added up.
+	NodeMillis int64 `json:"nodeMillis,omitempty"`
 }
 
 // Attribution says whom an interval is billed to: the cluster as it was
@@ -49,6 +57,9 @@ type Attribution struct {
 	ResourcePackage string            `json:"resourcePackage,omitempty"`
 	Creator         string            `json:"creator,omitempty"`
 	Tags            map[string]string `json:"tags,omitempty"`
+	// ClusterGroups are the cluster's groups (sorted): what a policy on
+	// dlc:cluster_group decides by, when a report is read.
+	ClusterGroups []string `json:"clusterGroups,omitempty"`
 	// Temporary marks an on-demand cluster, with the job config and the
 	// run it ran for.
 	Temporary bool   `json:"temporary,omitempty"`
@@ -60,6 +71,7 @@ type Attribution struct {
 func (a Attribution) Equal(b Attribution) bool {
 	return a.Cluster == b.Cluster && a.ClusterName == b.ClusterName && a.ResourceGroup == b.ResourceGroup &&
 		a.ResourcePackage == b.ResourcePackage && a.Creator == b.Creator && maps.Equal(a.Tags, b.Tags) &&
+		slices.Equal(a.ClusterGroups, b.ClusterGroups) &&
 		a.Temporary == b.Temporary && a.JobConfig == b.JobConfig && a.Run == b.Run
 }
 
@@ -74,6 +86,81 @@ type Record struct {
 	End   time.Time `json:"end"`
 	Open  bool      `json:"open,omitempty"`
 	Nodes []Node    `json:"nodes,omitempty"`
+	// Compacted marks the record of one cluster's day, for one
+	// attribution: the records of that day that started up to Through
+	// added up (Nodes' NodeMillis), from the earliest start to the latest
+	// end. A report counts its part of a span in proportion.
+	Compacted bool      `json:"compacted,omitempty"`
+	Through   time.Time `json:"through,omitzero"`
+}
+
+// Day is the UTC day a record is compacted into: its start's.
+func Day(start time.Time) string { return start.UTC().Format("20060102") }
+
+// Month is the UTC month of a record's start, which a report lists the
+// records of its span by.
+func Month(start time.Time) string { return start.UTC().Format("200601") }
+
+// Compact adds record r, a closed interval of the same cluster and
+// attribution that started on into's day, to into (nil for the first):
+// the compacted record that results. It adds nothing when into already
+// holds r (r started no later than into.Through: records of a cluster
+// never overlap, and are added in the order they started).
+func Compact(into *Record, id string, r Record) Record {
+	if into != nil && !r.Start.After(into.Through) {
+		return *into
+	}
+	out := Record{ID: id, Attribution: r.Attribution, Start: r.Start, End: r.End, Compacted: true, Through: r.Start}
+	byKind := map[Node]int{}
+	if into != nil {
+		out.Start, out.End = earlier(into.Start, r.Start), later(into.End, r.End)
+		for _, n := range into.Nodes {
+			byKind[kindOf(n)] = len(out.Nodes)
+			out.Nodes = append(out.Nodes, n)
+		}
+	}
+	ms := r.End.Sub(r.Start).Milliseconds()
+	for _, n := range r.Nodes {
+		add := n.NodeMillis
+		if !r.Compacted {
+			add = ms * int64(max(n.Count, 0))
+		}
+		k := kindOf(n)
+		if i, ok := byKind[k]; ok {
+			out.Nodes[i].NodeMillis += add
+			continue
+		}
+		k.NodeMillis = add
+		byKind[kindOf(n)] = len(out.Nodes)
+		out.Nodes = append(out.Nodes, k)
+	}
+	out.Nodes = SortNodes(out.Nodes)
+	return out
+}
+
+// CompactedID is the id of the compacted record r goes into: its
+// cluster's, its day's and its attribution's.
+func CompactedID(r Record) string {
+	h := sha256.New()
+	_ = json.NewEncoder(h).Encode(r.Attribution) // maps encode in key order
+	return r.Cluster + ".d" + Day(r.Start) + "." + hex.EncodeToString(h.Sum(nil)[:6])
+}
+
+// covered reports whether r was added to one of the compacted records
+// (their Through by id), so that r, until it is deleted, is not counted
+// twice.
+func covered(compacted map[string]time.Time, r Record) bool {
+	if r.Compacted || len(compacted) == 0 {
+		return false
+	}
+	through, ok := compacted[CompactedID(r)]
+	return ok && !r.Start.After(through)
+}
+
+// kindOf is n without its count: what a compacted record adds up by.
+func kindOf(n Node) Node {
+	n.Count, n.NodeMillis = 0, 0
+	return n
 }
 
 // SameNodes reports whether two node lists describe the same nodes,
@@ -211,6 +298,9 @@ type Query struct {
 // it.
 const MaxRange = 400 * 24 * time.Hour
 
+// MaxPrice bounds a price per node-hour, so that an amount stays finite.
+const MaxPrice = 1e9
+
 // Validate reports every problem of the query at once (rule U1).
 func (q Query) Validate() error {
 	var l errs.List
@@ -230,8 +320,8 @@ func (q Query) Validate() error {
 	if q.Prices != nil {
 		check := func(pp errs.Path, m map[string]float64) {
 			for spec, v := range m {
-				if v < 0 || v != v {
-					l = append(l, errs.Invalid(pp.Key(spec), "U1", v, "a price must not be negative"))
+				if !(v >= 0 && v <= MaxPrice) { // NaN fails both
+					l = append(l, errs.Invalid(pp.Key(spec), "U1", v, fmt.Sprintf("a price is a number from 0 to %g", float64(MaxPrice))))
 				}
 			}
 		}
@@ -261,11 +351,12 @@ type Row struct {
 	// Records is how many records the row counts.
 	Records int `json:"records"`
 
-	// node-milliseconds and the like, summed exactly before they are
-	// turned into hours.
-	nodeMS            map[string]int64
-	milliCPUMS, memMS int64 // milli-core·ms, MiB·ms
-	gpuMS             map[string]int64
+	// node-milliseconds by node spec, by what each node requests, and
+	// GPU-milliseconds by GPU type: summed exactly (node-milliseconds stay
+	// far from int64's bounds) before they are turned into hours.
+	nodeMS map[string]int64
+	eachMS map[quota.Resources]int64
+	gpuMS  map[string]int64
 }
 
 // Report is what a Query returns.
@@ -297,12 +388,23 @@ func Aggregate(records []Record, q Query, allow func(Record) bool) (*Report, err
 	}
 	rows := map[string]*Row{}
 	unpriced := map[string]bool{}
+	compacted := map[string]time.Time{}
+	for _, r := range records {
+		if r.Compacted {
+			compacted[r.ID] = r.Through
+		}
+	}
 	for _, r := range records {
 		start, end := later(r.Start, q.From), earlier(r.End, q.To)
-		if !start.Before(end) || !q.Filter.Matches(r.Attribution) || (allow != nil && !allow(r)) {
+		if !start.Before(end) || covered(compacted, r) || !q.Filter.Matches(r.Attribution) || (allow != nil && !allow(r)) {
 			continue
 		}
 		ms := end.Sub(start).Milliseconds()
+		// A compacted record counts its part of the span in proportion.
+		part := 1.0
+		if span := r.End.Sub(r.Start).Milliseconds(); r.Compacted && span > 0 && ms < span {
+			part = float64(ms) / float64(span)
+		}
 		key := q.GroupBy.key(r.Attribution)
 		row := rows[key]
 		if row == nil {
@@ -313,13 +415,15 @@ func Aggregate(records []Record, q Query, allow func(Record) bool) (*Report, err
 		for _, target := range []*Row{row, &rep.Total} {
 			target.Records++
 			for _, n := range r.Nodes {
-				if n.Count <= 0 {
+				nms := ms * int64(n.Count)
+				if r.Compacted {
+					nms = int64(math.Round(float64(n.NodeMillis) * part))
+				}
+				if nms <= 0 {
 					continue
 				}
-				nms := ms * int64(n.Count)
 				target.nodeMS[n.NodeSpec] += nms
-				target.milliCPUMS += nms * n.Each.MilliCPU
-				target.memMS += nms * (n.Each.Memory / (quota.GiB / 1024))
+				target.eachMS[n.Each] += nms
 				if n.Each.GPU > 0 {
 					target.gpuMS[n.GPUType] += nms * n.Each.GPU
 				}
@@ -346,7 +450,7 @@ func Aggregate(records []Record, q Query, allow func(Record) bool) (*Report, err
 }
 
 func newRow(key string) Row {
-	return Row{Key: key, NodeHours: map[string]float64{}, nodeMS: map[string]int64{}, gpuMS: map[string]int64{}}
+	return Row{Key: key, NodeHours: map[string]float64{}, nodeMS: map[string]int64{}, eachMS: map[quota.Resources]int64{}, gpuMS: map[string]int64{}}
 }
 
 // hours turns the exact sums into hours.
@@ -354,8 +458,15 @@ func (r *Row) hours() {
 	for spec, ms := range r.nodeMS {
 		r.NodeHours[spec] = float64(ms) / msPerHour
 	}
-	r.CPUCoreHours = float64(r.milliCPUMS) / 1000 / msPerHour
-	r.MemoryGiBHours = float64(r.memMS) / 1024 / msPerHour
+	r.CPUCoreHours, r.MemoryGiBHours = 0, 0
+	eaches := slices.SortedFunc(maps.Keys(r.eachMS), func(a, b quota.Resources) int {
+		return cmp.Or(cmp.Compare(a.MilliCPU, b.MilliCPU), cmp.Compare(a.Memory, b.Memory), cmp.Compare(a.GPU, b.GPU))
+	})
+	for _, each := range eaches { // in one order, so that the sum is the same every time
+		ms := r.eachMS[each]
+		r.CPUCoreHours += float64(ms) * float64(each.MilliCPU) / 1000 / msPerHour
+		r.MemoryGiBHours += float64(ms) * float64(each.Memory) / float64(quota.GiB) / msPerHour
+	}
 	if len(r.gpuMS) > 0 {
 		r.GPUHours = map[string]float64{}
 		for t, ms := range r.gpuMS {
@@ -396,12 +507,12 @@ func (r *Report) WriteCSV(w io.Writer) error {
 	if key == "" {
 		key = "key"
 	}
-	header := []string{key, "cpu_core_hours", "memory_gib_hours"}
+	header := []string{csvSafe(key), "cpu_core_hours", "memory_gib_hours"}
 	for _, s := range specList {
-		header = append(header, "node_hours:"+s)
+		header = append(header, csvSafe("node_hours:"+s))
 	}
 	for _, g := range gpuList {
-		header = append(header, "gpu_hours:"+g)
+		header = append(header, csvSafe("gpu_hours:"+g))
 	}
 	header = append(header, "amount", "currency", "records")
 	cw := csv.NewWriter(w)

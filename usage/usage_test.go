@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"math"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -164,5 +166,78 @@ func TestSameNodes(t *testing.T) {
 	b := []Node{a[1], a[0]}
 	if !SameNodes(a, b) || SameNodes(a, a[:1]) || SameNodes(a, []Node{a[0], node("cu.4c8g", 3, 4, 8, 0, "")}) {
 		t.Fatal("SameNodes")
+	}
+}
+
+// A platform's year: 1,300 nodes of 64 cores and 256 GiB for 365 days,
+// summed without overflow; a price past MaxPrice, or not finite, is
+// refused (an amount stays finite, so that the report encodes).
+func TestAggregateLargeAndPrices(t *testing.T) {
+	to := t0.Add(365 * 24 * time.Hour)
+	var recs []Record
+	for i := range 13 {
+		recs = append(recs, Record{ID: "r", Attribution: Attribution{Cluster: string(rune('a' + i))}, Start: t0, End: to,
+			Nodes: []Node{{Role: "worker", NodeSpec: "cu.64c256g", Count: 100, Each: quota.Resources{MilliCPU: 64000, Memory: 256 * quota.GiB}}}})
+	}
+	rep, err := Aggregate(recs, Query{From: t0, To: to, Prices: &PriceList{NodeHour: map[string]float64{"cu.64c256g": MaxPrice}}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := 1300.0 * 256 * 365 * 24; rep.Total.MemoryGiBHours != want {
+		t.Errorf("memory GiB-hours %.0f, want %.0f", rep.Total.MemoryGiBHours, want)
+	}
+	if want := 1300.0 * 64 * 365 * 24; rep.Total.CPUCoreHours != want {
+		t.Errorf("core-hours %.0f, want %.0f", rep.Total.CPUCoreHours, want)
+	}
+	if _, err := json.Marshal(rep); err != nil {
+		t.Errorf("the report does not encode: %v", err)
+	}
+	for _, p := range []float64{math.Inf(1), math.NaN(), MaxPrice * 10, -1} {
+		if err := (Query{From: t0, To: to, Prices: &PriceList{NodeHour: map[string]float64{"cu.4c8g": p}}}).Validate(); !errors.Is(err, errs.ErrInvalid) {
+			t.Errorf("price %v: %v, want refused", p, err)
+		}
+	}
+}
+
+// Compact adds a day's records once each, in the order they started;
+// until the records added are deleted, a report counts them once (the
+// compacted record says through which start it holds them).
+func TestCompact(t *testing.T) {
+	a := Attribution{Cluster: "c", ResourceGroup: "rg-1", Tags: map[string]string{"team": "x"}}
+	r1 := Record{ID: "c.1", Attribution: a, Start: t0, End: t0.Add(time.Hour), Nodes: []Node{node("cu.4c8g", 2, 4, 8, 0, "")}}
+	r2 := Record{ID: "c.2", Attribution: a, Start: t0.Add(time.Hour), End: t0.Add(3 * time.Hour), Nodes: []Node{node("cu.4c8g", 1, 4, 8, 0, ""), node("gu.8c32g.1xt4", 1, 8, 32, 1, "T4")}}
+	id := CompactedID(r1)
+	if id != CompactedID(r2) || id == CompactedID(Record{Attribution: Attribution{Cluster: "c"}, Start: t0}) || id == CompactedID(Record{Attribution: a, Start: t0.AddDate(0, 0, 1)}) {
+		t.Fatalf("compacted ids: one per cluster, day and attribution: %s", id)
+	}
+	c := Compact(nil, id, r1)
+	c = Compact(&c, id, r2)
+	if again := Compact(&c, id, r1); !reflect.DeepEqual(again, c) {
+		t.Fatalf("a record added twice: %+v", again)
+	}
+	if !c.Compacted || !c.Start.Equal(t0) || !c.End.Equal(t0.Add(3*time.Hour)) || !c.Through.Equal(r2.Start) || len(c.Nodes) != 2 {
+		t.Fatalf("compacted %+v", c)
+	}
+	q := Query{From: t0, To: t0.Add(24 * time.Hour), GroupBy: TagKey("team")}
+	want, err := Aggregate([]Record{r1, r2}, q, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, recs := range [][]Record{{c}, {c, r1}, {c, r1, r2}} { // added, not all deleted yet
+		got, err := Aggregate(recs, q, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Total.CPUCoreHours != want.Total.CPUCoreHours || got.Total.GPUHours["T4"] != want.Total.GPUHours["T4"] || got.Rows[0].NodeHours["cu.4c8g"] != want.Rows[0].NodeHours["cu.4c8g"] {
+			t.Errorf("%d records: %+v, want %+v", len(recs), got.Total, want.Total)
+		}
+	}
+	// A span that cuts the compacted day counts it in proportion.
+	half, err := Aggregate([]Record{c}, Query{From: t0, To: t0.Add(90 * time.Minute)}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := half.Total.CPUCoreHours; math.Abs(got-want.Total.CPUCoreHours/2) > 1e-9 {
+		t.Errorf("half the compacted span: %v core-hours, want %v", got, want.Total.CPUCoreHours/2)
 	}
 }

@@ -103,8 +103,10 @@ type Provisioner struct {
 	rechecks map[string]time.Time
 	tick     chan struct{} // closed and replaced on every informer event
 	// podsAt is, per cluster, when the informer last saw one of its pods
-	// start or stop running (Observation.Since).
-	podsAt map[string]time.Time
+	// start or stop running (Observation.Since), for a day; podsSwept is
+	// the size past which it is swept of older times.
+	podsAt    map[string]time.Time
+	podsSwept int
 }
 
 func newProvisioner(ctx context.Context, cfg *rest.Config, st *Store, o Options) (*Provisioner, error) {
@@ -291,12 +293,26 @@ func (p *Provisioner) podRunning(old, obj any) {
 	if pod == nil || was == is || pod.Labels[KeyClusterID] == "" {
 		return
 	}
+	now := time.Now()
 	p.mu.Lock()
-	p.podsAt[pod.Labels[KeyClusterID]] = time.Now()
-	p.mu.Unlock()
+	defer p.mu.Unlock()
+	p.podsAt[pod.Labels[KeyClusterID]] = now
+	if len(p.podsAt) > p.podsSwept {
+		// A time is needed until metering has seen the change (a step,
+		// seconds): what is older than a day is dropped, so that the map
+		// keeps the clusters that changed lately, not all there ever were.
+		for id, at := range p.podsAt {
+			if now.Sub(at) > 24*time.Hour {
+				delete(p.podsAt, id)
+			}
+		}
+		p.podsSwept = 2 * max(len(p.podsAt), 512)
+	}
 }
 
-// runningPod returns o as a pod, if it is one, and whether it runs.
+// runningPod returns o as a pod, if it is one, and whether it runs as
+// the cluster's observation counts it (podOf): running and not being
+// deleted.
 func runningPod(o any) (*corev1.Pod, bool) {
 	if t, ok := o.(toolscache.DeletedFinalStateUnknown); ok {
 		o = t.Obj
@@ -305,7 +321,7 @@ func runningPod(o any) (*corev1.Pod, bool) {
 	if !ok {
 		return nil, false
 	}
-	return pod, pod.Status.Phase == corev1.PodRunning
+	return pod, pod.Status.Phase == corev1.PodRunning && pod.DeletionTimestamp == nil
 }
 
 // podsChangedAt returns when cluster id's pods last started or stopped

@@ -250,14 +250,18 @@ func init() {
 	for _, kind := range entryKinds {
 		kinds[kind] = &kindInfo{kind: kind, newObj: func() client.Object { return &v1alpha1.StoreEntry{} }}
 	}
+	// Usage records are listed by cluster and by day (compaction): the API
+	// server selects them by their metadata labels.
+	kinds["usage"].selectable = []string{"on", "day", "month", "compacted"}
 }
 
 // entryKinds are the kinds kept in StoreEntries (labelled StoreKeyKind
 // with the kind): name claims, the membership documents of the clients
 // that share the work, the settled reservations of resource groups, the
-// clusters' meters (their open usage intervals) and the usage records.
+// clusters' meters (their open usage intervals), the usage records and
+// how far their compaction has come.
 // Only the backend writes them (v1alpha1.StoreEntry).
-var entryKinds = []string{"name", "replica", "hold", "meter", "usage"}
+var entryKinds = []string{"name", "replica", "hold", "meter", "usage", "usagemark"}
 
 // uncachedKinds are the entry kinds the store does not cache: a usage
 // record is written once and read by reports, which list them past the

@@ -101,6 +101,9 @@ type options struct {
 	// meterEvery is how often a running cluster's open usage interval is
 	// written (meter.go).
 	meterEvery time.Duration
+	// compactAfter is the age past which a day's usage records are
+	// compacted; 0: never.
+	compactAfter time.Duration
 	// authorizer decides user operations (nil: all allowed); the engine
 	// holds it for the services of package dlc, which ask it.
 	authorizer auth.Authorizer
@@ -146,6 +149,7 @@ func (o *options) check() errs.List {
 		{"WithMaxUnfinishedRuns", o.maxUnfinished, o.maxUnfinished < 0, "must not be negative (0: no bound)"},
 		{"WithMemberProbation", o.probation, o.probation < 0, "must not be negative (0: counted at once)"},
 		{"WithMeteringInterval", o.meterEvery, o.meterEvery < time.Second, "must be at least a second"},
+		{"WithUsageCompaction", o.compactAfter, o.compactAfter != 0 && o.compactAfter < time.Hour, "must be 0 (never) or at least an hour"},
 	} {
 		if c.bad {
 			bad(c.option, c.value, c.detail)
@@ -264,6 +268,11 @@ func WithAutoscaleHeadroom(workers int) Option { return func(o *options) { o.hea
 
 // WithMeteringInterval: see dlc.WithMeteringInterval.
 func WithMeteringInterval(d time.Duration) Option { return func(o *options) { o.meterEvery = d } }
+
+// WithUsageCompaction: see dlc.WithUsageCompaction.
+func WithUsageCompaction(after time.Duration) Option {
+	return func(o *options) { o.compactAfter = after }
+}
 
 // DefaultMeteringInterval is how often a running cluster's open usage
 // interval is written by default: an hour.

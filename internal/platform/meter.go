@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strconv"
 	"sync"
@@ -39,7 +40,22 @@ import (
 const (
 	kindMeter = "meter"
 	kindUsage = "usage"
+	// labelDay is a usage record's day (usage.Day of its start), which
+	// compaction lists them by; labelCompacted marks a compacted one.
+	labelDay       = "day"
+	labelMonth     = "month"
+	labelCompacted = "compacted"
 )
+
+// usageLabels are a usage record's labels: its cluster, its day, and
+// whether it is compacted.
+func usageLabels(r *usage.Record) map[string]string {
+	l := map[string]string{labelOn: r.Cluster, labelDay: usage.Day(r.Start), labelMonth: usage.Month(r.Start)}
+	if r.Compacted {
+		l[labelCompacted] = "1"
+	}
+	return l
+}
 
 // meterReconciler takes a cluster's meter a step: it compares what Ray
 // runs of the cluster with its open interval.
@@ -95,23 +111,48 @@ func (r meterReconciler) meter(ctx context.Context, id string) (time.Duration, e
 	}
 	now := r.clock.Now()
 	every := r.o.meterEvery
+	attr, err := r.attribution(ctx, id, cl, cur)
+	if err != nil {
+		return 0, err
+	}
 	if cur == nil {
 		if len(nodes) == 0 {
 			return 0, nil // nothing runs and nothing ran: no meter yet
 		}
+		// Since is Ray's own time of the change: trusted as it is, as a
+		// replica whose clock is behind would otherwise bill from before
+		// Ray ran anything.
 		start := now
-		if !obs.Since.IsZero() && obs.Since.Before(now) {
+		if !obs.Since.IsZero() {
 			start = obs.Since
 		}
-		open := usage.Record{ID: id, Attribution: r.attribution(ctx, cl, nil), Start: start, End: now, Open: true, Nodes: nodes}
+		open := usage.Record{ID: id, Attribution: attr, Start: start, End: later(now, start), Open: true, Nodes: nodes}
 		if _, err := r.acc.create(ctx, kindMeter, id, nil, open); err != nil {
 			return 0, err
 		}
-		r.metrics.metered(open.Attribution, nodes, now.Sub(start), r.cat.Nodes)
-		return every, nil
+		r.metrics.metered(attr, nodes, open.End.Sub(start), r.cat.Nodes)
+		return min(every, nextMidnight(start).Sub(now)), nil
 	}
-	attr := r.attribution(ctx, cl, cur)
-	if usage.SameNodes(cur.Nodes, nodes) && cur.Attribution.Equal(attr) {
+	sameNodes := usage.SameNodes(cur.Nodes, nodes)
+	same := sameNodes && cur.Attribution.Equal(attr)
+	var t time.Time // when the open interval ends, on a change
+	if same {
+		r.meters.forget(id) // a change seen and undone since
+	} else {
+		t = r.closeAt(cur, obs, gone, r.meters.firstSeen(id, cur, nodes, now), sameNodes)
+	}
+	if len(cur.Nodes) > 0 {
+		// An interval ends at each UTC midnight, so that every record lies
+		// in one day (compaction adds up days): up to the change, or now.
+		until := now
+		if !same {
+			until = t
+		}
+		if m := nextMidnight(cur.Start); !m.After(until) {
+			return 0, r.moveOn(ctx, id, version, cur, m)
+		}
+	}
+	if same {
 		if len(nodes) == 0 {
 			if cl == nil && gone {
 				return 0, ignoreNotFound(r.store.Delete(ctx, kindMeter, id, version))
@@ -119,7 +160,7 @@ func (r meterReconciler) meter(ctx context.Context, id string) (time.Duration, e
 			return 0, nil
 		}
 		if since := now.Sub(cur.End); since < every {
-			return every - since, nil
+			return min(every-since, nextMidnight(cur.Start).Sub(now)), nil
 		}
 		next := *cur
 		next.End = now
@@ -127,31 +168,21 @@ func (r meterReconciler) meter(ctx context.Context, id string) (time.Duration, e
 			return 0, err
 		}
 		r.metrics.metered(cur.Attribution, cur.Nodes, now.Sub(cur.End), r.cat.Nodes)
-		return every, nil
+		return min(every, nextMidnight(cur.Start).Sub(now)), nil
 	}
 	// Something changed: the open interval ends at t.
-	if usage.SameNodes(cur.Nodes, nodes) {
-		obs.Since = time.Time{} // whom it bills changed, not Ray's pods: dated when seen
-	}
-	t := r.closeAt(cur, obs, gone, r.meters.firstSeen(id, cur, nodes, now), now)
 	if len(cur.Nodes) > 0 && t.After(cur.Start) {
-		rec := *cur
-		rec.ID, rec.End, rec.Open = recordID(id, cur.Start), t, false
-		_, err := r.acc.create(ctx, kindUsage, rec.ID, map[string]string{labelOn: id}, rec)
-		switch {
-		case errors.Is(err, errs.ErrConflict):
-			// Written already (an earlier attempt, another replica): what is
-			// stored is the interval.
-			got, _, gerr := fresh[usage.Record](ctx, r.acc, kindUsage, rec.ID)
-			if gerr != nil {
-				return 0, gerr
-			}
-			t = got.End
-		case err != nil:
+		end, err := r.closeRecord(ctx, id, cur, t)
+		if err != nil {
 			return 0, err
-		default:
-			r.metrics.metered(cur.Attribution, cur.Nodes, t.Sub(cur.End), r.cat.Nodes)
 		}
+		if end.Before(t) {
+			// An earlier attempt closed it sooner and its meter's write did
+			// not come: what ran from then until this change is the meter's
+			// nodes, its own interval.
+			return 0, r.moveOn(ctx, id, version, cur, end)
+		}
+		t = end
 	}
 	defer r.meters.forget(id)
 	if len(nodes) == 0 && cl == nil && gone {
@@ -168,32 +199,80 @@ func (r meterReconciler) meter(ctx context.Context, id string) (time.Duration, e
 		return 0, nil
 	}
 	r.metrics.metered(attr, nodes, next.End.Sub(t), r.cat.Nodes)
-	return every, nil
+	return min(every, nextMidnight(t).Sub(now)), nil
+}
+
+// closeRecord stores the record of cur's interval ended at t, and returns
+// its end: t, or, when it was stored already (an earlier attempt, another
+// replica), the end stored, which is the interval's.
+func (r meterReconciler) closeRecord(ctx context.Context, id string, cur *usage.Record, t time.Time) (time.Time, error) {
+	rec := *cur
+	rec.ID, rec.End, rec.Open = recordID(id, cur.Start), t, false
+	_, err := r.acc.create(ctx, kindUsage, rec.ID, usageLabels(&rec), rec)
+	switch {
+	case errors.Is(err, errs.ErrConflict):
+		got, _, gerr := fresh[usage.Record](ctx, r.acc, kindUsage, rec.ID)
+		if gerr != nil {
+			return time.Time{}, gerr
+		}
+		return got.End, nil
+	case err != nil:
+		return time.Time{}, err
+	}
+	r.metrics.metered(cur.Attribution, cur.Nodes, t.Sub(cur.End), r.cat.Nodes)
+	return t, nil
+}
+
+// moveOn ends the open interval cur at m (a UTC midnight that has passed,
+// or where an earlier attempt ended it), its record created or found,
+// and moves the meter to the same nodes from that end on; the meter's
+// write queues its next step.
+func (r meterReconciler) moveOn(ctx context.Context, id, version string, cur *usage.Record, m time.Time) error {
+	end, err := r.closeRecord(ctx, id, cur, m)
+	if err != nil {
+		return err
+	}
+	next := *cur
+	next.Start = end
+	if next.End.Before(end) {
+		next.End = end
+	}
+	_, err = r.acc.update(ctx, kindMeter, id, version, nil, next)
+	return err
+}
+
+// nextMidnight is the first UTC midnight after t.
+func nextMidnight(t time.Time) time.Time {
+	return t.UTC().Truncate(24 * time.Hour).Add(24 * time.Hour)
 }
 
 // closeAt is when the open interval cur ends, now that a step sees a
-// change: when Ray's nodes changed, where Ray says (obs.Since zero for a
-// change of whom it bills) (clamped to the
-// interval and now); else when this client first saw the change (seen:
-// a step that failed is retried later), unless no step had looked for
-// more than two metering intervals before (every client was down): the
-// interval then ends where it was last known to run, so that time nobody
-// saw is not billed.
-func (r meterReconciler) closeAt(cur *usage.Record, obs cluster.Observation, gone bool, seen, now time.Time) time.Time {
-	t := seen
+// change. A change of Ray's nodes is dated where Ray says (obs.Since), if
+// that is within the interval; Ray's time is trusted as it is (a replica
+// whose clock is off would otherwise misdate it). Any other change (whom
+// it bills, a Ray that does not say, a Since from before the interval: a
+// restarted informer's) is dated when this client first saw it (seen: a
+// step that failed is retried later), unless no step had looked at a
+// running interval for more than two metering intervals (every client
+// was down): it then ends where it was last known to run, so that time
+// nobody saw is not billed. An idle interval (no nodes) never ends before
+// it is seen to: the time it was idle is not billed.
+func (r meterReconciler) closeAt(cur *usage.Record, obs cluster.Observation, gone bool, seen time.Time, sameNodes bool) time.Time {
 	switch {
-	case !gone && !obs.Since.IsZero():
-		t = obs.Since
-		if t.After(now) {
-			t = now
-		}
-	case seen.Sub(cur.End) > 2*r.o.meterEvery:
-		t = cur.End
+	case !gone && !sameNodes && obs.Since.After(cur.Start):
+		return obs.Since
+	case len(cur.Nodes) > 0 && seen.Sub(cur.End) > 2*r.o.meterEvery:
+		return later(cur.End, cur.Start)
 	}
-	if t.Before(cur.Start) {
-		t = cur.Start
+	return later(seen, cur.Start)
+}
+
+// later is the later of a and b.
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
 	}
-	return t
+	return b
 }
 
 // nodesOf is what the running pods are, per node group and spec.
@@ -225,15 +304,18 @@ func (r meterReconciler) nodesOf(pods []cluster.Pod) []usage.Node {
 
 // attribution is whom the cluster's compute is billed to now: cl as
 // stored, or, once it is gone, what its open interval (prev) said.
-func (r meterReconciler) attribution(ctx context.Context, cl *cluster.Cluster, prev *usage.Record) usage.Attribution {
+func (r meterReconciler) attribution(ctx context.Context, id string, cl *cluster.Cluster, prev *usage.Record) (usage.Attribution, error) {
 	if cl == nil {
 		if prev != nil {
-			return prev.Attribution
+			return prev.Attribution, nil
 		}
-		return usage.Attribution{}
+		return usage.Attribution{Cluster: id}, nil // Ray runs what is no longer stored
 	}
 	a := usage.Attribution{Cluster: cl.ID, ClusterName: cl.Spec.Name, ResourceGroup: cl.Spec.ResourceGroup,
 		ResourcePackage: cl.Spec.ResourcePackage, Creator: cl.Creator, Tags: cl.Spec.Tags, Temporary: cl.Temporary, Run: cl.OwnerRun}
+	if len(cl.Spec.Groups) > 0 {
+		a.ClusterGroups = slices.Sorted(slices.Values(cl.Spec.Groups))
+	}
 	if cl.Live != nil && cl.Live.ResourceGroup != "" {
 		a.ResourceGroup = cl.Live.ResourceGroup
 	} else if cl.QuotaGroup != "" {
@@ -247,9 +329,11 @@ func (r meterReconciler) attribution(ctx context.Context, cl *cluster.Cluster, p
 			a.JobConfig = prev.JobConfig
 		} else if run, err := r.runs.getRun(ctx, cl.OwnerRun); err == nil {
 			a.JobConfig = run.JobID
+		} else if !errs.IsNotFound(err) {
+			return a, err
 		}
 	}
-	return a
+	return a, nil
 }
 
 // meterKeys queues the meter of every cluster that may run something and
@@ -274,8 +358,11 @@ func (c *Engine) meterKeys() []string {
 func (c *Engine) usageRecords(ctx context.Context, from, to time.Time) ([]usage.Record, error) {
 	now := c.clock.Now()
 	var out []usage.Record
-	for _, kind := range []string{kindUsage, kindMeter} {
-		docs, err := c.acc.listLatest(ctx, kind, nil)
+	ends := map[string]time.Time{} // the records' ends, by id
+	// A record lies in one UTC day (its meter ends an interval at each
+	// midnight): the months of the span's days hold every record in it.
+	for month := from.UTC().AddDate(0, 0, -from.UTC().Day()+1).Truncate(24 * time.Hour); month.Before(to); month = month.AddDate(0, 1, 0) {
+		docs, err := c.acc.listLatest(ctx, kindUsage, map[string]string{labelMonth: usage.Month(month)})
 		if err != nil {
 			return nil, err
 		}
@@ -284,12 +371,29 @@ func (c *Engine) usageRecords(ctx context.Context, from, to time.Time) ([]usage.
 			if err != nil {
 				return nil, err
 			}
-			if kind == kindMeter && rec.End.Before(now) {
-				rec.End = now
+			ends[rec.ID] = rec.End
+			if len(rec.Nodes) > 0 && rec.Start.Before(to) && rec.End.After(from) {
+				out = append(out, *rec)
 			}
-			if len(rec.Nodes) == 0 || !rec.Start.Before(to) || !rec.End.After(from) {
-				continue
-			}
+		}
+	}
+	meters, err := c.acc.listLatest(ctx, kindMeter, nil)
+	if err != nil {
+		return nil, err
+	}
+	for _, d := range meters {
+		rec, err := decode[usage.Record](d)
+		if err != nil {
+			return nil, err
+		}
+		if end, ok := ends[recordID(d.ID, rec.Start)]; ok && end.After(rec.Start) {
+			// Its interval was closed and the meter's move has not come
+			// yet (a failure between the two writes): the record holds
+			// the interval up to its end, the meter what ran since.
+			rec.Start = end
+		}
+		rec.End = later(rec.End, now) // as far as its meter knows, it still runs
+		if len(rec.Nodes) > 0 && rec.Start.Before(to) && rec.End.After(from) {
 			out = append(out, *rec)
 		}
 	}
@@ -323,24 +427,24 @@ type meterNotes struct {
 }
 
 type seenChange struct {
-	from  time.Time // the open interval's start the change ends
 	nodes []usage.Node
 	at    time.Time
 }
 
 // firstSeen returns when this client first saw cluster id's nodes become
-// nodes while its interval from cur.Start ran, now if this is the first
-// time.
+// nodes while its interval cur ran, now if this is the first time.
 func (n *meterNotes) firstSeen(id string, cur *usage.Record, nodes []usage.Node, now time.Time) time.Time {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if s, ok := n.seen[id]; ok && s.from.Equal(cur.Start) && usage.SameNodes(s.nodes, nodes) && !s.at.After(now) {
+	// A change seen before the interval began (split at midnight since) is
+	// another change.
+	if s, ok := n.seen[id]; ok && !s.at.Before(cur.Start) && usage.SameNodes(s.nodes, nodes) && !s.at.After(now) {
 		return s.at
 	}
 	if n.seen == nil {
 		n.seen = map[string]seenChange{}
 	}
-	n.seen[id] = seenChange{from: cur.Start, nodes: nodes, at: now}
+	n.seen[id] = seenChange{nodes: nodes, at: now}
 	return now
 }
 
@@ -349,4 +453,162 @@ func (n *meterNotes) forget(id string) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	delete(n.seen, id)
+}
+
+// Compaction of usage records (WithUsageCompaction): the records of a
+// UTC day older than the compaction's age are added up into one record
+// per cluster and attribution (usage.Compact, id usage.CompactedID), then
+// deleted. Each record is added first and deleted second; a compacted
+// record says up to which start it holds its cluster's records
+// (Through), so that a record added and not yet deleted (a crash, another
+// replica) is neither added again nor counted twice by a report. Days
+// are taken in order from a mark (kind usagemark), one step at a time:
+// a record closed after its day was compacted (an interval that ran for
+// longer than the age) stays as it is.
+const (
+	kindCompaction = "usagecompaction" // the runner's key: usagecompaction/all
+	kindUsageMark  = "usagemark"
+	markID         = "compaction"
+	// maxCompactDays bounds the days one step compacts.
+	maxCompactDays = 7
+)
+
+// usageMark is how far compaction has come: every day up to Through
+// (usage.Day) is compacted.
+type usageMark struct {
+	Through string `json:"through"`
+}
+
+// compactionReconciler takes the compaction a step.
+type compactionReconciler struct{ *Engine }
+
+func (r compactionReconciler) Reconcile(ctx context.Context, _ string) (runner.Result, error) {
+	after, err := r.compact(ctx)
+	return runner.Result{After: after}, err
+}
+
+// GiveUp logs that compaction keeps failing; it goes on, its backoff
+// growing: nothing is lost while the records stay as they are.
+func (r compactionReconciler) GiveUp(_ context.Context, _, why string) error {
+	r.o.log.Error(errors.New(why), "compacting usage records keeps failing; they stay as they are")
+	return runner.ErrRetry
+}
+
+func (compactionReconciler) LogKey() string { return "usage" }
+
+// compact compacts the days that are old enough, up to maxCompactDays of
+// them, and returns when to look again.
+func (r compactionReconciler) compact(ctx context.Context) (time.Duration, error) {
+	cutoff := r.clock.Now().Add(-r.o.compactAfter)
+	mark, version, err := fresh[usageMark](ctx, r.acc, kindUsageMark, markID)
+	if errs.IsNotFound(err) {
+		mark, version = nil, ""
+	} else if err != nil {
+		return 0, err
+	}
+	var day time.Time
+	if mark != nil {
+		last, err := time.Parse("20060102", mark.Through)
+		if err != nil {
+			return 0, fmt.Errorf("usage compaction: the mark %q: %w", mark.Through, err)
+		}
+		day = last.AddDate(0, 0, 1)
+	} else {
+		// The first compaction: from the day of the oldest record.
+		docs, err := r.acc.listLatest(ctx, kindUsage, nil)
+		if err != nil {
+			return 0, err
+		}
+		for _, d := range docs {
+			rec, err := decode[usage.Record](d)
+			if err != nil {
+				return 0, err
+			}
+			if s := rec.Start.UTC().Truncate(24 * time.Hour); day.IsZero() || s.Before(day) {
+				day = s
+			}
+		}
+		if day.IsZero() {
+			return time.Hour, nil // nothing recorded yet
+		}
+	}
+	for range maxCompactDays {
+		if day.AddDate(0, 0, 1).After(cutoff) {
+			return min(time.Hour, day.AddDate(0, 0, 1).Sub(cutoff)+time.Second), nil
+		}
+		if err := r.compactDay(ctx, day); err != nil {
+			return 0, err
+		}
+		next := usageMark{Through: usage.Day(day)}
+		if version == "" {
+			version, err = r.acc.create(ctx, kindUsageMark, markID, nil, next)
+		} else {
+			version, err = r.acc.update(ctx, kindUsageMark, markID, version, nil, next)
+		}
+		if err != nil {
+			return 0, err // a conflict: another replica moved it; look again
+		}
+		day = day.AddDate(0, 0, 1)
+	}
+	return time.Second, nil // more days to do
+}
+
+// compactDay adds the records that started on day up into their
+// compacted records, and deletes them.
+func (r compactionReconciler) compactDay(ctx context.Context, day time.Time) error {
+	docs, err := r.acc.listLatest(ctx, kindUsage, map[string]string{labelDay: usage.Day(day)})
+	if err != nil {
+		return err
+	}
+	type stored struct {
+		rec     *usage.Record
+		version string
+	}
+	compacted := map[string]stored{}
+	var plain []stored
+	for _, d := range docs {
+		rec, err := decode[usage.Record](d)
+		if err != nil {
+			return err
+		}
+		if rec.Compacted {
+			compacted[rec.ID] = stored{rec, d.Version}
+		} else {
+			plain = append(plain, stored{rec, d.Version})
+		}
+	}
+	slices.SortFunc(plain, func(a, b stored) int { return a.rec.Start.Compare(b.rec.Start) })
+	for _, p := range plain {
+		id := usage.CompactedID(*p.rec)
+		for attempt := 0; ; attempt++ {
+			cur := compacted[id]
+			if cur.rec != nil && !p.rec.Start.After(cur.rec.Through) {
+				break // added already
+			}
+			next := usage.Compact(cur.rec, id, *p.rec)
+			var v string
+			if cur.rec == nil {
+				v, err = r.acc.create(ctx, kindUsage, id, usageLabels(&next), next)
+			} else {
+				v, err = r.acc.update(ctx, kindUsage, id, cur.version, usageLabels(&next), next)
+			}
+			if errors.Is(err, errs.ErrConflict) && attempt < conflictRetries {
+				got, gv, gerr := fresh[usage.Record](ctx, r.acc, kindUsage, id)
+				if gerr != nil {
+					return gerr
+				}
+				compacted[id] = stored{got, gv}
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			compacted[id] = stored{&next, v}
+			break
+		}
+		if err := r.store.Delete(ctx, kindUsage, p.rec.ID, p.version); err != nil && !errs.IsNotFound(err) {
+			return err
+		}
+	}
+	return nil
 }

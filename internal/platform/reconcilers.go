@@ -164,6 +164,9 @@ func (c *Engine) walk(see func(key, version string, owned bool)) {
 		visit(kindRun, c.cache.SelectDocs(kindRun, map[string]string{labelPhase: phase}))
 	}
 	visit(kindJob, c.cache.SelectDocs(kindJob, map[string]string{labelScheduled: "1"}))
+	if key := kindCompaction + "/all"; c.o.compactAfter > 0 && c.share.owns(key) {
+		c.run.Add(key)
+	}
 	for _, key := range c.meterKeys() {
 		if c.share.owns(key) {
 			c.run.Add(key)
@@ -206,5 +209,6 @@ func (c *Engine) newReconcilers() map[string]runner.Reconciler {
 		kindJob:           jobReconciler{c},
 		keySettle:         settleReconciler{ledger: c.ledger, at: c.o.settleAt},
 		kindMeter:         meterReconciler{c},
+		kindCompaction:    compactionReconciler{c},
 	}
 }
