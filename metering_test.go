@@ -245,34 +245,12 @@ func TestMeteringMatchesWhatRayRan(t *testing.T) {
 // close its interval then: the report by tag bills the time before the
 // edit to the old value and the time after to the new one.
 func TestMeteringFollowsTagEdits(t *testing.T) {
-	m := dlctest.NewMemory(dlctest.MemoryOptions{T: t})
+	m, ctx, id := meteredCluster(t, memory.StoreHooks{})
 	c := m.Client
-	ctx := dlc.WithUser(t.Context(), "alice")
-	if _, err := c.ResourceGroups().Register(ctx, quota.Group{ID: "rg-1", Package: "pkg-1",
-		Capacity: quota.Resources{MilliCPU: 64000, Memory: 256 * quota.GiB}}); err != nil {
-		t.Fatal(err)
-	}
-	grp, err := c.Groups().Create(ctx, "组")
-	if err != nil {
-		t.Fatal(err)
-	}
-	spec, err := dlc.NewCluster("c").Groups(grp.ID).Resources("pkg-1", "rg-1").Tag("team", "a").Image("ray-2.46.0-py310-cpu").
-		Head("head", "cu.4c8g").WorkerGroup("cpu", "cu.4c8g", 1, 1).Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cl, err := c.Clusters().Create(ctx, spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m.Step(time.Second)
-	if _, err := c.Clusters().Start(ctx, cl.ID); err != nil {
-		t.Fatal(err)
-	}
-	m.Step(150 * time.Millisecond) // the pods come up
-	up := m.Clock.Now()
+	up := m.Clock.Now().Add(-2*time.Minute + 150*time.Millisecond) // the pods came up 150 ms after the start
 	m.Step(time.Hour)
-	got, err := c.Clusters().Get(ctx, cl.ID)
+	edited := m.Clock.Now()
+	got, err := c.Clusters().Get(ctx, id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -286,12 +264,12 @@ func TestMeteringFollowsTagEdits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]float64{"a": 8, "b": 16} // 8 cores: an hour as a, two as b
+	want := map[string]float64{"a": 8 * edited.Sub(up).Hours(), "b": 16} // 8 cores: an hour as a, then two as b
 	if len(rep.Rows) != 2 {
 		t.Fatalf("rows %+v, want a and b", rep.Rows)
 	}
 	for _, r := range rep.Rows {
-		if r.CPUCoreHours != want[r.Key] {
+		if math.Abs(r.CPUCoreHours-want[r.Key]) > 1e-9 {
 			t.Errorf("team %s: %v core-hours, want %v (up at %s)", r.Key, r.CPUCoreHours, want[r.Key], up)
 		}
 	}
@@ -307,57 +285,33 @@ func TestMeteringFollowsTagEdits(t *testing.T) {
 func TestUsageCompaction(t *testing.T) {
 	var deletes atomic.Int64
 	var noDeletes atomic.Bool // every delete of a usage record fails
-	m := dlctest.NewMemory(dlctest.MemoryOptions{T: t,
-		Store: memory.StoreHooks{Write: func(ctx context.Context, w memory.Write, next func(context.Context) (string, error)) (string, error) {
-			if w.Op != memory.OpDelete || w.Doc.Kind != "usage" {
-				return next(ctx)
-			}
-			if noDeletes.Load() {
-				return "", errs.Unavailable("store delete", errors.New("injected: deletes fail"))
-			}
-			switch deletes.Add(1) % 6 {
-			case 1:
-				return "", errs.Unavailable("store delete", errors.New("injected: not made"))
-			case 4:
-				if _, err := next(ctx); err != nil {
-					return "", err
-				}
-				return "", errs.Unavailable("store delete", errors.New("injected: made, reply lost"))
-			}
+	m, ctx, id := meteredCluster(t, memory.StoreHooks{Write: func(ctx context.Context, w memory.Write, next func(context.Context) (string, error)) (string, error) {
+		if w.Op != memory.OpDelete || w.Doc.Kind != "usage" {
 			return next(ctx)
-		}},
-		Options: []dlc.Option{dlc.WithUsageCompaction(72 * time.Hour), dlc.WithRetries(8, time.Second, 30*time.Minute)}})
+		}
+		if noDeletes.Load() {
+			return "", errs.Unavailable("store delete", errors.New("injected: deletes fail"))
+		}
+		switch deletes.Add(1) % 6 {
+		case 1:
+			return "", errs.Unavailable("store delete", errors.New("injected: not made"))
+		case 4:
+			if _, err := next(ctx); err != nil {
+				return "", err
+			}
+			return "", errs.Unavailable("store delete", errors.New("injected: made, reply lost"))
+		}
+		return next(ctx)
+	}}, dlc.WithUsageCompaction(72*time.Hour), dlc.WithRetries(8, time.Second, 30*time.Minute))
 	m.NewClient() // a second replica that compacts too
 	c := m.Client
-	ctx := dlc.WithUser(t.Context(), "alice")
-	if _, err := c.ResourceGroups().Register(ctx, quota.Group{ID: "rg-1", Package: "pkg-1",
-		Capacity: quota.Resources{MilliCPU: 200000, Memory: 800 * quota.GiB}}); err != nil {
-		t.Fatal(err)
-	}
-	grp, err := c.Groups().Create(ctx, "组")
-	if err != nil {
-		t.Fatal(err)
-	}
-	spec, err := dlc.NewCluster("c").Groups(grp.ID).Resources("pkg-1", "rg-1").Image("ray-2.46.0-py310-cpu").
-		Head("head", "cu.4c8g").WorkerGroup("cpu", "cu.4c8g", 1, 5).Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cl, err := c.Clusters().Create(ctx, spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m.Step(time.Second)
-	if _, err := c.Clusters().Start(ctx, cl.ID); err != nil {
-		t.Fatal(err)
-	}
 	for i := range 6 * 24 * 3 { // three days, a change every ten minutes
 		m.Step(10 * time.Minute)
-		if _, err := c.Clusters().Autoscale(ctx, cl.ID, "cpu", 1+i%5); err != nil {
+		if _, err := c.Clusters().Autoscale(ctx, id, "cpu", 1+i%4); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := c.Clusters().Hibernate(ctx, cl.ID, dlc.HibernateOptions{}); err != nil {
+	if _, err := c.Clusters().Hibernate(ctx, id, dlc.HibernateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	m.Step(time.Minute)
