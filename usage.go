@@ -2,14 +2,11 @@ package dlc
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"maps"
 	"slices"
 	"time"
 
 	"github.com/aidlc/dlc/auth"
-	"github.com/aidlc/dlc/errs"
 	"github.com/aidlc/dlc/internal/platform"
 	"github.com/aidlc/dlc/usage"
 )
@@ -35,33 +32,13 @@ func (c *Client) Usage(ctx context.Context, q usage.Query) (*usage.Report, error
 	if err != nil {
 		return nil, err
 	}
-	if g := c.gate(); g.on() {
-		kept := recs[:0]
-		decided := map[string]bool{} // one decision per resource the authorizer is asked about
-		for _, r := range recs {
-			res := auth.Resource{Kind: auth.KindCluster, ID: r.Cluster, ResourceGroup: r.ResourceGroup,
+	recs, err = keepFiltered(&filter{g: c.gate(), ctx: ctx, act: auth.DescribeCluster, decided: map[string]bool{}}, recs,
+		func(r usage.Record) auth.Resource {
+			return auth.Resource{Kind: auth.KindCluster, ID: r.Cluster, ResourceGroup: r.ResourceGroup,
 				ClusterGroups: slices.Clone(r.ClusterGroups), Creator: r.Creator, Tags: maps.Clone(r.Tags)}
-			k, err := json.Marshal(res) // maps in key order: one key per resource, and no two alike
-			if err != nil {
-				return nil, err
-			}
-			key := string(k)
-			ok, seen := decided[key]
-			if !seen {
-				err := g.allow(ctx, auth.DescribeCluster, res)
-				switch {
-				case err == nil:
-					ok = true
-				case !errors.Is(err, errs.ErrForbidden):
-					return nil, err
-				}
-				decided[key] = ok
-			}
-			if ok {
-				kept = append(kept, r)
-			}
-		}
-		recs = kept
+		})
+	if err != nil {
+		return nil, err
 	}
 	return usage.Aggregate(recs, q, nil)
 }

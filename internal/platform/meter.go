@@ -362,31 +362,23 @@ func (c *Engine) usageRecords(ctx context.Context, from, to time.Time) ([]usage.
 	// A record lies in one UTC day (its meter ends an interval at each
 	// midnight): the months of the span's days hold every record in it.
 	for month := from.UTC().AddDate(0, 0, -from.UTC().Day()+1).Truncate(24 * time.Hour); month.Before(to); month = month.AddDate(0, 1, 0) {
-		docs, err := c.acc.listLatest(ctx, kindUsage, map[string]string{labelMonth: usage.Month(month)})
+		recs, _, err := c.latestRecords(ctx, kindUsage, map[string]string{labelMonth: usage.Month(month)})
 		if err != nil {
 			return nil, err
 		}
-		for _, d := range docs {
-			rec, err := decode[usage.Record](d)
-			if err != nil {
-				return nil, err
-			}
+		for _, rec := range recs {
 			ends[rec.ID] = rec.End
 			if len(rec.Nodes) > 0 && rec.Start.Before(to) && rec.End.After(from) {
 				out = append(out, *rec)
 			}
 		}
 	}
-	meters, err := c.acc.listLatest(ctx, kindMeter, nil)
+	meters, _, err := c.latestRecords(ctx, kindMeter, nil)
 	if err != nil {
 		return nil, err
 	}
-	for _, d := range meters {
-		rec, err := decode[usage.Record](d)
-		if err != nil {
-			return nil, err
-		}
-		if end, ok := ends[recordID(d.ID, rec.Start)]; ok && end.After(rec.Start) {
+	for _, rec := range meters {
+		if end, ok := ends[recordID(rec.ID, rec.Start)]; ok && end.After(rec.Start) {
 			// Its interval was closed and the meter's move has not come
 			// yet (a failure between the two writes): the record holds
 			// the interval up to its end, the meter what ran since.
@@ -401,6 +393,25 @@ func (c *Engine) usageRecords(ctx context.Context, from, to time.Time) ([]usage.
 		return cmp.Or(a.Start.Compare(b.Start), cmp.Compare(a.Cluster, b.Cluster))
 	})
 	return out, nil
+}
+
+// latestRecords returns the usage records or meters (kind) that sel
+// selects, as the store has them, decoded, with their versions.
+func (c *Engine) latestRecords(ctx context.Context, kind string, sel map[string]string) ([]*usage.Record, []string, error) {
+	docs, err := c.acc.listLatest(ctx, kind, sel)
+	if err != nil {
+		return nil, nil, err
+	}
+	recs, versions := make([]*usage.Record, 0, len(docs)), make([]string, 0, len(docs))
+	for _, d := range docs {
+		rec, err := decode[usage.Record](d)
+		if err != nil {
+			return nil, nil, err
+		}
+		rec.ID = d.ID // the stored id, whatever the content says
+		recs, versions = append(recs, rec), append(versions, d.Version)
+	}
+	return recs, versions, nil
 }
 
 // UsageRecords returns the usage records and the open intervals that
@@ -515,15 +526,11 @@ func (r compactionReconciler) compact(ctx context.Context) (time.Duration, error
 		day = last.AddDate(0, 0, 1)
 	} else {
 		// The first compaction: from the day of the oldest record.
-		docs, err := r.acc.listLatest(ctx, kindUsage, nil)
+		recs, _, err := r.latestRecords(ctx, kindUsage, nil)
 		if err != nil {
 			return 0, err
 		}
-		for _, d := range docs {
-			rec, err := decode[usage.Record](d)
-			if err != nil {
-				return 0, err
-			}
+		for _, rec := range recs {
 			if s := rec.Start.UTC().Truncate(24 * time.Hour); day.IsZero() || s.Before(day) {
 				day = s
 			}
@@ -556,7 +563,7 @@ func (r compactionReconciler) compact(ctx context.Context) (time.Duration, error
 // compactDay adds the records that started on day up into their
 // compacted records, and deletes them.
 func (r compactionReconciler) compactDay(ctx context.Context, day time.Time) error {
-	docs, err := r.acc.listLatest(ctx, kindUsage, map[string]string{labelDay: usage.Day(day)})
+	recs, versions, err := r.latestRecords(ctx, kindUsage, map[string]string{labelDay: usage.Day(day)})
 	if err != nil {
 		return err
 	}
@@ -566,15 +573,11 @@ func (r compactionReconciler) compactDay(ctx context.Context, day time.Time) err
 	}
 	compacted := map[string]stored{}
 	var plain []stored
-	for _, d := range docs {
-		rec, err := decode[usage.Record](d)
-		if err != nil {
-			return err
-		}
+	for i, rec := range recs {
 		if rec.Compacted {
-			compacted[rec.ID] = stored{rec, d.Version}
+			compacted[rec.ID] = stored{rec, versions[i]}
 		} else {
-			plain = append(plain, stored{rec, d.Version})
+			plain = append(plain, stored{rec, versions[i]})
 		}
 	}
 	slices.SortFunc(plain, func(a, b stored) int { return a.rec.Start.Compare(b.rec.Start) })
