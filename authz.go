@@ -2,6 +2,7 @@ package dlc
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"maps"
 	"slices"
@@ -63,20 +64,39 @@ func (g gate) allow(ctx context.Context, act auth.Action, r auth.Resource) error
 
 // filter is what a list keeps: the objects the user may describe. The
 // first failure to decide (not a refusal) stops it and fails the list.
+// With decided set, the authorizer is asked once per distinct resource
+// (a usage report's many records of one cluster as billed).
 type filter struct {
-	g   gate
-	ctx context.Context
-	act auth.Action
-	err error
+	g       gate
+	ctx     context.Context
+	act     auth.Action
+	err     error
+	decided map[string]bool
 }
 
 func (f *filter) keep(r auth.Resource) bool {
 	if f.err != nil {
 		return false
 	}
+	var key string
+	if f.decided != nil {
+		k, err := json.Marshal(r) // maps in key order: one key per resource, and no two alike
+		if err != nil {
+			f.err = err
+			return false
+		}
+		key = string(k)
+		if ok, seen := f.decided[key]; seen {
+			return ok
+		}
+	}
 	err := f.g.allow(f.ctx, f.act, r)
 	if err != nil && !errors.Is(err, errs.ErrForbidden) {
 		f.err = err
+		return false
+	}
+	if f.decided != nil {
+		f.decided[key] = err == nil
 	}
 	return err == nil
 }
@@ -103,10 +123,14 @@ func filteredPage[T, P any](ctx context.Context, g gate, act auth.Action, res fu
 
 // keepAllowed returns the objects of a list the user may describe.
 func keepAllowed[T any](ctx context.Context, g gate, act auth.Action, objs []T, res func(T) auth.Resource) ([]T, error) {
-	if !g.on() {
+	return keepFiltered(&filter{g: g, ctx: ctx, act: act}, objs, res)
+}
+
+// keepFiltered returns the objects of a list that f keeps.
+func keepFiltered[T any](f *filter, objs []T, res func(T) auth.Resource) ([]T, error) {
+	if !f.g.on() {
 		return objs, nil
 	}
-	f := &filter{g: g, ctx: ctx, act: act}
 	out := objs[:0]
 	for _, o := range objs {
 		if f.keep(res(o)) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"os"
 	"time"
 
 	"github.com/aidlc/dlc"
@@ -12,6 +13,7 @@ import (
 	"github.com/aidlc/dlc/dlctest"
 	"github.com/aidlc/dlc/job"
 	"github.com/aidlc/dlc/quota"
+	"github.com/aidlc/dlc/usage"
 )
 
 // The platform on the memory backend with a fake clock: a cluster is
@@ -297,4 +299,47 @@ func ExampleJobService_PlanRun() {
 	// false needs cpu=12 memory=24Gi gpu=0; allocatable cpu=4 memory=40Gi gpu=0
 	// reserved cpu=12 memory=24Gi gpu=0 → cpu=24 memory=48Gi gpu=0 of cpu=16 memory=64Gi gpu=0
 	// would wait at position 1
+}
+
+// Metering: what a team's clusters ran, by tag, priced per node-spec hour
+// (docs/metering.md). On the memory fixture's fake clock a cluster of a
+// cu.4c16g head and one cu.4c8g worker (8 cores) runs for two hours
+// (its pods come up 150 ms after the start, and go 50 ms after the
+// hibernate: what is billed is what ran), then hibernates: billing stops.
+func ExampleClient_Usage() {
+	m := dlctest.NewMemory(dlctest.MemoryOptions{})
+	defer m.Close()
+	client := m.Client
+	ctx := dlc.WithUser(context.Background(), "alice")
+	_, _ = client.ResourceGroups().Register(ctx, quota.Group{ID: "rg-1", Package: "pkg-1",
+		Capacity: quota.Resources{MilliCPU: 32000, Memory: 128 * quota.GiB}})
+	grp, _ := client.Groups().Create(ctx, "计费")
+	spec, _ := dlc.NewCluster("nlp").Groups(grp.ID).Resources("pkg-1", "rg-1").Tag("team", "nlp").
+		Image("ray-2.46.0-py310-cpu").Head("head", "cu.4c16g").WorkerGroup("cpu", "cu.4c8g", 1, 4).Build()
+	cl, _ := client.Clusters().Create(ctx, spec)
+	m.Settle(100*time.Millisecond, 100)
+	_, _ = client.Clusters().Start(ctx, cl.ID)
+	m.Step(2*time.Hour + 100*time.Millisecond)
+	_, _ = client.Clusters().Hibernate(ctx, cl.ID, dlc.HibernateOptions{})
+	m.Step(5 * time.Hour)
+	monthStart, monthEnd := dlctest.Epoch, dlctest.Epoch.AddDate(0, 1, 0)
+
+	// snippet usage
+	rep, err := client.Usage(ctx, usage.Query{
+		From: monthStart, To: monthEnd,
+		GroupBy: usage.TagKey("team"), // or usage.ByResourceGroup, ByResourcePackage, ByCreator, ByCluster, ByJob
+		Filter:  usage.Filter{ResourcePackage: "pkg-1"},
+		Prices: &usage.PriceList{Currency: "CNY", NodeHour: map[string]float64{"cu.4c8g": 1.2, "cu.4c16g": 2},
+			Packages: map[string]map[string]float64{"pkg-discount": {"cu.4c8g": 0.9}}},
+	})
+	// rep.Rows: per tag value ("" for untagged), NodeHours by node spec, CPUCoreHours,
+	// MemoryGiBHours, GPUHours by GPU type, Amount; rep.Total; rep.Unpriced.
+	err = rep.WriteCSV(os.Stdout) // or encoding/json
+	// end snippet usage
+	fmt.Println(err)
+	// Output:
+	// tag:team,cpu_core_hours,memory_gib_hours,node_hours:cu.4c16g,node_hours:cu.4c8g,amount,currency,records
+	// nlp,16,48,2,2,6.4,CNY,1
+	// total,16,48,2,2,6.4,CNY,1
+	// <nil>
 }

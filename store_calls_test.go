@@ -150,7 +150,7 @@ func TestStoreCallsPerOperation(t *testing.T) {
 		// A create reads each of the cluster's groups from the store once
 		// the cluster is stored: the fence against a delete of the group (G6).
 		{"create cluster", 4, func() { cl, err = c.Clusters().Create(ctx, spec); must(err) }},
-		{"start", 3, func() { _, err = c.Clusters().Start(ctx, cl.ID); must(err) }},
+		{"start", 4, func() { _, err = c.Clusters().Start(ctx, cl.ID); must(err) }},
 		// A run: its create, a read of its job config from the store once
 		// the run is stored (the fence against a delete of the config, J17),
 		// its placement, a read of its cluster from the store before the
@@ -173,7 +173,7 @@ func TestStoreCallsPerOperation(t *testing.T) {
 			_, err = c.Runs().Create(ctx, rec.ID, dlc.RunOptions{})
 			must(err)
 		}},
-		{"run on demand", 13, func() {
+		{"run on demand", 16, func() {
 			cfg, _ := dlc.NewJob("j3").OnDemand("pkg-1", "rg-1").Image("ray-2.46.0-py310-cpu").Head("head", "cu.4c8g").
 				WorkerGroup("cpu", "cu.4c8g", 1, 1).COSPackage("cos://jobs-1250000000/a.zip").Entrypoint("python a.py").Build()
 			rec, err := c.Jobs().Create(ctx, cfg, dlc.SaveOptions{})
@@ -185,8 +185,8 @@ func TestStoreCallsPerOperation(t *testing.T) {
 		// The cluster is marked, then its active runs are looked for in the
 		// store (listed: the cache shows none), then it is hibernated over
 		// the mark.
-		{"hibernate", 5, func() { _, err = c.Clusters().Hibernate(ctx, cl.ID, dlc.DeleteOptions{}); must(err) }},
-		{"delete", 6, func() { must(c.Clusters().Delete(ctx, cl.ID, dlc.DeleteOptions{})) }},
+		{"hibernate", 7, func() { _, err = c.Clusters().Hibernate(ctx, cl.ID, dlc.DeleteOptions{}); must(err) }},
+		{"delete", 7, func() { must(c.Clusters().Delete(ctx, cl.ID, dlc.DeleteOptions{})) }},
 		// The three runs above, finished, are deleted at the end of their
 		// retention: one delete each.
 		{"3 runs' retention ends", 3, func() { clk.Advance(dlc.DefaultRunRetention) }},

@@ -235,6 +235,10 @@ type Observation struct {
 	// waits for room: a refusal is no failure of Ray's, and its step has
 	// the longer bound of a backlog.
 	Refused string
+	// Since is when Ray's pods last changed (a pod made, removed or
+	// replaced), where Ray knows it; zero when it does not. Metering
+	// closes an interval at it rather than at the moment it looks.
+	Since time.Time
 }
 
 // Autoscaled is what Ray's own autoscaler asks of a running cluster.

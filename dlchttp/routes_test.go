@@ -16,6 +16,7 @@ import (
 	"github.com/aidlc/dlc/job"
 	"github.com/aidlc/dlc/plan"
 	"github.com/aidlc/dlc/quota"
+	"github.com/aidlc/dlc/usage"
 )
 
 // clusterSpec is a valid spec of a cluster called name in rg-1 and the
@@ -373,6 +374,25 @@ func TestEveryRoute(t *testing.T) {
 		{"resourceGroupPending", func(t *testing.T) {
 			var p page[job.Pending]
 			e.must(req{method: "GET", path: "/v1/resourcegroups/rg-1/pending"}, 200, &p)
+		}},
+		{"usageReport", func(t *testing.T) {
+			// The running cluster's pods are metered: a report of the span
+			// so far, by resource group, in JSON and in CSV.
+			from, to := e.m.Clock.Now().Add(-24*time.Hour).Format(time.RFC3339), e.m.Clock.Now().Add(time.Hour).Format(time.RFC3339)
+			q := `{"from":"` + from + `","to":"` + to + `","groupBy":"resourceGroup","prices":{"currency":"CNY","nodeHour":{"cu.4c8g":2}}}`
+			var rep usage.Report
+			e.must(req{method: "POST", path: "/v1/usage", body: q}, 200, &rep)
+			if len(rep.Rows) == 0 || rep.Rows[0].Key != "rg-1" || rep.Total.CPUCoreHours <= 0 || rep.Currency != "CNY" {
+				t.Fatalf("report %+v", rep)
+			}
+			csv := e.must(req{method: "POST", path: "/v1/usage?format=csv", body: q}, 200, nil)
+			if !strings.HasPrefix(string(csv.body), "resourceGroup,cpu_core_hours,") || !strings.Contains(string(csv.body), "\nrg-1,") {
+				t.Fatalf("CSV %q", csv.body)
+			}
+			if got := e.must(req{method: "POST", path: "/v1/usage", body: `{"from":"` + to + `","to":"` + from + `"}`}, 422, nil).err(t); len(got.Fields) == 0 || got.Fields[0].Rule != "U1" {
+				t.Fatalf("a backwards span: %+v", got)
+			}
+			e.must(req{method: "POST", path: "/v1/usage?format=xml", body: q}, 400, nil)
 		}},
 		{"stopRun", func(t *testing.T) {
 			var r job.Run

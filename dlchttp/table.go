@@ -11,6 +11,7 @@ import (
 	"github.com/aidlc/dlc/job"
 	"github.com/aidlc/dlc/plan"
 	"github.com/aidlc/dlc/quota"
+	"github.com/aidlc/dlc/usage"
 )
 
 // routes is the route table: every route the handler serves, in the
@@ -665,6 +666,32 @@ func routes() []*route {
 					return err
 				}
 				return ok(w, page[job.Pending]{Items: nonNil(ps)})
+			}},
+
+		// Usage.
+		{method: "POST", path: "/v1/usage", id: "usageReport", tag: "usage", summary: "A usage report: what clusters ran in a span, grouped and priced (only the clusters the user may describe)",
+			query:  []param{{name: "format", typ: "string", desc: "json (the default) or csv"}},
+			body:   &body{schema: usage.Query{}, desc: "the span [from, to), the grouping (resourceGroup, resourcePackage, creator, cluster, job or tag:<key>), a filter and a price list"},
+			status: 200, result: usage.Report{}, errors: []int{400, 401, 403, 413, 415, 422, 500, 503},
+			serve: func(h *Handler, w http.ResponseWriter, r *http.Request) error {
+				format := r.URL.Query().Get("format")
+				if format != "" && format != "json" && format != "csv" {
+					return httpError(http.StatusBadRequest, CodeBadRequest, "format must be json or csv")
+				}
+				var q usage.Query
+				if err := decode(r, &q, nil); err != nil {
+					return err
+				}
+				rep, err := h.c.Usage(r.Context(), q)
+				if err != nil {
+					return err
+				}
+				if format == "csv" {
+					w.Header().Set("Content-Type", "text/csv; charset=utf-8")
+					w.WriteHeader(http.StatusOK)
+					return rep.WriteCSV(w)
+				}
+				return ok(w, rep)
 			}},
 
 		// The document.

@@ -99,6 +99,8 @@ var catalog = []Rule{
 		Enforced: []string{"job.Config.Problems"}},
 	{ID: "L4", Area: Lifecycle, Statement: "A standing cluster on which no run has been active for its idle timeout is hibernated by the platform.",
 		Enforced: []string{"cluster.Spec.Problems"}},
+	{ID: "U1", Area: Lifecycle, Statement: "A usage report covers [from, to), to after from and at most usage.MaxRange later, grouped by resource group, resource package, creator, cluster, job config or a tag key, with no negative price.",
+		Enforced: []string{"usage.Query.Validate"}},
 
 	{ID: "P1", Area: Policies, Statement: "A policy's version is \"2.0\".",
 		Enforced: []string{"auth.Policy.Validate"}},

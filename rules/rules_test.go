@@ -19,7 +19,7 @@ import (
 // module is the module's root, from this package's directory.
 const module = ".."
 
-var ruleLiteral = regexp.MustCompile(`^"([CJGLP][0-9]{1,2})"$`)
+var ruleLiteral = regexp.MustCompile(`^"([CJGLPU][0-9]{1,2})"$`)
 
 // source is what the module's Go files declare and emit.
 type source struct {
@@ -32,7 +32,7 @@ type source struct {
 func scan(t *testing.T) source {
 	t.Helper()
 	s := source{declared: map[string]bool{}, emitters: map[string]map[string]bool{}, tested: map[string]bool{}}
-	word := regexp.MustCompile(`\b[CJGLP][0-9]{1,2}\b`)
+	word := regexp.MustCompile(`\b[CJGLPU][0-9]{1,2}\b`)
 	err := filepath.WalkDir(module, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -158,7 +158,7 @@ func TestCatalog(t *testing.T) {
 		}
 		seen[r.ID] = true
 		if !ruleLiteral.MatchString(`"` + r.ID + `"`) {
-			t.Errorf("%s: not an ID of the form J5, C14, G3, L1 or P7", r.ID)
+			t.Errorf("%s: not an ID of the form J5, C14, G3, L1, P7 or U1", r.ID)
 		}
 		if r.Statement == "" || strings.Contains(r.Statement, "\n") || !strings.HasSuffix(r.Statement, ".") {
 			t.Errorf("%s: the statement is to be one sentence on one line: %q", r.ID, r.Statement)

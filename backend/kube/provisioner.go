@@ -102,6 +102,11 @@ type Provisioner struct {
 	// a head takeover's grace (HeadTakeover), which no event marks.
 	rechecks map[string]time.Time
 	tick     chan struct{} // closed and replaced on every informer event
+	// podsAt is, per cluster, when the informer last saw one of its pods
+	// start or stop running (Observation.Since), for a day; podsSwept is
+	// the size past which it is swept of older times.
+	podsAt    map[string]time.Time
+	podsSwept int
 }
 
 func newProvisioner(ctx context.Context, cfg *rest.Config, st *Store, o Options) (*Provisioner, error) {
@@ -136,7 +141,7 @@ func newProvisioner(ctx context.Context, cfg *rest.Config, st *Store, o Options)
 		headTime: o.HeadTimeout, heads: &HeadGuard{Backoff: o.HeadBackoff},
 		logTime: o.LogTimeout, logHeads: &HeadGuard{Backoff: o.HeadBackoff}, tokens: o.RayTokens,
 		waitFor: o.Store.WriteWait, netpol: o.NetworkPolicy,
-		polled: map[string]bool{}, rechecks: map[string]time.Time{}, tick: make(chan struct{}),
+		polled: map[string]bool{}, rechecks: map[string]time.Time{}, tick: make(chan struct{}), podsAt: map[string]time.Time{},
 	}
 	p.render.Namespace = o.Namespace
 	if p.manager == "" {
@@ -186,9 +191,9 @@ func newProvisioner(ctx context.Context, cfg *rest.Config, st *Store, o Options)
 			return nil, fmt.Errorf("kube provisioner: informer: %w", err)
 		}
 		reg, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-			AddFunc:    p.changed,
-			UpdateFunc: func(_, obj any) { p.changed(obj) },
-			DeleteFunc: p.changed,
+			AddFunc:    func(obj any) { p.podRunning(nil, obj); p.changed(obj) },
+			UpdateFunc: func(old, obj any) { p.podRunning(old, obj); p.changed(obj) },
+			DeleteFunc: func(obj any) { p.podRunning(obj, nil); p.changed(obj) },
 		})
 		if err != nil {
 			return nil, fmt.Errorf("kube provisioner: handler: %w", err)
@@ -273,6 +278,64 @@ func (p *Provisioner) Observe(ctx context.Context, f func(kind, id string)) {
 }
 
 // changed tells the observers what an informer event is about.
+// podRunning notes when a cluster's pod started or stopped running, as
+// the informer tells it (old is nil for an add, obj nil for a delete):
+// the time its pods changed that ClusterStatus reports
+// (Observation.Since), for metering to close an interval then rather
+// than when it looks.
+func (p *Provisioner) podRunning(old, obj any) {
+	before, was := runningPod(old)
+	after, is := runningPod(obj)
+	pod := after
+	if pod == nil {
+		pod = before
+	}
+	if pod == nil || was == is || pod.Labels[KeyClusterID] == "" {
+		return
+	}
+	now := time.Now()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.podsAt[pod.Labels[KeyClusterID]] = now
+	if len(p.podsAt) > p.podsSwept {
+		// A time is needed until metering has seen the change (a step,
+		// seconds): what is older than a day is dropped, so that the map
+		// keeps the clusters that changed lately, not all there ever were.
+		for id, at := range p.podsAt {
+			if now.Sub(at) > 24*time.Hour {
+				delete(p.podsAt, id)
+			}
+		}
+		p.podsSwept = 2 * max(len(p.podsAt), 512)
+	}
+}
+
+// runningPod returns o as a pod, if it is one, and whether it runs as
+// the cluster's observation counts it (podOf): running and not being
+// deleted.
+func runningPod(o any) (*corev1.Pod, bool) {
+	if t, ok := o.(toolscache.DeletedFinalStateUnknown); ok {
+		o = t.Obj
+	}
+	pod, ok := o.(*corev1.Pod)
+	if !ok {
+		return nil, false
+	}
+	return pod, pod.Status.Phase == corev1.PodRunning && pod.DeletionTimestamp == nil
+}
+
+// podsChangedAt returns when cluster id's pods last started or stopped
+// running, as podRunning saw it (zero if not since this process began).
+func (p *Provisioner) podsChangedAt(id string, gone bool) time.Time {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	t := p.podsAt[id]
+	if gone {
+		delete(p.podsAt, id)
+	}
+	return t
+}
+
 func (p *Provisioner) changed(obj any) {
 	if t, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
 		obj = t.Obj
@@ -668,9 +731,11 @@ func (p *Provisioner) ClusterStatus(ctx context.Context, id string) (cluster.Obs
 			return cluster.Observation{Phase: cluster.PhasePending, Pods: clusterPods(left),
 				Reason: fmt.Sprintf("%d of its pods are still being deleted", len(left))}, nil
 		}
+		p.podsChangedAt(id, true)
 		return cluster.Observation{}, errs.NotFound("ray cluster", id)
 	}
 	pods := clusterPods(raw)
+	since := p.podsChangedAt(id, false)
 	var rc *rayv1.RayCluster
 	for i := range rcs {
 		if rj == nil || rcs[i].Name == rj.Status.RayClusterName {
@@ -684,14 +749,14 @@ func (p *Provisioner) ClusterStatus(ctx context.Context, id string) (cluster.Obs
 	}
 	if rj == nil {
 		o := clusterObservation(rc, now)
-		o.Pods, o.Autoscaled = pods, autoscaled(rc)
+		o.Pods, o.Autoscaled, o.Since = pods, autoscaled(rc), since
 		o.Queued = o.Queued || kubeRayOwes(rc, raw)
 		return o, nil
 	}
 	// KubeRay v1.5 leaves a RayJob's status.observedGeneration unset: the
 	// generation is our annotation, which ApplyCluster writes once the
 	// RayJob's RayCluster has the generation's size (resizeJobCluster).
-	o := cluster.Observation{Generation: generationOf(rj), Phase: cluster.PhasePending, Pods: pods}
+	o := cluster.Observation{Generation: generationOf(rj), Phase: cluster.PhasePending, Pods: pods, Since: since}
 	switch {
 	case rc == nil && !jobEnded(rj) && !rayJobFailed(rj):
 		o.Queued = true // KubeRay has not made the RayJob's cluster yet

@@ -250,16 +250,33 @@ func init() {
 	for _, kind := range entryKinds {
 		kinds[kind] = &kindInfo{kind: kind, newObj: func() client.Object { return &v1alpha1.StoreEntry{} }}
 	}
+	// Usage records are listed by cluster and by day (compaction): the API
+	// server selects them by their metadata labels.
+	kinds["usage"].selectable = []string{"on", "day", "month", "compacted"}
 }
 
 // entryKinds are the kinds kept in StoreEntries (labelled StoreKeyKind
 // with the kind): name claims, the membership documents of the clients
-// that share the work, and the settled reservations of resource groups.
+// that share the work, the settled reservations of resource groups, the
+// clusters' meters (their open usage intervals), the usage records and
+// how far their compaction has come.
 // Only the backend writes them (v1alpha1.StoreEntry).
-var entryKinds = []string{"name", "replica", "hold"}
+var entryKinds = []string{"name", "replica", "hold", "meter", "usage", "usagemark"}
+
+// uncachedKinds are the entry kinds the store does not cache: a usage
+// record is written once and read by reports, which list them past the
+// cache (ListLatest); Get reads one from the API server, List and Watch
+// never tell of them. So a replica's memory does not grow with the
+// records.
+var uncachedKinds = []string{"usage"}
 
 // inEntry reports whether documents of kind k are StoreEntries.
 func (k *kindInfo) inEntry() bool { return slices.Contains(entryKinds, k.kind) }
+
+// cachedEntryKinds are the entry kinds the store's informer selects.
+func cachedEntryKinds() []string {
+	return slices.DeleteFunc(slices.Clone(entryKinds), func(k string) bool { return slices.Contains(uncachedKinds, k) })
+}
 
 // storeLabelsKey is the status key of a document's labels, in the kinds
 // whose status has one (v1alpha1.Record): there a change of state and of
@@ -313,7 +330,7 @@ func NewStore(ctx context.Context, cfg *rest.Config, namespace string, opts Stor
 	if err != nil {
 		return nil, err
 	}
-	inEntry, err := labels.NewRequirement(StoreKeyKind, selection.In, entryKinds)
+	inEntry, err := labels.NewRequirement(StoreKeyKind, selection.In, cachedEntryKinds())
 	if err != nil {
 		return nil, fmt.Errorf("kube store: %w", err)
 	}
@@ -335,6 +352,9 @@ func NewStore(ctx context.Context, cfg *rest.Config, namespace string, opts Stor
 	var regs []toolscache.ResourceEventHandlerRegistration
 	for _, k := range kinds {
 		s.docs[k.kind] = map[string]entry{}
+		if slices.Contains(uncachedKinds, k.kind) {
+			continue
+		}
 		inf, err := cache.GetInformer(ctx, k.newObj())
 		if err != nil {
 			return nil, fmt.Errorf("kube store: informer for %s: %w", k.kind, err)
@@ -572,6 +592,9 @@ func (s *Store) await(ctx context.Context, cond func() bool) {
 // resourceVersions as Kubernetes 1.35 made them comparable; where they
 // are not numbers, only the first test applies).
 func (s *Store) awaitVersion(ctx context.Context, kind, id, rv string) {
+	if slices.Contains(uncachedKinds, kind) {
+		return // no cache to wait for
+	}
 	s.await(ctx, func() bool {
 		if s.docs[kind][id].doc.Version == rv {
 			return true

@@ -244,3 +244,62 @@ func TestStoreListLatestSelectsOnTheServer(t *testing.T) {
 	}
 	until("the server selects again once the update labelled it", func() bool { return found(2) })
 }
+
+// TestStoreUsageRecordsUncached: usage records are StoreEntries the
+// store does not cache (a replica's memory does not grow with them): a
+// create returns at once (no cache to wait for), Get reads one from the
+// API server, List and Watch never tell of them, ListLatest lists them
+// with their labels; a second create of one id is a conflict (metering's
+// exactly once). Meters, the open intervals, are cached as the other
+// entry kinds are.
+func TestStoreUsageRecordsUncached(t *testing.T) {
+	cp := kubetest.StartControlPlane(t)
+	ns := cp.NewNamespace(t)
+	s, err := kube.NewStore(t.Context(), cp.Config(), ns, kube.StoreOptions{NoEvents: true, WriteWait: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	watched := make(chan backend.Change, 16)
+	if _, err := s.Watch(ctx, func(ch backend.Change) { watched <- ch }); err != nil {
+		t.Fatal(err)
+	}
+	data := []byte(`{"id":"cls-1.abc","cluster":"cls-1","start":"2026-01-01T00:00:00Z","end":"2026-01-01T01:00:00Z"}`)
+	start := time.Now()
+	if _, err := s.Create(ctx, backend.Doc{Kind: "usage", ID: "cls-1.abc", Labels: map[string]string{"on": "cls-1"}, Data: data}); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took > 30*time.Second {
+		t.Fatalf("a usage record's create waited %v for a cache that does not have it", took)
+	}
+	if _, err := s.Create(ctx, backend.Doc{Kind: "usage", ID: "cls-1.abc", Data: data}); !errors.Is(err, errs.ErrConflict) {
+		t.Fatalf("the same record again: %v, want a conflict", err)
+	}
+	if d, err := s.Get(ctx, "usage", "cls-1.abc"); err != nil || string(d.Data) != string(data) {
+		t.Fatalf("Get: %v %s", err, d.Data)
+	}
+	if docs, err := s.List(ctx, "usage", nil); err != nil || len(docs) != 0 {
+		t.Fatalf("List of an uncached kind: %v %v", ids(docs), err)
+	}
+	docs, err := s.ListLatest(ctx, "usage", map[string]string{"on": "cls-1"})
+	if err != nil || len(docs) != 1 || docs[0].ID != "cls-1.abc" {
+		t.Fatalf("ListLatest: %v %v", ids(docs), err)
+	}
+	// A meter is cached: its change is watched.
+	if _, err := s.Create(ctx, backend.Doc{Kind: "meter", ID: "cls-1", Data: data}); err != nil {
+		t.Fatal(err)
+	}
+	for ch := range watched {
+		if ch.Doc.Kind == "usage" {
+			t.Fatalf("a usage record was watched: %s", ch.Doc.ID)
+		}
+		if ch.Doc.Kind == "meter" {
+			break
+		}
+	}
+	if docs, err := s.List(ctx, "meter", nil); err != nil || len(docs) != 1 {
+		t.Fatalf("List of meters: %v %v", ids(docs), err)
+	}
+}

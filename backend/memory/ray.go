@@ -264,8 +264,10 @@ func (r *Ray) ApplyCluster(ctx context.Context, c *cluster.Cluster) error {
 	return nil
 }
 
-// podsChanged tells the Pods hook of sc's pods; the caller holds r.mu.
+// podsChanged records when sc's pods changed (Observation.Since) and
+// tells the Pods hook of them; the caller holds r.mu.
 func (r *Ray) podsChanged(sc *simCluster) {
+	sc.obs.Since = r.clock.Now()
 	if r.hooks.Pods != nil && sc.spec != nil {
 		r.hooks.Pods(sc.spec, sc.obs.Pods)
 	}

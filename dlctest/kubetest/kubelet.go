@@ -3,6 +3,8 @@ package kubetest
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -57,6 +59,62 @@ type Kubelet struct {
 	marked int
 	breaks map[int]podBreak
 	nextB  int
+	runs   map[types.UID]*PodRun
+}
+
+// PodRun is one pod's stretch of running as the stand-in made it run:
+// from the moment the stand-in's write of its Running status returned to
+// the moment it saw the pod deleted, or wrote it failed (End zero while it
+// runs). What metering is checked against.
+type PodRun struct {
+	Namespace, Name string
+	UID             types.UID
+	Labels          map[string]string
+	// Requests are the pod's containers' requests, summed.
+	Requests   corev1.ResourceList
+	Start, End time.Time
+}
+
+// Runs returns every pod run the stand-in has made so far, by start.
+func (k *Kubelet) Runs() []PodRun {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	out := make([]PodRun, 0, len(k.runs))
+	for _, r := range k.runs {
+		c := *r
+		c.Labels = maps.Clone(r.Labels)
+		c.Requests = r.Requests.DeepCopy()
+		out = append(out, c)
+	}
+	slices.SortFunc(out, func(a, b PodRun) int { return a.Start.Compare(b.Start) })
+	return out
+}
+
+// ran records that pod runs from now.
+func (k *Kubelet) ran(pod *corev1.Pod) {
+	req := corev1.ResourceList{}
+	for _, c := range pod.Spec.Containers {
+		for name, q := range c.Resources.Requests {
+			sum := req[name]
+			sum.Add(q)
+			req[name] = sum
+		}
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if _, ok := k.runs[pod.UID]; !ok {
+		k.runs[pod.UID] = &PodRun{Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID, Labels: maps.Clone(pod.Labels),
+			Requests: req, Start: time.Now()}
+	}
+}
+
+// stopped records that pod uid stopped running now, if it ran.
+func (k *Kubelet) stopped(uid types.UID) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if r, ok := k.runs[uid]; ok && r.End.IsZero() {
+		r.End = time.Now()
+	}
 }
 
 // podBreak is a rule of FailMatching.
@@ -96,7 +154,7 @@ func startKubelet(cp *ControlPlane, namespaces []string, rayPods func(pod *corev
 	if err != nil {
 		return nil, err
 	}
-	k := &Kubelet{standIn: si, rayPods: rayPods, ips: map[types.UID]string{}, breaks: map[int]podBreak{}}
+	k := &Kubelet{standIn: si, rayPods: rayPods, ips: map[types.UID]string{}, breaks: map[int]podBreak{}, runs: map[types.UID]*PodRun{}}
 	enqueue := func(obj any) {
 		if pod, ok := obj.(*corev1.Pod); ok {
 			k.add(pod)
@@ -111,6 +169,7 @@ func startKubelet(cp *ControlPlane, namespaces []string, rayPods func(pod *corev
 				obj = tomb.Obj
 			}
 			if pod, ok := obj.(*corev1.Pod); ok {
+				k.stopped(pod.UID)
 				k.rayPodEvent(pod, true)
 			}
 		},
@@ -170,6 +229,9 @@ func (k *Kubelet) sync(ctx context.Context, key types.NamespacedName) error {
 		}
 		failPod(&pod, reason)
 		err := k.client.Status().Update(ctx, &pod)
+		if err == nil {
+			k.stopped(pod.UID)
+		}
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
@@ -184,6 +246,7 @@ func (k *Kubelet) sync(ctx context.Context, key types.NamespacedName) error {
 		return err // retried from a fresh read
 	}
 	if err == nil {
+		k.ran(&pod)
 		k.mu.Lock()
 		k.marked++
 		k.mu.Unlock()
@@ -259,7 +322,11 @@ func (k *Kubelet) Fail(namespace, name, reason string) error {
 			return err
 		}
 		failPod(&pod, reason)
-		return k.client.Status().Update(ctx, &pod)
+		if err := k.client.Status().Update(ctx, &pod); err != nil {
+			return err
+		}
+		k.stopped(pod.UID)
+		return nil
 	})
 }
 

@@ -222,6 +222,28 @@ func TestCommands(t *testing.T) {
 		{name: "quota of a missing group",
 			args:   func(*story) []string { return []string{"quota", "rg-nosuch"} },
 			errOut: []string{"not found"}},
+		// usage
+		{name: "usage by resource group", ok: true,
+			args: func(*story) []string { return []string{"usage", "--by", "resourceGroup"} },
+			out:  []string{"RESOURCEGROUP", "CPU-CORE-HOURS", "rg-cpu", "TOTAL"}},
+		{name: "usage priced, as CSV", ok: true,
+			args: func(*story) []string {
+				return []string{"usage", "--by", "tag:team", "--from", "2025-12-01", "--prices", "-", "-o", "csv"}
+			},
+			in:  "currency: CNY\nnodeHour:\n  cu.4c8g: 1.5\n",
+			out: []string{"tag:team,cpu_core_hours,", ",CNY,"}},
+		{name: "usage by an unknown grouping",
+			args:   func(*story) []string { return []string{"usage", "--by", "team"} },
+			errOut: []string{"[U1] query.groupBy"}},
+		{name: "usage with a set-based selector",
+			args:   func(*story) []string { return []string{"usage", "-l", "team!=a"} },
+			errOut: []string{"tag equality only"}},
+		{name: "usage with a bad date",
+			args:   func(*story) []string { return []string{"usage", "--from", "yesterday"} },
+			errOut: []string{"--from", "neither RFC 3339 nor YYYY-MM-DD"}},
+		{name: "usage as a table format it has not",
+			args:   func(*story) []string { return []string{"usage", "-o", "wide"} },
+			errOut: []string{`--output "wide"`}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

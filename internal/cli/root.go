@@ -101,7 +101,7 @@ read and write.`,
 	root.AddCommand(
 		e.getCmd(), e.describeCmd(),
 		e.createCmd(), e.applyCmd(), e.startCmd(), e.hibernateCmd(), e.deleteCmd(),
-		e.submitCmd(), e.logsCmd(), e.whyCmd(), e.planCmd(), e.quotaCmd(),
+		e.submitCmd(), e.logsCmd(), e.whyCmd(), e.planCmd(), e.quotaCmd(), e.usageCmd(),
 	)
 	return root
 }

@@ -16,6 +16,7 @@ func derivers() map[string]objects.Derive {
 		kindCluster: deriving(clusterLabels),
 		kindRun:     deriving(runLabels),
 		kindJob:     deriving(jobLabels),
+		kindUsage:   deriving(usageLabels),
 		kindHold: func(d backend.Doc) (map[string]string, any, error) {
 			h, err := decode[holdDoc](d)
 			if err != nil {

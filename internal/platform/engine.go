@@ -98,6 +98,12 @@ type options struct {
 	maxUnfinished int
 	// probation is WithMemberProbation's (0: counted at once).
 	probation int
+	// meterEvery is how often a running cluster's open usage interval is
+	// written (meter.go).
+	meterEvery time.Duration
+	// compactAfter is the age past which a day's usage records are
+	// compacted; 0: never.
+	compactAfter time.Duration
 	// authorizer decides user operations (nil: all allowed); the engine
 	// holds it for the services of package dlc, which ask it.
 	authorizer auth.Authorizer
@@ -142,6 +148,8 @@ func (o *options) check() errs.List {
 		{"WithScheduleFloor", o.scheduleFloor, o.scheduleFloor < 0, "must not be negative (0: no floor)"},
 		{"WithMaxUnfinishedRuns", o.maxUnfinished, o.maxUnfinished < 0, "must not be negative (0: no bound)"},
 		{"WithMemberProbation", o.probation, o.probation < 0, "must not be negative (0: counted at once)"},
+		{"WithMeteringInterval", o.meterEvery, o.meterEvery < time.Second, "must be at least a second"},
+		{"WithUsageCompaction", o.compactAfter, o.compactAfter != 0 && o.compactAfter < time.Hour, "must be 0 (never) or at least an hour"},
 	} {
 		if c.bad {
 			bad(c.option, c.value, c.detail)
@@ -258,6 +266,18 @@ func WithRepairGrace(d time.Duration) Option { return func(o *options) { o.grace
 // WithAutoscaleHeadroom: see dlc.WithAutoscaleHeadroom.
 func WithAutoscaleHeadroom(workers int) Option { return func(o *options) { o.headroom = workers } }
 
+// WithMeteringInterval: see dlc.WithMeteringInterval.
+func WithMeteringInterval(d time.Duration) Option { return func(o *options) { o.meterEvery = d } }
+
+// WithUsageCompaction: see dlc.WithUsageCompaction.
+func WithUsageCompaction(after time.Duration) Option {
+	return func(o *options) { o.compactAfter = after }
+}
+
+// DefaultMeteringInterval is how often a running cluster's open usage
+// interval is written by default: an hour.
+const DefaultMeteringInterval = time.Hour
+
 // WithStepTimeout: see dlc.WithStepTimeout.
 func WithStepTimeout(d time.Duration) Option { return func(o *options) { o.stepTime = d } }
 
@@ -329,6 +349,7 @@ type Engine struct {
 	cache         *objects.Cache
 	queues        *queues
 	metrics       *metrics    // nil: none registered
+	meters        meterNotes  // when this client first saw each change of a meter not yet recorded
 	acc           *access     // typed reads and writes of the stored objects
 	archive       *logArchive // nil: runs' whole logs are not kept in COS (logarchive.go)
 
@@ -379,7 +400,8 @@ func New(opts ...Option) (*Engine, error) {
 	o := options{checkPackage: localPackages, workers: 8, retries: 8, maxDelay: 30 * time.Second, grace: 30 * time.Second, settleAt: 32,
 		holdsWait: 5 * time.Second, headroom: 1, stepTime: 10 * time.Minute, log: logr.Discard(), resync: 5 * time.Minute,
 		retention: retention{maxAge: DefaultRunRetention, perJob: DefaultRunsPerJob, total: DefaultMaxFinishedRuns}, runStartTime: DefaultRunStartTimeout, rayUnreachable: DefaultRayUnreachableTimeout,
-		scheduleFloor: DefaultScheduleFloor, maxUnfinished: DefaultMaxUnfinishedRuns, probation: DefaultMemberProbation}
+		scheduleFloor: DefaultScheduleFloor, maxUnfinished: DefaultMaxUnfinishedRuns, probation: DefaultMemberProbation,
+		meterEvery: DefaultMeteringInterval}
 	for _, f := range opts {
 		f(&o)
 	}
@@ -461,7 +483,7 @@ func New(opts ...Option) (*Engine, error) {
 		return nil, fmt.Errorf("dlc: watching the store: %w", err)
 	}
 	for _, d := range snap {
-		if d.Kind != kindReplica {
+		if d.Kind != kindReplica && !isMetered(d) {
 			c.observed(d, false)
 		}
 		if d.Kind == kindResourceGroup {
@@ -486,7 +508,12 @@ func New(opts ...Option) (*Engine, error) {
 	if o.observer {
 		return c, nil // its cache and views only: no reconciler to start
 	}
-	c.ray.Observe(ctx, func(kind, id string) { c.enqueue(kind + "/" + id) })
+	c.ray.Observe(ctx, func(kind, id string) {
+		c.enqueue(kind + "/" + id)
+		if kind == kindCluster {
+			c.enqueue(kindMeter + "/" + id) // what runs of it may have changed
+		}
+	})
 	c.share.periodicResync() // the first round: what later ones find unchanged since
 	if o.resync > 0 {
 		var tick func()

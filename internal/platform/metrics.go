@@ -13,6 +13,7 @@ import (
 	"github.com/aidlc/dlc/internal/check"
 	"github.com/aidlc/dlc/job"
 	"github.com/aidlc/dlc/quota"
+	"github.com/aidlc/dlc/usage"
 )
 
 // WithLogger: see dlc.WithLogger.
@@ -40,6 +41,10 @@ type metrics struct {
 	deadlines      prometheus.Counter
 	idle           prometheus.Counter
 	unreachable    *prometheus.CounterVec
+	usageCPU       *prometheus.CounterVec
+	usageMemory    *prometheus.CounterVec
+	usageGPU       *prometheus.CounterVec
+	usageNodes     *prometheus.CounterVec
 }
 
 func newMetrics(r prometheus.Registerer, c *Engine) (*metrics, error) {
@@ -89,7 +94,19 @@ func newMetrics(r prometheus.Registerer, c *Engine) (*metrics, error) {
 			Help: "Live runs whose job Ray could not be asked about, by outcome: noted (the run says since when, and waits) or failed (unreachable past WithRayUnreachableTimeout)."},
 			[]string{"outcome"}),
 	}
-	for _, col := range []prometheus.Collector{m.admissionWait, m.clusterStart, m.runDuration, m.runsFinished,
+	m.usageCPU = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "dlc_usage_cpu_core_seconds_total",
+		Help: "CPU core-seconds that clusters' running pods requested, by resource group; counted by the client that recorded them (sum over replicas)."},
+		[]string{"resource_group"})
+	m.usageMemory = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "dlc_usage_memory_gib_seconds_total",
+		Help: "Memory GiB-seconds that clusters' running pods requested, by resource group; counted by the client that recorded them (sum over replicas)."},
+		[]string{"resource_group"})
+	m.usageGPU = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "dlc_usage_gpu_seconds_total",
+		Help: "GPU-seconds that clusters' running pods requested, by resource group and GPU type (a type not in the catalog is \"other\"); counted by the client that recorded them (sum over replicas)."},
+		[]string{"resource_group", "gpu_type"})
+	m.usageNodes = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "dlc_usage_node_seconds_total",
+		Help: "Node-seconds of clusters' running pods, by resource group and node spec (a spec not in the catalog is \"other\"); counted by the client that recorded them (sum over replicas)."},
+		[]string{"resource_group", "node_spec"})
+	for _, col := range []prometheus.Collector{m.usageCPU, m.usageMemory, m.usageGPU, m.usageNodes, m.admissionWait, m.clusterStart, m.runDuration, m.runsFinished,
 		m.reconcileErrs, m.retries, m.backendLatency, m.backendErrs, m.quotaReports, m.runsDeleted, m.stalled,
 		m.ticks, m.runRetries, m.deadlines, m.idle, m.unreachable, stateCollector{c}} {
 		if err := r.Register(col); err != nil {
@@ -453,4 +470,30 @@ func ignoreNotFound(err error) error {
 		return nil
 	}
 	return err
+}
+
+// metered counts d of nodes running for a, as the meter recorded it:
+// labelled by resource group, and by node spec and GPU type as far as
+// the catalog knows them (a pod's own labels could name anything).
+func (m *metrics) metered(a usage.Attribution, nodes []usage.Node, d time.Duration, cat quota.Catalog) {
+	if m == nil || d <= 0 {
+		return
+	}
+	rg := rgLabel(a.ResourceGroup)
+	for _, n := range nodes {
+		secs := d.Seconds() * float64(n.Count)
+		spec, gpu := "other", "other"
+		if s, ok := cat.Lookup(n.NodeSpec); ok {
+			spec = s.Name
+			if s.GPUType == n.GPUType {
+				gpu = s.GPUType
+			}
+		}
+		m.usageNodes.WithLabelValues(rg, spec).Add(secs)
+		m.usageCPU.WithLabelValues(rg).Add(secs * float64(n.Each.MilliCPU) / 1000)
+		m.usageMemory.WithLabelValues(rg).Add(secs * float64(n.Each.Memory) / float64(quota.GiB))
+		if n.Each.GPU > 0 {
+			m.usageGPU.WithLabelValues(rg, gpu).Add(secs * float64(n.Each.GPU))
+		}
+	}
 }

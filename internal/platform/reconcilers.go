@@ -65,6 +65,9 @@ func (c *Engine) apply(ch backend.Change) {
 		c.share.observeReplica(ch.Doc, ch.Deleted)
 		return
 	}
+	if isMetered(ch.Doc) {
+		return // read from the store by a report, never cached
+	}
 	var before backend.Doc
 	had := false
 	if c.views.Watching() || ch.Doc.Kind == kindResourceGroup {
@@ -89,6 +92,7 @@ func (c *Engine) apply(ch backend.Change) {
 		}
 	}
 	if d.Kind == kindCluster {
+		c.enqueue(kindMeter + "/" + d.ID) // its attribution, or its end
 		// What the change means for the runs that depend on the cluster is
 		// derived here, on every client, not by the cluster's reconciler:
 		// with the work shared, those runs may be another client's.
@@ -165,6 +169,14 @@ func (c *Engine) walk(see func(key, version string, owned bool)) {
 		visit(kindRun, c.cache.SelectDocs(kindRun, map[string]string{labelPhase: phase}))
 	}
 	visit(kindJob, c.cache.SelectDocs(kindJob, map[string]string{labelScheduled: "1"}))
+	if key := kindCompaction + "/all"; c.o.compactAfter > 0 && c.share.owns(key) {
+		c.run.Add(key)
+	}
+	for _, key := range c.meterKeys() {
+		if c.share.owns(key) {
+			c.run.Add(key)
+		}
+	}
 	c.enqueueRetained()
 }
 
@@ -201,5 +213,7 @@ func (c *Engine) newReconcilers() map[string]runner.Reconciler {
 		kindResourceGroup: resourceGroupReconciler{c},
 		kindJob:           jobReconciler{c},
 		keySettle:         settleReconciler{ledger: c.ledger, at: c.o.settleAt},
+		kindMeter:         meterReconciler{c},
+		kindCompaction:    compactionReconciler{c},
 	}
 }

@@ -323,8 +323,12 @@ func TestRequestsPerOperation(t *testing.T) {
 	clusterState(cl.ID, cluster.Running)
 	// 4 for the start; 3 more as the platform gives Ray's autoscaler a
 	// worker of room above the group's minimum (the resource group, the
-	// cluster, the RayCluster's maximum).
-	check("start it", 7)
+	// cluster, the RayCluster's maximum). Metering (StoreEntries): 1 to
+	// open the cluster's interval, then 2 (the closed record, the meter's
+	// move) for each change of the running pods it sees: the workers
+	// coming up after the head, the worker the autoscaler adds.
+	const metered = 2
+	check("start it", 7+1+2*metered)
 
 	for _, tc := range []struct{ name, clusterID, groupID string }{
 		{"a run on the cluster", cl.ID, ""},
@@ -348,7 +352,7 @@ func TestRequestsPerOperation(t *testing.T) {
 		t.Fatal(err)
 	}
 	clusterState(cl.ID, cluster.Hibernated)
-	check("hibernate it", 5, "list runs ×1")
+	check("hibernate it", 5+2*3, "list runs ×1") // metering: each of the 3 pods may be seen go apart
 
 	if err := c.Clusters().Delete(ctx, cl.ID, dlc.DeleteOptions{}); err != nil {
 		t.Fatal(err)
@@ -357,7 +361,7 @@ func TestRequestsPerOperation(t *testing.T) {
 		_, err := c.Clusters().Get(ctx, cl.ID)
 		return err != nil, fmt.Sprint(err)
 	})
-	check("delete it", 5, "list runs ×1")
+	check("delete it", 5+1, "list runs ×1") // metering: the idle meter dropped
 
 	od, err := dlc.NewJob("counted-od").OnDemand("pkg-1", "rg").Priority(5).Image("ray-2.46.0-py310-cpu").
 		Head("head", "cu.4c8g").WorkerGroup("cpu", "cu.4c8g", 1, 1).
@@ -370,7 +374,7 @@ func TestRequestsPerOperation(t *testing.T) {
 		cls, err := c.Clusters().List(ctx)
 		return err == nil && len(cls) == 0, fmt.Sprint(len(cls), err)
 	})
-	check("an on-demand run", 15)
+	check("an on-demand run", 15+1+2*3+1) // metering: open, the worker up after the head, 2 pods going, drop
 
 	// A config scheduled a year ahead is saved once, and then nothing: no
 	// tick is due (a schedule's step once wrote the config whenever it
