@@ -109,20 +109,8 @@ func TestAutoscalerWithinQuota(t *testing.T) {
 	t.Run("on-demand", func(t *testing.T) {
 		t.Parallel()
 		a := newAutoscaleScene(t)
-		cfg, err := dlc.NewJob("autoscaling").OnDemand("pkg-1", "rg-20").Priority(5).Image("ray-2.46.0-py310-cpu").
-			Head("head", "cu.4c8g").WorkerGroup("cpu", "cu.4c8g", 1, 10).
-			COSPackage("cos://jobs-1250000000/train.zip").Entrypoint("sleep 600").Build()
-		if err != nil {
-			t.Fatal(err)
-		}
-		rec, err := a.c.Jobs().Create(a.ctx, cfg, dlc.SaveOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		r, err := a.c.Runs().Create(a.ctx, rec.ID, dlc.RunOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
+		r := a.submit("autoscaling", 5, 1, 10)
+		var err error
 		waitFor(t, "the run running", func() (bool, string) {
 			if r, err = a.c.Runs().Get(a.ctx, r.ID); err != nil {
 				return false, err.Error()
@@ -216,6 +204,28 @@ func (a *autoscaleScene) start(name string, lo, hi int) *cluster.Cluster {
 	}
 	waitFor(t, name+" running", func() (bool, string) { s := state(t, a.c, cl.ID); return s == cluster.Running, string(s) })
 	return cl
+}
+
+// submit saves an on-demand job in rg-20 at priority prio, of a cu.4c8g
+// head and cu.4c8g workers in [lo, hi] that sleep, and starts a run of it.
+func (a *autoscaleScene) submit(name string, prio, lo, hi int) *job.Run {
+	t := a.t
+	t.Helper()
+	cfg, err := dlc.NewJob(name).OnDemand("pkg-1", "rg-20").Priority(prio).Image("ray-2.46.0-py310-cpu").
+		Head("head", "cu.4c8g").WorkerGroup("cpu", "cu.4c8g", lo, hi).
+		COSPackage("cos://jobs-1250000000/train.zip").Entrypoint("sleep 600").Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := a.c.Jobs().Create(a.ctx, cfg, dlc.SaveOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := a.c.Runs().Create(a.ctx, rec.ID, dlc.RunOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
 }
 
 // within runs the story on the running autoscaling cluster id.

@@ -32,20 +32,7 @@ func TestIdleHeadroomServesTheQueueOnKubernetes(t *testing.T) {
 		}
 		return u.Reserved.MilliCPU == 16000 && u.Headroom.MilliCPU == 8000, fmt.Sprintf("reserved %s, headroom %s", u.Reserved, u.Headroom)
 	})
-	cfg, err := dlc.NewJob("queued").OnDemand("pkg-1", "rg-20").Priority(9).Image("ray-2.46.0-py310-cpu").
-		Head("head", "cu.4c8g").WorkerGroup("cpu", "cu.4c8g", 1, 1).
-		COSPackage("cos://jobs-1250000000/train.zip").Entrypoint("sleep 600").Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec, err := a.c.Jobs().Create(a.ctx, cfg, dlc.SaveOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := a.c.Runs().Create(a.ctx, rec.ID, dlc.RunOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := a.submit("queued", 9, 1, 1)
 	took := waitFor(t, "the run admitted", func() (bool, string) {
 		u, err := a.c.ResourceGroups().Get(a.ctx, "rg-20")
 		if err != nil {
@@ -164,20 +151,7 @@ func TestStarvingRunHoldsBackAGrowthOnKubernetes(t *testing.T) {
 	if _, g := replicas(); g == nil || g.Want != 3 {
 		t.Fatalf("the autoscaler at its ceiling: growth %+v, want 3 workers waiting", g)
 	}
-	cfg, err := dlc.NewJob("starving").OnDemand("pkg-1", "rg-20").Priority(9).Image("ray-2.46.0-py310-cpu").
-		Head("head", "cu.4c8g").WorkerGroup("cpu", "cu.4c8g", 1, 1).
-		COSPackage("cos://jobs-1250000000/train.zip").Entrypoint("sleep 600").Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec, err := a.c.Jobs().Create(a.ctx, cfg, dlc.SaveOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := a.c.Runs().Create(a.ctx, rec.ID, dlc.RunOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := a.submit("starving", 9, 1, 1)
 	waitFor(t, "the run told it waits", func() (bool, string) {
 		got, err := a.c.Runs().Get(a.ctx, r.ID)
 		if err != nil {
