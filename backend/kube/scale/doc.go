@@ -37,6 +37,11 @@
 //   - SCALE_TIMEOUT (of make; default 3h): go test -timeout, a backstop (the
 //     deadline is cut to 2 min before it).
 //
+// DLC_SCALE_HEAP_PROFILE=<prefix> writes the heap profiles before and after
+// each replica whose heap is counted per cluster (<prefix>.N.before.pprof,
+// <prefix>.N.after.pprof): go tool pprof -sample_index=inuse_space
+// -diff_base BEFORE AFTER says where that replica's bytes go.
+//
 // DLC_SCALE_REPORT=<file> writes the tables to a file too. docs/scale.md
 // ("A scale test") says what each phase measures, how to reproduce a
 // figure, and the figures it gave.

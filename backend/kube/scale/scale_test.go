@@ -13,6 +13,7 @@ import (
 	"os"
 	"regexp"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -35,6 +36,7 @@ import (
 	"github.com/aidlc/dlc/dlctest/kubetest"
 	"github.com/aidlc/dlc/job"
 	"github.com/aidlc/dlc/quota"
+	"github.com/aidlc/dlc/storage"
 )
 
 // Environment variables of the scale test (docs/scale.md).
@@ -51,6 +53,7 @@ const (
 	envWorkers     = "DLC_SCALE_CLIENT_WORKERS"  // reconcile workers per client (default: the client's, 8)
 	envSharing     = "DLC_SCALE_WORK_SHARING"    // dlc.WithWorkSharing's TTL; 0: every replica reconciles everything (default: the client's)
 	envReport      = "DLC_SCALE_REPORT"          // a file to write the report to, besides stdout
+	envHeapProfile = "DLC_SCALE_HEAP_PROFILE"    // a file prefix: heap profiles before and after each replica counted per cluster
 )
 
 // params are a run's parameters.
@@ -171,6 +174,11 @@ func TestScale(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if os.Getenv(envHeapProfile) != "" {
+		// Every 4 KiB allocated sampled, not every 512 KiB: a replica's
+		// profile then tells its kinds of objects apart.
+		runtime.MemProfileRate = 4096
+	}
 	// KubeRay requeues every RayCluster after each reconcile; dlctest sets
 	// 1 s, as KubeRay's own tests do, unless told otherwise. At N clusters
 	// that is N reconciles a second for its one worker: keep KubeRay's
@@ -272,7 +280,8 @@ func (h *harness) newBackend(api *counter) *kube.Backend {
 	if api != nil {
 		cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return &apiCounter{next: rt, c: api} })
 	}
-	be, err := kube.New(h.ctx, cfg, kube.Options{Namespace: h.ns, Dashboard: h.loop.Dashboard, QPS: h.p.qps, Burst: h.p.burst})
+	be, err := kube.New(h.ctx, cfg, kube.Options{Namespace: h.ns, Dashboard: h.loop.Dashboard, QPS: h.p.qps, Burst: h.p.burst,
+		Render: kube.RenderOptions{WorkingDir: workingDir}})
 	if err != nil {
 		h.t.Fatalf("kube.New: %v", err)
 	}
@@ -591,6 +600,10 @@ func (h *harness) heapOfNewReplica(what string, per int, unit string) {
 		h.r.notes = append(h.r.notes, "the store did not stay quiet for 2 s before: "+what)
 	}
 	before := heapNow()
+	profile := os.Getenv(envHeapProfile)
+	if per > 0 && profile != "" {
+		h.writeHeapProfile(fmt.Sprintf("%s.%d.before.pprof", profile, len(h.r.heap)))
+	}
 	be := h.newBackend(nil) // not held by a cleanup, so that closing it frees it
 	c, err := dlc.New(dlc.WithBackend(be), dlc.WithWorkers(0))
 	if err != nil {
@@ -598,6 +611,9 @@ func (h *harness) heapOfNewReplica(what string, per int, unit string) {
 		h.t.Fatalf("dlc.New: %v", err)
 	}
 	after := heapNow()
+	if per > 0 && profile != "" {
+		h.writeHeapProfile(fmt.Sprintf("%s.%d.after.pprof", profile, len(h.r.heap)))
+	}
 	_ = c.Close()
 	be.Close()
 	closed := heapNow()
@@ -613,6 +629,22 @@ func (h *harness) heapOfNewReplica(what string, per int, unit string) {
 	}
 	h.r.heap = append(h.r.heap, f)
 	h.t.Logf("heap: %s: %s (%s; %s)", what, mib(d), f.detail, f.per)
+}
+
+// writeHeapProfile writes the heap profile as of the last collection
+// (heapNow's) to file: two of them, before and after a replica starts,
+// say where its bytes go (go tool pprof -sample_index=inuse_space
+// -diff_base BEFORE AFTER).
+func (h *harness) writeHeapProfile(file string) {
+	f, err := os.Create(file)
+	if err != nil {
+		h.t.Errorf("heap profile: %v", err)
+		return
+	}
+	defer f.Close()
+	if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+		h.t.Errorf("heap profile: %v", err)
+	}
 }
 
 func heapNow() uint64 {
@@ -727,10 +759,26 @@ var scaleZip = func() []byte {
 	return buf.Bytes()
 }()
 
-// fetch serves the job package for any cos:// URL, and nothing else: the
-// head stand-ins dial nothing.
+// packageURL is where the heads fetch the runs' package from: Ray fetches
+// no cos:// URI (its protocol.py knows https, s3, gs, gcs and file), so the
+// backends render each COS package as an https URL (workingDir), as
+// kube.COSWorkingDir presigns one, and fetch serves it.
+const packageURL = "https://jobs-1250000000.cos.scale.invalid/"
+
+// workingDir is the backends' RenderOptions.WorkingDir: the package's
+// https URL under packageURL.
+func workingDir(u kube.PackageUse) (string, error) {
+	obj, err := storage.ParseCOSURL(u.Package.COS)
+	if err != nil {
+		return "", err
+	}
+	return packageURL + obj.Key, nil
+}
+
+// fetch serves the job package for any URL under packageURL, and nothing
+// else: the head stand-ins dial nothing.
 func fetch(_ context.Context, url string) (io.ReadCloser, error) {
-	if !strings.HasPrefix(url, "cos://") {
+	if !strings.HasPrefix(url, packageURL) {
 		return nil, fmt.Errorf("scale: no package at %q", url)
 	}
 	return io.NopCloser(bytes.NewReader(scaleZip)), nil
