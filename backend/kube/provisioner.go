@@ -126,10 +126,14 @@ func newProvisioner(ctx context.Context, cfg *rest.Config, st *Store, o Options)
 	cache, err := ctrlcache.New(cfg, ctrlcache.Options{
 		Scheme:            scheme,
 		DefaultNamespaces: watched,
+		// Nothing reads an object's managedFields: kept, they were a
+		// large share of each RayCluster's and pod's bytes in every
+		// replica (issue 43).
+		DefaultTransform: ctrlcache.TransformStripManagedFields(),
 		ByObject: map[client.Object]ctrlcache.ByObject{
 			&rayv1.RayCluster{}: {Label: ours},
 			&rayv1.RayJob{}:     {Label: ours},
-			&corev1.Pod{}:       {Label: labels.NewSelector().Add(*hasCluster)},
+			&corev1.Pod{}:       {Label: labels.NewSelector().Add(*hasCluster), Transform: slimPod},
 		},
 	})
 	if err != nil {
