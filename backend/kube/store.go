@@ -174,12 +174,15 @@ type Store struct {
 
 // entry is a cached document with the parts its writes compare.
 type entry struct {
-	doc     backend.Doc
-	name    string
-	meta    []byte // labels and annotations as JSON
-	spec    []byte // the spec as JSON (the data of a StoreEntry)
-	status  []byte // the status as JSON
-	initial string // the initial-status annotation, while the status subresource is unwritten
+	doc  backend.Doc
+	name string
+	// The sums (SHA-256) of the labels and annotations, the spec (the data
+	// of a StoreEntry) and the status, each as canonical JSON: an update
+	// compares what it writes with them, to write only the parts that
+	// changed. Sums, not the JSON: every replica keeps an entry per stored
+	// object, and the JSON was as large again as the document (issue 43).
+	meta, spec, status [sha256.Size]byte
+	initial            string // the initial-status annotation, while the status subresource is unwritten
 }
 
 // kindInfo says how a kind is stored.
@@ -338,6 +341,7 @@ func NewStore(ctx context.Context, cfg *rest.Config, namespace string, opts Stor
 	cache, err := ctrlcache.New(cfg, ctrlcache.Options{
 		Scheme:            scheme,
 		DefaultNamespaces: map[string]ctrlcache.Config{namespace: {}},
+		DefaultTransform:  ctrlcache.TransformStripManagedFields(), // nothing reads them (issue 43)
 		ByObject:          map[client.Object]ctrlcache.ByObject{&v1alpha1.StoreEntry{}: {Label: sel}},
 	})
 	if err != nil {
@@ -917,8 +921,8 @@ func (s *Store) Update(ctx context.Context, d backend.Doc) (string, error) {
 	}
 	mainChanged, statusChanged := true, k.status
 	if ok && cur.doc.Version == d.Version {
-		mainChanged = !bytes.Equal(cur.meta, e.meta) || !bytes.Equal(cur.spec, e.spec)
-		statusChanged = k.status && !bytes.Equal(cur.status, e.status)
+		mainChanged = cur.meta != e.meta || cur.spec != e.spec
+		statusChanged = k.status && cur.status != e.status
 		if !mainChanged && !statusChanged {
 			mainChanged = true // a no-op write still checks the version
 		}
@@ -1190,7 +1194,7 @@ func fromObject(k *kindInfo, obj client.Object) (entry, error) {
 	if err != nil {
 		return entry{}, err
 	}
-	e := entry{name: obj.GetName(), meta: meta}
+	e := entry{name: obj.GetName(), meta: sha256.Sum256(meta)}
 	e.doc = backend.Doc{Kind: k.kind, ID: id, Version: obj.GetResourceVersion(), Labels: lbl}
 	if se, ok := obj.(*v1alpha1.StoreEntry); ok {
 		if se.Labels[StoreKeyKind] != k.kind {
@@ -1198,14 +1202,16 @@ func fromObject(k *kindInfo, obj client.Object) (entry, error) {
 			return entry{}, fmt.Errorf("kube store: %s is not a %s", obj.GetName(), k.kind)
 		}
 		e.doc.Data = []byte(se.Data)
-		e.spec = e.doc.Data
+		e.spec = sha256.Sum256(e.doc.Data)
 		return e, nil
 	}
 	rv := reflect.ValueOf(obj).Elem()
-	if e.spec, err = canonicalJSON(rv.FieldByName("Spec").Interface()); err != nil {
+	specJSON, err := canonicalJSON(rv.FieldByName("Spec").Interface())
+	if err != nil {
 		return entry{}, err
 	}
-	if e.status, err = canonicalJSON(rv.FieldByName("Status").Interface()); err != nil {
+	statusJSON, err := canonicalJSON(rv.FieldByName("Status").Interface())
+	if err != nil {
 		return entry{}, err
 	}
 	if init, ok := ann[StoreKeyInitialStatus]; ok {
@@ -1213,18 +1219,19 @@ func fromObject(k *kindInfo, obj client.Object) (entry, error) {
 		if err != nil {
 			return entry{}, err
 		}
-		if bytes.Equal(e.status, zero) {
-			if e.status, err = canonicalJSON(json.RawMessage(init)); err != nil {
+		if bytes.Equal(statusJSON, zero) {
+			if statusJSON, err = canonicalJSON(json.RawMessage(init)); err != nil {
 				return entry{}, fmt.Errorf("kube store: %s: initial status: %w", obj.GetName(), err)
 			}
 			e.initial = init
 		}
 	}
 	var spec, status map[string]json.RawMessage
-	if err := json.Unmarshal(e.spec, &spec); err != nil {
+	e.spec, e.status = sha256.Sum256(specJSON), sha256.Sum256(statusJSON)
+	if err := json.Unmarshal(specJSON, &spec); err != nil {
 		return entry{}, err
 	}
-	if err := json.Unmarshal(e.status, &status); err != nil {
+	if err := json.Unmarshal(statusJSON, &status); err != nil {
 		return entry{}, err
 	}
 	top := map[string]json.RawMessage{}
