@@ -28,7 +28,7 @@ func TestSlimPodKeepsWhatIsRead(t *testing.T) {
 			Labels:            map[string]string{KeyClusterID: "cls-1", rayLabelNodeType: "head", KeyNodeGroup: "head"},
 			Annotations:       map[string]string{KeyNodeSpec: "cu.4c8g"},
 			OwnerReferences:   []metav1.OwnerReference{{APIVersion: "ray.io/v1", Kind: "RayCluster", Name: "rc", UID: "u-rc", Controller: ptr.To(true)}},
-			ManagedFields:     []metav1.ManagedFieldsEntry{{Manager: "kuberay", FieldsV1: &metav1.FieldsV1{Raw: make([]byte, 4096)}}},
+			ManagedFields:     []metav1.ManagedFieldsEntry{{Manager: "kuberay", FieldsV1: metav1.NewFieldsV1(string(make([]byte, 4096)))}},
 		},
 		Spec: corev1.PodSpec{
 			NodeName: "node-1",
