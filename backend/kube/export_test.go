@@ -40,3 +40,13 @@ var QuotaRefusal = quotaRefusal
 
 // CapacityBytes is capacityBytes.
 var CapacityBytes = capacityBytes
+
+// SlimRayCluster is slimRayCluster, what the provisioner's informer keeps
+// of a RayCluster.
+func SlimRayCluster(rc *rayv1.RayCluster) *rayv1.RayCluster {
+	out, err := slimRayCluster(rc.DeepCopy())
+	if err != nil {
+		panic(err)
+	}
+	return out.(*rayv1.RayCluster)
+}

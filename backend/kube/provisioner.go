@@ -131,7 +131,7 @@ func newProvisioner(ctx context.Context, cfg *rest.Config, st *Store, o Options)
 		// replica (issue 43).
 		DefaultTransform: ctrlcache.TransformStripManagedFields(),
 		ByObject: map[client.Object]ctrlcache.ByObject{
-			&rayv1.RayCluster{}: {Label: ours},
+			&rayv1.RayCluster{}: {Label: ours, Transform: slimRayCluster},
 			&rayv1.RayJob{}:     {Label: ours},
 			&corev1.Pod{}:       {Label: labels.NewSelector().Add(*hasCluster), Transform: slimPod},
 		},
@@ -961,12 +961,26 @@ func (p *Provisioner) resizeJobCluster(ctx context.Context, c *cluster.Cluster, 
 	var rc *rayv1.RayCluster
 	for i := range rcs {
 		if rcs[i].Name == rj.Status.RayClusterName && rcs[i].DeletionTimestamp == nil {
-			rc = rcs[i].DeepCopy()
+			rc = &rcs[i]
 		}
 	}
 	if rc == nil || rendered.Spec.RayClusterSpec == nil {
 		return nil
 	}
+	// The update writes the whole object: it is read whole, as the API
+	// server has it (the cache keeps no pod templates: slimRayCluster), and
+	// made on that version.
+	live := &rayv1.RayCluster{}
+	if err := p.c.Get(ctx, client.ObjectKeyFromObject(rc), live); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return apiError("get RayCluster", "cluster", c.ID, err)
+	}
+	if live.UID != rc.UID || live.DeletionTimestamp != nil {
+		return nil // another one since, or going: the next observation decides
+	}
+	rc = live
 	want := map[string]*rayv1.WorkerGroupSpec{}
 	for i := range rendered.Spec.RayClusterSpec.WorkerGroupSpecs {
 		w := &rendered.Spec.RayClusterSpec.WorkerGroupSpecs[i]

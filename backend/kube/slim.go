@@ -1,9 +1,51 @@
 package kube
 
 import (
+	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
+
+// slimRayCluster is the transform of the provisioner's RayCluster
+// informer: it drops the managedFields and the pod templates of the head
+// and worker groups, which were most of a RayCluster's bytes in every
+// replica (issue 43), and keeps of them what the provisioner reads of a
+// cached RayCluster: each template's labels and annotations, and the
+// head container's name and Ray token settings (RayTokenOf). The rest of
+// the spec, the metadata and the status are kept. What writes a
+// RayCluster whole reads it from the API server first
+// (resizeJobCluster); an apply renders its own. Anything else passes
+// unchanged.
+func slimRayCluster(in any) (any, error) {
+	rc, ok := in.(*rayv1.RayCluster)
+	if !ok {
+		return in, nil
+	}
+	rc.ManagedFields = nil
+	head := slimTemplate(rc.Spec.HeadGroupSpec.Template)
+	for _, c := range rc.Spec.HeadGroupSpec.Template.Spec.Containers {
+		if c.Name != HeadContainer {
+			continue
+		}
+		kept := corev1.Container{Name: c.Name}
+		for _, e := range c.Env {
+			if e.Name == "RAY_AUTH_MODE" || e.Name == "RAY_AUTH_TOKEN" {
+				kept.Env = append(kept.Env, e)
+			}
+		}
+		head.Spec.Containers = append(head.Spec.Containers, kept)
+	}
+	rc.Spec.HeadGroupSpec.Template = head
+	for i := range rc.Spec.WorkerGroupSpecs {
+		rc.Spec.WorkerGroupSpecs[i].Template = slimTemplate(rc.Spec.WorkerGroupSpecs[i].Template)
+	}
+	return rc, nil
+}
+
+// slimTemplate keeps a pod template's labels and annotations.
+func slimTemplate(t corev1.PodTemplateSpec) corev1.PodTemplateSpec {
+	return corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: t.Labels, Annotations: t.Annotations}}
+}
 
 // slimPod is the transform of the provisioner's pod informer: it keeps of
 // a pod what the provisioner reads (podOf, podResources, podsOfIn,
