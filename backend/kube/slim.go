@@ -11,7 +11,7 @@ import (
 // and worker groups, which were most of a RayCluster's bytes in every
 // replica (issue 43), and keeps of them what the provisioner reads of a
 // cached RayCluster: each template's labels and annotations, and the
-// head container's name and Ray token settings (RayTokenOf). The rest of
+// head container's name, image and Ray token settings (RayTokenOf). The rest of
 // the spec, the metadata and the status are kept. What writes a
 // RayCluster whole reads it from the API server first
 // (resizeJobCluster); an apply renders its own. Anything else passes
@@ -27,7 +27,7 @@ func slimRayCluster(in any) (any, error) {
 		if c.Name != HeadContainer {
 			continue
 		}
-		kept := corev1.Container{Name: c.Name}
+		kept := corev1.Container{Name: c.Name, Image: c.Image} // the image: the test loop's head stand-in plays its Ray version
 		for _, e := range c.Env {
 			if e.Name == "RAY_AUTH_MODE" || e.Name == "RAY_AUTH_TOKEN" {
 				kept.Env = append(kept.Env, e)
@@ -83,14 +83,16 @@ func slimPod(in any) (any, error) {
 	return out, nil
 }
 
-// slimContainers keeps each container's name, image and resources.
+// slimContainers keeps each container's name, image, resources and
+// restart policy (an init container restarted Always is a sidecar, whose
+// requests add to the pod's: podResources).
 func slimContainers(cs []corev1.Container) []corev1.Container {
 	if len(cs) == 0 {
 		return nil
 	}
 	out := make([]corev1.Container, len(cs))
 	for i, c := range cs {
-		out[i] = corev1.Container{Name: c.Name, Image: c.Image, Resources: c.Resources}
+		out[i] = corev1.Container{Name: c.Name, Image: c.Image, Resources: c.Resources, RestartPolicy: c.RestartPolicy}
 	}
 	return out
 }

@@ -62,7 +62,8 @@ func TestSlimRayClusterKeepsWhatIsRead(t *testing.T) {
 			}
 		}
 		if h := slim.Spec.HeadGroupSpec.Template.Spec; len(h.Containers) != 1 || len(h.Containers[0].Env) > 2 ||
-			h.Containers[0].Image != "" || h.Volumes != nil || slim.ManagedFields != nil {
+			h.Containers[0].Image != whole.Spec.HeadGroupSpec.Template.Spec.Containers[0].Image || h.Containers[0].Command != nil ||
+			h.Volumes != nil || slim.ManagedFields != nil {
 			t.Errorf("the slim head template keeps what nothing reads: %+v", h)
 		}
 

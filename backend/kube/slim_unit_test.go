@@ -35,7 +35,10 @@ func TestSlimPodKeepsWhatIsRead(t *testing.T) {
 			Overhead: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")},
 			InitContainers: []corev1.Container{{Name: "wait-gcs", Image: "ray:2.46.0",
 				Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("200m")}},
-				Command:   []string{"sh", "-c", "until ray health-check; do sleep 1; done"}}},
+				Command:   []string{"sh", "-c", "until ray health-check; do sleep 1; done"}},
+				// A native sidecar: its requests add to the pod's.
+				{Name: "log-shipper", Image: "fluent-bit:3", RestartPolicy: ptr.To(corev1.ContainerRestartPolicyAlways),
+					Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("300m"), corev1.ResourceMemory: resource.MustParse("256Mi")}}}},
 			Containers: []corev1.Container{{Name: HeadContainer, Image: "ray:2.46.0", Resources: res,
 				Env:            []corev1.EnvVar{{Name: "RAY_CLUSTER_NAME", Value: "rc"}, {Name: "RAY_PORT", Value: "6379"}},
 				VolumeMounts:   []corev1.VolumeMount{{Name: "logs", MountPath: "/tmp/ray"}},
