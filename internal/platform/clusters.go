@@ -1084,12 +1084,14 @@ func (s *ClusterService) autoscale(ctx context.Context, req growRequest) (res cl
 		res.Granted, res.QuotaRefused, res.Reason = want, false, ""
 		canEver := want // the most workers the group's whole capacity could ever hold
 		if want > cur {
-			a, _, err := get[quota.Account](ctx, c.acc, kindResourceGroup, "resource group", rg)
+			var a *quota.Account
 			if req.mode == growAdmitted {
 				// The queue's pass has just written the account: what it
 				// left is read where it is, not in a cache that may lag.
 				a, _, err = fresh[quota.Account](ctx, c.acc, kindResourceGroup, rg)
 				err = notFoundAs(err, "resource group", rg)
+			} else {
+				a, _, err = get[quota.Account](ctx, c.acc, kindResourceGroup, "resource group", rg)
 			}
 			if err != nil {
 				return res, false, err
@@ -1098,7 +1100,6 @@ func (s *ClusterService) autoscale(ctx context.Context, req growRequest) (res cl
 			if req.mode == growAdmitted {
 				free = free.Add(s.reservedAhead(cl, a))
 			}
-			canEver = c.clusters.mostThatFit(cl, group, cur, want, a.Capacity)
 			switch fits := int64(cur) + free.CountFits(node.Resources()); {
 			case req.mode != growAdmitted && c.queueWaits(rg, growthEntry(cl.ID), cl.Spec.EffectivePriority()):
 				// Quota serves the queue first: a growth waits its turn
@@ -1112,6 +1113,10 @@ func (s *ClusterService) autoscale(ctx context.Context, req growRequest) (res cl
 				res.Granted, res.QuotaRefused = int(fits), true
 				res.Reason = fmt.Sprintf("resource group %s can allocate %s: %d of %d more %s workers fit",
 					rg, free, fits-int64(cur), want-cur, wg.NodeSpec)
+			}
+			if res.QuotaRefused {
+				// Only a refusal asks what may wait (growthMarks).
+				canEver = c.clusters.mostThatFit(cl, group, cur, want, a.Capacity)
 			}
 		}
 		growth, granted, yielded := s.growthMarks(cl, req, res, canEver)
