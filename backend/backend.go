@@ -28,7 +28,11 @@ type Doc struct {
 }
 
 // Change is one change a store reports: a document written, or deleted
-// (Deleted, with the document as it last was).
+// (Deleted, with the document as it last was). Its Doc.Data, and those of
+// the snapshot Watch returns, may be the store's own bytes, shared with
+// its cache and every other watcher: a watcher reads them and never
+// changes them (a replica kept a copy of every stored document per
+// watcher before: issue 43). Its Doc.Labels are the watcher's own.
 type Change struct {
 	Doc     Doc
 	Deleted bool

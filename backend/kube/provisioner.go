@@ -518,9 +518,8 @@ func (p *Provisioner) ApplyCluster(ctx context.Context, c *cluster.Cluster) erro
 	if obj.GetNamespace() != p.namespace {
 		return p.apply(ctx, obj) // owner references do not cross namespaces: the delete deletes it
 	}
-	owner := &v1alpha1.ComputeCluster{}
-	okey := types.NamespacedName{Namespace: p.namespace, Name: storeObjectName(kinds["cluster"], c.ID)}
-	if err := p.store.cache.Get(ctx, okey, owner); err != nil {
+	owner, err := p.store.ownerOf("cluster", c.ID)
+	if err != nil {
 		return apiError("read the cluster object", "cluster", c.ID, err)
 	}
 	if err := SetOwner(obj, owner, v1alpha1.GroupVersion.WithKind("ComputeCluster")); err != nil {

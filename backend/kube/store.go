@@ -24,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"k8s.io/apimachinery/pkg/util/validation"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -176,6 +177,7 @@ type Store struct {
 type entry struct {
 	doc  backend.Doc
 	name string
+	uid  types.UID // the object's, for an owner reference to it (ownerOf)
 	// The sums (SHA-256) of the labels and annotations, the spec (the data
 	// of a StoreEntry) and the status, each as canonical JSON: an update
 	// compares what it writes with them, to write only the parts that
@@ -190,6 +192,9 @@ type kindInfo struct {
 	kind string
 	// newObj returns an empty object of the kind's type.
 	newObj func() client.Object
+	// typ is the Go type of the kind's objects, when they are not
+	// StoreEntries (storeKindOf).
+	typ reflect.Type
 	// status reports whether the type has a status subresource.
 	status bool
 	// specKeys and statusKeys are the top-level JSON names of the spec
@@ -215,8 +220,8 @@ var kinds = map[string]*kindInfo{}
 
 func init() {
 	add := func(kind string, newObj func() client.Object) *kindInfo {
-		k := &kindInfo{kind: kind, newObj: newObj, status: true}
-		t := reflect.TypeOf(newObj()).Elem()
+		k := &kindInfo{kind: kind, newObj: newObj, status: true, typ: reflect.TypeOf(newObj())}
+		t := k.typ.Elem()
 		sf, _ := t.FieldByName("Spec")
 		st, _ := t.FieldByName("Status")
 		k.specKeys = jsonKeys(sf.Type)
@@ -341,7 +346,7 @@ func NewStore(ctx context.Context, cfg *rest.Config, namespace string, opts Stor
 	cache, err := ctrlcache.New(cfg, ctrlcache.Options{
 		Scheme:            scheme,
 		DefaultNamespaces: map[string]ctrlcache.Config{namespace: {}},
-		DefaultTransform:  ctrlcache.TransformStripManagedFields(), // nothing reads them (issue 43)
+		DefaultTransform:  toCached, // the informers keep the store's entries, not the objects (issue 43)
 		ByObject:          map[client.Object]ctrlcache.ByObject{&v1alpha1.StoreEntry{}: {Label: sel}},
 	})
 	if err != nil {
@@ -485,19 +490,17 @@ func listRefusal(pctx context.Context, c client.Client, namespace string) error 
 // so that what they cached can be freed.
 func (s *Store) Close() { s.stop(); s.events.close() }
 
-// observe applies an informer event to the documents and tells watchers.
+// observe applies an informer event for kind k to the documents and
+// tells watchers. obj is the cachedObject toCached made of the object.
 func (s *Store) observe(k *kindInfo, obj any, deleted bool) {
 	if t, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
 		obj = t.Obj
 	}
-	o, ok := obj.(client.Object)
-	if !ok {
-		return
+	co, ok := obj.(*cachedObject)
+	if !ok || co.kind != k.kind {
+		return // not one of ours, or of another kind kept in StoreEntries
 	}
-	e, err := fromObject(k, o)
-	if err != nil {
-		return // not one of ours (e.g. a hand-made object): ignore it
-	}
+	e := co.e
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	byID := s.docs[k.kind]
@@ -510,27 +513,33 @@ func (s *Store) observe(k *kindInfo, obj any, deleted bool) {
 		byID[e.doc.ID] = e
 	}
 	if len(k.selectable) > 0 {
-		s.noteSelectable(k, o, e.doc, deleted)
+		s.noteSelectable(k, co.unselectable, e.doc.ID, deleted)
 	}
 	if last := s.lastRV[k.kind]; last == "" {
 		s.lastRV[k.kind] = e.doc.Version
 	} else if c, err := resourceversion.CompareResourceVersion(e.doc.Version, last); err == nil && c > 0 {
 		s.lastRV[k.kind] = e.doc.Version
 	}
-	s.watchers.Each(func(h func(backend.Change)) { h(backend.Change{Doc: backend.CopyDoc(e.doc), Deleted: deleted}) })
+	s.watchers.Each(func(h func(backend.Change)) { h(backend.Change{Doc: watched(e.doc), Deleted: deleted}) })
 	close(s.tick)
 	s.tick = make(chan struct{})
 }
 
-// noteSelectable keeps s.unselectable for document d of kind k, its
-// object o (deleted: gone). s.mu is held.
-func (s *Store) noteSelectable(k *kindInfo, o client.Object, d backend.Doc, deleted bool) {
-	lacks := false
+// lacksSelectable reports whether object o of kind k, whose document has
+// labels lbl, lacks one of the kind's selectable labels in its
+// metadata.labels (written by a version before they were).
+func lacksSelectable(k *kindInfo, o client.Object, lbl map[string]string) bool {
 	for _, key := range k.selectable {
-		if v, ok := d.Labels[key]; ok && o.GetLabels()[StoreLabelPrefix+key] != v {
-			lacks = true
+		if v, ok := lbl[key]; ok && o.GetLabels()[StoreLabelPrefix+key] != v {
+			return true
 		}
 	}
+	return false
+}
+
+// noteSelectable keeps s.unselectable for document id of kind k, whose
+// object lacks a selectable label (deleted: gone). s.mu is held.
+func (s *Store) noteSelectable(k *kindInfo, lacks bool, id string, deleted bool) {
 	set := s.unselectable[k.kind]
 	switch {
 	case lacks && !deleted:
@@ -538,9 +547,9 @@ func (s *Store) noteSelectable(k *kindInfo, o client.Object, d backend.Doc, dele
 			set = map[string]bool{}
 			s.unselectable[k.kind] = set
 		}
-		set[d.ID] = true
+		set[id] = true
 	case set != nil:
-		delete(set, d.ID)
+		delete(set, id)
 	}
 }
 
@@ -643,6 +652,20 @@ func (s *Store) cached(kind, id string) (backend.Doc, bool) {
 	defer s.mu.RUnlock()
 	e, ok := s.docs[kind][id]
 	return e.doc, ok
+}
+
+// ownerOf returns the metadata an owner reference to the object of
+// document kind/id takes (its name, namespace and UID) as the store's cache
+// has it, or the API server's not-found error when the cache has it not.
+func (s *Store) ownerOf(kind, id string) (metav1.Object, error) {
+	s.mu.RLock()
+	e, ok := s.docs[kind][id]
+	s.mu.RUnlock()
+	if !ok {
+		k := kinds[kind]
+		return nil, apierrors.NewNotFound(v1alpha1.GroupVersion.WithResource(kind).GroupResource(), storeObjectName(k, id))
+	}
+	return &metav1.ObjectMeta{Name: e.name, Namespace: s.namespace, UID: e.uid}, nil
 }
 
 // GetLatest returns the document kind/id as the API server has it now,
@@ -786,11 +809,18 @@ func (s *Store) Watch(ctx context.Context, h func(backend.Change)) ([]backend.Do
 	s.watchers.Add(ctx, &s.mu, h, func() {
 		for _, byID := range s.docs {
 			for _, e := range byID {
-				snap = append(snap, backend.CopyDoc(e.doc))
+				snap = append(snap, watched(e.doc))
 			}
 		}
 	})
 	return snap, nil
+}
+
+// watched is d as a watcher is told of it (backend.Change): its labels its
+// own, its data the store's.
+func watched(d backend.Doc) backend.Doc {
+	d.Labels = maps.Clone(d.Labels)
+	return d
 }
 
 // Create stores a new document and returns its version; an existing id is
@@ -1194,7 +1224,7 @@ func fromObject(k *kindInfo, obj client.Object) (entry, error) {
 	if err != nil {
 		return entry{}, err
 	}
-	e := entry{name: obj.GetName(), meta: sha256.Sum256(meta)}
+	e := entry{name: obj.GetName(), uid: obj.GetUID(), meta: sha256.Sum256(meta)}
 	e.doc = backend.Doc{Kind: k.kind, ID: id, Version: obj.GetResourceVersion(), Labels: lbl}
 	if se, ok := obj.(*v1alpha1.StoreEntry); ok {
 		if se.Labels[StoreKeyKind] != k.kind {
