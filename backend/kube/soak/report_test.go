@@ -21,6 +21,7 @@ type row struct {
 	conflicts                                 int64             // of them answered 409
 	made, succeeded, failed, stopped, deleted int               // runs in the minute
 	clusters                                  string            // clusters by state
+	hibernations                              int               // clusters hibernated in the minute
 	pods                                      int               // in the namespace
 	events                                    int               // Kubernetes events in the namespace
 	ticks                                     tickCheck
@@ -43,10 +44,10 @@ func (r row) line(s *soak) string {
 	for _, k := range slices.Sorted(maps.Keys(r.stored)) {
 		fmt.Fprintf(&b, " %s %d/%.0f KiB", k, r.stored[k][0], float64(r.stored[k][1])/1024)
 	}
-	fmt.Fprintf(&b, "; %.1f writes/s (%d conflicts); runs made %d, succeeded %d, failed %d, stopped %d, deleted %d; "+
+	fmt.Fprintf(&b, "; %.1f writes/s (%d conflicts); runs made %d, succeeded %d, failed %d, stopped %d, deleted %d; hibernated %d; "+
 		"ticks due %d = started %d + missed %d + unaccounted %d, behind %d, twice %d; quota over %d, audit %d; stuck %d, abnormal %d; "+
 		"clusters %s; pods %d, events %d; test heap %s MiB",
-		r.writesPerS, r.conflicts, r.made, r.succeeded, r.failed, r.stopped, r.deleted,
+		r.writesPerS, r.conflicts, r.made, r.succeeded, r.failed, r.stopped, r.deleted, r.hibernations,
 		r.ticks.due, r.ticks.started, r.ticks.missed, r.ticks.unaccounted, r.ticks.behind, len(r.ticks.twice),
 		len(r.over), r.audit, len(r.stuck), len(r.abnormal), r.clusters, r.pods, r.events, mib(r.testHeap))
 	for _, x := range append(slices.Clone(r.stuck), r.abnormal...) {
@@ -87,8 +88,7 @@ func seriesOf(rows []row, replicas int) []series {
 	}
 	out = append(out,
 		series{"API writes/s", 2, func(r row) float64 { return r.writesPerS }},
-		series{"pods", 4, func(r row) float64 { return float64(r.pods) }},
-		series{"events", 64, func(r row) float64 { return float64(r.events) }})
+		series{"pods", 4, func(r row) float64 { return float64(r.pods) }})
 	return out
 }
 
@@ -197,7 +197,7 @@ func (s *soak) report(final bool) (string, []string) {
 	for _, k := range ks {
 		head = append(head, k+" n", k+" KiB")
 	}
-	head = append(head, "writes/s", "runs made", "ok", "failed/stopped", "deleted", "ticks due", "started", "missed",
+	head = append(head, "writes/s", "runs made", "ok", "failed/stopped", "deleted", "hibernated", "ticks due", "started", "missed",
 		"unacc.", "behind", "twice", "over cap.", "audit", "stuck", "pods", "events", "test heap MiB")
 	var rows [][]string
 	for i, r := range s.rows {
@@ -216,7 +216,7 @@ func (s *soak) report(final bool) (string, []string) {
 			c = append(c, fmt.Sprint(r.stored[k][0]), fmt.Sprintf("%.0f", float64(r.stored[k][1])/1024))
 		}
 		c = append(c, fmt.Sprintf("%.1f", r.writesPerS), fmt.Sprint(r.made), fmt.Sprint(r.succeeded),
-			fmt.Sprintf("%d/%d", r.failed, r.stopped), fmt.Sprint(r.deleted), fmt.Sprint(r.ticks.due), fmt.Sprint(r.ticks.started),
+			fmt.Sprintf("%d/%d", r.failed, r.stopped), fmt.Sprint(r.deleted), fmt.Sprint(r.hibernations), fmt.Sprint(r.ticks.due), fmt.Sprint(r.ticks.started),
 			fmt.Sprint(r.ticks.missed), fmt.Sprint(r.ticks.unaccounted), fmt.Sprint(r.ticks.behind), fmt.Sprint(len(r.ticks.twice)),
 			fmt.Sprint(len(r.over)), fmt.Sprint(r.audit), fmt.Sprint(len(r.stuck)), fmt.Sprint(r.pods), fmt.Sprint(r.events), mib(r.testHeap))
 		rows = append(rows, c)
@@ -229,7 +229,7 @@ func (s *soak) report(final bool) (string, []string) {
 		"a replica just restarted reports a new process's. Stored: documents by kind and their bytes of JSON, from a watch of the store. " +
 		"Writes: the replicas' requests to the API server other than GET, over the minute (a killed process's writes after its last report are lost). " +
 		"Ticks: through each config's last handled tick, since its creation; behind: ticks over a minute old not handled yet. " +
-		"Audit: problems CheckQuota reported at that minute. Test heap: the test process (KubeRay, the kubelet and heads stand-ins, the watch), not judged.\n")
+		"Audit: problems CheckQuota reported at that minute. Events: Kubernetes events in the namespace, kept an hour by the API server, not judged. Test heap: the test process (KubeRay, the kubelet and heads stand-ins, the watch), not judged.\n")
 
 	var grew []string
 	if final {

@@ -404,7 +404,7 @@ func (s *soak) sample(prev *counters) counters {
 		conflicts:  c.conflicts - prev.conflicts,
 		made:       c.tot.made - prev.tot.made, succeeded: c.tot.succeeded - prev.tot.succeeded,
 		failed: c.tot.failed - prev.tot.failed, stopped: c.tot.stopped - prev.tot.stopped,
-		deleted: c.tot.deleted - prev.tot.deleted, clusters: s.tr.states("cluster")}
+		deleted: c.tot.deleted - prev.tot.deleted, hibernations: c.tot.hibernations - prev.tot.hibernations, clusters: s.tr.states("cluster")}
 	r.pods, r.events = s.kubeCounts()
 	r.ticks = s.tr.ticksNow(time.Minute)
 	for _, tw := range r.ticks.twice {

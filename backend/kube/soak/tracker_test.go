@@ -34,6 +34,7 @@ type tracker struct {
 	abnormals int                           // clusters that became abnormal, in all
 
 	made, succeeded, failed, stopped, deleted int // runs, in all
+	hibernations                              int // clusters that became hibernated, in all
 	changes                                   int
 	wake                                      chan struct{} // a cluster hibernated, or a run waits
 }
@@ -125,6 +126,7 @@ func (tr *tracker) onCluster(d backend.Doc, deleted bool) {
 		delete(tr.abnormal, d.ID)
 	}
 	if st == string(cluster.Hibernated) && old != st {
+		tr.hibernations++
 		tr.poke()
 	}
 }
@@ -239,12 +241,12 @@ func (tr *tracker) stored() map[string][2]int {
 }
 
 // totals are the tracker's running counts.
-type totals struct{ made, succeeded, failed, stopped, deleted, changes int }
+type totals struct{ made, succeeded, failed, stopped, deleted, changes, hibernations int }
 
 func (tr *tracker) totals() totals {
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
-	return totals{tr.made, tr.succeeded, tr.failed, tr.stopped, tr.deleted, tr.changes}
+	return totals{tr.made, tr.succeeded, tr.failed, tr.stopped, tr.deleted, tr.changes, tr.hibernations}
 }
 
 // tickCheck is where the schedules stand.
