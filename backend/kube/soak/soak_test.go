@@ -3,10 +3,12 @@ package soak_test
 import (
 	"archive/zip"
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http/httptest"
 	"os"
 	"runtime"
@@ -470,11 +472,42 @@ func (s *soak) kubeCounts() (pods, events int) {
 	if err := s.cp.Client().List(ctx, &pl, client.InNamespace(s.ns)); err == nil {
 		pods = len(pl.Items)
 	}
+	// Events are many (the API server keeps them an hour): counted from a
+	// list of one, which says how many remain.
 	var el corev1.EventList
-	if err := s.cp.Client().List(ctx, &el, client.InNamespace(s.ns)); err == nil {
+	if err := s.cp.Client().List(ctx, &el, client.InNamespace(s.ns), client.Limit(1)); err == nil {
 		events = len(el.Items)
+		if el.RemainingItemCount != nil {
+			events += int(*el.RemainingItemCount)
+		}
 	}
 	return pods, events
+}
+
+// eventSources says who wrote the namespace's Kubernetes events, and
+// why, most first: a note of the report.
+func (s *soak) eventSources() string {
+	ctx, cancel := context.WithTimeout(s.ctx, time.Minute)
+	defer cancel()
+	var el corev1.EventList
+	if err := s.cp.Client().List(ctx, &el, client.InNamespace(s.ns)); err != nil {
+		return err.Error()
+	}
+	by := map[string]int{}
+	for _, e := range el.Items {
+		who := cmp.Or(e.ReportingController, e.Source.Component, "?")
+		by[who+" "+e.InvolvedObject.Kind+" "+e.Reason]++
+	}
+	keys := slices.Collect(maps.Keys(by))
+	slices.SortFunc(keys, func(a, b string) int { return cmp.Or(by[b]-by[a], strings.Compare(a, b)) })
+	var parts []string
+	for i, k := range keys {
+		if i == 8 {
+			break
+		}
+		parts = append(parts, fmt.Sprintf("%s %d", k, by[k]))
+	}
+	return fmt.Sprintf("%d events: %s", len(el.Items), strings.Join(parts, ", "))
 }
 
 // finish waits (bounded) for the watch to account for every handled
@@ -503,6 +536,7 @@ func (s *soak) finish() {
 		s.fail(fmt.Sprintf("at the end, %d ticks handled neither made a run nor were counted missed", c.unaccounted))
 	}
 	s.final = c
+	s.notes = append(s.notes, "Kubernetes events in the namespace at the end, by who wrote them, the object's kind and the reason: "+s.eventSources())
 	grew := s.writeReport(true)
 	if len(grew) > 0 {
 		msg := "growing: " + strings.Join(grew, "; ")
