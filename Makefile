@@ -1,5 +1,5 @@
 # The README's two set-up commands are `go run ./examples/quickstart` and `make test`.
-.PHONY: test quickstart envtest generate lint scale
+.PHONY: test quickstart envtest generate lint scale soak
 
 # Builds (or reuses) the envtest control-plane binaries, then runs every
 # test, the integration tests against a real kube-apiserver and etcd included.
@@ -15,6 +15,18 @@ DLC_SCALE ?= 200
 SCALE_TIMEOUT ?= 3h
 scale:
 	DLC_SCALE=$(DLC_SCALE) KUBEBUILDER_ASSETS="$$(bash hack/envtest-assets.sh)" go test -run '^TestScale$$' -v -count=1 -timeout $(SCALE_TIMEOUT) ./backend/kube/scale
+
+# The soak (not in CI; docs/scale.md, "A soak"): DLC_SOAK of job configs on
+# minute schedules through two replica processes on envtest with Ray in the
+# loop, a replica killed and started again every few minutes, a row of heaps,
+# stored objects, writes and invariants every minute and a flat verdict at
+# the end. Without -race: it measures. The other DLC_SOAK_* variables pass
+# through the environment (go doc ./backend/kube/soak); SOAK_TIMEOUT is go
+# test's backstop.
+DLC_SOAK ?= 1h
+SOAK_TIMEOUT ?= $(DLC_SOAK)30m
+soak:
+	DLC_SOAK=$(DLC_SOAK) KUBEBUILDER_ASSETS="$$(bash hack/envtest-assets.sh)" go test -run '^TestSoak$$' -v -count=1 -timeout $(SOAK_TIMEOUT) ./backend/kube/soak
 
 quickstart:
 	go run ./examples/quickstart
