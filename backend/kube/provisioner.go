@@ -1,6 +1,7 @@
 package kube
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -107,6 +108,10 @@ type Provisioner struct {
 	// the size past which it is swept of older times.
 	podsAt    map[string]time.Time
 	podsSwept int
+	// podMu guards pods: the pod informer's cachedPods by cluster id and
+	// "namespace/name", as its handler keeps them (indexPod).
+	podMu sync.RWMutex
+	pods  map[string]map[string]*cachedPod
 }
 
 func newProvisioner(ctx context.Context, cfg *rest.Config, st *Store, o Options) (*Provisioner, error) {
@@ -133,7 +138,7 @@ func newProvisioner(ctx context.Context, cfg *rest.Config, st *Store, o Options)
 		ByObject: map[client.Object]ctrlcache.ByObject{
 			&rayv1.RayCluster{}: {Label: ours, Transform: slimRayCluster},
 			&rayv1.RayJob{}:     {Label: ours},
-			&corev1.Pod{}:       {Label: labels.NewSelector().Add(*hasCluster), Transform: slimPod},
+			&corev1.Pod{}:       {Label: labels.NewSelector().Add(*hasCluster), Transform: cachePod},
 		},
 	})
 	if err != nil {
@@ -146,6 +151,7 @@ func newProvisioner(ctx context.Context, cfg *rest.Config, st *Store, o Options)
 		logTime: o.LogTimeout, logHeads: &HeadGuard{Backoff: o.HeadBackoff}, tokens: o.RayTokens,
 		waitFor: o.Store.WriteWait, netpol: o.NetworkPolicy,
 		polled: map[string]bool{}, rechecks: map[string]time.Time{}, tick: make(chan struct{}), podsAt: map[string]time.Time{},
+		pods: map[string]map[string]*cachedPod{},
 	}
 	p.render.Namespace = o.Namespace
 	if p.manager == "" {
@@ -182,22 +188,23 @@ func newProvisioner(ctx context.Context, cfg *rest.Config, st *Store, o Options)
 		}
 		return nil
 	}
-	objs := []client.Object{&rayv1.RayCluster{}, &rayv1.RayJob{}, &corev1.Pod{}}
-	for _, obj := range objs {
+	// Pods are found by cluster in the provisioner's own index (indexPod),
+	// which holds the informer's cachedPods: no index of the cache's.
+	for _, obj := range []client.Object{&rayv1.RayCluster{}, &rayv1.RayJob{}} {
 		if err := cache.IndexField(ctx, obj, indexCluster, byCluster); err != nil {
 			return nil, fmt.Errorf("kube provisioner: index: %w", err)
 		}
 	}
 	var regs []toolscache.ResourceEventHandlerRegistration
-	for _, obj := range objs {
+	for _, obj := range []client.Object{&rayv1.RayCluster{}, &rayv1.RayJob{}, &corev1.Pod{}} {
 		inf, err := cache.GetInformer(ctx, obj)
 		if err != nil {
 			return nil, fmt.Errorf("kube provisioner: informer: %w", err)
 		}
 		reg, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-			AddFunc:    func(obj any) { p.podRunning(nil, obj); p.changed(obj) },
-			UpdateFunc: func(old, obj any) { p.podRunning(old, obj); p.changed(obj) },
-			DeleteFunc: func(obj any) { p.podRunning(obj, nil); p.changed(obj) },
+			AddFunc:    func(obj any) { p.indexPod(nil, obj); p.podRunning(nil, obj); p.changed(obj) },
+			UpdateFunc: func(old, obj any) { p.indexPod(old, obj); p.podRunning(old, obj); p.changed(obj) },
+			DeleteFunc: func(obj any) { p.indexPod(obj, nil); p.podRunning(obj, nil); p.changed(obj) },
 		})
 		if err != nil {
 			return nil, fmt.Errorf("kube provisioner: handler: %w", err)
@@ -314,18 +321,57 @@ func (p *Provisioner) podRunning(old, obj any) {
 	}
 }
 
-// runningPod returns o as a pod, if it is one, and whether it runs as
-// the cluster's observation counts it (podOf): running and not being
-// deleted.
+// runningPod returns o as a pod, if it is one (a cachedPod, or a pod),
+// and whether it runs as the cluster's observation counts it (podOf):
+// running and not being deleted.
 func runningPod(o any) (*corev1.Pod, bool) {
 	if t, ok := o.(toolscache.DeletedFinalStateUnknown); ok {
 		o = t.Obj
+	}
+	if c, ok := o.(*cachedPod); ok {
+		o = c.pod()
 	}
 	pod, ok := o.(*corev1.Pod)
 	if !ok {
 		return nil, false
 	}
 	return pod, pod.Status.Phase == corev1.PodRunning && pod.DeletionTimestamp == nil
+}
+
+// indexPod keeps the provisioner's index of pods by cluster (pods) as the
+// pod informer tells of a pod's change from old to obj (nil: none; either
+// may be a tombstone). Anything but a cachedPod is ignored.
+func (p *Provisioner) indexPod(old, obj any) {
+	was, is := asCachedPod(old), asCachedPod(obj)
+	if was == nil && is == nil {
+		return
+	}
+	p.podMu.Lock()
+	defer p.podMu.Unlock()
+	if was != nil {
+		id := was.cluster()
+		delete(p.pods[id], was.Namespace+"/"+was.Name)
+		if len(p.pods[id]) == 0 {
+			delete(p.pods, id)
+		}
+	}
+	if is != nil {
+		if id := is.cluster(); id != "" {
+			if p.pods[id] == nil {
+				p.pods[id] = map[string]*cachedPod{}
+			}
+			p.pods[id][is.Namespace+"/"+is.Name] = is
+		}
+	}
+}
+
+// asCachedPod returns o as a cachedPod, o a tombstone's included, or nil.
+func asCachedPod(o any) *cachedPod {
+	if t, ok := o.(toolscache.DeletedFinalStateUnknown); ok {
+		o = t.Obj
+	}
+	c, _ := o.(*cachedPod)
+	return c
 }
 
 // podsChangedAt returns when cluster id's pods last started or stopped
@@ -349,7 +395,11 @@ func (p *Provisioner) changed(obj any) {
 		return
 	}
 	var notes [][2]string
-	if id := o.GetLabels()[KeyClusterID]; id != "" {
+	id := o.GetLabels()[KeyClusterID]
+	if c, ok := o.(*cachedPod); ok {
+		id = c.cluster()
+	}
+	if id != "" {
 		notes = append(notes, [2]string{"cluster", id})
 	}
 	if _, isJob := o.(*rayv1.RayJob); isJob {
@@ -1505,15 +1555,26 @@ func (p *Provisioner) podsOf(ctx context.Context, clusterID string) ([]corev1.Po
 
 // podsOfIn is podsOf for cluster clusterID of live resource group rg.
 func (p *Provisioner) podsOfIn(ctx context.Context, clusterID, rg string) ([]corev1.Pod, error) {
-	var list corev1.PodList
-	if err := p.cache.List(ctx, &list, client.MatchingFields{indexCluster: clusterID}); err != nil {
-		return nil, apiError("list pods", "cluster", clusterID, err)
+	p.podMu.RLock()
+	cached := slices.SortedFunc(maps.Values(p.pods[clusterID]), func(a, b *cachedPod) int {
+		return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name))
+	})
+	p.podMu.RUnlock()
+	out := make([]corev1.Pod, 0, len(cached))
+	for _, c := range cached {
+		if pod := c.pod(); p.rayPodIn(pod, rg) {
+			out = append(out, *pod)
+		}
 	}
-	return slices.DeleteFunc(list.Items, func(pod corev1.Pod) bool {
-		owner := metav1.GetControllerOf(&pod)
-		return owner == nil || owner.Kind != "RayCluster" || !strings.HasPrefix(owner.APIVersion, rayv1.GroupVersion.Group+"/") ||
-			!p.inPlace(&pod, rg)
-	}), nil
+	return out, nil
+}
+
+// rayPodIn reports whether pod is a RayCluster's of resource group rg in
+// its place (podsOfIn).
+func (p *Provisioner) rayPodIn(pod *corev1.Pod, rg string) bool {
+	owner := metav1.GetControllerOf(pod)
+	return owner != nil && owner.Kind == "RayCluster" && strings.HasPrefix(owner.APIVersion, rayv1.GroupVersion.Group+"/") &&
+		p.inPlace(pod, rg)
 }
 
 func podOf(pod *corev1.Pod) cluster.Pod {
@@ -1528,11 +1589,8 @@ func podOf(pod *corev1.Pod) cluster.Pod {
 	if pod.DeletionTimestamp != nil {
 		out.Status = "Terminating"
 	}
-	for _, c := range pod.Spec.Containers {
-		if c.Name == HeadContainer || c.Name == WorkerContainer || len(pod.Spec.Containers) == 1 {
-			out.Image = c.Image
-			break
-		}
+	if i := rayContainer(pod); i >= 0 {
+		out.Image = pod.Spec.Containers[i].Image
 	}
 	out.Requests = podResources(pod, func(r corev1.ResourceRequirements) corev1.ResourceList { return r.Requests })
 	out.Limits = podResources(pod, func(r corev1.ResourceRequirements) corev1.ResourceList { return r.Limits })

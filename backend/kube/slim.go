@@ -3,7 +3,11 @@ package kube
 import (
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/aidlc/dlc/quota"
 )
 
 // slimRayCluster is the transform of the provisioner's RayCluster
@@ -47,52 +51,168 @@ func slimTemplate(t corev1.PodTemplateSpec) corev1.PodTemplateSpec {
 	return corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: t.Labels, Annotations: t.Annotations}}
 }
 
-// slimPod is the transform of the provisioner's pod informer: it keeps of
-// a pod what the provisioner reads (podOf, podResources, podsOfIn,
-// podRunning, nameSurplus, kubeRayOwes, driverGone, lingering) and drops
-// the rest before the pod is cached: its managedFields, and of its spec
-// everything but the node, the containers' names, images and resources,
-// and the overhead; of its status all but the containers' images and ids. A Ray pod's environment, volumes, probes and
-// commands were most of its bytes, and every replica cached every pod of
-// every cluster (issue 43: 14 KiB a pod). A pod read past the cache (the
-// live list of driverGone) is whole. Anything else passes unchanged.
-func slimPod(in any) (any, error) {
-	pod, ok := in.(*corev1.Pod)
-	if !ok {
-		return in, nil
-	}
+// cachedPod is what the provisioner's pod informer keeps of a pod in
+// place of the pod (cachePod), and what its pod index holds (podIndex):
+// what the provisioner reads of a pod (podOf, podResources, podsOfIn,
+// podRunning, changed, nameSurplus, kubeRayOwes, driverGone, lingering)
+// and nothing else. Every replica caches every pod of every cluster: a
+// Ray pod's environment, volumes, probes and commands, its managedFields,
+// KubeRay's labels and each container's resource lists were most of its
+// bytes (issue 43: 14 KiB a pod), and a corev1.Pod, however empty, is
+// 2 KiB. It keeps:
+//
+//   - of the metadata, the name, namespace, UID, resourceVersion,
+//     generation, times, owner references and finalizers, the labels in
+//     podLabelsRead and the annotations in podAnnotationsRead;
+//   - of the spec, the node, and of the one container podOf takes the
+//     image of (named HeadContainer or WorkerContainer, or the only one)
+//     the name and image; and the pod's requests and limits as
+//     podResources counts them (its containers, sidecars and init
+//     containers, and its overhead);
+//   - of the status, the phase, IPs, start time, reason and message, the
+//     Ready condition's status (rayutils.IsRunningAndReady) and each
+//     container's name, state, readiness and restart count.
+//
+// pod returns it as a corev1.Pod that the readers read as the whole pod.
+// A cachedPod is never changed once made.
+type cachedPod struct {
+	metav1.TypeMeta
+	metav1.ObjectMeta // without labels and annotations: kept is what of them is read
+	kept              [len(podLabelsRead) + len(podAnnotationsRead)]string
+	node, container   string
+	image             string
+	requests, limits  quota.Resources
+	status            corev1.PodStatus
+}
+
+// cluster returns the id of the cluster c is a pod of (its KeyClusterID
+// label), or "".
+func (c *cachedPod) cluster() string { return c.kept[0] }
+
+// DeepCopyObject returns a copy of c that shares what is never changed.
+func (c *cachedPod) DeepCopyObject() runtime.Object {
+	out := *c
+	out.ObjectMeta = *c.ObjectMeta.DeepCopy()
+	return &out
+}
+
+// cachedPodOf is what the pod informer keeps of pod.
+func cachedPodOf(pod *corev1.Pod) *cachedPod {
 	m := &pod.ObjectMeta
-	out := &corev1.Pod{TypeMeta: pod.TypeMeta, ObjectMeta: metav1.ObjectMeta{
+	out := &cachedPod{ObjectMeta: metav1.ObjectMeta{
 		Name: m.Name, Namespace: m.Namespace, UID: m.UID, ResourceVersion: m.ResourceVersion, Generation: m.Generation,
 		CreationTimestamp: m.CreationTimestamp, DeletionTimestamp: m.DeletionTimestamp,
 		DeletionGracePeriodSeconds: m.DeletionGracePeriodSeconds,
-		Labels:                     m.Labels, Annotations: m.Annotations, OwnerReferences: m.OwnerReferences, Finalizers: m.Finalizers,
-	}}
-	out.Spec.NodeName, out.Spec.Overhead = pod.Spec.NodeName, pod.Spec.Overhead
-	out.Spec.Containers = slimContainers(pod.Spec.Containers)
-	out.Spec.InitContainers = slimContainers(pod.Spec.InitContainers)
+		OwnerReferences:            m.OwnerReferences, Finalizers: m.Finalizers,
+	}, node: pod.Spec.NodeName,
+		requests: podResources(pod, func(r corev1.ResourceRequirements) corev1.ResourceList { return r.Requests }),
+		limits:   podResources(pod, func(r corev1.ResourceRequirements) corev1.ResourceList { return r.Limits }),
+	}
+	out.TypeMeta = pod.TypeMeta
+	for i, k := range podLabelsRead {
+		out.kept[i] = m.Labels[k]
+	}
+	for i, k := range podAnnotationsRead {
+		out.kept[len(podLabelsRead)+i] = m.Annotations[k]
+	}
+	if i := rayContainer(pod); i >= 0 {
+		out.container, out.image = pod.Spec.Containers[i].Name, pod.Spec.Containers[i].Image
+	}
 	s := &pod.Status
-	out.Status = corev1.PodStatus{Phase: s.Phase, PodIP: s.PodIP, PodIPs: s.PodIPs, StartTime: s.StartTime,
-		Reason: s.Reason, Message: s.Message, Conditions: s.Conditions} // kubeRayOwes: rayutils.IsRunningAndReady reads PodReady
-	if len(s.ContainerStatuses) > 0 {
-		out.Status.ContainerStatuses = make([]corev1.ContainerStatus, len(s.ContainerStatuses))
-		for i, cs := range s.ContainerStatuses {
-			out.Status.ContainerStatuses[i] = corev1.ContainerStatus{Name: cs.Name, State: cs.State, Ready: cs.Ready, RestartCount: cs.RestartCount}
+	out.status = corev1.PodStatus{Phase: s.Phase, PodIP: s.PodIP, PodIPs: s.PodIPs, StartTime: s.StartTime,
+		Reason: s.Reason, Message: s.Message}
+	for _, c := range s.Conditions {
+		if c.Type == corev1.PodReady { // kubeRayOwes: rayutils.IsRunningAndReady reads it
+			out.status.Conditions = []corev1.PodCondition{{Type: c.Type, Status: c.Status}}
 		}
 	}
-	return out, nil
+	if len(s.ContainerStatuses) > 0 {
+		out.status.ContainerStatuses = make([]corev1.ContainerStatus, len(s.ContainerStatuses))
+		for i, cs := range s.ContainerStatuses {
+			out.status.ContainerStatuses[i] = corev1.ContainerStatus{Name: cs.Name, State: cs.State, Ready: cs.Ready, RestartCount: cs.RestartCount}
+		}
+	}
+	return out
 }
 
-// slimContainers keeps each container's name, image, resources and
-// restart policy (an init container restarted Always is a sidecar, whose
-// requests add to the pod's: podResources).
-func slimContainers(cs []corev1.Container) []corev1.Container {
-	if len(cs) == 0 {
-		return nil
+// pod returns c as a pod of its own (nothing shared with c): one
+// container with the pod's image and, as its requests and limits, the
+// pod's, so that podResources of it is that of the whole pod.
+func (c *cachedPod) pod() *corev1.Pod {
+	out := &corev1.Pod{TypeMeta: c.TypeMeta, ObjectMeta: *c.ObjectMeta.DeepCopy()}
+	out.Labels = kept(c.kept[:len(podLabelsRead)], podLabelsRead[:])
+	out.Annotations = kept(c.kept[len(podLabelsRead):], podAnnotationsRead[:])
+	out.Spec.NodeName = c.node
+	out.Spec.Containers = []corev1.Container{{Name: c.container, Image: c.image, Resources: corev1.ResourceRequirements{
+		Requests: resourceList(c.requests), Limits: resourceList(c.limits)}}}
+	out.Status = *c.status.DeepCopy()
+	return out
+}
+
+// cachePod is the transform of the provisioner's pod informer: a pod
+// becomes its cachedPod. Anything else (a cachedPod handed back on a
+// relist, a tombstone) passes unchanged.
+func cachePod(in any) (any, error) {
+	if pod, ok := in.(*corev1.Pod); ok {
+		return cachedPodOf(pod), nil
 	}
-	out := make([]corev1.Container, len(cs))
-	for i, c := range cs {
-		out[i] = corev1.Container{Name: c.Name, Image: c.Image, Resources: c.Resources, RestartPolicy: c.RestartPolicy}
+	return in, nil
+}
+
+// podLabelsRead and podAnnotationsRead are the keys the provisioner reads
+// of a cached pod's labels (the cluster index, podsOfIn, podRunning,
+// podOf, nameSurplus, kubeRayOwes) and annotations (podOf). A pod's
+// label or annotation is never empty (KubeRay's and the SDK's): an empty
+// value is one the pod has not.
+var (
+	podLabelsRead      = [...]string{KeyClusterID, KeyResourceGroup, KeyNodeGroup, rayLabelNodeType, rayLabelGroup}
+	podAnnotationsRead = [...]string{KeyNodeSpec}
+)
+
+// kept returns the map of keys[i] to values[i], for each value not empty,
+// or nil when there is none.
+func kept(values []string, keys []string) map[string]string {
+	var out map[string]string
+	for i, v := range values {
+		if v != "" {
+			if out == nil {
+				out = make(map[string]string, len(values))
+			}
+			out[keys[i]] = v
+		}
+	}
+	return out
+}
+
+// rayContainer returns the index of the container podOf takes a pod's
+// image from, or -1.
+func rayContainer(pod *corev1.Pod) int {
+	for i, c := range pod.Spec.Containers {
+		if c.Name == HeadContainer || c.Name == WorkerContainer || len(pod.Spec.Containers) == 1 {
+			return i
+		}
+	}
+	return -1
+}
+
+// resourceList is r as the resource list resourcesOf reads back as r (no
+// entry for what is zero).
+func resourceList(r quota.Resources) corev1.ResourceList {
+	var out corev1.ResourceList
+	add := func(name corev1.ResourceName, q *resource.Quantity) {
+		if out == nil {
+			out = corev1.ResourceList{}
+		}
+		out[name] = *q
+	}
+	if r.MilliCPU != 0 {
+		add(corev1.ResourceCPU, resource.NewMilliQuantity(r.MilliCPU, resource.DecimalSI))
+	}
+	if r.Memory != 0 {
+		add(corev1.ResourceMemory, resource.NewQuantity(r.Memory, resource.BinarySI))
+	}
+	if r.GPU != 0 {
+		add(GPUResource, resource.NewQuantity(r.GPU, resource.DecimalSI))
 	}
 	return out
 }

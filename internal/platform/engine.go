@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/aidlc/dlc/auth"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -347,6 +348,7 @@ type Engine struct {
 	cat           cluster.Catalogs
 	policy        scheduler.Policy
 	cache         *objects.Cache
+	configs       *sharedConfigs // the job configs' configs the cache's runs share (cache.go)
 	queues        *queues
 	metrics       *metrics    // nil: none registered
 	meters        meterNotes  // when this client first saw each change of a meter not yet recorded
@@ -439,8 +441,9 @@ func New(opts ...Option) (*Engine, error) {
 		o.policy = scheduler.NewRandom(time.Now().UnixNano())
 	}
 	ctx, cancel := context.WithCancel(context.Background())
+	configs := newSharedConfigs()
 	c := &Engine{o: o, store: o.backend, ray: o.backend, clock: o.clock, cat: o.catalogs, policy: o.policy,
-		cache: objects.New(derivers()), queues: newQueues(queue.QueueOptions{MaxWait: o.maxWait}), finished: newFinishedRuns(), order: newRunOrder(), load: newRunLoad(), ctx: ctx, cancel: cancel, notes: newClusterNotes(), headroomLevel: map[string]int{}}
+		configs: configs, cache: objects.New(derivers(configs)), queues: newQueues(queue.QueueOptions{MaxWait: o.maxWait}), finished: newFinishedRuns(), order: newRunOrder(), load: newRunLoad(), ctx: ctx, cancel: cancel, notes: newClusterNotes(), headroomLevel: map[string]int{}}
 	c.clusters, c.groups, c.jobs, c.runs = &ClusterService{c}, &GroupService{c}, &JobService{c}, &RunService{c}
 	c.archive = newLogArchive(&o)
 	m, err := newMetrics(o.registerer, c)
@@ -482,6 +485,14 @@ func New(opts ...Option) (*Engine, error) {
 		cancel()
 		return nil, fmt.Errorf("dlc: watching the store: %w", err)
 	}
+	// Job configs first: their runs then share their configs (sharedConfigs).
+	jobsFirst := func(d backend.Doc) int {
+		if d.Kind == kindJob {
+			return 0
+		}
+		return 1
+	}
+	slices.SortStableFunc(snap, func(a, b backend.Doc) int { return cmp.Compare(jobsFirst(a), jobsFirst(b)) })
 	for _, d := range snap {
 		if d.Kind != kindReplica && !isMetered(d) {
 			c.observed(d, false)

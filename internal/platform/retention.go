@@ -176,13 +176,16 @@ const maxTrimPerStep = 500
 // It is compact, so that a job's runs are gone through without touching
 // the cache's maps of every run.
 type finishedRuns struct {
-	mu    sync.Mutex
-	byJob map[string]map[string]finishedRun // job config → run → the run as the count orders it
-	jobOf map[string]string                 // run → its job config, while the run is indexed
+	mu sync.Mutex
+	// byJob: job config → run → the run as the count orders it. By
+	// pointer: a config's map with one run was a group of 8 slots of the
+	// whole struct, 1.2 KiB (issue 43).
+	byJob map[string]map[string]*finishedRun
+	jobOf map[string]string // run → its job config, while the run is indexed
 }
 
 func newFinishedRuns() *finishedRuns {
-	return &finishedRuns{byJob: map[string]map[string]finishedRun{}, jobOf: map[string]string{}}
+	return &finishedRuns{byJob: map[string]map[string]*finishedRun{}, jobOf: map[string]string{}}
 }
 
 // observe follows a stored run: d with its derived labels and obj its
@@ -208,12 +211,12 @@ func (f *finishedRuns) observe(d backend.Doc, obj any) {
 	}
 	runs := f.byJob[r.JobID]
 	if runs == nil {
-		runs = map[string]finishedRun{}
+		runs = map[string]*finishedRun{}
 		f.byJob[r.JobID] = runs
 	}
 	fr := finishedOf(r)
 	fr.version = d.Version
-	runs[d.ID] = fr
+	runs[d.ID] = &fr
 	f.jobOf[d.ID] = r.JobID
 }
 
@@ -240,13 +243,13 @@ func (f *finishedRuns) oldest(jobID string, n int) []finishedRun {
 	}
 	f.mu.Lock()
 	h := make(newestFirst, 0, min(n, len(f.jobOf))) // the oldest n so far, the newest of them on top
-	add := func(runs map[string]finishedRun) {
+	add := func(runs map[string]*finishedRun) {
 		for _, r := range runs {
 			switch {
 			case len(h) < n:
-				heap.Push(&h, r)
+				heap.Push(&h, *r)
 			case r.before(h[0]):
-				h[0] = r
+				h[0] = *r
 				heap.Fix(&h, 0)
 			}
 		}
