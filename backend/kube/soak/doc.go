@@ -80,6 +80,11 @@
 //     fraction of its middle third's mean, and still be flat.
 //   - DLC_SOAK_NOFAIL (default unset): set, a growing series is reported
 //     but does not fail the test (a broken invariant still does).
+//   - DLC_SOAK_HEAP_PROFILE (default unset): a file prefix; each replica
+//     process writes its heap profile every minute of its life, to
+//     <prefix>.<replica>.<pid>.<minute>.pprof (go tool pprof
+//     -sample_index=inuse_space -diff_base EARLIER LATER says what it
+//     grew by).
 //   - DLC_SOAK_REPORT (default unset): a file to write the report to,
 //     besides stdout; it is rewritten every minute.
 //   - SOAK_TIMEOUT (of make; default DLC_SOAK plus 30m): go test -timeout.

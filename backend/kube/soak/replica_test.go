@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -38,6 +39,10 @@ const (
 	envHeads      = "DLC_SOAK_CHILD_HEADS"      // the base URL of the proxy to the head stand-ins
 )
 
+// envHeapProfile is a file prefix: each replica process writes its heap
+// profile every minute of its life (doc.go).
+const envHeapProfile = "DLC_SOAK_HEAP_PROFILE"
+
 // reportMark starts each line a replica prints for the test.
 const reportMark = "SOAK-REPLICA "
 
@@ -59,6 +64,9 @@ const reportEvery = 10 * time.Second
 // prints a replicaReport every reportEvery.
 func TestSoakReplica(t *testing.T) {
 	name := os.Getenv(envChild)
+	if name != "" && os.Getenv(envHeapProfile) != "" {
+		runtime.MemProfileRate = 4096 // its kinds of objects told apart
+	}
 	if name == "" {
 		t.Skip("a replica of TestSoak, which starts it")
 	}
@@ -117,13 +125,34 @@ func TestSoakReplica(t *testing.T) {
 	report()
 	tick := time.NewTicker(reportEvery)
 	defer tick.Stop()
+	prefix, began := os.Getenv(envHeapProfile), time.Now()
+	profiled := 0 // minutes of its life profiled
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
 			report()
+			if m := int(time.Since(began) / time.Minute); prefix != "" && m > profiled {
+				profiled = m
+				writeHeapProfile(t, fmt.Sprintf("%s.%s.%d.%02d.pprof", prefix, name, os.Getpid(), m))
+			}
 		}
+	}
+}
+
+// writeHeapProfile writes the heap profile as of the last collection
+// (report's) to file: two of them, minutes apart, say what a replica's
+// heap grew by (go tool pprof -sample_index=inuse_space -diff_base).
+func writeHeapProfile(t *testing.T, file string) {
+	f, err := os.Create(file)
+	if err != nil {
+		t.Errorf("heap profile: %v", err)
+		return
+	}
+	defer f.Close()
+	if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+		t.Errorf("heap profile: %v", err)
 	}
 }
 
