@@ -56,6 +56,10 @@ type Options struct {
 	// reach. Tests point it at a Ray head stand-in on loopback, which the
 	// API server refuses to proxy to. Whatever client it returns, no
 	// redirect from a head is followed, and every call has HeadTimeout.
+	// rc is the backend's cached RayCluster, which keeps only what the
+	// backend reads of one (see slimRayCluster): its name, namespace, uid,
+	// its head's service name and addresses (status.head), the head
+	// container's image; not its pod templates, labels or endpoints.
 	Dashboard func(ctx context.Context, rc *rayv1.RayCluster) (base string, hc *http.Client, err error)
 	// PollInterval is how often a job submitted to a cluster's Ray Jobs
 	// API is looked at again while it runs (the API has no watch); default

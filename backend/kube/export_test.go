@@ -1,8 +1,11 @@
 package kube
 
 import (
+	"time"
+
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
 	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // SetListPage sets how many objects one page of s's ListLatest holds, so
@@ -49,4 +52,24 @@ func SlimRayCluster(rc *rayv1.RayCluster) *rayv1.RayCluster {
 		panic(err)
 	}
 	return out.(*rayv1.RayCluster)
+}
+
+// The readers of a cached RayCluster, for a test that they read the same
+// of what the informer keeps (SlimRayCluster) as of the whole object.
+var (
+	ClusterObservation = clusterObservation
+	Autoscaled         = autoscaled
+	KubeRayOwes        = kubeRayOwes
+	HeadReady          = headReady
+	HeadService        = headService
+	GenerationOf       = generationOf
+)
+
+// Takeover is takeover.
+func Takeover(rc *rayv1.RayCluster, now time.Time) (time.Time, bool) { return takeover(rc, now) }
+
+// InPlace is inPlace, for a provisioner in namespace ns with the resource
+// groups' namespaces groupNS.
+func InPlace(ns string, groupNS map[string]string, o client.Object, rg string) bool {
+	return (&Provisioner{namespace: ns, groupNS: groupNS}).inPlace(o, rg)
 }
