@@ -1,13 +1,10 @@
 package scale_test
 
 import (
-	"archive/zip"
-	"bytes"
 	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"net/http"
 	"os"
@@ -32,11 +29,11 @@ import (
 
 	"github.com/aidlc/dlc"
 	"github.com/aidlc/dlc/backend/kube"
+	"github.com/aidlc/dlc/backend/kube/internal/loadtest"
 	"github.com/aidlc/dlc/cluster"
 	"github.com/aidlc/dlc/dlctest/kubetest"
 	"github.com/aidlc/dlc/job"
 	"github.com/aidlc/dlc/quota"
-	"github.com/aidlc/dlc/storage"
 )
 
 // Environment variables of the scale test (docs/scale.md).
@@ -229,7 +226,7 @@ func (h *harness) setUp() {
 	t := h.t
 	h.cp = kubetest.StartControlPlane(t)
 	h.ns = h.cp.NewNamespace(t)
-	h.loop = h.cp.StartRayLoop(t, kubetest.LoopOptions{Namespaces: []string{h.ns}, Fetch: fetch})
+	h.loop = h.cp.StartRayLoop(t, kubetest.LoopOptions{Namespaces: []string{h.ns}, Fetch: pkg.Fetch})
 	for range h.p.replicas {
 		be := h.backend(h.api)
 		reg := prometheus.NewRegistry()
@@ -281,7 +278,7 @@ func (h *harness) newBackend(api *counter) *kube.Backend {
 		cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return &apiCounter{next: rt, c: api} })
 	}
 	be, err := kube.New(h.ctx, cfg, kube.Options{Namespace: h.ns, Dashboard: h.loop.Dashboard, QPS: h.p.qps, Burst: h.p.burst,
-		Render: kube.RenderOptions{WorkingDir: workingDir}})
+		Render: kube.RenderOptions{WorkingDir: pkg.WorkingDir}})
 	if err != nil {
 		h.t.Fatalf("kube.New: %v", err)
 	}
@@ -742,44 +739,5 @@ func compact(ids []string) []string {
 	return out
 }
 
-// scaleZip is the job package: main.sh prints a line.
-var scaleZip = func() []byte {
-	var buf bytes.Buffer
-	zw := zip.NewWriter(&buf)
-	f, err := zw.Create("main.sh")
-	if err == nil {
-		_, err = io.WriteString(f, "echo scale run ok\n")
-	}
-	if err == nil {
-		err = zw.Close()
-	}
-	if err != nil {
-		panic(err) // a bytes.Buffer does not fail
-	}
-	return buf.Bytes()
-}()
-
-// packageURL is where the heads fetch the runs' package from: Ray fetches
-// no cos:// URI (its protocol.py knows https, s3, gs, gcs and file), so the
-// backends render each COS package as an https URL (workingDir), as
-// kube.COSWorkingDir presigns one, and fetch serves it.
-const packageURL = "https://jobs-1250000000.cos.scale.invalid/"
-
-// workingDir is the backends' RenderOptions.WorkingDir: the package's
-// https URL under packageURL.
-func workingDir(u kube.PackageUse) (string, error) {
-	obj, err := storage.ParseCOSURL(u.Package.COS)
-	if err != nil {
-		return "", err
-	}
-	return packageURL + obj.Key, nil
-}
-
-// fetch serves the job package for any URL under packageURL, and nothing
-// else: the head stand-ins dial nothing.
-func fetch(_ context.Context, url string) (io.ReadCloser, error) {
-	if !strings.HasPrefix(url, packageURL) {
-		return nil, fmt.Errorf("scale: no package at %q", url)
-	}
-	return io.NopCloser(bytes.NewReader(scaleZip)), nil
-}
+// pkg is the job package the runs run: main.sh prints a line.
+var pkg = loadtest.NewPackage("scale", "echo scale run ok\n")

@@ -104,7 +104,7 @@ func TestSoakReplica(t *testing.T) {
 		Dashboard: func(_ context.Context, rc *rayv1.RayCluster) (string, *http.Client, error) {
 			return fmt.Sprintf("%s/%s/%s/%s", heads, rc.Namespace, rc.Name, rc.UID), hc, nil
 		},
-		Render: kube.RenderOptions{WorkingDir: workingDir}})
+		Render: kube.RenderOptions{WorkingDir: pkg.WorkingDir}})
 	if err != nil {
 		t.Fatalf("kube.New: %v", err)
 	}

@@ -1,13 +1,10 @@
 package soak_test
 
 import (
-	"archive/zip"
-	"bytes"
 	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"net/http/httptest"
 	"os"
@@ -25,11 +22,11 @@ import (
 
 	"github.com/aidlc/dlc"
 	"github.com/aidlc/dlc/backend/kube"
+	"github.com/aidlc/dlc/backend/kube/internal/loadtest"
 	"github.com/aidlc/dlc/cluster"
 	"github.com/aidlc/dlc/dlctest/kubetest"
 	"github.com/aidlc/dlc/job"
 	"github.com/aidlc/dlc/quota"
-	"github.com/aidlc/dlc/storage"
 )
 
 // Environment variables of the soak (doc.go).
@@ -164,7 +161,7 @@ func (s *soak) setUp() {
 	setupBegan := time.Now()
 	s.cp = kubetest.StartControlPlane(t)
 	s.ns = s.cp.NewNamespace(t)
-	s.loop = s.cp.StartRayLoop(t, kubetest.LoopOptions{Namespaces: []string{s.ns}, Fetch: fetch})
+	s.loop = s.cp.StartRayLoop(t, kubetest.LoopOptions{Namespaces: []string{s.ns}, Fetch: pkg.Fetch})
 	proxy := httptest.NewServer(newHeadProxy(s.loop))
 	t.Cleanup(proxy.Close)
 	kc, err := writeKubeconfig(s.cp.Config(), s.logDir)
@@ -174,7 +171,7 @@ func (s *soak) setUp() {
 	s.env = []string{envKubeconfig + "=" + kc, envNamespace + "=" + s.ns, envHeads + "=" + proxy.URL}
 
 	be, err := kube.New(s.ctx, s.cp.Config(), kube.Options{Namespace: s.ns, Dashboard: s.loop.Dashboard,
-		Render: kube.RenderOptions{WorkingDir: workingDir}})
+		Render: kube.RenderOptions{WorkingDir: pkg.WorkingDir}})
 	if err != nil {
 		t.Fatalf("kube.New: %v", err)
 	}
@@ -577,42 +574,6 @@ func parallel(ctx context.Context, n, workers int, f func(ctx context.Context, i
 	wg.Wait()
 }
 
-// soakZip is the job package: main.sh prints a few lines, kept as the
-// run's log tail.
-var soakZip = func() []byte {
-	var buf bytes.Buffer
-	zw := zip.NewWriter(&buf)
-	f, err := zw.Create("main.sh")
-	if err == nil {
-		_, err = io.WriteString(f, "echo soak run starts\necho working on $RANDOM\necho soak run ok\n")
-	}
-	if err == nil {
-		err = zw.Close()
-	}
-	if err != nil {
-		panic(err) // a bytes.Buffer does not fail
-	}
-	return buf.Bytes()
-}()
-
-// packageURL is where the heads fetch the runs' package from: Ray fetches
-// no cos:// URI, so the backends render each COS package as an https URL
-// (workingDir), as kube.COSWorkingDir presigns one, and fetch serves it.
-const packageURL = "https://jobs-1250000000.cos.soak.invalid/"
-
-func workingDir(u kube.PackageUse) (string, error) {
-	obj, err := storage.ParseCOSURL(u.Package.COS)
-	if err != nil {
-		return "", err
-	}
-	return packageURL + obj.Key, nil
-}
-
-// fetch serves the job package for any URL under packageURL, and nothing
-// else.
-func fetch(_ context.Context, url string) (io.ReadCloser, error) {
-	if !strings.HasPrefix(url, packageURL) {
-		return nil, fmt.Errorf("soak: no package at %q", url)
-	}
-	return io.NopCloser(bytes.NewReader(soakZip)), nil
-}
+// pkg is the job package the runs run: main.sh prints a few lines, kept as
+// the run's log tail.
+var pkg = loadtest.NewPackage("soak", "echo soak run starts\necho working on $RANDOM\necho soak run ok\n")
