@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/aidlc/dlc/backend/kube/internal/loadtest"
 )
 
 // The harness's own arithmetic and naming, which run without a control
@@ -63,8 +65,8 @@ func TestHarnessHelpers(t *testing.T) {
 	if got := stateList(map[string]int{"running": 2, "created": 5, "gone": 0}); got != "created 5, running 2" {
 		t.Errorf("stateList: %q", got)
 	}
-	tab := table([]string{"a", "bb"}, [][]string{{"ccc", "d"}})
-	if want := "| a   | bb |\n| --- | -- |\n| ccc | d  |\n"; tab != want {
+	tab := loadtest.Table([]string{"a", "bb"}, [][]string{{"ccc", "d"}})
+	if want := "| a   | bb  |\n| --- | --- |\n| ccc | d   |\n"; tab != want {
 		t.Errorf("table:\n%s\nwant\n%s", tab, want)
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/aidlc/dlc/backend/kube/internal/loadtest"
 )
 
 // KubeRay's own scale test (clusterloader2, its benchmark/perf-tests):
@@ -133,7 +135,7 @@ func (r *report) String() string {
 		for _, x := range r.bare {
 			rows = append(rows, []string{x.what, fmt.Sprint(x.n), fmt.Sprint(x.errs), secs(x.took), fmt.Sprintf("%.1f", x.rate())})
 		}
-		b.WriteString(table([]string{"create", "objects", "errors", "took", "per second"}, rows))
+		b.WriteString(loadtest.Table([]string{"create", "objects", "errors", "took", "per second"}, rows))
 	}
 
 	b.WriteString("\n### Clusters, beside KubeRay's clusterloader2 run (10,000 RayClusters: created in 88.8 s, all ready in 1,515 s) scaled to N\n\n")
@@ -148,7 +150,7 @@ func (r *report) String() string {
 			secs(time.Duration(anchorReady * scale * float64(time.Second))), fmt.Sprintf("%.1f", anchorClusters/anchorReady)})
 	}
 	if len(rows) > 0 {
-		b.WriteString(table([]string{"", "dlc (this run)", "clusterloader2 scaled to N", "clusterloader2 per second"}, rows))
+		b.WriteString(loadtest.Table([]string{"", "dlc (this run)", "clusterloader2 scaled to N", "clusterloader2 per second"}, rows))
 		b.WriteString("\n¹ dlc: every cluster in state created (its ComputeCluster written, its RayCluster applied suspended and seen by KubeRay); " +
 			"clusterloader2: the RayClusters created. ² dlc: every cluster running (quota reserved, RayCluster unsuspended, head pod ready); " +
 			"clusterloader2: every RayCluster ready, on real nodes.\n")
@@ -172,7 +174,7 @@ func (r *report) String() string {
 			ratio(ph.api.sum(isAPIConflict), ph.ops), ratio(ph.api.sum(isAPIEvent), ph.ops),
 			ratio(ph.rec.sum(func(k string) bool { return strings.HasPrefix(k, "retries ") }), ph.ops)})
 	}
-	b.WriteString(table([]string{"phase", "ok", "failed or not made", "calls returned", "condition held", "rate ÷ bare rate", "store writes/op",
+	b.WriteString(loadtest.Table([]string{"phase", "ok", "failed or not made", "calls returned", "condition held", "rate ÷ bare rate", "store writes/op",
 		"store conflicts/op", "store reads/op", "API writes/op", "API 409/op", "Events/op", "reconcile retries/op"}, rows))
 
 	b.WriteString("\n### Store and API calls per op, by kind (every replica)\n\n")
@@ -188,7 +190,7 @@ func (r *report) String() string {
 			ph.api.per(ph.ops, func(k string) bool { return isAPIWrite(k) || isAPIFailure(k) }),
 			ph.rec.per(ph.ops, func(string) bool { return true })})
 	}
-	b.WriteString(table([]string{"phase", "store writes (conflict, error: failed so)", "store reads (-latest: past the cache)", "Ray writes", "API writes (status if refused)", "reconcile"}, rows))
+	b.WriteString(loadtest.Table([]string{"phase", "store writes (conflict, error: failed so)", "store reads (-latest: past the cache)", "Ray writes", "API writes (status if refused)", "reconcile"}, rows))
 
 	b.WriteString("\n### Latency of the user's calls\n\n")
 	rows = rows[:0]
@@ -203,7 +205,7 @@ func (r *report) String() string {
 	}
 	r.lat.mu.Unlock()
 	fmt.Fprintf(&b, "At %d clusters, %d concurrent callers over %d replicas.\n\n", p.clusters, p.concurrency, p.replicas)
-	b.WriteString(table([]string{"call", "calls", "p50", "p90", "p99", "max"}, rows))
+	b.WriteString(loadtest.Table([]string{"call", "calls", "p50", "p90", "p99", "max"}, rows))
 
 	fmt.Fprintf(&b, "\n### Runs\n\nBy state: %s.\n", orNone(r.runs))
 	for _, why := range r.failures {
@@ -216,11 +218,11 @@ func (r *report) String() string {
 		for _, h := range r.heap {
 			rows = append(rows, []string{h.what, mib(h.bytes), orNone(h.detail), h.per})
 		}
-		b.WriteString(table([]string{"", "heap", "how", "per object"}, rows))
+		b.WriteString(loadtest.Table([]string{"", "heap", "how", "per object"}, rows))
 	}
 	if len(r.sizes) > 0 {
 		b.WriteString("\n### Stored documents (JSON bytes, as the watch delivers them)\n\n")
-		b.WriteString(table([]string{"kind", "stored now", "mean", "largest version seen"}, r.sizes))
+		b.WriteString(loadtest.Table([]string{"kind", "stored now", "mean", "largest version seen"}, r.sizes))
 	}
 	if len(r.notes) > 0 {
 		b.WriteString("\n### Notes\n\n")
@@ -289,37 +291,6 @@ func countIn(list, state string) int {
 		}
 	}
 	return 0
-}
-
-// table renders a Markdown table with aligned columns.
-func table(header []string, rows [][]string) string {
-	w := make([]int, len(header))
-	for i, h := range header {
-		w[i] = len([]rune(h))
-	}
-	for _, r := range rows {
-		for i, c := range r {
-			w[i] = max(w[i], len([]rune(c)))
-		}
-	}
-	var b strings.Builder
-	line := func(cells []string) {
-		b.WriteString("|")
-		for i, c := range cells {
-			fmt.Fprintf(&b, " %s%s |", c, strings.Repeat(" ", w[i]-len([]rune(c))))
-		}
-		b.WriteString("\n")
-	}
-	line(header)
-	sep := make([]string, len(header))
-	for i := range sep {
-		sep[i] = strings.Repeat("-", w[i])
-	}
-	line(sep)
-	for _, r := range rows {
-		line(r)
-	}
-	return b.String()
 }
 
 func perSecond(n int, d time.Duration) float64 {

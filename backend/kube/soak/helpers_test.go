@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/aidlc/dlc/backend"
+	"github.com/aidlc/dlc/backend/kube/internal/loadtest"
 	"github.com/aidlc/dlc/job"
 )
 
@@ -30,7 +31,7 @@ func TestHarnessHelpers(t *testing.T) {
 		t.Errorf("two rows judged: %v", vs)
 	}
 
-	tab := table([]string{"a", "bb"}, [][]string{{"ccc", "d"}})
+	tab := loadtest.Table([]string{"a", "bb"}, [][]string{{"ccc", "d"}})
 	if want := "| a   | bb  |\n| --- | --- |\n| ccc | d   |\n"; tab != want {
 		t.Errorf("table:\n%s\nwant\n%s", tab, want)
 	}

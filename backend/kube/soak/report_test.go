@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/aidlc/dlc/backend/kube/internal/loadtest"
 )
 
 // row is one minute of the soak.
@@ -132,37 +134,6 @@ func flat(rows []row, skip time.Duration, tolerance float64, ss []series) []verd
 	return out
 }
 
-// table renders a Markdown table with its columns aligned.
-func table(head []string, rows [][]string) string {
-	w := make([]int, len(head))
-	for i, h := range head {
-		w[i] = max(3, len([]rune(h)))
-	}
-	for _, r := range rows {
-		for i, c := range r {
-			w[i] = max(w[i], len([]rune(c)))
-		}
-	}
-	var b strings.Builder
-	line := func(cells []string) {
-		b.WriteString("|")
-		for i, c := range cells {
-			fmt.Fprintf(&b, " %s%s |", c, strings.Repeat(" ", w[i]-len([]rune(c))))
-		}
-		b.WriteString("\n")
-	}
-	line(head)
-	dashes := make([]string, len(head))
-	for i := range head {
-		dashes[i] = strings.Repeat("-", max(3, w[i]))
-	}
-	line(dashes)
-	for _, r := range rows {
-		line(r)
-	}
-	return b.String()
-}
-
 // report renders the rows, the verdicts and the invariants as Markdown;
 // it returns the series that grew (final only).
 func (s *soak) report(final bool) (string, []string) {
@@ -224,7 +195,7 @@ func (s *soak) report(final bool) (string, []string) {
 	if every > 1 {
 		fmt.Fprintf(&b, "Every %dth minute, and the last:\n\n", every)
 	}
-	b.WriteString(table(head, rows))
+	b.WriteString(loadtest.Table(head, rows))
 	b.WriteString("\nHeaps: each replica process's heap in use after a collection, as it last reported it (every 10 s); " +
 		"a replica just restarted reports a new process's. Stored: documents by kind and their bytes of JSON, from a watch of the store. " +
 		"Writes: the replicas' requests to the API server other than GET, over the minute (a killed process's writes after its last report are lost). " +
@@ -248,7 +219,7 @@ func (s *soak) report(final bool) (string, []string) {
 				}
 				vr = append(vr, []string{v.name, fmt.Sprintf("%.1f", v.middle), fmt.Sprintf("%.1f", v.last), word})
 			}
-			b.WriteString(table([]string{"series", "middle third", "last third", "verdict"}, vr))
+			b.WriteString(loadtest.Table([]string{"series", "middle third", "last third", "verdict"}, vr))
 		}
 		b.WriteString("\n### Invariants\n\n")
 		c := s.final

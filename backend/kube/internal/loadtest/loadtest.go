@@ -105,3 +105,35 @@ func ParametersDocumented(t *testing.T, prefix string) {
 		t.Fatalf("no %s variable found in the test files: the pattern no longer matches how they are read", prefix)
 	}
 }
+
+// Table renders a Markdown table with its columns aligned (each at least
+// three wide, as a separator row needs).
+func Table(head []string, rows [][]string) string {
+	w := make([]int, len(head))
+	for i, h := range head {
+		w[i] = max(3, len([]rune(h)))
+	}
+	for _, r := range rows {
+		for i, c := range r {
+			w[i] = max(w[i], len([]rune(c)))
+		}
+	}
+	var b strings.Builder
+	line := func(cells []string) {
+		b.WriteString("|")
+		for i, c := range cells {
+			fmt.Fprintf(&b, " %s%s |", c, strings.Repeat(" ", w[i]-len([]rune(c))))
+		}
+		b.WriteString("\n")
+	}
+	line(head)
+	dashes := make([]string, len(head))
+	for i := range head {
+		dashes[i] = strings.Repeat("-", max(3, w[i]))
+	}
+	line(dashes)
+	for _, r := range rows {
+		line(r)
+	}
+	return b.String()
+}
