@@ -152,7 +152,7 @@ func keep(m map[string]string, keys ...string) map[string]string {
 }
 
 // cachedPod is what the provisioner's pod informer keeps of a pod in
-// place of the pod (cachePod), and what its pod index holds (podIndex):
+// place of the pod (cachePod), and what its pod index holds (indexPod):
 // what the provisioner reads of a pod (podOf, podResources, podsOfIn,
 // podRunning, changed, nameSurplus, kubeRayOwes, driverGone, lingering)
 // and nothing else. Every replica caches every pod of every cluster: a
@@ -222,8 +222,11 @@ func cachedPodOf(pod *corev1.Pod) *cachedPod {
 	out.status = corev1.PodStatus{Phase: s.Phase, PodIP: s.PodIP, PodIPs: s.PodIPs, StartTime: s.StartTime,
 		Reason: s.Reason, Message: s.Message}
 	for _, c := range s.Conditions {
-		if c.Type == corev1.PodReady { // kubeRayOwes: rayutils.IsRunningAndReady reads it
+		if c.Type == corev1.PodReady { // kubeRayOwes: rayutils.IsRunningAndReady reads it (any true one)
 			out.status.Conditions = []corev1.PodCondition{{Type: c.Type, Status: c.Status}}
+			if c.Status == corev1.ConditionTrue {
+				break
+			}
 		}
 	}
 	if len(s.ContainerStatuses) > 0 {

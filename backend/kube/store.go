@@ -343,21 +343,22 @@ func NewStore(ctx context.Context, cfg *rest.Config, namespace string, opts Stor
 		return nil, fmt.Errorf("kube store: %w", err)
 	}
 	sel := labels.NewSelector().Add(*inEntry)
+	s := &Store{
+		c: c, namespace: namespace, opts: opts,
+		docs: map[string]map[string]entry{}, lastRV: map[string]string{}, listPage: defaultListPage,
+		unselectable: map[string]map[string]bool{},
+		tick:         make(chan struct{}),
+	}
 	cache, err := ctrlcache.New(cfg, ctrlcache.Options{
 		Scheme:            scheme,
 		DefaultNamespaces: map[string]ctrlcache.Config{namespace: {}},
-		DefaultTransform:  toCached, // the informers keep the store's entries, not the objects (issue 43)
+		DefaultTransform:  s.toCached, // the informers keep the store's entries, not the objects (issue 43)
 		ByObject:          map[client.Object]ctrlcache.ByObject{&v1alpha1.StoreEntry{}: {Label: sel}},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("kube store: %w", err)
 	}
-	s := &Store{
-		c: c, cache: cache, namespace: namespace, opts: opts,
-		docs: map[string]map[string]entry{}, lastRV: map[string]string{}, listPage: defaultListPage,
-		unselectable: map[string]map[string]bool{},
-		tick:         make(chan struct{}),
-	}
+	s.cache = cache
 	var regs []toolscache.ResourceEventHandlerRegistration
 	for _, k := range kinds {
 		s.docs[k.kind] = map[string]entry{}

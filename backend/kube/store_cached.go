@@ -60,8 +60,10 @@ func storeKindOf(o client.Object) *kindInfo {
 // toCached is the transform of the store's informers: each object becomes
 // the cachedObject that stands for it. An object already transformed (an
 // informer may hand one back on a resync or a relist) passes unchanged, as
-// does anything that is not an object.
-func toCached(in any) (any, error) {
+// does anything that is not an object. An object at the version the
+// store's documents have already (a relist lists every object again) takes
+// the store's entry of it, so that its data is not held twice.
+func (s *Store) toCached(in any) (any, error) {
 	if c, ok := in.(*cachedObject); ok {
 		return c, nil
 	}
@@ -75,13 +77,32 @@ func toCached(in any) (any, error) {
 	if k == nil {
 		return out, nil
 	}
-	e, err := fromObject(k, o)
-	if err != nil {
-		return out, nil // not one of ours (e.g. a hand-made object): ignored
+	e, ok := s.current(k, o)
+	if !ok {
+		var err error
+		if e, err = fromObject(k, o); err != nil {
+			return out, nil // not one of ours (e.g. a hand-made object): ignored
+		}
 	}
 	out.kind, out.e = k.kind, e
 	if len(k.selectable) > 0 {
 		out.unselectable = lacksSelectable(k, o, e.doc.Labels)
 	}
 	return out, nil
+}
+
+// current returns the store's entry of object o of kind k when it is of
+// o's version (the same object: the name, UID and resourceVersion match).
+func (s *Store) current(k *kindInfo, o client.Object) (entry, bool) {
+	id, ok := o.GetAnnotations()[StoreKeyID]
+	if !ok {
+		return entry{}, false
+	}
+	s.mu.RLock()
+	e, ok := s.docs[k.kind][id]
+	s.mu.RUnlock()
+	if !ok || e.doc.Version != o.GetResourceVersion() || e.name != o.GetName() || e.uid != o.GetUID() {
+		return entry{}, false
+	}
+	return e, true
 }
