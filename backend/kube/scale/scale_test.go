@@ -8,7 +8,6 @@ import (
 	"maps"
 	"net/http"
 	"os"
-	"regexp"
 	"runtime"
 	"runtime/pprof"
 	"slices"
@@ -553,26 +552,9 @@ func (h *harness) noteErr(op string, err error) {
 	}
 }
 
-// anonymous are the parts of an error that name one object or one
-// connection, left out so that the report counts errors of one kind
-// together.
-var anonymous = []struct {
-	re *regexp.Regexp
-	as string
-}{
-	{regexp.MustCompile(`https?://[^/ "]+`), "https://…"},
-	{regexp.MustCompile(`\b(cls|run|job|grp|od)-[a-z0-9]+`), "$1-…"},
-	{regexp.MustCompile(`\b(scale_job_|scale_|rg-|dlctest-)[a-z0-9]+`), "${1}…"},
-}
-
 // anonymise leaves out of an error's text what names one object or one
-// connection.
-func anonymise(s string) string {
-	for _, x := range anonymous {
-		s = x.re.ReplaceAllString(s, x.as)
-	}
-	return s
-}
+// connection (loadtest.Anonymiser).
+var anonymise = loadtest.NewAnonymiser("scale").Anonymise
 
 // heapOfProcess records the process's heap.
 func (h *harness) heapOfProcess(what string) {

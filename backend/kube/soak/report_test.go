@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"maps"
 	"os"
-	"regexp"
 	"runtime"
 	"slices"
 	"strings"
@@ -270,20 +269,6 @@ func (s *soak) writeReport(final bool) []string {
 	return grew
 }
 
-// anonymous are the parts of an error that name one object or one
-// connection, left out so that errors of one kind are counted together.
-var anonymous = []struct {
-	re *regexp.Regexp
-	as string
-}{
-	{regexp.MustCompile(`https?://[^/ "]+`), "https://…"},
-	{regexp.MustCompile(`\b(cls|run|job|grp|od)-[a-z0-9]+`), "$1-…"},
-	{regexp.MustCompile(`\b(soak_job_|soak_|rg-|dlctest-)[a-z0-9]+`), "${1}…"},
-}
-
-func anonymise(s string) string {
-	for _, x := range anonymous {
-		s = x.re.ReplaceAllString(s, x.as)
-	}
-	return s
-}
+// anonymise leaves out of an error's text what names one object or one
+// connection (loadtest.Anonymiser).
+var anonymise = loadtest.NewAnonymiser("soak").Anonymise

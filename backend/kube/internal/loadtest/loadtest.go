@@ -137,3 +137,29 @@ func Table(head []string, rows [][]string) string {
 	}
 	return b.String()
 }
+
+// Anonymiser leaves out of an error's text what names one object or one
+// connection (an address, an SDK id, a name the test made with one of its
+// prefixes), so that a report counts errors of one kind together.
+type Anonymiser []struct {
+	re *regexp.Regexp
+	as string
+}
+
+// NewAnonymiser returns the Anonymiser of a test whose names start with
+// test (e.g. "scale": scale_job_…, scale_…).
+func NewAnonymiser(test string) Anonymiser {
+	return Anonymiser{
+		{regexp.MustCompile(`https?://[^/ "]+`), "https://…"},
+		{regexp.MustCompile(`\b(cls|run|job|grp|od)-[a-z0-9]+`), "$1-…"},
+		{regexp.MustCompile(`\b(` + regexp.QuoteMeta(test) + `_job_|` + regexp.QuoteMeta(test) + `_|rg-|dlctest-)[a-z0-9]+`), "${1}…"},
+	}
+}
+
+// Anonymise returns s with what names one object or connection left out.
+func (a Anonymiser) Anonymise(s string) string {
+	for _, x := range a {
+		s = x.re.ReplaceAllString(s, x.as)
+	}
+	return s
+}
