@@ -47,11 +47,7 @@ var CapacityBytes = capacityBytes
 // SlimRayCluster is slimRayCluster, what the provisioner's informer keeps
 // of a RayCluster.
 func SlimRayCluster(rc *rayv1.RayCluster) *rayv1.RayCluster {
-	out, err := slimRayCluster(rc.DeepCopy())
-	if err != nil {
-		panic(err)
-	}
-	return out.(*rayv1.RayCluster)
+	return slimRayCluster(rc.DeepCopy())
 }
 
 // The readers of a cached RayCluster, for a test that they read the same

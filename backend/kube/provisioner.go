@@ -1,7 +1,6 @@
 package kube
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -108,10 +107,10 @@ type Provisioner struct {
 	// the size past which it is swept of older times.
 	podsAt    map[string]time.Time
 	podsSwept int
-	// podMu guards pods: the pod informer's cachedPods by cluster id and
-	// "namespace/name", as its handler keeps them (indexPod).
-	podMu sync.RWMutex
-	pods  map[string]map[string]*cachedPod
+	// pods and rcs are what the pod and RayCluster informers keep, by
+	// cluster, as their handlers keep them.
+	pods clusterIndex[*cachedPod]
+	rcs  clusterIndex[*cachedRayCluster]
 }
 
 func newProvisioner(ctx context.Context, cfg *rest.Config, st *Store, o Options) (*Provisioner, error) {
@@ -136,7 +135,7 @@ func newProvisioner(ctx context.Context, cfg *rest.Config, st *Store, o Options)
 		// replica (issue 43).
 		DefaultTransform: ctrlcache.TransformStripManagedFields(),
 		ByObject: map[client.Object]ctrlcache.ByObject{
-			&rayv1.RayCluster{}: {Label: ours, Transform: slimRayCluster},
+			&rayv1.RayCluster{}: {Label: ours, Transform: cacheRayCluster},
 			&rayv1.RayJob{}:     {Label: ours},
 			&corev1.Pod{}:       {Label: labels.NewSelector().Add(*hasCluster), Transform: cachePod},
 		},
@@ -151,7 +150,6 @@ func newProvisioner(ctx context.Context, cfg *rest.Config, st *Store, o Options)
 		logTime: o.LogTimeout, logHeads: &HeadGuard{Backoff: o.HeadBackoff}, tokens: o.RayTokens,
 		waitFor: o.Store.WriteWait, netpol: o.NetworkPolicy,
 		polled: map[string]bool{}, rechecks: map[string]time.Time{}, tick: make(chan struct{}), podsAt: map[string]time.Time{},
-		pods: map[string]map[string]*cachedPod{},
 	}
 	p.render.Namespace = o.Namespace
 	if p.manager == "" {
@@ -188,12 +186,11 @@ func newProvisioner(ctx context.Context, cfg *rest.Config, st *Store, o Options)
 		}
 		return nil
 	}
-	// Pods are found by cluster in the provisioner's own index (indexPod),
-	// which holds the informer's cachedPods: no index of the cache's.
-	for _, obj := range []client.Object{&rayv1.RayCluster{}, &rayv1.RayJob{}} {
-		if err := cache.IndexField(ctx, obj, indexCluster, byCluster); err != nil {
-			return nil, fmt.Errorf("kube provisioner: index: %w", err)
-		}
+	// Pods and RayClusters are found by cluster in the provisioner's own
+	// indexes (pods, rcs), which hold what their informers keep: no index
+	// of the cache's.
+	if err := cache.IndexField(ctx, &rayv1.RayJob{}, indexCluster, byCluster); err != nil {
+		return nil, fmt.Errorf("kube provisioner: index: %w", err)
 	}
 	var regs []toolscache.ResourceEventHandlerRegistration
 	for _, obj := range []client.Object{&rayv1.RayCluster{}, &rayv1.RayJob{}, &corev1.Pod{}} {
@@ -202,9 +199,9 @@ func newProvisioner(ctx context.Context, cfg *rest.Config, st *Store, o Options)
 			return nil, fmt.Errorf("kube provisioner: informer: %w", err)
 		}
 		reg, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-			AddFunc:    func(obj any) { p.indexPod(nil, obj); p.podRunning(nil, obj); p.changed(obj) },
-			UpdateFunc: func(old, obj any) { p.indexPod(old, obj); p.podRunning(old, obj); p.changed(obj) },
-			DeleteFunc: func(obj any) { p.indexPod(obj, nil); p.podRunning(obj, nil); p.changed(obj) },
+			AddFunc:    func(obj any) { p.index(nil, obj); p.podRunning(nil, obj); p.changed(obj) },
+			UpdateFunc: func(old, obj any) { p.index(old, obj); p.podRunning(old, obj); p.changed(obj) },
+			DeleteFunc: func(obj any) { p.index(obj, nil); p.podRunning(obj, nil); p.changed(obj) },
 		})
 		if err != nil {
 			return nil, fmt.Errorf("kube provisioner: handler: %w", err)
@@ -267,16 +264,17 @@ func (p *Provisioner) Observe(ctx context.Context, f func(kind, id string)) {
 			continue
 		}
 		seen[ns] = true
-		var rcs rayv1.RayClusterList
 		var rjs rayv1.RayJobList
-		for _, l := range []client.ObjectList{&rcs, &rjs} {
-			if err := p.cache.List(ctx, l, client.InNamespace(ns)); err != nil {
-				p.log.Error(err, "listing Ray objects at start", "namespace", ns)
-			}
+		if err := p.cache.List(ctx, &rjs, client.InNamespace(ns)); err != nil {
+			p.log.Error(err, "listing Ray objects at start", "namespace", ns)
 		}
 		ids := map[string]bool{}
-		for _, rc := range rcs.Items {
-			ids[rc.Labels[KeyClusterID]] = true
+		for _, id := range p.rcs.ids() {
+			for _, rc := range p.rcs.of(id) {
+				if rc.Namespace == ns {
+					ids[id] = true
+				}
+			}
 		}
 		for _, rj := range rjs.Items {
 			ids[rj.Labels[KeyClusterID]] = true
@@ -338,40 +336,11 @@ func runningPod(o any) (*corev1.Pod, bool) {
 	return pod, pod.Status.Phase == corev1.PodRunning && pod.DeletionTimestamp == nil
 }
 
-// indexPod keeps the provisioner's index of pods by cluster (pods) as the
-// pod informer tells of a pod's change from old to obj (nil: none; either
-// may be a tombstone). Anything but a cachedPod is ignored.
-func (p *Provisioner) indexPod(old, obj any) {
-	was, is := asCachedPod(old), asCachedPod(obj)
-	if was == nil && is == nil {
-		return
-	}
-	p.podMu.Lock()
-	defer p.podMu.Unlock()
-	if was != nil {
-		id := was.cluster()
-		delete(p.pods[id], was.Namespace+"/"+was.Name)
-		if len(p.pods[id]) == 0 {
-			delete(p.pods, id)
-		}
-	}
-	if is != nil {
-		if id := is.cluster(); id != "" {
-			if p.pods[id] == nil {
-				p.pods[id] = map[string]*cachedPod{}
-			}
-			p.pods[id][is.Namespace+"/"+is.Name] = is
-		}
-	}
-}
-
-// asCachedPod returns o as a cachedPod, o a tombstone's included, or nil.
-func asCachedPod(o any) *cachedPod {
-	if t, ok := o.(toolscache.DeletedFinalStateUnknown); ok {
-		o = t.Obj
-	}
-	c, _ := o.(*cachedPod)
-	return c
+// index keeps the provisioner's indexes of pods and RayClusters by
+// cluster (pods, rcs) as an informer tells of them.
+func (p *Provisioner) index(old, obj any) {
+	p.pods.update(old, obj)
+	p.rcs.update(old, obj)
 }
 
 // podsChangedAt returns when cluster id's pods last started or stopped
@@ -396,7 +365,10 @@ func (p *Provisioner) changed(obj any) {
 	}
 	var notes [][2]string
 	id := o.GetLabels()[KeyClusterID]
-	if c, ok := o.(*cachedPod); ok {
+	switch c := o.(type) {
+	case *cachedPod:
+		id = c.cluster()
+	case *cachedRayCluster:
 		id = c.cluster()
 	}
 	if id != "" {
@@ -480,6 +452,35 @@ func (p *Provisioner) pollLater(runID string) {
 	p.mu.Unlock()
 }
 
+// getCached reads key from the cache into obj: a RayCluster from the
+// provisioner's index (rcs) under obj's cluster id label, anything else
+// from the informers' cache.
+func (p *Provisioner) getCached(ctx context.Context, key types.NamespacedName, obj client.Object) error {
+	into, ok := obj.(*rayv1.RayCluster)
+	if !ok {
+		return p.cache.Get(ctx, key, obj)
+	}
+	rc := p.cachedRayCluster(into.Labels[KeyClusterID], key)
+	if rc == nil {
+		return apierrors.NewNotFound(rayv1.Resource("rayclusters"), key.Name)
+	}
+	*into = *rc
+	return nil
+}
+
+// cachedRayCluster returns the cached RayCluster key of cluster id, or nil.
+func (p *Provisioner) cachedRayCluster(id string, key types.NamespacedName) *rayv1.RayCluster {
+	if id == "" {
+		return nil
+	}
+	for _, c := range p.rcs.of(id) {
+		if c.Namespace == key.Namespace && c.Name == key.Name {
+			return c.rayCluster()
+		}
+	}
+	return nil
+}
+
 // awaitCached waits until the cache's copy of key (read into obj, or a
 // NotFound error) satisfies done, ctx is done or the write wait has passed.
 func (p *Provisioner) awaitCached(ctx context.Context, obj client.Object, key types.NamespacedName, done func(error) bool) {
@@ -489,7 +490,7 @@ func (p *Provisioner) awaitCached(ctx context.Context, obj client.Object, key ty
 		p.mu.Lock()
 		tick := p.tick
 		p.mu.Unlock()
-		if done(p.cache.Get(ctx, key, obj)) {
+		if done(p.getCached(ctx, key, obj)) {
 			return
 		}
 		select {
@@ -1446,14 +1447,7 @@ func (p *Provisioner) headOf(ctx context.Context, runID string) (*JobsClient, er
 			return nil, apiError("read the RayJob", "run", runID, err)
 		}
 		if rj.Status.RayClusterName != "" {
-			var c rayv1.RayCluster
-			err := p.cache.Get(ctx, types.NamespacedName{Namespace: rj.Namespace, Name: rj.Status.RayClusterName}, &c)
-			if err != nil && !apierrors.IsNotFound(err) {
-				return nil, apiError("read the RayCluster", "run", runID, err)
-			}
-			if err == nil {
-				rc = &c
-			}
+			rc = p.cachedRayCluster(rj.Labels[KeyClusterID], types.NamespacedName{Namespace: rj.Namespace, Name: rj.Status.RayClusterName})
 		}
 	} else if r.ClusterID != "" {
 		if rc, err = p.rayCluster(ctx, r.ClusterID); err != nil {
@@ -1555,11 +1549,7 @@ func (p *Provisioner) podsOf(ctx context.Context, clusterID string) ([]corev1.Po
 
 // podsOfIn is podsOf for cluster clusterID of live resource group rg.
 func (p *Provisioner) podsOfIn(ctx context.Context, clusterID, rg string) ([]corev1.Pod, error) {
-	p.podMu.RLock()
-	cached := slices.SortedFunc(maps.Values(p.pods[clusterID]), func(a, b *cachedPod) int {
-		return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name))
-	})
-	p.podMu.RUnlock()
+	cached := p.pods.of(clusterID)
 	out := make([]corev1.Pod, 0, len(cached))
 	for _, c := range cached {
 		if pod := c.pod(); p.rayPodIn(pod, rg) {
@@ -1680,11 +1670,13 @@ func (p *Provisioner) rayClusters(ctx context.Context, id string) ([]rayv1.RayCl
 // in its own group's namespace (what is left of a group the cluster ran in
 // before, which a start or a delete removes).
 func (p *Provisioner) rayClustersOf(ctx context.Context, id, rg string) ([]rayv1.RayCluster, error) {
-	var list rayv1.RayClusterList
-	if err := p.cache.List(ctx, &list, client.MatchingFields{indexCluster: id}); err != nil {
-		return nil, apiError("list RayClusters", "cluster", id, err)
+	var out []rayv1.RayCluster
+	for _, c := range p.rcs.of(id) {
+		if rc := c.rayCluster(); p.inPlace(rc, rg) {
+			out = append(out, *rc)
+		}
 	}
-	return slices.DeleteFunc(list.Items, func(rc rayv1.RayCluster) bool { return !p.inPlace(&rc, rg) }), nil
+	return out, nil
 }
 
 // rayJob returns the RayJob of on-demand cluster id, in its place

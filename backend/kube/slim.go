@@ -1,6 +1,8 @@
 package kube
 
 import (
+	"slices"
+
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
 	rayutils "github.com/ray-project/kuberay/ray-operator/controllers/ray/utils"
 	corev1 "k8s.io/api/core/v1"
@@ -46,48 +48,110 @@ import (
 //
 // What writes a RayCluster whole reads it from the API server first
 // (resizeJobCluster); an apply renders its own; delete sends only the
-// name and uid. Anything else passes unchanged.
-func slimRayCluster(in any) (any, error) {
-	rc, ok := in.(*rayv1.RayCluster)
-	if !ok {
-		return in, nil
+// name and uid.
+func slimRayCluster(rc *rayv1.RayCluster) *rayv1.RayCluster {
+	return cachedRayClusterOf(rc).rayCluster()
+}
+
+// cachedRayCluster is what the provisioner's RayCluster informer keeps of
+// a RayCluster in place of the object (cacheRayCluster), and what its
+// index holds (Provisioner.rcs): what slimRayCluster keeps, in fields of
+// its own. A rayv1.RayCluster, however empty, is 1.6 KiB and each worker
+// group's 0.9 KiB more (their pod templates); this is a third of that
+// (issue 43). rayCluster returns it as the RayCluster the readers read. A
+// cachedRayCluster is never changed once made.
+type cachedRayCluster struct {
+	metav1.TypeMeta
+	metav1.ObjectMeta // without labels and annotations: kept is what of them is read
+	kept              [len(rcLabelsRead) + len(rcAnnotationsRead)]string
+	suspend           *bool
+	autoscaling       *bool
+	faultTolerant     bool // spec.gcsFaultToleranceOptions is set
+	headContainer     bool // the head's pod template has the HeadContainer
+	headImage         string
+	headService       string          // the spec's head service name, while the status names none
+	headEnv           []corev1.EnvVar // RAY_AUTH_MODE and RAY_AUTH_TOKEN
+	workers           []cachedWorkerGroup
+	observed          int64
+	head              rayv1.HeadInfo
+	conditions        []metav1.Condition
+}
+
+// cachedWorkerGroup is what a cachedRayCluster keeps of a worker group.
+type cachedWorkerGroup struct {
+	name     string
+	replicas *int32
+	toDelete []string
+}
+
+// rcLabelsRead and rcAnnotationsRead are the keys read of a cached
+// RayCluster's labels and annotations. A RayCluster's label or
+// annotation of these keys is never empty (the SDK's and KubeRay's): an
+// empty value is one it has not.
+var (
+	rcLabelsRead      = [...]string{KeyClusterID, KeyResourceGroup}
+	rcAnnotationsRead = [...]string{KeyClusterID, KeyGeneration, rayutils.RayFTEnabledAnnotationKey}
+)
+
+// cluster returns the id of the cluster c is a RayCluster of (its
+// KeyClusterID label), or "".
+func (c *cachedRayCluster) cluster() string { return c.kept[0] }
+
+// DeepCopyObject returns a copy of c that shares what is never changed.
+func (c *cachedRayCluster) DeepCopyObject() runtime.Object {
+	out := *c
+	out.ObjectMeta = *c.ObjectMeta.DeepCopy()
+	return &out
+}
+
+// cacheRayCluster is the transform of the provisioner's RayCluster
+// informer: a RayCluster becomes its cachedRayCluster. Anything else (one
+// handed back on a relist, a tombstone) passes unchanged.
+func cacheRayCluster(in any) (any, error) {
+	if rc, ok := in.(*rayv1.RayCluster); ok {
+		return cachedRayClusterOf(rc), nil
 	}
+	return in, nil
+}
+
+// cachedRayClusterOf is what the RayCluster informer keeps of rc.
+func cachedRayClusterOf(rc *rayv1.RayCluster) *cachedRayCluster {
 	m := &rc.ObjectMeta
-	out := &rayv1.RayCluster{TypeMeta: rc.TypeMeta, ObjectMeta: metav1.ObjectMeta{
+	out := &cachedRayCluster{TypeMeta: rc.TypeMeta, ObjectMeta: metav1.ObjectMeta{
 		Name: m.Name, Namespace: m.Namespace, UID: m.UID, ResourceVersion: m.ResourceVersion, Generation: m.Generation,
 		DeletionTimestamp: m.DeletionTimestamp,
-		Labels:            keep(m.Labels, KeyClusterID, KeyResourceGroup),
-		Annotations:       keep(m.Annotations, KeyClusterID, KeyGeneration, rayutils.RayFTEnabledAnnotationKey),
 	}}
-	s, o := &rc.Spec, &out.Spec
-	o.Suspend, o.EnableInTreeAutoscaling = s.Suspend, s.EnableInTreeAutoscaling
-	if s.GcsFaultToleranceOptions != nil {
-		o.GcsFaultToleranceOptions = &rayv1.GcsFaultToleranceOptions{}
+	for i, k := range rcLabelsRead {
+		out.kept[i] = m.Labels[k]
 	}
+	for i, k := range rcAnnotationsRead {
+		out.kept[len(rcLabelsRead)+i] = m.Annotations[k]
+	}
+	s := &rc.Spec
+	out.suspend, out.autoscaling, out.faultTolerant = s.Suspend, s.EnableInTreeAutoscaling, s.GcsFaultToleranceOptions != nil
 	if h := s.HeadGroupSpec.HeadService; h != nil && h.Name != "" && rc.Status.Head.ServiceName == "" {
-		o.HeadGroupSpec.HeadService = &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: h.Name}}
+		out.headService = h.Name
 	}
 	for _, c := range s.HeadGroupSpec.Template.Spec.Containers {
 		if c.Name != HeadContainer {
 			continue
 		}
-		kept := corev1.Container{Name: HeadContainer, Image: c.Image}
+		out.headContainer, out.headImage = true, c.Image
 		for _, e := range c.Env {
 			if e.Name == "RAY_AUTH_MODE" || e.Name == "RAY_AUTH_TOKEN" {
-				kept.Env = append(kept.Env, e)
+				out.headEnv = append(out.headEnv, e)
 			}
 		}
-		o.HeadGroupSpec.Template.Spec.Containers = append(o.HeadGroupSpec.Template.Spec.Containers, kept)
+		break // the first: a second of the name is an invalid pod
 	}
 	if len(s.WorkerGroupSpecs) > 0 {
-		o.WorkerGroupSpecs = make([]rayv1.WorkerGroupSpec, len(s.WorkerGroupSpecs))
+		out.workers = make([]cachedWorkerGroup, len(s.WorkerGroupSpecs))
 		for i, w := range s.WorkerGroupSpecs {
-			o.WorkerGroupSpecs[i] = rayv1.WorkerGroupSpec{GroupName: w.GroupName, Replicas: w.Replicas,
-				ScaleStrategy: rayv1.ScaleStrategy{WorkersToDelete: w.ScaleStrategy.WorkersToDelete}}
+			out.workers[i] = cachedWorkerGroup{name: w.GroupName, replicas: w.Replicas, toDelete: w.ScaleStrategy.WorkersToDelete}
 		}
 	}
 	st := &rc.Status
-	out.Status = rayv1.RayClusterStatus{ObservedGeneration: st.ObservedGeneration, Head: st.Head}
+	out.observed, out.head = st.ObservedGeneration, st.Head
 	for _, c := range st.Conditions {
 		typ, read := readCondition(c.Type) // the constant's string, not a copy of its own in every object
 		if !read || (typ != string(rayv1.HeadPodReady) && c.Status != metav1.ConditionTrue) {
@@ -100,9 +164,52 @@ func slimRayCluster(in any) (any, error) {
 		case string(rayv1.RayClusterReplicaFailure):
 			kept.Message = c.Message
 		}
-		out.Status.Conditions = append(out.Status.Conditions, kept)
+		out.conditions = append(out.conditions, kept)
 	}
-	return out, nil
+	return out
+}
+
+// rayCluster returns c as a RayCluster of its own (nothing shared with c
+// that a reader could change): the fields slimRayCluster's doc lists.
+func (c *cachedRayCluster) rayCluster() *rayv1.RayCluster {
+	out := &rayv1.RayCluster{TypeMeta: c.TypeMeta, ObjectMeta: *c.ObjectMeta.DeepCopy()}
+	out.Labels = kept(c.kept[:len(rcLabelsRead)], rcLabelsRead[:])
+	out.Annotations = kept(c.kept[len(rcLabelsRead):], rcAnnotationsRead[:])
+	o := &out.Spec
+	if c.suspend != nil {
+		o.Suspend = new(*c.suspend)
+	}
+	if c.autoscaling != nil {
+		o.EnableInTreeAutoscaling = new(*c.autoscaling)
+	}
+	if c.faultTolerant {
+		o.GcsFaultToleranceOptions = &rayv1.GcsFaultToleranceOptions{}
+	}
+	if c.headService != "" {
+		o.HeadGroupSpec.HeadService = &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: c.headService}}
+	}
+	if c.headContainer {
+		h := corev1.Container{Name: HeadContainer, Image: c.headImage}
+		for _, e := range c.headEnv {
+			h.Env = append(h.Env, *e.DeepCopy())
+		}
+		o.HeadGroupSpec.Template.Spec.Containers = []corev1.Container{h}
+	}
+	if len(c.workers) > 0 {
+		o.WorkerGroupSpecs = make([]rayv1.WorkerGroupSpec, len(c.workers))
+		for i, w := range c.workers {
+			g := rayv1.WorkerGroupSpec{GroupName: w.name, ScaleStrategy: rayv1.ScaleStrategy{WorkersToDelete: slices.Clone(w.toDelete)}}
+			if w.replicas != nil {
+				g.Replicas = new(*w.replicas)
+			}
+			o.WorkerGroupSpecs[i] = g
+		}
+	}
+	out.Status = rayv1.RayClusterStatus{ObservedGeneration: c.observed, Head: c.head}
+	for _, cond := range c.conditions {
+		out.Status.Conditions = append(out.Status.Conditions, *cond.DeepCopy())
+	}
+	return out
 }
 
 // readCondition returns t, the constant's string, when conditions of type

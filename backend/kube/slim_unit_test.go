@@ -1,14 +1,17 @@
 package kube
 
 import (
+	"fmt"
 	"reflect"
 	"testing"
 	"time"
 
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
@@ -142,7 +145,7 @@ func TestSlimPodKeepsWhatIsRead(t *testing.T) {
 // included), deletes and tombstones, and what podsOf returns shares
 // nothing with what it keeps.
 func TestPodIndex(t *testing.T) {
-	p := &Provisioner{namespace: "ns", pods: map[string]map[string]*cachedPod{}}
+	p := &Provisioner{namespace: "ns"}
 	pod := func(name, cluster string, phase corev1.PodPhase) *cachedPod {
 		return cachedPodOf(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns",
 			Labels:          map[string]string{KeyClusterID: cluster},
@@ -161,28 +164,28 @@ func TestPodIndex(t *testing.T) {
 		return out
 	}
 	a, b := pod("a", "cls-1", corev1.PodPending), pod("b", "cls-1", corev1.PodRunning)
-	p.indexPod(nil, a)
-	p.indexPod(nil, b)
-	p.indexPod(nil, pod("c", "", corev1.PodRunning)) // no cluster: not indexed
+	p.index(nil, a)
+	p.index(nil, b)
+	p.index(nil, pod("c", "", corev1.PodRunning)) // no cluster: not indexed
 	a2 := pod("a", "cls-1", corev1.PodRunning)
-	p.indexPod(a, a2)
+	p.index(a, a2)
 	if got, want := names("cls-1"), []string{"a:Running", "b:Running"}; !reflect.DeepEqual(got, want) {
 		t.Errorf("after adds and an update: %v, want %v", got, want)
 	}
 	moved := pod("b", "cls-2", corev1.PodRunning)
-	p.indexPod(b, moved)
+	p.index(b, moved)
 	if got, want := names("cls-1"), []string{"a:Running"}; !reflect.DeepEqual(got, want) {
 		t.Errorf("after a move: cls-1 %v, want %v", got, want)
 	}
 	if got, want := names("cls-2"), []string{"b:Running"}; !reflect.DeepEqual(got, want) {
 		t.Errorf("after a move: cls-2 %v, want %v", got, want)
 	}
-	p.indexPod(toolscache.DeletedFinalStateUnknown{Key: "ns/a", Obj: a2}, nil)
-	p.indexPod(moved, nil)
-	if len(p.pods) != 0 {
-		t.Errorf("after the deletes the index holds %v", p.pods)
+	p.index(toolscache.DeletedFinalStateUnknown{Key: "ns/a", Obj: a2}, nil)
+	p.index(moved, nil)
+	if len(p.pods.m) != 0 {
+		t.Errorf("after the deletes the index holds %v", p.pods.m)
 	}
-	p.indexPod(nil, a2)
+	p.index(nil, a2)
 	got, _ := p.podsOf(t.Context(), "cls-1")
 	got[0].Labels[KeyClusterID] = "changed"
 	got[0].Status.Phase = corev1.PodFailed
@@ -206,5 +209,78 @@ func TestPodChangeTellsItsCluster(t *testing.T) {
 	p.changed(none)
 	if want := []string{"cluster/cls-1", "cluster/cls-1"}; !reflect.DeepEqual(told, want) {
 		t.Errorf("told %v, want %v", told, want)
+	}
+}
+
+// TestRayClusterIndex: the provisioner's index of RayClusters by cluster
+// follows the informer (adds, a move to another cluster's label, deletes,
+// tombstones); rayClustersOf and getCached read from it what
+// the informer keeps, in the cluster's place only; what they return
+// shares nothing with what it keeps; a change of one tells its cluster.
+func TestRayClusterIndex(t *testing.T) {
+	p := &Provisioner{namespace: "ns", groupNS: map[string]string{"rg-b": "ns-b"}, tick: make(chan struct{})}
+	var told []string
+	p.watchers.Add(t.Context(), &p.mu, func(kind, id string) { told = append(told, kind+"/"+id) }, nil)
+	rc := func(name, ns, cluster, rg string, replicas int32) *cachedRayCluster {
+		labels := map[string]string{KeyClusterID: cluster}
+		if rg != "" {
+			labels[KeyResourceGroup] = rg
+		}
+		return cachedRayClusterOf(&rayv1.RayCluster{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels,
+			Annotations: map[string]string{KeyClusterID: cluster}},
+			Spec: rayv1.RayClusterSpec{WorkerGroupSpecs: []rayv1.WorkerGroupSpec{{GroupName: "g", Replicas: ptr.To(replicas)}}}})
+	}
+	names := func(id, rg string) []string {
+		rcs, err := p.rayClustersOf(t.Context(), id, rg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, rc := range rcs {
+			out = append(out, rc.Namespace+"/"+rc.Name+":"+fmt.Sprint(*rc.Spec.WorkerGroupSpecs[0].Replicas))
+		}
+		return out
+	}
+	own := rc(RayClusterName("c1"), "ns", "c1", "", 1)
+	elsewhere := rc(RayClusterName("c1"), "ns-b", "c1", "", 1) // in rg-b's namespace but not labelled rg-b: not in place
+	grouped := rc("g1", "ns-b", "c1", "rg-b", 2)
+	for _, o := range []*cachedRayCluster{own, elsewhere, grouped} {
+		p.index(nil, o)
+		p.changed(o)
+	}
+	if got, want := names("c1", ""), []string{"ns/" + RayClusterName("c1") + ":1", "ns-b/g1:2"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("in place: %v, want %v", got, want)
+	}
+	if got, want := names("c1", "rg-b"), []string{"ns-b/g1:2"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("in rg-b: %v, want %v", got, want)
+	}
+	if got := told; !reflect.DeepEqual(got, []string{"cluster/c1", "cluster/c1", "cluster/c1"}) {
+		t.Errorf("told %v", got)
+	}
+	into := &rayv1.RayCluster{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{KeyClusterID: "c1"}}}
+	if err := p.getCached(t.Context(), types.NamespacedName{Namespace: "ns-b", Name: "g1"}, into); err != nil || into.Name != "g1" {
+		t.Errorf("getCached: %v %v", err, into.Name)
+	}
+	into.Spec.WorkerGroupSpecs[0].GroupName = "changed"
+	*into.Spec.WorkerGroupSpecs[0].Replicas = 9
+	if got := names("c1", "rg-b"); !reflect.DeepEqual(got, []string{"ns-b/g1:2"}) || grouped.workers[0].name != "g" {
+		t.Errorf("a change to what getCached returned reached the index: %v", got)
+	}
+	if err := p.getCached(t.Context(), types.NamespacedName{Namespace: "ns", Name: "nope"}, into); !apierrors.IsNotFound(err) {
+		t.Errorf("getCached of what is not cached: %v, want not found", err)
+	}
+	moved := rc("g1", "ns-b", "c2", "rg-b", 2)
+	p.index(grouped, moved)
+	if got := names("c1", "rg-b"); len(got) != 0 {
+		t.Errorf("after a move, c1 still has %v", got)
+	}
+	if got, want := names("c1", ""), []string{"ns/" + RayClusterName("c1") + ":1"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("after a move, c1 has %v, want %v", got, want)
+	}
+	p.index(toolscache.DeletedFinalStateUnknown{Key: "ns/x", Obj: own}, nil)
+	p.index(elsewhere, nil)
+	p.index(moved, nil)
+	if len(p.rcs.m) != 0 || len(p.pods.m) != 0 {
+		t.Errorf("after the deletes the index holds %v %v", p.rcs.m, p.pods.m)
 	}
 }

@@ -29,8 +29,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
-	toolscache "k8s.io/client-go/tools/cache"
-	ctrlcache "sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
@@ -153,7 +151,6 @@ type StoreOptions struct {
 // write's; the store needs permission to create and patch events.
 type Store struct {
 	c         client.Client
-	cache     ctrlcache.Cache
 	namespace string
 	opts      StoreOptions
 	stop      func()
@@ -349,37 +346,16 @@ func NewStore(ctx context.Context, cfg *rest.Config, namespace string, opts Stor
 		unselectable: map[string]map[string]bool{},
 		tick:         make(chan struct{}),
 	}
-	cache, err := ctrlcache.New(cfg, ctrlcache.Options{
-		Scheme:            scheme,
-		DefaultNamespaces: map[string]ctrlcache.Config{namespace: {}},
-		DefaultTransform:  s.toCached, // the informers keep the store's entries, not the objects (issue 43)
-		ByObject:          map[client.Object]ctrlcache.ByObject{&v1alpha1.StoreEntry{}: {Label: sel}},
-	})
-	if err != nil {
-		return nil, fmt.Errorf("kube store: %w", err)
-	}
-	s.cache = cache
-	var regs []toolscache.ResourceEventHandlerRegistration
 	for _, k := range kinds {
 		s.docs[k.kind] = map[string]entry{}
-		if slices.Contains(uncachedKinds, k.kind) {
-			continue
-		}
-		inf, err := cache.GetInformer(ctx, k.newObj())
-		if err != nil {
-			return nil, fmt.Errorf("kube store: informer for %s: %w", k.kind, err)
-		}
-		reg, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-			AddFunc:    func(obj any) { s.observe(k, obj, false) },
-			UpdateFunc: func(_, obj any) { s.observe(k, obj, false) },
-			DeleteFunc: func(obj any) { s.observe(k, obj, true) },
-		})
-		if err != nil {
-			return nil, fmt.Errorf("kube store: handler for %s: %w", k.kind, err)
-		}
-		regs = append(regs, reg)
 	}
-	run, stop := startCache(ctx, cache)
+	run, cancelFeeds := context.WithCancel(ctx)
+	feeds, stopped, err := s.startFeeds(run, cfg, scheme, sel)
+	if err != nil {
+		cancelFeeds()
+		return nil, err
+	}
+	stop := func() { cancelFeeds(); awaitStopped(stopped) }
 	s.stop = stop
 	if !opts.NoEvents {
 		if s.events, err = newEventRecorder(run, cfg, namespace, scheme, opts.Logger); err != nil {
@@ -388,7 +364,7 @@ func NewStore(ctx context.Context, cfg *rest.Config, namespace string, opts Stor
 		}
 	}
 	// A list the API server refuses (RBAC, a CRD not installed) is retried
-	// by the informers for ever: a probe after syncProbeAfter, and again
+	// by the reflectors for ever: a probe after syncProbeAfter, and again
 	// as long after, says so, and ends the wait with the refusal instead
 	// of the timeout.
 	pctx, refused := context.WithCancelCause(ctx)
@@ -413,22 +389,17 @@ func NewStore(ctx context.Context, cfg *rest.Config, namespace string, opts Stor
 		}
 	})
 	defer probe.Stop()
-	if !cache.WaitForCacheSync(sctx) {
+	for _, f := range feeds {
+		select {
+		case <-f.ready:
+			continue
+		case <-sctx.Done():
+		}
 		stop()
 		if err := context.Cause(pctx); err != nil && !errors.Is(err, context.Canceled) && ctx.Err() == nil {
 			return nil, err // the refusal the probe found
 		}
 		return nil, syncError(ctx, c, namespace, fmt.Errorf("caches of namespace %s did not sync: %w", namespace, context.Cause(sctx)))
-	}
-	for _, reg := range regs {
-		for !reg.HasSynced() {
-			select {
-			case <-sctx.Done():
-				stop()
-				return nil, errs.Unavailable("kube store sync", fmt.Errorf("handlers of namespace %s did not sync: %w", namespace, context.Cause(sctx)))
-			case <-time.After(5 * time.Millisecond):
-			}
-		}
 	}
 	return s, nil
 }
@@ -491,22 +462,24 @@ func listRefusal(pctx context.Context, c client.Client, namespace string) error 
 // so that what they cached can be freed.
 func (s *Store) Close() { s.stop(); s.events.close() }
 
-// observe applies an informer event for kind k to the documents and
-// tells watchers. obj is the cachedObject toCached made of the object.
-func (s *Store) observe(k *kindInfo, obj any, deleted bool) {
-	if t, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
-		obj = t.Obj
+// observe applies to the documents an object a feed's reflector listed
+// or was told of (deleted: its deletion), and tells watchers. It returns
+// the object's kind and entry, or ok false when the object is not one of
+// the store's (ignored).
+func (s *Store) observe(obj any, deleted bool) (k *kindInfo, e entry, ok bool) {
+	o, isObj := obj.(client.Object)
+	if !isObj {
+		return nil, entry{}, false
 	}
-	co, ok := obj.(*cachedObject)
-	if !ok || co.kind != k.kind {
-		return // not one of ours, or of another kind kept in StoreEntries
+	k, e, unselectable, ok := s.entryOf(o)
+	if !ok {
+		return nil, entry{}, false
 	}
-	e := co.e
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	byID := s.docs[k.kind]
 	if cur, ok := byID[e.doc.ID]; ok && !deleted && cur.doc.Version == e.doc.Version {
-		return // a resync
+		return k, e, true // a relist
 	}
 	if deleted {
 		delete(byID, e.doc.ID)
@@ -514,14 +487,38 @@ func (s *Store) observe(k *kindInfo, obj any, deleted bool) {
 		byID[e.doc.ID] = e
 	}
 	if len(k.selectable) > 0 {
-		s.noteSelectable(k, co.unselectable, e.doc.ID, deleted)
+		s.noteSelectable(k, unselectable, e.doc.ID, deleted)
 	}
 	if last := s.lastRV[k.kind]; last == "" {
 		s.lastRV[k.kind] = e.doc.Version
 	} else if c, err := resourceversion.CompareResourceVersion(e.doc.Version, last); err == nil && c > 0 {
 		s.lastRV[k.kind] = e.doc.Version
 	}
-	s.watchers.Each(func(h func(backend.Change)) { h(backend.Change{Doc: watched(e.doc), Deleted: deleted}) })
+	s.changed(e.doc, deleted)
+	return k, e, true
+}
+
+// forget deletes the documents of kind k that a full list did not have
+// (listed: the ids it had), and tells watchers.
+func (s *Store) forget(k *kindInfo, listed map[string]bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for id, e := range s.docs[k.kind] {
+		if listed[id] {
+			continue
+		}
+		delete(s.docs[k.kind], id)
+		if len(k.selectable) > 0 {
+			s.noteSelectable(k, false, id, true)
+		}
+		s.changed(e.doc, true)
+	}
+}
+
+// changed tells watchers of a change of document d and wakes whoever
+// awaits one. s.mu is held.
+func (s *Store) changed(d backend.Doc, deleted bool) {
+	s.watchers.Each(func(h func(backend.Change)) { h(backend.Change{Doc: watched(d), Deleted: deleted}) })
 	close(s.tick)
 	s.tick = make(chan struct{})
 }
