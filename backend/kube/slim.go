@@ -230,6 +230,12 @@ func readCondition(t string) (string, bool) {
 	return "", false
 }
 
+// conditionStatusOf is s, the constant's string of a pod's condition
+// status when it is one of the three.
+func conditionStatusOf(s corev1.ConditionStatus) corev1.ConditionStatus {
+	return corev1.ConditionStatus(conditionStatus(metav1.ConditionStatus(s)))
+}
+
 // conditionStatus is s, the constant's string when it is one of the three
 // (not a copy of its own in every cached object).
 func conditionStatus(s metav1.ConditionStatus) metav1.ConditionStatus {
@@ -259,14 +265,15 @@ func keep(m map[string]string, keys ...string) map[string]string {
 }
 
 // cachedPod is what the provisioner's pod informer keeps of a pod in
-// place of the pod (cachePod), and what its pod index holds (indexPod):
-// what the provisioner reads of a pod (podOf, podResources, podsOfIn,
-// podRunning, changed, nameSurplus, kubeRayOwes, driverGone, lingering)
-// and nothing else. Every replica caches every pod of every cluster: a
-// Ray pod's environment, volumes, probes and commands, its managedFields,
-// KubeRay's labels and each container's resource lists were most of its
-// bytes (issue 43: 14 KiB a pod), and a corev1.Pod, however empty, is
-// 2 KiB. It keeps:
+// place of the pod (cachePod), and what its pod index holds
+// (clusterIndex): what the provisioner reads of a pod (podOf,
+// podResources, podsOfIn, podRunning, changed, nameSurplus, kubeRayOwes,
+// driverGone, lingering) and nothing else. Every replica caches every pod
+// of every cluster: a Ray pod's environment, volumes, probes and commands,
+// its managedFields, KubeRay's labels and each container's resource lists
+// were most of its bytes (issue 43: 14 KiB a pod), and a corev1.Pod,
+// however empty, is 2 KiB, its status alone 0.3 KiB and each container's
+// status 0.3 KiB more. It keeps:
 //
 //   - of the metadata, the name, namespace, UID, resourceVersion,
 //     generation, times, owner references and finalizers, the labels in
@@ -276,9 +283,9 @@ func keep(m map[string]string, keys ...string) map[string]string {
 //     the name and image; and the pod's requests and limits as
 //     podResources counts them (its containers, sidecars and init
 //     containers, and its overhead);
-//   - of the status, the phase, IPs, start time, reason and message, the
-//     Ready condition's status (rayutils.IsRunningAndReady) and each
-//     container's name, state, readiness and restart count.
+//   - of the status, the phase, the IPs (hasIP), the Ready condition's
+//     status (rayutils.IsRunningAndReady) and when the HeadContainer
+//     started running, if it is (driverGone).
 //
 // pod returns it as a corev1.Pod that the readers read as the whole pod.
 // A cachedPod is never changed once made.
@@ -289,7 +296,11 @@ type cachedPod struct {
 	node, container   string
 	image             string
 	requests, limits  quota.Resources
-	status            corev1.PodStatus
+	phase             corev1.PodPhase
+	ip                string
+	otherIPs          []corev1.PodIP         // status.podIPs but ip
+	ready             corev1.ConditionStatus // of the Ready condition: a true one if any; "" when it has none
+	headRunning       *metav1.Time           // when the HeadContainer's running state began; nil when not running
 }
 
 // cluster returns the id of the cluster c is a pod of (its KeyClusterID
@@ -326,20 +337,26 @@ func cachedPodOf(pod *corev1.Pod) *cachedPod {
 		out.container, out.image = pod.Spec.Containers[i].Name, pod.Spec.Containers[i].Image
 	}
 	s := &pod.Status
-	out.status = corev1.PodStatus{Phase: s.Phase, PodIP: s.PodIP, PodIPs: s.PodIPs, StartTime: s.StartTime,
-		Reason: s.Reason, Message: s.Message}
+	out.phase, out.ip = s.Phase, s.PodIP
+	for _, a := range s.PodIPs {
+		if a.IP != s.PodIP {
+			out.otherIPs = append(out.otherIPs, a)
+		}
+	}
 	for _, c := range s.Conditions {
 		if c.Type == corev1.PodReady { // kubeRayOwes: rayutils.IsRunningAndReady reads it (any true one)
-			out.status.Conditions = []corev1.PodCondition{{Type: c.Type, Status: c.Status}}
+			out.ready = conditionStatusOf(c.Status)
 			if c.Status == corev1.ConditionTrue {
 				break
 			}
 		}
 	}
-	if len(s.ContainerStatuses) > 0 {
-		out.status.ContainerStatuses = make([]corev1.ContainerStatus, len(s.ContainerStatuses))
-		for i, cs := range s.ContainerStatuses {
-			out.status.ContainerStatuses[i] = corev1.ContainerStatus{Name: cs.Name, State: cs.State, Ready: cs.Ready, RestartCount: cs.RestartCount}
+	for _, cs := range s.ContainerStatuses {
+		if cs.Name == HeadContainer { // driverGone reads the first
+			if r := cs.State.Running; r != nil {
+				out.headRunning = new(r.StartedAt)
+			}
+			break
 		}
 	}
 	return out
@@ -355,7 +372,21 @@ func (c *cachedPod) pod() *corev1.Pod {
 	out.Spec.NodeName = c.node
 	out.Spec.Containers = []corev1.Container{{Name: c.container, Image: c.image, Resources: corev1.ResourceRequirements{
 		Requests: resourceList(c.requests), Limits: resourceList(c.limits)}}}
-	out.Status = *c.status.DeepCopy()
+	st := &out.Status
+	st.Phase, st.PodIP = c.phase, c.ip
+	if c.ip != "" || len(c.otherIPs) > 0 {
+		if c.ip != "" {
+			st.PodIPs = []corev1.PodIP{{IP: c.ip}}
+		}
+		st.PodIPs = append(st.PodIPs, c.otherIPs...)
+	}
+	if c.ready != "" {
+		st.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: c.ready}}
+	}
+	if c.headRunning != nil {
+		st.ContainerStatuses = []corev1.ContainerStatus{{Name: HeadContainer,
+			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: *c.headRunning}}}}
+	}
 	return out
 }
 
