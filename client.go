@@ -349,9 +349,10 @@ const DefaultScheduleFloor = platform.DefaultScheduleFloor
 // WithMaxUnfinishedRuns bounds how many runs of one job config may not
 // have ended when its schedule starts another (default
 // DefaultMaxUnfinishedRuns, 100; 0: no bound): a tick beyond is skipped
-// and recorded in the config's log (tick-skipped), so that a schedule
-// whose runs wait, on a cluster that does not run, leaves a bounded number
-// of them. A negative value makes New fail with ErrInvalid.
+// and recorded in the config's log (tick-skipped; the ticks skipped one
+// after another for it are one entry, counted), so that a schedule whose
+// runs wait, on a cluster that does not run, leaves a bounded number of
+// them. A negative value makes New fail with ErrInvalid.
 func WithMaxUnfinishedRuns(n int) Option { return Option{platform.WithMaxUnfinishedRuns(n)} }
 
 // DefaultMaxUnfinishedRuns is WithMaxUnfinishedRuns's default: 100.

@@ -113,7 +113,8 @@ func (s *ClusterService) List(ctx context.Context, opts ...ClusterListOptions) (
 	return p.Items, nil
 }
 
-// Events returns a cluster's operation and event log (C13), oldest first.
+// Events returns a cluster's operation and event log (C13), oldest first;
+// a system entry repeated is one entry, counted (event.Event.Count).
 func (s *ClusterService) Events(ctx context.Context, id string) ([]event.Event, error) {
 	if err := s.c.clusters().check(ctx, auth.DescribeCluster, id); err != nil {
 		return nil, err

@@ -63,7 +63,9 @@ func (s *JobService) ListPage(ctx context.Context, opts JobListOptions) (*JobLis
 	})
 }
 
-// Events returns a job config's operation log, oldest first.
+// Events returns a job config's operation log, oldest first: what its
+// schedule keeps doing (a tick skipped for the same reason, tick after
+// tick) is one entry, counted (event.Event.Count).
 func (s *JobService) Events(ctx context.Context, id string) ([]event.Event, error) {
 	if err := s.c.jobs().check(ctx, auth.DescribeJob, id); err != nil {
 		return nil, err

@@ -2,6 +2,7 @@ package dlc_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -170,8 +171,67 @@ func TestScheduleConcurrency(t *testing.T) {
 				if n := entries(events, "tick-skipped", "concurrency policy Forbid"); n != tc.missed {
 					t.Fatalf("%d skipped ticks recorded, want %d: %+v", n, tc.missed, events)
 				}
+				// Skipped for one run and then for the next, nothing
+				// between: one entry, counting both.
+				if es := entriesOf(events, "tick-skipped"); len(es) != 1 || es[0].Count != tc.missed {
+					t.Fatalf("the skipped ticks are %d entries, want one counting %d: %+v", len(es), tc.missed, events)
+				}
 			}
 		})
+	}
+}
+
+// L1, issue 43: a schedule whose ticks keep being skipped for the same
+// reason keeps one entry in its config's log, counting them, however many
+// (past the log's bound): the log, and the config's stored bytes, stay
+// flat. Before, each skipped tick was an entry of its own, the tick's
+// time in its message, until the log held event.MaxEntries of them.
+func TestScheduleSkippedTicksFold(t *testing.T) {
+	f := newFixture(t, lasting(24*time.Hour, nil)) // the first run does not end
+	cl := f.runningCluster("c1")
+	rec := f.job(dlc.NewJob("j").OnCluster(cl.ID).Schedule("* * * * *", job.Concurrency(job.ForbidConcurrent)))
+	f.m.Step(time.Minute) // the first tick: its run starts
+	runs := runsOf(t, f.c, rec.ID)
+	if len(runs) != 1 {
+		t.Fatalf("%d runs after the first tick", len(runs))
+	}
+	first := runs[0].Tick.Add(time.Minute) // the first tick skipped
+	var size10 int
+	for n := 1; n <= 2*event.MaxEntries+50; n++ {
+		f.m.Step(time.Minute)
+		if n != 1 && n != 10 && n%50 != 0 {
+			continue
+		}
+		got, err := f.c.Jobs().Get(f.ctx, rec.ID)
+		f.must(err)
+		st := got.ScheduleStatus
+		want := first.Add(time.Duration(n-1) * time.Minute) // the latest tick skipped
+		if st.Missed != n || !st.LastTick.Equal(want) {
+			t.Fatalf("after %d ticks skipped: status %+v, want %d missed, the last tick %s", n, st, n, want)
+		}
+		if len(got.Events) != 2 || got.Events[0].Action != "create" {
+			t.Fatalf("after %d ticks skipped: %d entries, want the create and one for the ticks: %+v", n, len(got.Events), got.Events)
+		}
+		e := got.Events[1]
+		wantFirst := first
+		if n == 1 {
+			wantFirst = time.Time{} // happened once
+		}
+		if e.Action != "tick-skipped" || e.Source != "system" || e.Message != "a run of the job has not ended (concurrency policy Forbid)" ||
+			e.Times() != n || !e.Time.Equal(want) || !e.First.Equal(wantFirst) {
+			t.Fatalf("after %d ticks skipped the entry is %+v, want %d times, from %s to %s", n, e, n, first, want)
+		}
+		b, err := json.Marshal(got)
+		f.must(err)
+		switch {
+		case n == 10:
+			size10 = len(b)
+		case n > 10 && len(b) > size10+2: // the count's digits
+			t.Fatalf("after %d ticks skipped the config is %d bytes, after 10 %d", n, len(b), size10)
+		}
+	}
+	if runs := runsOf(t, f.c, rec.ID); len(runs) != 1 {
+		t.Fatalf("%d runs of a Forbid schedule whose first run has not ended", len(runs))
 	}
 }
 
@@ -184,9 +244,10 @@ func TestScheduleMissedTicks(t *testing.T) {
 		deadline time.Duration // 0: none
 		runs     int
 		missed   int
+		why      string
 	}{
-		{"starting deadline 150s", 150 * time.Second, 2, 3},
-		{"no starting deadline", 0, 1, 4},
+		{"starting deadline 150s", 150 * time.Second, 2, 3, "missed by more than the starting deadline of 2m30s"},
+		{"no starting deadline", 0, 1, 4, "a later tick was due"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, lasting(time.Second, nil))
@@ -211,8 +272,9 @@ func TestScheduleMissedTicks(t *testing.T) {
 			}
 			events, err := f.c.Jobs().Events(f.ctx, rec.ID)
 			f.must(err)
-			if !slices.ContainsFunc(events, func(e event.Event) bool { return e.Action == "tick-missed" }) {
-				t.Fatalf("no tick-missed event: %+v", events)
+			// One entry for the ticks missed in one step, counting them.
+			if es := entriesOf(events, "tick-missed"); len(es) != 1 || es[0].Message != tc.why || es[0].Count != tc.missed {
+				t.Fatalf("tick-missed entries %+v, want one saying %q and counting %d", es, tc.why, tc.missed)
 			}
 		})
 	}
@@ -554,8 +616,11 @@ func TestScheduleStorm(t *testing.T) {
 	runs := runsOf(t, f.c, rec.ID)
 	events, err := f.c.Jobs().Events(f.ctx, rec.ID)
 	f.must(err)
-	if len(runs) != 5 || entries(events, "tick-skipped", "have not ended, at most 5") < 6 {
-		t.Fatalf("%d runs, %d ticks skipped for the bound: %+v", len(runs), entries(events, "tick-skipped", "have not ended"), events)
+	got, err := f.c.Jobs().Get(f.ctx, rec.ID)
+	f.must(err)
+	bound := entries(events, "tick-skipped", "have reached the bound of 5 (WithMaxUnfinishedRuns)")
+	if len(runs) != 5 || bound < 6 || bound != got.ScheduleStatus.Missed || len(entriesOf(events, "tick-skipped")) != 1 {
+		t.Fatalf("%d runs, %d ticks skipped for the bound (%d missed), want one entry: %+v", len(runs), bound, got.ScheduleStatus.Missed, events)
 	}
 	// Stored by someone else to fire every second: nothing starts, said once.
 	f.must(dlctest.EditStored(f.ctx, f.m.Backend, "job", rec.ID, func(data map[string]any, _ map[string]string) {

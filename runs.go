@@ -157,7 +157,8 @@ func (s *RunService) Follow(ctx context.Context, id string) (<-chan string, erro
 	return s.s.Follow(ctx, id)
 }
 
-// Events returns a run's event log, oldest first.
+// Events returns a run's event log, oldest first; a system entry
+// repeated is one entry, counted (event.Event.Count).
 func (s *RunService) Events(ctx context.Context, id string) ([]event.Event, error) {
 	if err := s.c.runs().check(ctx, auth.DescribeRun, id); err != nil {
 		return nil, err

@@ -125,14 +125,28 @@ func quotaGroup(id string, cores int64) quota.Group {
 	return quota.Group{ID: id, Package: "pkg-1", Capacity: quota.Resources{MilliCPU: cores * 1000, Memory: cores * 4 * quota.GiB, GPU: 0}}
 }
 
-// entries counts the entries of log whose action is action and whose
-// message contains saying ("": any).
+// entries counts the times entries of log whose action is action and
+// whose message contains saying ("": any) happened: a folded entry counts
+// as many times as it happened (event.Event.Times), so that a test of
+// something said once still fails when it is said again and folded.
 func entries(log []event.Event, action, saying string) int {
 	n := 0
 	for _, e := range log {
 		if e.Action == action && strings.Contains(e.Message, saying) {
-			n++
+			n += e.Times()
 		}
 	}
 	return n
+}
+
+// entriesOf returns the entries of log whose action is action, each as
+// stored (a folded entry once).
+func entriesOf(log []event.Event, action string) []event.Event {
+	var out []event.Event
+	for _, e := range log {
+		if e.Action == action {
+			out = append(out, e)
+		}
+	}
+	return out
 }

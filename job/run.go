@@ -49,7 +49,10 @@ type ScheduleStatus struct {
 	NextTick time.Time `json:"nextTick,omitzero"`
 	// Missed counts the ticks skipped, in all: missed by more than the
 	// starting deadline, missed while a later tick was due, or forbidden
-	// by the concurrency policy; the config's events say which and when.
+	// by the concurrency policy; the config's events say which and when
+	// (tick-missed, tick-skipped: ticks skipped one after another for the
+	// same reason are one entry, its Count how many, its First and Time
+	// when the first and the latest were skipped).
 	Missed int `json:"missed,omitempty"`
 }
 

@@ -82,15 +82,21 @@ func (r *eventRecorder) record(k *kindInfo, before, after []byte, obj client.Obj
 // newSystemEvents returns the system entries of after's event log that
 // are not in before's, oldest first. The log is bounded and drops its
 // oldest entries, so entries are matched by what they hold, not counted.
+// An entry that another occurrence was folded into (its Count and Time
+// moved on) is new: each occurrence is an Event, as before entries
+// folded (client-go's aggregation counts the repeats).
 func newSystemEvents(before, after []byte) ([]event.Event, error) {
 	type eventLog struct {
 		Events []event.Event `json:"events"`
 	}
 	type key struct {
-		time                          time.Time
+		time, first                   time.Time
 		source, actor, action, detail string
+		count                         int
 	}
-	keyOf := func(e event.Event) key { return key{e.Time.UTC(), e.Source, e.Actor, e.Action, e.Message} }
+	keyOf := func(e event.Event) key {
+		return key{e.Time.UTC(), e.First.UTC(), e.Source, e.Actor, e.Action, e.Message, e.Times()}
+	}
 	var a eventLog
 	if err := json.Unmarshal(after, &a); err != nil {
 		return nil, err

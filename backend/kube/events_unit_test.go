@@ -32,7 +32,8 @@ func TestEventReasonAndType(t *testing.T) {
 
 // TestNewSystemEvents: entries are matched by content, so a log that
 // dropped its oldest entries (the bound) yields only the appended ones,
-// and an entry equal to one before is new only if it is there more often.
+// an entry equal to one before is new only if it is there more often, and
+// an entry a repeat was folded into is new (each occurrence an Event).
 func TestNewSystemEvents(t *testing.T) {
 	t0 := time.Date(2026, 3, 14, 9, 0, 0, 0, time.UTC)
 	ev := func(i int, source string) event.Event {
@@ -52,6 +53,9 @@ func TestNewSystemEvents(t *testing.T) {
 	// The same instant in another zone is the same entry.
 	shifted := ev(1, "system")
 	shifted.Time = shifted.Time.In(time.FixedZone("CST", 8*3600))
+	folded := event.Append([]event.Event{ev(1, "system")}, ev(2, "system"))[0]
+	foldedNow := event.Append([]event.Event{ev(1, "system")}, ev(1, "system"))[0]
+	foldedAgain := event.Append([]event.Event{folded}, ev(3, "system"))[0]
 	for _, c := range []struct {
 		name          string
 		before, after []byte
@@ -63,6 +67,11 @@ func TestNewSystemEvents(t *testing.T) {
 		{"bounded", data(full...), data(append(full[2:], ev(200, "system"), ev(201, "system"))...),
 			[]event.Event{ev(200, "system"), ev(201, "system")}},
 		{"repeated", data(ev(1, "system")), data(ev(1, "system"), ev(1, "system")), []event.Event{ev(1, "system")}},
+		// A repeat folded into the last entry changes it: new, at once or later.
+		{"folded", data(ev(1, "system")), data(folded), []event.Event{folded}},
+		{"folded at the same instant", data(ev(1, "system")), data(foldedNow), []event.Event{foldedNow}},
+		{"folded again", data(ev(0, "user"), folded), data(ev(0, "user"), foldedAgain), []event.Event{foldedAgain}},
+		{"folded, unchanged", data(folded), data(folded), nil},
 		{"no log", data(), []byte(`{"id":"c"}`), nil},
 	} {
 		got, err := newSystemEvents(c.before, c.after)

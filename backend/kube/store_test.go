@@ -74,8 +74,11 @@ func testConfig() job.Config {
 	}
 }
 
+// events is a log of two entries, the second folded (Count, First): the
+// CRDs keep both.
 func events() []event.Event {
-	return []event.Event{{Time: t0, Source: "user", Actor: "alice", Action: "create"}, {Time: t0.Add(time.Second), Source: "system", Action: "created", Message: "Ray has it"}}
+	return []event.Event{{Time: t0, Source: "user", Actor: "alice", Action: "create"},
+		{Time: t0.Add(time.Minute), Source: "system", Action: "created", Message: "Ray has it", Count: 3, First: t0.Add(time.Second)}}
 }
 
 // storeCase is one kind's documents: the value created, then the value it

@@ -154,9 +154,24 @@ func (d *describer) events(evs []event.Event) {
 	}
 	t := newTable(indent(d.w), "AGE", "SOURCE", "ACTOR", "ACTION", "MESSAGE")
 	for _, e := range evs {
-		t.row(age(d.now, e.Time), e.Source, e.Actor, e.Action, e.Message)
+		t.row(eventAge(d.now, e), e.Source, e.Actor, e.Action, e.Message)
 	}
 	t.flush()
+}
+
+// eventAge is an entry's age, as kubectl describe shows an Event's: of an
+// entry that happened more than once (folded), the latest time's age and
+// how many times over how long, from the first: "2m (x37 over 38m)";
+// "(x3)" when all of them were at the latest time.
+func eventAge(now time.Time, e event.Event) string {
+	a := age(now, e.Time)
+	switch {
+	case e.Times() > 1 && e.First.IsZero():
+		a += fmt.Sprintf(" (x%d)", e.Times())
+	case e.Times() > 1:
+		a += fmt.Sprintf(" (x%d over %s)", e.Times(), age(now, e.First))
+	}
+	return a
 }
 
 func (d *describer) run(ctx context.Context, id string) error {

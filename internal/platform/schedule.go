@@ -158,10 +158,13 @@ func (c jobReconciler) reconcileSchedule(ctx context.Context, id string) (time.D
 			return 0, err // recorded nothing: the next step finds what this one made
 		}
 		if skipped != "" {
+			// The tick's time is not in the message (the entry's Time is
+			// when it was skipped, the status's LastTick the last tick
+			// handled): ticks skipped one after another for the same
+			// reason are one entry, counted (event.Append folds them).
 			skippedN++
 			ns.Missed++
-			next.Events = event.Append(next.Events, c.event(ctx, "system", "tick-skipped",
-				fmt.Sprintf("tick %s skipped: %s", t.Format(time.RFC3339), skipped)))
+			next.Events = event.Append(next.Events, c.event(ctx, "system", "tick-skipped", skipped))
 			continue
 		}
 		// Not logged on the config: an every-minute schedule would push
@@ -186,8 +189,13 @@ func (c jobReconciler) reconcileSchedule(ctx context.Context, id string) (time.D
 		if d, ok := s.StartingDeadline(); ok {
 			why = "missed by more than the starting deadline of " + d.String()
 		}
-		next.Events = event.Append(next.Events, c.event(ctx, "system", "tick-missed",
-			fmt.Sprintf("%d tick(s) skipped, the latest %s: %s", ticks.Missed, ticks.LastMissed.Format(time.RFC3339), why)))
+		// One entry for the ticks, counted (Count): neither how many nor
+		// the latest's time is in the message, so that misses for the same
+		// reason, step after step, fold into one entry whose Count is the
+		// ticks missed in all.
+		e := c.event(ctx, "system", "tick-missed", why)
+		e.Count = ticks.Missed
+		next.Events = event.Append(next.Events, e)
 	}
 	ns.LastTick, ns.NextTick = ticks.Through.UTC(), ticks.Next.UTC()
 	if _, err := c.acc.update(ctx, kindJob, id, rec.Version, jobLabels(next), next); err != nil {
@@ -252,7 +260,10 @@ func (c jobReconciler) tickRun(ctx context.Context, rec *job.Record, t time.Time
 			return id, "", nil
 		}
 		if len(live) > 0 && p == job.ForbidConcurrent {
-			return "", fmt.Sprintf("run %s of the job has not ended (concurrency policy Forbid)", live[0]), nil
+			// Which run is not in the message: ticks skipped for one run
+			// after another are still one entry (the job's runs say which
+			// have not ended).
+			return "", "a run of the job has not ended (concurrency policy Forbid)", nil
 		}
 		for _, rid := range live { // Replace
 			r, err := c.runs.getRun(ctx, rid)
@@ -275,7 +286,7 @@ func (c jobReconciler) tickRun(ctx context.Context, rec *job.Record, t time.Time
 			return "", "", err
 		}
 		if live >= n {
-			return "", fmt.Sprintf("the job has %d runs that have not ended, at most %d (WithMaxUnfinishedRuns)", live, n), nil
+			return "", fmt.Sprintf("the job's runs that have not ended have reached the bound of %d (WithMaxUnfinishedRuns)", n), nil
 		}
 	}
 	r, err := c.runs.createRun(ctx, rec.ID, id, true, &newRun{source: "system", why: "tick " + t.Format(time.RFC3339),

@@ -75,9 +75,23 @@ func TestLifecycle(t *testing.T) {
 			})
 			return skipped && got.ScheduleStatus.Missed > 0, fmt.Sprintf("%+v", got.ScheduleStatus)
 		})
-		if _, err := other.Jobs().SuspendSchedule(s.ctx, frec.ID); err != nil {
+		suspended, err := other.Jobs().SuspendSchedule(s.ctx, frec.ID)
+		if err != nil {
 			t.Fatal(err)
 		}
+		// Every tick skipped is in the log, those skipped one after another
+		// for the same reason folded into one entry: the entries' counts,
+		// kept by the CRD, add up to the ticks the status counts.
+		logged := 0
+		for _, e := range suspended.Events {
+			if e.Action == "tick-skipped" || e.Action == "tick-missed" {
+				logged += e.Times()
+			}
+		}
+		if logged != suspended.ScheduleStatus.Missed || len(suspended.Events) >= event.MaxEntries {
+			t.Fatalf("%d ticks skipped in %d entries of the log, %d in the status: %+v", logged, len(suspended.Events), suspended.ScheduleStatus.Missed, suspended.Events)
+		}
+		t.Logf("%d ticks skipped, in %d entries of the log", logged, len(suspended.Events))
 		fruns, err := other.Runs().List(s.ctx, dlc.RunListOptions{JobID: frec.ID})
 		if err != nil {
 			t.Fatal(err)

@@ -34,6 +34,17 @@ type Event struct {
 	Action string `json:"action"`
 	// +optional
 	Message string `json:"message,omitempty"`
+	// Count is how many times the entry happened, when more than once (a
+	// repeated system entry is folded into the one before it); Time is
+	// the latest.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	Count int64 `json:"count,omitempty"`
+	// First is when a folded entry first happened, RFC 3339 with
+	// nanoseconds; absent when it happened once, or all its times at Time.
+	// +kubebuilder:validation:Format=date-time
+	// +optional
+	First string `json:"first,omitempty"`
 }
 
 // MaxEvents bounds an operation log, as event.MaxEntries.

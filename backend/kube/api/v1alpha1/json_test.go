@@ -4,9 +4,11 @@ import (
 	"encoding/json"
 	"reflect"
 	"testing"
+	"time"
 
 	v1 "github.com/aidlc/dlc/backend/kube/api/v1alpha1"
 	"github.com/aidlc/dlc/cluster"
+	"github.com/aidlc/dlc/event"
 	"github.com/aidlc/dlc/job"
 	"github.com/aidlc/dlc/storage"
 )
@@ -57,6 +59,9 @@ func TestDomainJSON(t *testing.T) {
 			Schedule:              &job.Schedule{Cron: "0 2 * * *", TimeZone: "Asia/Shanghai", ConcurrencyPolicy: job.ForbidConcurrent, StartingDeadlineSeconds: new(600)},
 			ActiveDeadlineSeconds: 3600, BackoffLimit: 2},
 			&v1.JobConfigBody{}, func() any { return &job.Config{} }},
+		{"event.Event", &event.Event{Time: time.Date(2026, 3, 14, 9, 1, 0, 5, time.UTC), Source: "system", Action: "tick-skipped",
+			Message: "m", Count: 3, First: time.Date(2026, 3, 14, 9, 0, 0, 0, time.UTC)},
+			&v1.Event{}, func() any { return &event.Event{} }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out := tc.out()
