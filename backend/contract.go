@@ -62,6 +62,19 @@ type LatestReader interface {
 	GetLatest(ctx context.Context, kind, id string) (Doc, error)
 }
 
+// AwaitingCreator is what a Store whose writes wait until its own cache
+// has them (as the Kubernetes backend's do) adds: a create whose wait is
+// apart. CreateStored returns once the document is stored, with its
+// version and a function that waits, as Create would have before it
+// returned, until the store's cache has it (or ctx is done, or the
+// store's own bound passes); the caller calls it, before it reads the
+// document back from the cache. So a caller can do, while the cache
+// catches up, what needs only the document stored: a read that fences it
+// against a concurrent delete. A Store without it is created with Create.
+type AwaitingCreator interface {
+	CreateStored(ctx context.Context, d Doc) (version string, await func(context.Context), err error)
+}
+
 // LatestLister is what a Store whose lists are served from a cache adds:
 // a list of the documents of a kind that selector selects (every one of
 // the kind when it is empty), by id, as the store has them at the moment

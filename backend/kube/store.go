@@ -166,8 +166,11 @@ type Store struct {
 	// object of the kind.
 	unselectable map[string]map[string]bool
 	lastRV       map[string]string // kind → resourceVersion of the last event applied
-	tick         chan struct{}     // closed and replaced on every event
-	watchers     backend.Watchers[func(backend.Change)]
+	// ticks holds, per kind, a channel closed and replaced on every change
+	// of a document of the kind: what a write's wait for its cache waits
+	// on (await), woken only by its own kind's changes.
+	ticks    map[string]chan struct{}
+	watchers backend.Watchers[func(backend.Change)]
 }
 
 // entry is a cached document with the parts its writes compare.
@@ -344,10 +347,10 @@ func NewStore(ctx context.Context, cfg *rest.Config, namespace string, opts Stor
 		c: c, namespace: namespace, opts: opts,
 		docs: map[string]map[string]entry{}, lastRV: map[string]string{}, listPage: defaultListPage,
 		unselectable: map[string]map[string]bool{},
-		tick:         make(chan struct{}),
+		ticks:        map[string]chan struct{}{},
 	}
 	for _, k := range kinds {
-		s.docs[k.kind] = map[string]entry{}
+		s.docs[k.kind], s.ticks[k.kind] = map[string]entry{}, make(chan struct{})
 	}
 	run, cancelFeeds := context.WithCancel(ctx)
 	feeds, stopped, err := s.startFeeds(run, cfg, scheme, sel)
@@ -519,8 +522,10 @@ func (s *Store) forget(k *kindInfo, listed map[string]bool) {
 // awaits one. s.mu is held.
 func (s *Store) changed(d backend.Doc, deleted bool) {
 	s.watchers.Each(func(h func(backend.Change)) { h(backend.Change{Doc: watched(d), Deleted: deleted}) })
-	close(s.tick)
-	s.tick = make(chan struct{})
+	if t, ok := s.ticks[d.Kind]; ok {
+		close(t)
+	}
+	s.ticks[d.Kind] = make(chan struct{})
 }
 
 // lacksSelectable reports whether object o of kind k, whose document has
@@ -578,12 +583,12 @@ func (s *Store) serverSelector(k *kindInfo, selector map[string]string) client.M
 
 // await waits until cond holds of the cached documents, ctx is done or
 // WriteWait has passed.
-func (s *Store) await(ctx context.Context, cond func() bool) {
+func (s *Store) await(ctx context.Context, kind string, cond func() bool) {
 	timer := time.NewTimer(s.opts.WriteWait)
 	defer timer.Stop()
 	for {
 		s.mu.RLock()
-		ok, tick := cond(), s.tick
+		ok, tick := cond(), s.ticks[kind]
 		s.mu.RUnlock()
 		if ok {
 			return
@@ -606,7 +611,7 @@ func (s *Store) awaitVersion(ctx context.Context, kind, id, rv string) {
 	if slices.Contains(uncachedKinds, kind) {
 		return // no cache to wait for
 	}
-	s.await(ctx, func() bool {
+	s.await(ctx, kind, func() bool {
 		if s.docs[kind][id].doc.Version == rv {
 			return true
 		}
@@ -824,6 +829,26 @@ func watched(d backend.Doc) backend.Doc {
 // Create stores a new document and returns its version; an existing id is
 // a conflict.
 func (s *Store) Create(ctx context.Context, d backend.Doc) (string, error) {
+	rv, await, err := s.CreateStored(ctx, d)
+	if err != nil {
+		return "", err
+	}
+	await(ctx)
+	return rv, nil
+}
+
+// CreateStored is Create without its wait for the cache
+// (backend.AwaitingCreator): it returns once the API server has the
+// object, with the wait apart.
+func (s *Store) CreateStored(ctx context.Context, d backend.Doc) (string, func(context.Context), error) {
+	rv, err := s.createStored(ctx, d)
+	if err != nil {
+		return "", nil, err
+	}
+	return rv, func(ctx context.Context) { s.awaitVersion(ctx, d.Kind, d.ID, rv) }, nil
+}
+
+func (s *Store) createStored(ctx context.Context, d backend.Doc) (string, error) {
 	k, err := kindOf(d.Kind)
 	if err != nil {
 		return "", err
@@ -870,7 +895,6 @@ func (s *Store) Create(ctx context.Context, d backend.Doc) (string, error) {
 			rv = obj.GetResourceVersion()
 		}
 	}
-	s.awaitVersion(ctx, d.Kind, d.ID, rv)
 	return rv, nil
 }
 
@@ -998,7 +1022,7 @@ func (s *Store) Delete(ctx context.Context, kind, id, version string) error {
 	if err := s.c.Delete(ctx, obj, opts...); err != nil {
 		return apiError("store delete "+kind+"/"+id, kind, id, err)
 	}
-	s.await(ctx, func() bool {
+	s.await(ctx, kind, func() bool {
 		e, ok := s.docs[kind][id]
 		return !ok || e.doc.Version != before
 	})

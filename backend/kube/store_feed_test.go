@@ -24,7 +24,7 @@ func TestFeed(t *testing.T) {
 			Annotations: map[string]string{StoreKeyID: id, StoreKeyLabels: "{}"}}, Data: data}
 	}
 	s := &Store{docs: map[string]map[string]entry{"hold": {}, "name": {}}, lastRV: map[string]string{},
-		unselectable: map[string]map[string]bool{}, tick: make(chan struct{})}
+		unselectable: map[string]map[string]bool{}, ticks: map[string]chan struct{}{"hold": make(chan struct{}), "name": make(chan struct{})}}
 	var changes []backend.Change
 	s.watchers.Add(t.Context(), &s.mu, func(c backend.Change) { changes = append(changes, c) }, nil)
 	f := &feed{s: s, kinds: []*kindInfo{kinds["hold"], kinds["name"]}, ready: make(chan struct{})}

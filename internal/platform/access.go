@@ -260,6 +260,40 @@ func (c *access) create(ctx context.Context, kind, id string, labels map[string]
 	return version, err
 }
 
+// createThen stores a new object and calls then once it is stored, and
+// returns its version when both the create and then are done; then is not
+// called when the create fails. Where the store waits for its own cache
+// apart (backend.AwaitingCreator), then runs while the cache catches up,
+// so that a read that needs only the object stored (a fence's) costs no
+// wait of its own.
+func (c *access) createThen(ctx context.Context, kind, id string, labels map[string]string, v any, then func()) (string, error) {
+	ac, ok := c.backend.(backend.AwaitingCreator)
+	if !ok {
+		version, err := c.create(ctx, kind, id, labels, v)
+		if err == nil {
+			then()
+		}
+		return version, err
+	}
+	d, err := encode(kind, id, "", labels, v)
+	if err != nil {
+		return "", err
+	}
+	t := time.Now()
+	version, await, err := ac.CreateStored(ctx, d)
+	if err == nil {
+		done := make(chan struct{})
+		go func() { defer close(done); then() }()
+		await(ctx)
+		<-done
+		noteWrite(ctx, kind, id, version)
+	}
+	if in, ok := c.store.(instrumented); ok {
+		in.done("store_create", t, err)
+	}
+	return version, err
+}
+
 // update stores v over version and returns the new version.
 func (c *access) update(ctx context.Context, kind, id, version string, labels map[string]string, v any) (string, error) {
 	d, err := encode(kind, id, version, labels, v)

@@ -142,7 +142,15 @@ func (s *RunService) createRun(ctx context.Context, jobID, id string, derived bo
 		r.RayDone = true // it never reached Ray, nor was it admitted
 		r.Events = event.Append(r.Events, c.event(ctx, "system", string(job.Failed), why))
 	}
-	v, err := c.acc.create(ctx, kindRun, r.ID, runLabels(r), r)
+	// The fence's read of the config (fenceRun) needs only the run stored:
+	// it is made while the store's cache catches up with the run.
+	var fenceWhy string
+	var fenceErr error
+	v, err := c.acc.createThen(ctx, kindRun, r.ID, runLabels(r), r, func() {
+		if !r.State.Terminal() {
+			fenceWhy, fenceErr = c.jobs.jobLive(context.WithoutCancel(ctx), r.JobID)
+		}
+	})
 	if errors.Is(err, errs.ErrConflict) && derived {
 		got, gv, ferr := fresh[job.Run](ctx, c.acc, kindRun, id)
 		if ferr != nil {
@@ -156,7 +164,7 @@ func (s *RunService) createRun(ctx context.Context, jobID, id string, derived bo
 	}
 	r.Version = v
 	c.logRunChange("", r)
-	return c.runs.fenceRun(ctx, r)
+	return c.runs.fenced(ctx, r, fenceWhy, fenceErr)
 }
 
 // queuedRun is run id of job jobID's current revision as a create stores
@@ -217,16 +225,22 @@ func (s *RunService) queuedRun(ctx context.Context, jobID, id string, now time.T
 // same request id checks it.) A read that fails ends the run too: the
 // caller gets an error, so no run of theirs is left running unchecked.
 func (s *RunService) fenceRun(ctx context.Context, r *job.Run) (*job.Run, error) {
-	c := s.c
 	if r.State.Terminal() {
 		return r, nil
 	}
-	ctx = context.WithoutCancel(ctx) // stored: see it through
-	why, err := c.jobs.jobLive(ctx, r.JobID)
-	if err == nil {
+	why, err := s.c.jobs.jobLive(context.WithoutCancel(ctx), r.JobID)
+	return s.fenced(ctx, r, why, err)
+}
+
+// fenced is the end of fenceRun, given what its read of run r's config
+// found (jobLive's why and err, read after r was stored): r when the
+// config is live or r has ended, else the error, r ended failed.
+func (s *RunService) fenced(ctx context.Context, r *job.Run, why string, err error) (*job.Run, error) {
+	if err == nil || r.State.Terminal() {
 		return r, nil
 	}
-	if _, eerr := c.runs.endRun(ctx, r, job.Fail, why); eerr != nil && !errors.Is(eerr, errs.ErrState) {
+	ctx = context.WithoutCancel(ctx) // stored: see it through
+	if _, eerr := s.c.runs.endRun(ctx, r, job.Fail, why); eerr != nil && !errors.Is(eerr, errs.ErrState) {
 		return nil, fmt.Errorf("%w (and run %s could not be ended: %w)", err, r.ID, eerr)
 	}
 	return nil, err
