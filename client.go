@@ -453,6 +453,10 @@ type LatestReader = backend.LatestReader
 // see backend.LatestLister.
 type LatestLister = backend.LatestLister
 
+// AwaitingCreator is what a Store whose writes wait for its own cache
+// adds, a create with that wait apart: see backend.AwaitingCreator.
+type AwaitingCreator = backend.AwaitingCreator
+
 // RunForgetter is what a Provisioner that keeps a finished run's Ray
 // record adds, so that a run deleted by its retention leaves nothing
 // there: see backend.RunForgetter.
