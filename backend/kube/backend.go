@@ -137,8 +137,9 @@ func limitConfig(cfg *rest.Config, qps float32, burst int) *rest.Config {
 
 // DefaultAPITimeout bounds each call the backend makes to the API server
 // (a read, a write, an apply, an Event), unless the rest.Config passed to
-// New or NewStore has a Timeout of its own. The informers' watches are
-// long-running by design and are not bounded; a reconcile step is bounded
+// New or NewStore has a Timeout of its own. The watches (the store's
+// reflectors, the provisioner's informers) are long-running by design and
+// are not bounded; a reconcile step is bounded
 // as a whole by the client (dlc.WithReconcileTimeout).
 const DefaultAPITimeout = 30 * time.Second
 
@@ -162,9 +163,9 @@ type Backend struct {
 	*Provisioner
 }
 
-// New starts the backend on the API server of cfg: the store's informers
-// on o.Namespace and the provisioner's on it and o.GroupNamespaces', which
-// it waits to sync. The namespace needs our CRDs (InstallCRDs) and
+// New starts the backend on the API server of cfg: the store's reflectors
+// on o.Namespace and the provisioner's informers on it and
+// o.GroupNamespaces', which it waits to sync. The namespace needs our CRDs (InstallCRDs) and
 // KubeRay's. Close the backend when done with it, after the client over
 // it. A namespace that is not a valid name is ErrInvalid, before any call.
 func New(ctx context.Context, cfg *rest.Config, o Options) (*Backend, error) {
@@ -201,7 +202,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (*Backend, error) {
 // Ray's in.
 func (b *Backend) Namespace() string { return b.Provisioner.namespace }
 
-// Close stops the backend's informers and pollers and waits until they
+// Close stops the backend's reflectors, informers and pollers and waits until they
 // have stopped (at most 10 s each), so that nothing of it runs after.
 func (b *Backend) Close() {
 	b.Provisioner.Close()

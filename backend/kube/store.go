@@ -322,10 +322,11 @@ func jsonKeys(t reflect.Type) map[string]bool {
 	return out
 }
 
-// NewStore starts informers on namespace for every kind the store keeps,
-// waits for them to sync, and returns the store. The informers run until
-// ctx is done or Close is called (or NewStore fails); the store must not
-// be used after that.
+// NewStore starts a reflector on namespace for each type of object the
+// store keeps, which lists and watches into the store's documents (feed),
+// waits until each has listed, and returns the store. The reflectors run
+// until ctx is done or Close is called (or NewStore fails); the store must
+// not be used after that.
 func NewStore(ctx context.Context, cfg *rest.Config, namespace string, opts StoreOptions) (*Store, error) {
 	if opts.SyncTimeout <= 0 {
 		opts.SyncTimeout = time.Minute
@@ -465,24 +466,19 @@ func listRefusal(pctx context.Context, c client.Client, namespace string) error 
 // so that what they cached can be freed.
 func (s *Store) Close() { s.stop(); s.events.close() }
 
-// observe applies to the documents an object a feed's reflector listed
-// or was told of (deleted: its deletion), and tells watchers. It returns
-// the object's kind and entry, or ok false when the object is not one of
-// the store's (ignored).
-func (s *Store) observe(obj any, deleted bool) (k *kindInfo, e entry, ok bool) {
-	o, isObj := obj.(client.Object)
-	if !isObj {
-		return nil, entry{}, false
+// observe applies to the documents what a feed's reflector listed or was
+// told of (deleted: its deletion), and tells watchers. What is not one of
+// the store's cached objects, or does not decode, is ignored.
+func (s *Store) observe(l *listed, deleted bool) {
+	if !l.ok {
+		return
 	}
-	k, e, unselectable, ok := s.entryOf(o)
-	if !ok {
-		return nil, entry{}, false
-	}
+	k, e := l.kind, l.e
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	byID := s.docs[k.kind]
 	if cur, ok := byID[e.doc.ID]; ok && !deleted && cur.doc.Version == e.doc.Version {
-		return k, e, true // a relist
+		return // a relist
 	}
 	if deleted {
 		delete(byID, e.doc.ID)
@@ -490,20 +486,26 @@ func (s *Store) observe(obj any, deleted bool) (k *kindInfo, e entry, ok bool) {
 		byID[e.doc.ID] = e
 	}
 	if len(k.selectable) > 0 {
-		s.noteSelectable(k, unselectable, e.doc.ID, deleted)
+		s.noteSelectable(k, l.unselectable, e.doc.ID, deleted)
 	}
-	if last := s.lastRV[k.kind]; last == "" {
-		s.lastRV[k.kind] = e.doc.Version
-	} else if c, err := resourceversion.CompareResourceVersion(e.doc.Version, last); err == nil && c > 0 {
-		s.lastRV[k.kind] = e.doc.Version
-	}
+	s.noteVersion(k.kind, e.doc.Version)
 	s.changed(e.doc, deleted)
-	return k, e, true
 }
 
-// forget deletes the documents of kind k that a full list did not have
-// (listed: the ids it had), and tells watchers.
-func (s *Store) forget(k *kindInfo, listed map[string]bool) {
+// noteVersion records that the cache of kind has seen resourceVersion rv
+// (lastRV), when it is later than what it had. s.mu is held.
+func (s *Store) noteVersion(kind, rv string) {
+	if last := s.lastRV[kind]; last == "" {
+		s.lastRV[kind] = rv
+	} else if c, err := resourceversion.CompareResourceVersion(rv, last); err == nil && c > 0 {
+		s.lastRV[kind] = rv
+	}
+}
+
+// forget deletes the documents of kind k that a full list at
+// resourceVersion rv did not have (listed: the ids it had), tells
+// watchers, and records that the cache of k has seen rv.
+func (s *Store) forget(k *kindInfo, listed map[string]bool, rv string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for id, e := range s.docs[k.kind] {
@@ -516,16 +518,25 @@ func (s *Store) forget(k *kindInfo, listed map[string]bool) {
 		}
 		s.changed(e.doc, true)
 	}
+	if rv != "" && rv != s.lastRV[k.kind] {
+		s.noteVersion(k.kind, rv)
+		s.tickKind(k.kind) // a wait for a version the list covers is over
+	}
 }
 
 // changed tells watchers of a change of document d and wakes whoever
 // awaits one. s.mu is held.
 func (s *Store) changed(d backend.Doc, deleted bool) {
 	s.watchers.Each(func(h func(backend.Change)) { h(backend.Change{Doc: watched(d), Deleted: deleted}) })
-	if t, ok := s.ticks[d.Kind]; ok {
+	s.tickKind(d.Kind)
+}
+
+// tickKind wakes whoever awaits a change of kind. s.mu is held.
+func (s *Store) tickKind(kind string) {
+	if t, ok := s.ticks[kind]; ok {
 		close(t)
 	}
-	s.ticks[d.Kind] = make(chan struct{})
+	s.ticks[kind] = make(chan struct{})
 }
 
 // lacksSelectable reports whether object o of kind k, whose document has

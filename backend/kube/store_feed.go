@@ -39,38 +39,80 @@ type feed struct {
 	ready chan struct{} // closed on the first Replace: the documents hold a full list
 }
 
-var _ toolscache.ReflectorStore = (*feed)(nil)
+var _ toolscache.TransformingStore = (*feed)(nil)
 
 // Add applies an object the reflector was told of.
-func (f *feed) Add(obj any) error { f.s.observe(obj, false); return nil }
+func (f *feed) Add(obj any) error { f.s.observe(f.s.listedOf(obj), false); return nil }
 
 // Update applies an object the reflector was told of.
-func (f *feed) Update(obj any) error { f.s.observe(obj, false); return nil }
+func (f *feed) Update(obj any) error { f.s.observe(f.s.listedOf(obj), false); return nil }
 
 // Delete applies the deletion of an object.
-func (f *feed) Delete(obj any) error { f.s.observe(obj, true); return nil }
+func (f *feed) Delete(obj any) error { f.s.observe(f.s.listedOf(obj), true); return nil }
 
 // Resync does nothing: the feed has no resync period.
 func (f *feed) Resync() error { return nil }
 
-// Replace applies a full list of the type's objects: each object listed,
-// and the deletion of each document of the feed's kinds that the list
-// has not (deleted while the watch was down).
-func (f *feed) Replace(list []any, _ string) error {
+// Transformer is what the reflector keeps of each object while it streams
+// a list into a store of its own before it hands the feed the whole
+// (client-go's watch-list): the listed stand-in, not the object, so that
+// a replica at its start or on a relist does not hold every object whole.
+func (f *feed) Transformer() toolscache.TransformFunc {
+	return func(obj any) (any, error) { return f.s.listedOf(obj), nil }
+}
+
+// Replace applies a full list of the type's objects, at resourceVersion
+// rv: each object listed, and the deletion of each document of the feed's
+// kinds that the list has not (deleted while the watch was down). An
+// object listed that the store cannot read (its entry does not decode)
+// keeps the document it had, as a watch event of it does.
+func (f *feed) Replace(list []any, rv string) error {
 	listed := make(map[string]map[string]bool, len(f.kinds))
 	for _, k := range f.kinds {
 		listed[k.kind] = map[string]bool{}
 	}
 	for _, obj := range list {
-		if k, e, ok := f.s.observe(obj, false); ok && listed[k.kind] != nil {
-			listed[k.kind][e.doc.ID] = true
+		l := f.s.listedOf(obj)
+		if l.kind != nil && listed[l.kind.kind] != nil && l.id != "" {
+			listed[l.kind.kind][l.id] = true
 		}
+		f.s.observe(l, false)
 	}
 	for _, k := range f.kinds {
-		f.s.forget(k, listed[k.kind])
+		f.s.forget(k, listed[k.kind], rv)
 	}
 	f.once.Do(func() { close(f.ready) })
 	return nil
+}
+
+// listed is what the store reads of an object a feed's reflector hands
+// it: the kind and id it is of, and its entry when it is one of the
+// store's cached objects and decodes (ok); with the name and namespace
+// that key it in the reflector's own store of a list being streamed.
+type listed struct {
+	metav1.ObjectMeta // name and namespace only
+	kind              *kindInfo
+	id                string
+	e                 entry
+	unselectable      bool
+	ok                bool
+}
+
+// listedOf is what the store reads of obj, an object (or a listed
+// stand-in already).
+func (s *Store) listedOf(obj any) *listed {
+	switch o := obj.(type) {
+	case *listed:
+		return o
+	case client.Object:
+		l := &listed{ObjectMeta: metav1.ObjectMeta{Name: o.GetName(), Namespace: o.GetNamespace()}}
+		if k := storeKindOf(o); k != nil && !slices.Contains(uncachedKinds, k.kind) {
+			l.kind, l.id = k, o.GetAnnotations()[StoreKeyID]
+		}
+		l.e, l.unselectable, l.ok = s.entryOf(l.kind, o)
+		return l
+	}
+	return &listed{}
 }
 
 // startFeeds starts a reflector for each type of object the store caches
@@ -139,8 +181,11 @@ func (s *Store) startFeeds(ctx context.Context, cfg *rest.Config, scheme *runtim
 				return wc.Watch(ctx, l, &client.ListOptions{Raw: &opts, Namespace: s.namespace, LabelSelector: selector})
 			},
 		}
-		rs = append(rs, toolscache.NewReflectorWithOptions(lw, obj, f, toolscache.ReflectorOptions{
-			Name: "dlc store " + kind, TypeDescription: kind}))
+		ro := toolscache.ReflectorOptions{Name: "dlc store " + kind, TypeDescription: kind}
+		if s.opts.Logger.GetSink() != nil {
+			ro.Logger = &s.opts.Logger
+		}
+		rs = append(rs, toolscache.NewReflectorWithOptions(lw, obj, f, ro))
 		feeds = append(feeds, f)
 	}
 	done := make(chan struct{})
@@ -170,27 +215,27 @@ func storeKindOf(o client.Object) *kindInfo {
 	return nil
 }
 
-// entryOf returns the kind of the store that object o is an object of
-// and the store's entry of it — the one the store's documents hold when
-// it is of o's version (a relist lists every object again: its data is
-// not made and held twice), else a new one — and whether o lacks one of
-// its kind's selectable labels in metadata.labels (noteSelectable). ok is
-// false when o is not one of the store's cached objects (a hand-made
-// object without its id, a kind not cached): the store ignores it.
-func (s *Store) entryOf(o client.Object) (k *kindInfo, e entry, unselectable, ok bool) {
-	if k = storeKindOf(o); k == nil || slices.Contains(uncachedKinds, k.kind) {
-		return nil, entry{}, false, false
+// entryOf returns the store's entry of object o of kind k — the one the
+// store's documents hold when it is of o's version (a relist lists every
+// object again: its data is not made and held twice), else a new one —
+// and whether o lacks one of its kind's selectable labels in
+// metadata.labels (noteSelectable). ok is false when k is nil (o is not
+// one of the store's cached objects) or o does not decode: the store
+// ignores it.
+func (s *Store) entryOf(k *kindInfo, o client.Object) (e entry, unselectable, ok bool) {
+	if k == nil {
+		return entry{}, false, false
 	}
 	if e, ok = s.current(k, o); !ok {
 		var err error
 		if e, err = fromObject(k, o); err != nil {
-			return nil, entry{}, false, false
+			return entry{}, false, false
 		}
 	}
 	if len(k.selectable) > 0 {
 		unselectable = lacksSelectable(k, o, e.doc.Labels)
 	}
-	return k, e, unselectable, true
+	return e, unselectable, true
 }
 
 // current returns the store's entry of object o of kind k when it is of

@@ -102,4 +102,39 @@ func TestFeed(t *testing.T) {
 	if s.lastRV["name"] != "14" || s.lastRV["hold"] != "12" {
 		t.Errorf("last versions %v", s.lastRV)
 	}
+
+	// An object the store cannot read (its labels annotation corrupt) is
+	// ignored by a watch event and by a relist alike: the document it had
+	// stays, and no one is told of a deletion.
+	bad := entryAt("hold", "h1", "20", "u-4", `{"x":4}`)
+	bad.Annotations[StoreKeyLabels] = "not json"
+	must(f.Update(bad))
+	must(f.Replace([]any{bad}, "21"))
+	if got := seen(); len(got) != 0 {
+		t.Errorf("an object that does not decode told %v", got)
+	}
+	if e, ok := s.docs["hold"]["h1"]; !ok || e.doc.Version != "12" {
+		t.Errorf("an object that does not decode: stored %v %+v, want the document at 12 kept", ok, e.doc)
+	}
+
+	// A list streamed into the reflector's own store (client-go's watch
+	// list) holds what the feed's Transformer makes of each object, and
+	// hands the feed those; the list's version is the cache's then.
+	tr := f.Transformer()
+	var streamed []any
+	for _, o := range []*v1alpha1.StoreEntry{entryAt("hold", "h1", "22", "u-4", `{"x":5}`), entryAt("name", "n4", "23", "u-8", `{}`)} {
+		l, err := tr(o)
+		must(err)
+		if _, ok := l.(*listed); !ok || l.(*listed).Name != o.Name {
+			t.Fatalf("the transform kept %T", l)
+		}
+		streamed = append(streamed, l)
+	}
+	must(f.Replace(streamed, "30"))
+	if got := seen(); len(got) != 2 || got[0] != "+hold/h1@22" || got[1] != "+name/n4@23" {
+		t.Errorf("a streamed list told %v", got)
+	}
+	if s.lastRV["name"] != "30" || s.lastRV["hold"] != "30" {
+		t.Errorf("after a list at 30 the last versions are %v", s.lastRV)
+	}
 }

@@ -281,17 +281,21 @@ func (c *access) createThen(ctx context.Context, kind, id string, labels map[str
 	}
 	t := time.Now()
 	version, await, err := ac.CreateStored(ctx, d)
+	var done chan struct{}
 	if err == nil {
-		done := make(chan struct{})
+		done = make(chan struct{})
 		go func() { defer close(done); then() }()
 		await(ctx)
-		<-done
-		noteWrite(ctx, kind, id, version)
 	}
 	if in, ok := c.store.(instrumented); ok {
-		in.done("store_create", t, err)
+		in.done("store_create", t, err) // the create and its wait, as Create's
 	}
-	return version, err
+	if err != nil {
+		return "", err
+	}
+	<-done
+	noteWrite(ctx, kind, id, version)
+	return version, nil
 }
 
 // update stores v over version and returns the new version.

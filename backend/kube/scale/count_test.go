@@ -114,8 +114,9 @@ func isRayWrite(k string) bool {
 // countingBackend is a replica's kube.Backend with every store and Ray
 // call the client makes counted by operation, kind and outcome. It embeds
 // the *kube.Backend, so what the client finds by type assertion
-// (backend.LatestReader's GetLatest, backend.LatestLister's ListLatest)
-// stays there, and counted.
+// (backend.LatestReader's GetLatest, backend.LatestLister's ListLatest,
+// backend.AwaitingCreator's CreateStored) stays there, and counted: each
+// must be wrapped here, or the client's calls of it go uncounted.
 type countingBackend struct {
 	*kube.Backend
 	c *counter
@@ -143,6 +144,12 @@ func (b countingBackend) GetLatest(ctx context.Context, kind, id string) (backen
 	d, err := b.Backend.GetLatest(ctx, kind, id)
 	b.done("store", "get-latest", kind, err)
 	return d, err
+}
+
+func (b countingBackend) CreateStored(ctx context.Context, d backend.Doc) (string, func(context.Context), error) {
+	v, await, err := b.Backend.CreateStored(ctx, d)
+	b.done("store", "create", d.Kind, err)
+	return v, await, err
 }
 
 func (b countingBackend) List(ctx context.Context, kind string, sel map[string]string) ([]backend.Doc, error) {

@@ -1,11 +1,17 @@
 package scale_test
 
 import (
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"net/http"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/aidlc/dlc/backend"
+	"github.com/aidlc/dlc/backend/kube"
 	"github.com/aidlc/dlc/backend/kube/internal/loadtest"
 )
 
@@ -68,5 +74,40 @@ func TestHarnessHelpers(t *testing.T) {
 	tab := loadtest.Table([]string{"a", "bb"}, [][]string{{"ccc", "d"}})
 	if want := "| a   | bb  |\n| --- | --- |\n| ccc | d   |\n"; tab != want {
 		t.Errorf("table:\n%s\nwant\n%s", tab, want)
+	}
+}
+
+// TestCountingBackendWrapsEveryInterface: the client finds a backend's
+// optional interfaces by type assertion, so a method of *kube.Backend
+// that countingBackend does not wrap itself is promoted and called past
+// the count. Every method of an optional interface *kube.Backend
+// implements must be declared on countingBackend.
+func TestCountingBackendWrapsEveryInterface(t *testing.T) {
+	fs := token.NewFileSet()
+	f, err := parser.ParseFile(fs, "count_test.go", nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	declared := map[string]bool{}
+	for _, d := range f.Decls {
+		fd, ok := d.(*ast.FuncDecl)
+		if !ok || fd.Recv == nil || len(fd.Recv.List) != 1 {
+			continue
+		}
+		if id, ok := fd.Recv.List[0].Type.(*ast.Ident); ok && id.Name == "countingBackend" {
+			declared[fd.Name.Name] = true
+		}
+	}
+	kb := reflect.TypeFor[*kube.Backend]()
+	for _, it := range []reflect.Type{reflect.TypeFor[backend.LatestReader](), reflect.TypeFor[backend.LatestLister](),
+		reflect.TypeFor[backend.AwaitingCreator](), reflect.TypeFor[backend.RunForgetter]()} {
+		if !kb.Implements(it) {
+			continue
+		}
+		for m := range it.Methods() {
+			if !declared[m.Name] {
+				t.Errorf("countingBackend does not wrap %s.%s: the client's calls of it go uncounted", it.Name(), m.Name)
+			}
+		}
 	}
 }
