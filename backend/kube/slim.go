@@ -250,20 +250,6 @@ func conditionStatus(s metav1.ConditionStatus) metav1.ConditionStatus {
 	return s
 }
 
-// keep returns the entries of m under keys, or nil when it has none.
-func keep(m map[string]string, keys ...string) map[string]string {
-	var out map[string]string
-	for _, k := range keys {
-		if v, ok := m[k]; ok {
-			if out == nil {
-				out = make(map[string]string, len(keys))
-			}
-			out[k] = v
-		}
-	}
-	return out
-}
-
 // cachedPod is what the provisioner's pod informer keeps of a pod in
 // place of the pod (cachePod), and what its pod index holds
 // (clusterIndex): what the provisioner reads of a pod (podOf,
