@@ -71,6 +71,11 @@ type LatestReader interface {
 // document back from the cache. So a caller can do, while the cache
 // catches up, what needs only the document stored: a read that fences it
 // against a concurrent delete. A Store without it is created with Create.
+//
+// A wrapper of a Store that changes what Create does (counts it, delays
+// it, refuses it) must wrap CreateStored too, or hide it: a wrapper that
+// embeds the Kubernetes backend promotes its CreateStored, which the
+// client prefers, past the wrapper's Create.
 type AwaitingCreator interface {
 	CreateStored(ctx context.Context, d Doc) (version string, await func(context.Context), err error)
 }

@@ -813,8 +813,10 @@ func (s *Store) ListLatest(ctx context.Context, kind string, selector map[string
 // Watch calls h with every change the cache sees from now on, until ctx
 // is done, and returns every cached document as of the moment it started:
 // no change is missed between the snapshot and the first call. h is
-// called with the store locked, from the informers' goroutines: it must
-// return quickly and must not call the store.
+// called with the store locked, from the reflectors' goroutines (one per
+// type), with nothing buffered between: it must return quickly and must
+// not call the store, and while it runs its type's watch, and the writes
+// waiting for their cache, wait too.
 func (s *Store) Watch(ctx context.Context, h func(backend.Change)) ([]backend.Doc, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
