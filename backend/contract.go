@@ -75,7 +75,7 @@ type LatestReader interface {
 // A wrapper of a Store that changes what Create does (counts it, delays
 // it, refuses it) must wrap CreateStored too, or hide it: a wrapper that
 // embeds the Kubernetes backend promotes its CreateStored, which the
-// client prefers, past the wrapper's Create.
+// client's run creates use, past the wrapper's Create.
 type AwaitingCreator interface {
 	CreateStored(ctx context.Context, d Doc) (version string, await func(context.Context), err error)
 }

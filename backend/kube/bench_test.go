@@ -32,7 +32,8 @@ import (
 // BenchmarkOnDemandAdmissions measures how many on-demand runs per second
 // two clients, each on a store of its own on one namespace (two replicas
 // of a service), admit into one resource group with room for all of them,
-// against the API server's own create rate measured first in the same run
+// against the API server's own create rates measured first in the same
+// run, once it is quiet, by as many callers in the same pattern
 // (bare-creates/s, and the ratio admissions/bare-create: ConfigMaps the size
 // of a name claim; bare-run-creates/s and admissions/bare-run-create: Runs
 // as the store writes a submitted one, the one object a submission cannot
@@ -123,10 +124,9 @@ func BenchmarkOnDemandAdmissions(b *testing.B) {
 		b.Fatal(err)
 	}
 
-	// The API server's own write rate in the same run: as many
-	// ConfigMaps as a batch (what a name claim is), created by as many
-	// goroutines with a plain controller-runtime client without a
-	// client-side limit, in a namespace no client watches, n times.
+	// The API server's own write rates in the same run (bareRates): by a
+	// plain controller-runtime client without a client-side limit, in a
+	// namespace no store watches.
 	bareNS := cp.NewNamespace(b)
 	bareCfg := cp.Config()
 	bareCfg.QPS, bareCfg.Burst = -1, 0
@@ -134,22 +134,9 @@ func BenchmarkOnDemandAdmissions(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	bareN := 0
-	bareRate := func(b *testing.B, n int) float64 {
-		start := time.Now()
-		for range n {
-			inParallel(b, batch, func(i int) error {
-				name := fmt.Sprintf("bare-%06d", bareN+i)
-				cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: bareNS, Name: name},
-					Data: map[string]string{"owner": "cls-" + name}}
-				return bare.Create(ctx, cm)
-			})
-			bareN += batch
-		}
-		return float64(n*batch) / time.Since(start).Seconds()
-	}
-	// One run submitted and admitted first: the Run the bare run creates
-	// copy, as the store wrote it.
+	requests := apiRequests(b, cp.Config())
+	// One run submitted and admitted first: the Run the bare Run creates
+	// copy, as the store's create sent it.
 	if _, err := clients[0].Runs().Create(ctx, rec.ID, dlc.RunOptions{}); err != nil {
 		b.Fatal(err)
 	}
@@ -158,23 +145,80 @@ func BenchmarkOnDemandAdmissions(b *testing.B) {
 		b.Fatalf("the first run as stored: %v (%d runs)", err, len(runs.Items))
 	}
 	proto := runs.Items[0]
-	bareRunN := 0
-	// bareRunRate is bareRate's for Runs: proto's copies under names of
-	// their own, with its labels and annotations (its first status rides
-	// in one), its status left out as the store's create leaves it.
-	bareRunRate := func(b *testing.B, n int) float64 {
-		start := time.Now()
-		for range n {
-			inParallel(b, batch, func(i int) error {
-				r := proto.DeepCopy()
-				r.ObjectMeta = metav1.ObjectMeta{Namespace: bareNS, Name: fmt.Sprintf("bare-run-%06d", bareRunN+i),
-					Labels: proto.Labels, Annotations: proto.Annotations}
-				r.Status = v1alpha1.RunStatus{} // as the store's create sends it: in the annotation only
-				return bare.Create(ctx, r)
-			})
-			bareRunN += batch
+	// The store's create sends the first status both in the object and in
+	// an annotation (the API server keeps the annotation only).
+	proto.Status = v1alpha1.RunStatus{}
+	if err := json.Unmarshal([]byte(proto.Annotations[kube.StoreKeyInitialStatus]), &proto.Status); err != nil {
+		b.Fatalf("the first run's initial status: %v", err)
+	}
+	// awaitQuiet waits until the API server has served fewer than 5
+	// writes in the last second (the runs admitted so far placed, their
+	// clusters made), for at most 2 minutes.
+	awaitQuiet := func(b *testing.B) {
+		tick := time.NewTicker(250 * time.Millisecond)
+		defer tick.Stop()
+		var last [4]float64 // the writes served at each of the last 4 ticks
+		deadline := time.Now().Add(2 * time.Minute)
+		for i := 0; ; i++ {
+			w := requests().writes
+			served := w - last[i%len(last)] // in the last second, from the fifth tick on
+			if i >= len(last) && served < 5 {
+				return
+			}
+			last[i%len(last)] = w
+			if time.Now().After(deadline) {
+				b.Logf("the API server still served %.0f writes a second after 2 minutes; the baseline measured beside them", served)
+				return
+			}
+			select {
+			case <-tick.C:
+			case <-ctx.Done():
+				b.Fatal(context.Cause(ctx))
+			}
 		}
-		return float64(n*batch) / time.Since(start).Seconds()
+	}
+	made := 0 // bare objects made so far: their names' numbers
+	// bareRates measures the baseline once the API server is quiet (the
+	// work earlier admissions brought about done): n batches' worth of
+	// ConfigMaps the size of a name claim, then as many copies of proto,
+	// by as many callers as a batch, in waves of a batch or, with
+	// !waves, each caller creating its next as soon as its last returns.
+	bareRates := func(b *testing.B, n int, waves bool) baseline {
+		awaitQuiet(b)
+		rate := func(create func(i int) error) float64 {
+			total, first := n*batch, made
+			made += total
+			start := time.Now()
+			if waves {
+				for w := range n {
+					inParallel(b, batch, func(i int) error { return create(first + w*batch + i) })
+				}
+			} else {
+				var next atomic.Int64
+				inParallel(b, batch, func(int) error {
+					for i := int(next.Add(1)) - 1; i < total; i = int(next.Add(1)) - 1 {
+						if err := create(first + i); err != nil {
+							return err
+						}
+					}
+					return nil
+				})
+			}
+			return float64(total) / time.Since(start).Seconds()
+		}
+		return baseline{
+			configMaps: rate(func(i int) error {
+				name := fmt.Sprintf("bare-%06d", i)
+				return bare.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: bareNS, Name: name},
+					Data: map[string]string{"owner": "cls-" + name}})
+			}),
+			runs: rate(func(i int) error {
+				r := proto.DeepCopy() // maps of its own: a create decodes its answer into them
+				r.ObjectMeta = metav1.ObjectMeta{Namespace: bareNS, Name: fmt.Sprintf("bare-run-%06d", i),
+					Labels: r.Labels, Annotations: r.Annotations}
+				return bare.Create(ctx, r)
+			}),
+		}
 	}
 	admitted := 1
 	// awaitAdmitted waits until the watch has seen every run created so
@@ -213,7 +257,6 @@ func BenchmarkOnDemandAdmissions(b *testing.B) {
 		_, err := clients[i%2].Runs().Create(ctx, rec.ID, dlc.RunOptions{})
 		return err
 	}
-	requests := apiRequests(b, cp.Config())
 	// report reports runs admitted in took, with the API requests served
 	// meanwhile (used).
 	report := func(b *testing.B, runs int, took time.Duration, bare baseline, used apiCounts) {
@@ -230,7 +273,7 @@ func BenchmarkOnDemandAdmissions(b *testing.B) {
 	// batch: each iteration submits a batch through both clients at once
 	// and waits until every run of it is admitted: the latency of a burst.
 	b.Run("batch", func(b *testing.B) {
-		bare := baseline{configMaps: bareRate(b, b.N), runs: bareRunRate(b, b.N)}
+		bare := bareRates(b, b.N, true)
 		before := requests()
 		var took time.Duration
 		b.ReportAllocs()
@@ -250,7 +293,7 @@ func BenchmarkOnDemandAdmissions(b *testing.B) {
 	// returns, until every run is admitted: the rate a steady stream of
 	// submissions is admitted at.
 	b.Run("stream", func(b *testing.B) {
-		bare := baseline{configMaps: bareRate(b, b.N), runs: bareRunRate(b, b.N)}
+		bare := bareRates(b, b.N, false)
 		before := requests()
 		total := b.N * batch
 		var next atomic.Int64
@@ -282,7 +325,7 @@ func BenchmarkOnDemandAdmissions(b *testing.B) {
 	drained := 0 // resource groups made by drain so far, in every run of it
 	b.Run("drain", func(b *testing.B) {
 		const backlog = quota.MaxPending / 2 // one pass admits it, no hold's document written first
-		bare := baseline{configMaps: bareRate(b, b.N), runs: bareRunRate(b, b.N)}
+		bare := bareRates(b, b.N, true)
 		var took time.Duration
 		var used apiCounts
 		b.ReportAllocs()

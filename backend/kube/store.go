@@ -815,8 +815,8 @@ func (s *Store) ListLatest(ctx context.Context, kind string, selector map[string
 // no change is missed between the snapshot and the first call. h is
 // called with the store locked, from the reflectors' goroutines (one per
 // type), with nothing buffered between: it must return quickly and must
-// not call the store, and while it runs its type's watch, and the writes
-// waiting for their cache, wait too.
+// not call the store; while it runs, every feed of the store, every read
+// of its cache and the writes waiting for it wait too.
 func (s *Store) Watch(ctx context.Context, h func(backend.Change)) ([]backend.Doc, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
