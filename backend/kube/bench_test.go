@@ -194,15 +194,7 @@ func BenchmarkOnDemandAdmissions(b *testing.B) {
 					inParallel(b, batch, func(i int) error { return create(first + w*batch + i) })
 				}
 			} else {
-				var next atomic.Int64
-				inParallel(b, batch, func(int) error {
-					for i := int(next.Add(1)) - 1; i < total; i = int(next.Add(1)) - 1 {
-						if err := create(first + i); err != nil {
-							return err
-						}
-					}
-					return nil
-				})
+				inStream(b, batch, total, func(i int) error { return create(first + i) })
 			}
 			return float64(total) / time.Since(start).Seconds()
 		}
@@ -296,18 +288,10 @@ func BenchmarkOnDemandAdmissions(b *testing.B) {
 		bare := bareRates(b, b.N, false)
 		before := requests()
 		total := b.N * batch
-		var next atomic.Int64
 		b.ReportAllocs()
 		b.ResetTimer()
 		start := time.Now()
-		inParallel(b, batch, func(int) error {
-			for i := int(next.Add(1)) - 1; i < total; i = int(next.Add(1)) - 1 {
-				if err := create(i); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
+		inStream(b, batch, total, create)
 		admitted += total
 		awaitAdmitted(b)
 		took := time.Since(start)
@@ -347,14 +331,9 @@ func BenchmarkOnDemandAdmissions(b *testing.B) {
 			if _, err := clients[0].ResourceGroups().Register(ctx, quota.Group{ID: rg, Package: "pkg-1"}); err != nil {
 				b.Fatal(err)
 			}
-			var next atomic.Int64
-			inParallel(b, batch, func(int) error {
-				for j := int(next.Add(1)) - 1; j < backlog; j = int(next.Add(1)) - 1 {
-					if _, err := clients[j%2].Runs().Create(ctx, rec.ID, dlc.RunOptions{}); err != nil {
-						return err
-					}
-				}
-				return nil
+			inStream(b, batch, backlog, func(j int) error {
+				_, err := clients[j%2].Runs().Create(ctx, rec.ID, dlc.RunOptions{})
+				return err
 			})
 			for _, c := range clients {
 				awaitQueued(b, c, rg, backlog)
@@ -431,6 +410,22 @@ func inParallel(b *testing.B, n int, f func(i int) error) {
 	for err := range errc {
 		b.Fatal(err)
 	}
+}
+
+// inStream calls f(0) … f(total-1), each once, from callers goroutines,
+// each calling its next as soon as its last returns, and fails b with the
+// first error any returned, once all have stopped.
+func inStream(b *testing.B, callers, total int, f func(i int) error) {
+	b.Helper()
+	var next atomic.Int64
+	inParallel(b, callers, func(int) error {
+		for i := int(next.Add(1)) - 1; i < total; i = int(next.Add(1)) - 1 {
+			if err := f(i); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
 
 // apiCounts are the API server's requests served so far.
