@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -18,10 +20,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
+	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/aidlc/dlc"
-	"github.com/aidlc/dlc/backend"
 	"github.com/aidlc/dlc/backend/kube"
 	"github.com/aidlc/dlc/backend/kube/api/v1alpha1"
 	"github.com/aidlc/dlc/backend/memory"
@@ -37,8 +40,10 @@ import (
 // (bare-creates/s, and the ratio admissions/bare-create: ConfigMaps the size
 // of a name claim; bare-run-creates/s and admissions/bare-run-create: Runs
 // as the store writes a submitted one, the one object a submission cannot
-// do without), until a third
-// store's watch sees every run's reservation in the group: in bursts
+// do without), until an informer on the namespace's ResourceGroups (the
+// measuring apparatus alone: not a third store, which would decode, and
+// have the API server send it, every object of every kind) sees every
+// run's reservation in the group: in bursts
 // ("batch": a batch submitted at once, then waited for) and as a steady
 // stream ("stream": as many callers as a batch, each submitting its next
 // run as soon as its last create returns). Ray is
@@ -49,8 +54,12 @@ import (
 // admitted, by all clients: writes (POST, PUT, PATCH, DELETE) and reads
 // (GET, LIST); the admissions' work that follows them in the background
 // (the runs' clusters made, the reservations settled) is counted as far
-// as it happened within the window. A third case ("drain") times the
-// admission alone: a backlog of runs waits in a resource group without
+// as it happened within the window; and the CPU time the test process,
+// the API server and etcd used meanwhile per admitted run
+// (cpu-ms/admission, test-cpu-ms/admission), beside the three's per bare
+// Run create (bare-run-cpu-ms/create): they share the machine's cores,
+// so once those are busy the rates follow these costs. A third case
+// ("drain") times the admission alone: a backlog of runs waits in a resource group without
 // room, and the time counted is from the group's capacity raised until
 // every run of the backlog is admitted.
 func BenchmarkOnDemandAdmissions(b *testing.B) {
@@ -105,23 +114,38 @@ func BenchmarkOnDemandAdmissions(b *testing.B) {
 		holders = map[string]int{} // admitted runs by resource group
 		changed = make(chan struct{}, 1)
 	)
-	if _, err := store().Watch(ctx, func(ch backend.Change) {
-		if ch.Doc.Kind != "resourcegroup" || ch.Deleted {
-			return
-		}
-		var acc quota.Account
-		if json.Unmarshal(ch.Doc.Data, &acc) != nil {
+	// The observer: an informer on the namespace's ResourceGroups alone
+	// (the measuring apparatus, not a replica: a store of its own would
+	// decode, and have the API server send it, every object of every kind).
+	observer, err := crcache.New(cp.Config(), crcache.Options{Scheme: cp.Scheme(),
+		DefaultNamespaces: map[string]crcache.Config{ns: {}}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	rgInformer, err := observer.GetInformer(ctx, &v1alpha1.ResourceGroup{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	observe := func(obj any) {
+		rg, ok := obj.(*v1alpha1.ResourceGroup)
+		if !ok {
 			return
 		}
 		mu.Lock()
-		holders[ch.Doc.ID] = int(acc.Sum.MilliCPU / 8000) // 8 cores a run: a cu.4c8g head and worker
+		holders[rg.Name] = int(rg.Status.Reserved.MilliCPU / 8000) // 8 cores a run: a cu.4c8g head and worker
 		mu.Unlock()
 		select {
 		case changed <- struct{}{}:
 		default:
 		}
-	}); err != nil {
+	}
+	if _, err := rgInformer.AddEventHandler(toolscache.ResourceEventHandlerFuncs{AddFunc: observe,
+		UpdateFunc: func(_, obj any) { observe(obj) }}); err != nil {
 		b.Fatal(err)
+	}
+	go func() { _ = observer.Start(ctx) }()
+	if !observer.WaitForCacheSync(ctx) {
+		b.Fatal("the observer's informer did not sync")
 	}
 
 	// The API server's own write rates in the same run (bareRates): by a
@@ -185,9 +209,10 @@ func BenchmarkOnDemandAdmissions(b *testing.B) {
 	// !waves, each caller creating its next as soon as its last returns.
 	bareRates := func(b *testing.B, n int, waves bool) baseline {
 		awaitQuiet(b)
-		rate := func(create func(i int) error) float64 {
+		rate := func(create func(i int) error) (float64, cpuUse) {
 			total, first := n*batch, made
 			made += total
+			cpu := cpuSince()
 			start := time.Now()
 			if waves {
 				for w := range n {
@@ -196,21 +221,21 @@ func BenchmarkOnDemandAdmissions(b *testing.B) {
 			} else {
 				inStream(b, batch, total, func(i int) error { return create(first + i) })
 			}
-			return float64(total) / time.Since(start).Seconds()
+			return float64(total) / time.Since(start).Seconds(), cpu().per(total)
 		}
-		return baseline{
-			configMaps: rate(func(i int) error {
-				name := fmt.Sprintf("bare-%06d", i)
-				return bare.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: bareNS, Name: name},
-					Data: map[string]string{"owner": "cls-" + name}})
-			}),
-			runs: rate(func(i int) error {
-				r := proto.DeepCopy() // maps of its own: a create decodes its answer into them
-				r.ObjectMeta = metav1.ObjectMeta{Namespace: bareNS, Name: fmt.Sprintf("bare-run-%06d", i),
-					Labels: r.Labels, Annotations: r.Annotations}
-				return bare.Create(ctx, r)
-			}),
-		}
+		var out baseline
+		out.configMaps, _ = rate(func(i int) error {
+			name := fmt.Sprintf("bare-%06d", i)
+			return bare.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: bareNS, Name: name},
+				Data: map[string]string{"owner": "cls-" + name}})
+		})
+		out.runs, out.runCPU = rate(func(i int) error {
+			r := proto.DeepCopy() // maps of its own: a create decodes its answer into them
+			r.ObjectMeta = metav1.ObjectMeta{Namespace: bareNS, Name: fmt.Sprintf("bare-run-%06d", i),
+				Labels: r.Labels, Annotations: r.Annotations}
+			return bare.Create(ctx, r)
+		})
+		return out
 	}
 	admitted := 1
 	// awaitAdmitted waits until the watch has seen every run created so
@@ -251,7 +276,7 @@ func BenchmarkOnDemandAdmissions(b *testing.B) {
 	}
 	// report reports runs admitted in took, with the API requests served
 	// meanwhile (used).
-	report := func(b *testing.B, runs int, took time.Duration, bare baseline, used apiCounts) {
+	report := func(b *testing.B, runs int, took time.Duration, bare baseline, used apiCounts, cpu cpuUse) {
 		b.ReportMetric(used.writes/float64(runs), "api-writes/admission")
 		b.ReportMetric(used.reads/float64(runs), "api-reads/admission")
 		b.ReportMetric(float64(runs)/took.Seconds(), "admissions/s")
@@ -260,13 +285,20 @@ func BenchmarkOnDemandAdmissions(b *testing.B) {
 		b.ReportMetric(bare.runs, "bare-run-creates/s")
 		b.ReportMetric(float64(runs)/took.Seconds()/bare.runs, "admissions/bare-run-create")
 		b.Logf("API writes per admission: %s", used.writesBy(runs))
+		if cpu.known() {
+			cpu = cpu.per(runs)
+			b.ReportMetric(cpu.total(), "cpu-ms/admission")
+			b.ReportMetric(cpu.test, "test-cpu-ms/admission")
+			b.ReportMetric(bare.runCPU.total(), "bare-run-cpu-ms/create")
+			b.Logf("CPU per admission: %s; per bare Run create: %s", cpu, bare.runCPU)
+		}
 	}
 
 	// batch: each iteration submits a batch through both clients at once
 	// and waits until every run of it is admitted: the latency of a burst.
 	b.Run("batch", func(b *testing.B) {
 		bare := bareRates(b, b.N, true)
-		before := requests()
+		before, cpu := requests(), cpuSince()
 		var took time.Duration
 		b.ReportAllocs()
 		b.ResetTimer()
@@ -278,7 +310,7 @@ func BenchmarkOnDemandAdmissions(b *testing.B) {
 			took += time.Since(start)
 		}
 		b.StopTimer()
-		report(b, b.N*batch, took, bare, requests().minus(before))
+		report(b, b.N*batch, took, bare, requests().minus(before), cpu())
 	})
 	// stream: b.N batches' worth of runs submitted by as many callers as a
 	// batch, each submitting its next run as soon as its last create
@@ -286,7 +318,7 @@ func BenchmarkOnDemandAdmissions(b *testing.B) {
 	// submissions is admitted at.
 	b.Run("stream", func(b *testing.B) {
 		bare := bareRates(b, b.N, false)
-		before := requests()
+		before, cpu := requests(), cpuSince()
 		total := b.N * batch
 		b.ReportAllocs()
 		b.ResetTimer()
@@ -296,7 +328,7 @@ func BenchmarkOnDemandAdmissions(b *testing.B) {
 		awaitAdmitted(b)
 		took := time.Since(start)
 		b.StopTimer()
-		report(b, total, took, bare, requests().minus(before))
+		report(b, total, took, bare, requests().minus(before), cpu())
 	})
 	// drain: each iteration queues a backlog of runs, submitted through
 	// both clients, in a resource group of its own whose capacity is
@@ -312,6 +344,7 @@ func BenchmarkOnDemandAdmissions(b *testing.B) {
 		bare := bareRates(b, b.N, true)
 		var took time.Duration
 		var used apiCounts
+		var cpu cpuUse
 		b.ReportAllocs()
 		b.StopTimer()
 		for range b.N {
@@ -338,7 +371,7 @@ func BenchmarkOnDemandAdmissions(b *testing.B) {
 			for _, c := range clients {
 				awaitQueued(b, c, rg, backlog)
 			}
-			before := requests()
+			before, cpuNow := requests(), cpuSince()
 			b.StartTimer()
 			start := time.Now()
 			if _, err := clients[0].ResourceGroups().Register(ctx, quota.Group{ID: rg, Package: "pkg-1",
@@ -348,6 +381,7 @@ func BenchmarkOnDemandAdmissions(b *testing.B) {
 			awaitIn(b, rg, backlog)
 			took += time.Since(start)
 			b.StopTimer()
+			cpu = cpu.plus(cpuNow())
 			d := requests().minus(before)
 			used.writes += d.writes
 			used.reads += d.reads
@@ -358,7 +392,7 @@ func BenchmarkOnDemandAdmissions(b *testing.B) {
 				used.byWrite[k] += v
 			}
 		}
-		report(b, b.N*backlog, took, bare, used)
+		report(b, b.N*backlog, took, bare, used, cpu)
 	})
 }
 
@@ -366,7 +400,86 @@ func BenchmarkOnDemandAdmissions(b *testing.B) {
 // a plain client without a client-side limit, in a namespace no store
 // watches: of ConfigMaps the size of a name claim, and of Runs as the
 // store writes a submitted one.
-type baseline struct{ configMaps, runs float64 }
+type baseline struct {
+	configMaps, runs float64
+	runCPU           cpuUse // per bare Run create
+}
+
+// cpuUse is CPU time in milliseconds (per object, once divided by per):
+// this test process's (the clients, their stores and the benchmark), the
+// API server's and etcd's, the two envtest runs as its children. All
+// three share the machine's cores, so that what a submission costs them
+// together bounds the rate once the cores are busy.
+type cpuUse struct{ test, apiServer, etcd float64 }
+
+func (u cpuUse) known() bool    { return u.apiServer > 0 }
+func (u cpuUse) total() float64 { return u.test + u.apiServer + u.etcd }
+
+func (u cpuUse) per(n int) cpuUse {
+	f := float64(n)
+	return cpuUse{u.test / f, u.apiServer / f, u.etcd / f}
+}
+
+func (u cpuUse) plus(v cpuUse) cpuUse {
+	return cpuUse{u.test + v.test, u.apiServer + v.apiServer, u.etcd + v.etcd}
+}
+
+func (u cpuUse) String() string {
+	return fmt.Sprintf("%.2f ms (test process %.2f, API server %.2f, etcd %.2f)", u.total(), u.test, u.apiServer, u.etcd)
+}
+
+// cpuSince returns a function that returns the CPU time used since
+// cpuSince was called. Where /proc is not there (not Linux), it is all
+// zero and not reported.
+func cpuSince() func() cpuUse {
+	start := cpuNow()
+	return func() cpuUse {
+		now := cpuNow()
+		return cpuUse{now.test - start.test, now.apiServer - start.apiServer, now.etcd - start.etcd}
+	}
+}
+
+// cpuNow reads the CPU time (user and system) so far of this process and
+// of its children kube-apiserver and etcd from /proc/<pid>/stat.
+func cpuNow() cpuUse {
+	var u cpuUse
+	self := os.Getpid()
+	paths, _ := filepath.Glob("/proc/[0-9]*/stat")
+	for _, p := range paths {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue // gone meanwhile
+		}
+		// pid (comm) state ppid … utime stime: comm may hold spaces.
+		s := string(b)
+		open, closing := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
+		if open < 0 || closing < open {
+			continue
+		}
+		f := strings.Fields(s[closing+1:])
+		if len(f) < 13 {
+			continue
+		}
+		pid, _ := strconv.Atoi(strings.TrimSpace(s[:open]))
+		ppid, _ := strconv.Atoi(f[1])
+		utime, _ := strconv.ParseFloat(f[11], 64)
+		stime, _ := strconv.ParseFloat(f[12], 64)
+		ms := (utime + stime) * 1000 / clockTicks
+		switch comm := s[open+1 : closing]; {
+		case pid == self:
+			u.test += ms
+		case ppid == self && comm == "kube-apiserver":
+			u.apiServer += ms
+		case ppid == self && comm == "etcd":
+			u.etcd += ms
+		}
+	}
+	return u
+}
+
+// clockTicks is USER_HZ, the unit of /proc's CPU times: 100 on every
+// Linux architecture Go supports.
+const clockTicks = 100
 
 // awaitQueued waits until client c's queue of resource group rg has n
 // runs waiting.
