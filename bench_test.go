@@ -137,24 +137,7 @@ func BenchmarkStartWithHolders(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			// The other holders' reservations, settled: each in its own
-			// document, and in the account's sum.
-			var last string
-			for i := range holders {
-				holder := fmt.Sprintf("cls-filler%05d", i)
-				data, _ := json.Marshal(map[string]any{"resourceGroup": "rg", "holder": holder, "seq": i + 1,
-					"resources": map[string]any{"milliCPU": 1000, "memory": quota.GiB, "gpu": 0},
-					"since":     dlctest.Epoch.Format(time.RFC3339Nano), "generation": 2})
-				if last, err = m.Backend.Create(ctx, backend.Doc{Kind: "hold", ID: "rg." + holder, Data: data}); err != nil {
-					b.Fatal(err)
-				}
-			}
-			if err := dlctest.EditStored(ctx, m.Backend, "resourcegroup", "rg", func(data map[string]any, _ map[string]string) {
-				data["reserved"] = map[string]any{"milliCPU": 1000 * holders, "memory": quota.GiB * int64(holders), "gpu": 0}
-				data["seq"], data["settled"] = holders, last
-			}); err != nil {
-				b.Fatal(err)
-			}
+			settledHolders(b, m, "rg", holders)
 			m.Reconcile()
 			d, err := m.Backend.Get(ctx, "resourcegroup", "rg")
 			if err != nil {
@@ -188,6 +171,83 @@ func BenchmarkStartWithHolders(b *testing.B) {
 			b.ReportMetric(float64(len(d.Data)), "account-bytes")
 		})
 	}
+}
+
+// settledHolders gives resource group rg of fixture m the reservations
+// of n other holders (clusters that are not there), settled: each in its
+// own document, and in the account's sum and change count, as a
+// platform that settled them has them.
+func settledHolders(b *testing.B, m *dlctest.Memory, rg string, n int) {
+	b.Helper()
+	ctx := context.Background()
+	var last string
+	var err error
+	for i := range n {
+		holder := fmt.Sprintf("cls-filler%05d", i)
+		data, _ := json.Marshal(map[string]any{"resourceGroup": rg, "holder": holder, "seq": i + 1,
+			"resources": map[string]any{"milliCPU": 1000, "memory": quota.GiB, "gpu": 0},
+			"since":     dlctest.Epoch.Format(time.RFC3339Nano), "generation": 2})
+		if last, err = m.Backend.Create(ctx, backend.Doc{Kind: "hold", ID: rg + "." + holder, Data: data}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := dlctest.EditStored(ctx, m.Backend, "resourcegroup", rg, func(data map[string]any, _ map[string]string) {
+		data["reserved"] = map[string]any{"milliCPU": 1000 * n, "memory": quota.GiB * int64(n), "gpu": 0}
+		data["seq"], data["settled"] = n, last
+	}); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// BenchmarkAdmitWithHolders: an on-demand run submitted and admitted (its
+// resource group's step: the settled holds walked for the sightings, the
+// true-up and the restore, then the compare-and-swap) in a group with
+// 100 and with 10,000 other holders, both in each iteration, and the
+// ratio of the two: what a group's step pays for every hold it keeps.
+func BenchmarkAdmitWithHolders(b *testing.B) {
+	sizes := [2]int{100, 10000}
+	var fixtures [2]*dlctest.Memory
+	var recs [2]*job.Record
+	ctx := context.Background()
+	for i, n := range sizes {
+		m := dlctest.NewMemory(dlctest.MemoryOptions{})
+		b.Cleanup(m.Close)
+		if _, err := m.Client.ResourceGroups().Register(ctx, quota.Group{ID: "rg", Package: "p", Capacity: quota.Resources{MilliCPU: 1 << 40, Memory: 1 << 50}}); err != nil {
+			b.Fatal(err)
+		}
+		settledHolders(b, m, "rg", n)
+		cfg, err := dlc.NewJob("j").OnDemand("p", "rg").Image("ray-2.46.0-py310-cpu").Head("head", "cu.4c8g").
+			WorkerGroup("w", "cu.4c8g", 1, 1).COSPackage("cos://jobs-1250000000/j.zip").Entrypoint("python a.py").Build()
+		if err != nil {
+			b.Fatal(err)
+		}
+		if recs[i], err = m.Client.Jobs().Create(ctx, cfg, dlc.SaveOptions{}); err != nil {
+			b.Fatal(err)
+		}
+		m.Reconcile()
+		fixtures[i] = m
+	}
+	var took [2]time.Duration
+	b.ReportAllocs()
+	for b.Loop() {
+		for i, m := range fixtures {
+			start := time.Now()
+			r, err := m.Client.Runs().Create(ctx, recs[i].ID, dlc.RunOptions{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			m.Reconcile()
+			took[i] += time.Since(start)
+			b.StopTimer()
+			if r, err = m.Client.Runs().Get(ctx, r.ID); err != nil || r.State != job.Provisioning {
+				b.Fatalf("run %s: %v", r.State, err)
+			}
+			b.StartTimer()
+		}
+	}
+	b.ReportMetric(float64(took[0].Microseconds())/1000/float64(b.N), "ms/admit-holders-100")
+	b.ReportMetric(float64(took[1].Microseconds())/1000/float64(b.N), "ms/admit-holders-10000")
+	b.ReportMetric(float64(took[1])/float64(took[0]), "holders-10000/holders-100")
 }
 
 // onDemandJob is a memory fixture with resource group "rg" of 8 cores and

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/aidlc/dlc/backend"
@@ -71,6 +72,10 @@ func TestCache(t *testing.T) {
 	} {
 		if got := fmt.Sprint(ids(c.SelectDocs(tc.kind, tc.sel))); got != tc.want {
 			t.Errorf("SelectDocs(%s, %v) = %s, want %s", tc.kind, tc.sel, got, tc.want)
+		}
+		unordered := ids(c.Selected(tc.kind, tc.sel)) // the same, in any order
+		if slices.Sort(unordered); fmt.Sprint(unordered) != tc.want {
+			t.Errorf("Selected(%s, %v) = %s, want %s in any order", tc.kind, tc.sel, unordered, tc.want)
 		}
 	}
 	// A new version moves the document between the indexes.

@@ -71,7 +71,7 @@ func (s holdSource) Get(holder string) (quota.Hold, bool) {
 }
 
 func (s holdSource) All() map[string]quota.Hold {
-	docs := s.acc.cache.SelectDocs(kindHold, map[string]string{labelResourceGroup: s.rg})
+	docs := s.acc.cache.Selected(kindHold, map[string]string{labelResourceGroup: s.rg})
 	out := make(map[string]quota.Hold, len(docs))
 	for _, d := range docs {
 		if h, _, err := sharedObject[holdDoc](s.acc, d); err == nil && h.ResourceGroup == s.rg {
@@ -79,6 +79,13 @@ func (s holdSource) All() map[string]quota.Hold {
 		}
 	}
 	return out
+}
+
+// settledNow returns resource group rg's settled holds as this client's
+// cache has them now, read once: for a pass over an account that walks
+// them more than once.
+func (lg *ledger) settledNow(rg string) quota.HoldMap {
+	return holdSource{acc: lg.acc, rg: rg}.All()
 }
 
 // bind tells a decoded account where its settled holds are: this
@@ -183,7 +190,7 @@ func (lg *ledger) tombstones(ctx context.Context, a *quota.Account, now time.Tim
 		}
 		lg.mu.Unlock()
 	}()
-	for _, d := range lg.acc.cache.SelectDocs(kindHold, map[string]string{labelResourceGroup: a.ID}) {
+	for _, d := range lg.acc.cache.Selected(kindHold, map[string]string{labelResourceGroup: a.ID}) {
 		h, _, err := sharedObject[holdDoc](lg.acc, d)
 		if err != nil || !h.Resources.IsZero() || d.Version == a.Settled {
 			continue
