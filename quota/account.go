@@ -168,7 +168,8 @@ type Settled interface {
 }
 
 // HoldMap is settled holds kept in a map, by holder: a Settled as read
-// once (an audit, a test, a watcher of the store).
+// once (an audit, a resource group's step, a test, a watcher of the
+// store).
 type HoldMap map[string]Hold
 
 // Get returns holder's hold.

@@ -59,9 +59,9 @@ import (
 // (cpu-ms/admission, test-cpu-ms/admission), beside the three's per bare
 // Run create (bare-run-cpu-ms/create): they share the machine's cores,
 // so once those are busy the rates follow these costs. A third case
-// ("drain") times the admission alone: a backlog of runs waits in a resource group without
-// room, and the time counted is from the group's capacity raised until
-// every run of the backlog is admitted.
+// ("drain") times the admission alone: a backlog of runs waits in a
+// resource group without room, and the time counted is from the group's
+// capacity raised until every run of the backlog is admitted.
 func BenchmarkOnDemandAdmissions(b *testing.B) {
 	const batch = 100
 	cp := kubetest.StartControlPlane(b)
@@ -143,7 +143,9 @@ func BenchmarkOnDemandAdmissions(b *testing.B) {
 		UpdateFunc: func(_, obj any) { observe(obj) }}); err != nil {
 		b.Fatal(err)
 	}
-	go func() { _ = observer.Start(ctx) }()
+	observed := make(chan struct{})
+	go func() { defer close(observed); _ = observer.Start(ctx) }()
+	b.Cleanup(func() { <-observed }) // ctx ends before the cleanups run
 	if !observer.WaitForCacheSync(ctx) {
 		b.Fatal("the observer's informer did not sync")
 	}
@@ -309,8 +311,9 @@ func BenchmarkOnDemandAdmissions(b *testing.B) {
 			awaitAdmitted(b)
 			took += time.Since(start)
 		}
+		used := cpu() // before the scrape of /metrics: the window is took's
 		b.StopTimer()
-		report(b, b.N*batch, took, bare, requests().minus(before), cpu())
+		report(b, b.N*batch, took, bare, requests().minus(before), used)
 	})
 	// stream: b.N batches' worth of runs submitted by as many callers as a
 	// batch, each submitting its next run as soon as its last create
@@ -327,8 +330,9 @@ func BenchmarkOnDemandAdmissions(b *testing.B) {
 		admitted += total
 		awaitAdmitted(b)
 		took := time.Since(start)
+		used := cpu() // before the scrape of /metrics: the window is took's
 		b.StopTimer()
-		report(b, total, took, bare, requests().minus(before), cpu())
+		report(b, total, took, bare, requests().minus(before), used)
 	})
 	// drain: each iteration queues a backlog of runs, submitted through
 	// both clients, in a resource group of its own whose capacity is
@@ -371,7 +375,7 @@ func BenchmarkOnDemandAdmissions(b *testing.B) {
 			for _, c := range clients {
 				awaitQueued(b, c, rg, backlog)
 			}
-			before, cpuNow := requests(), cpuSince()
+			before, cpuHere := requests(), cpuSince()
 			b.StartTimer()
 			start := time.Now()
 			if _, err := clients[0].ResourceGroups().Register(ctx, quota.Group{ID: rg, Package: "pkg-1",
@@ -381,7 +385,7 @@ func BenchmarkOnDemandAdmissions(b *testing.B) {
 			awaitIn(b, rg, backlog)
 			took += time.Since(start)
 			b.StopTimer()
-			cpu = cpu.plus(cpuNow())
+			cpu = cpu.plus(cpuHere())
 			d := requests().minus(before)
 			used.writes += d.writes
 			used.reads += d.reads
@@ -406,24 +410,32 @@ type baseline struct {
 }
 
 // cpuUse is CPU time in milliseconds (per object, once divided by per):
-// this test process's (the clients, their stores and the benchmark), the
+// this test process's (the two clients with their stores, the simulated
+// Ray, the observer, the callers and the Go runtime's collector), the
 // API server's and etcd's, the two envtest runs as its children. All
 // three share the machine's cores, so that what a submission costs them
 // together bounds the rate once the cores are busy.
 type cpuUse struct{ test, apiServer, etcd float64 }
 
-func (u cpuUse) known() bool    { return u.apiServer > 0 }
+// known reports whether the API server's CPU time was read (not where
+// /proc is not there).
+func (u cpuUse) known() bool { return u.apiServer > 0 }
+
+// total is the three's CPU time together.
 func (u cpuUse) total() float64 { return u.test + u.apiServer + u.etcd }
 
+// per is u divided among n objects.
 func (u cpuUse) per(n int) cpuUse {
 	f := float64(n)
 	return cpuUse{u.test / f, u.apiServer / f, u.etcd / f}
 }
 
+// plus is u and v added up.
 func (u cpuUse) plus(v cpuUse) cpuUse {
 	return cpuUse{u.test + v.test, u.apiServer + v.apiServer, u.etcd + v.etcd}
 }
 
+// String says u whole and by process.
 func (u cpuUse) String() string {
 	return fmt.Sprintf("%.2f ms (test process %.2f, API server %.2f, etcd %.2f)", u.total(), u.test, u.apiServer, u.etcd)
 }

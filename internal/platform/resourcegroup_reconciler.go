@@ -63,14 +63,13 @@ func (c resourceGroupReconciler) reconcileResourceGroup(ctx context.Context, id 
 	if p.changed, err = c.ledger.settle(ctx, a, false); err != nil {
 		return 0, err
 	}
-	// The settled holds read once for the whole pass, which walks them
-	// in each of its phases (the sightings, the true-up, the restore, the
-	// repair): from the cache, each walk selected, sorted and looked up
-	// every hold document of the group again. Read after the settling
-	// above, so that a hold it took out of the pending ones is here as its
-	// document has it (or newer: a document newer than the account's
-	// pending hold is a later change, whose account the pass's
-	// compare-and-swap would conflict with).
+	// The settled holds read once for the whole pass, whose phases walk
+	// them (the sightings, the corrupt check, the true-up, the restore's
+	// lookups, the repair). Read after the settling above, so that a hold
+	// it took out of the pending ones is here as its document has it. A
+	// document newer than what a counts (for a holder pending in a, or
+	// settled in a at an older change) is a later change of the account,
+	// which the pass's compare-and-swap conflicts with.
 	a.Bind(c.ledger.settledNow(id))
 	p.now = c.clock.Now()
 	c.ledger.seeHolds(id, a, p.now)
