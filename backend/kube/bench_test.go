@@ -7,8 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -441,57 +439,16 @@ func (u cpuUse) String() string {
 }
 
 // cpuSince returns a function that returns the CPU time used since
-// cpuSince was called. Where /proc is not there (not Linux), it is all
-// zero and not reported.
+// cpuSince was called (kubetest.CPUNow: all zero where there is no /proc,
+// and then not reported).
 func cpuSince() func() cpuUse {
-	start := cpuNow()
+	start := kubetest.CPUNow()
 	return func() cpuUse {
-		now := cpuNow()
-		return cpuUse{now.test - start.test, now.apiServer - start.apiServer, now.etcd - start.etcd}
+		used := kubetest.CPUNow().Sub(start)
+		ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+		return cpuUse{ms(used.Self), ms(used.APIServer), ms(used.Etcd)}
 	}
 }
-
-// cpuNow reads the CPU time (user and system) so far of this process and
-// of its children kube-apiserver and etcd from /proc/<pid>/stat.
-func cpuNow() cpuUse {
-	var u cpuUse
-	self := os.Getpid()
-	paths, _ := filepath.Glob("/proc/[0-9]*/stat")
-	for _, p := range paths {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			continue // gone meanwhile
-		}
-		// pid (comm) state ppid … utime stime: comm may hold spaces.
-		s := string(b)
-		open, closing := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
-		if open < 0 || closing < open {
-			continue
-		}
-		f := strings.Fields(s[closing+1:])
-		if len(f) < 13 {
-			continue
-		}
-		pid, _ := strconv.Atoi(strings.TrimSpace(s[:open]))
-		ppid, _ := strconv.Atoi(f[1])
-		utime, _ := strconv.ParseFloat(f[11], 64)
-		stime, _ := strconv.ParseFloat(f[12], 64)
-		ms := (utime + stime) * 1000 / clockTicks
-		switch comm := s[open+1 : closing]; {
-		case pid == self:
-			u.test += ms
-		case ppid == self && comm == "kube-apiserver":
-			u.apiServer += ms
-		case ppid == self && comm == "etcd":
-			u.etcd += ms
-		}
-	}
-	return u
-}
-
-// clockTicks is USER_HZ, the unit of /proc's CPU times: 100 on every
-// Linux architecture Go supports.
-const clockTicks = 100
 
 // awaitQueued waits until client c's queue of resource group rg has n
 // runs waiting.

@@ -50,6 +50,10 @@
 // Without RunMain, each StartControlPlane call starts a control plane of its
 // own and stops it when the test ends.
 //
+// The API server and etcd run as children of the test process, so that a
+// benchmark can count what its operations cost them: [CPUNow] reads their
+// CPU time and the process's own from /proc (Linux).
+//
 // The API server, etcd and controller-manager binaries are not downloaded
 // (envtest's usual download needs network access); build them once from the
 // Go module proxy with

@@ -175,12 +175,14 @@ func (lg *ledger) awaitHolds(ctx context.Context, a *quota.Account) error {
 // seen them so for the repair grace; never the one the account settled
 // last (awaitHolds waits for it). A released hold is kept as a document
 // until then so that a late write of an older change of it finds a newer
-// one and is not made.
+// one and is not made. A delete that fails stops no other: the failures
+// are returned together once every document has been looked at.
 func (lg *ledger) tombstones(ctx context.Context, a *quota.Account, now time.Time) error {
 	lg.mu.Lock()
 	was := lg.tombs[a.ID]
 	lg.mu.Unlock()
 	seen := map[string]seenHold{}
+	var failed []error
 	defer func() {
 		lg.mu.Lock()
 		if len(seen) == 0 {
@@ -209,11 +211,13 @@ func (lg *ledger) tombstones(ctx context.Context, a *quota.Account, now time.Tim
 		if lg.holders.holderExists(ctx, h.Holder) {
 			continue
 		}
+		// A delete that fails holds up no other: the rest are deleted,
+		// and each keeps its sighting for the next pass.
 		if err := lg.acc.store.Delete(ctx, kindHold, d.ID, d.Version); err != nil && !errs.IsNotFound(err) && !errors.Is(err, errs.ErrConflict) {
-			return err
+			failed = append(failed, err)
 		}
 	}
-	return nil
+	return errors.Join(failed...)
 }
 
 // settle drops from a's pending holds those whose document carries them.

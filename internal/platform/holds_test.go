@@ -25,6 +25,7 @@ type holdsEngine struct {
 
 	mu          sync.Mutex
 	failHolds   bool
+	failDelete  string // the id of a hold document whose deletes fail
 	largest     int
 	holdWrites  int
 	accountOnes int
@@ -42,7 +43,7 @@ func newHoldsEngine(t *testing.T, capacity quota.Resources, settleAt int) *holds
 		defer h.mu.Unlock()
 		switch w.Doc.Kind {
 		case kindHold:
-			if h.failHolds {
+			if h.failHolds || w.Op == memory.OpDelete && w.Doc.ID == h.failDelete {
 				return "", errs.Unavailable("hold write", errors.New("injected"))
 			}
 			h.holdWrites++
@@ -180,6 +181,83 @@ func TestHoldsSettleOutOfTheAccount(t *testing.T) {
 	_, docs = h.stored(t)
 	if len(docs) > 1+len(a.Pending) {
 		t.Errorf("%d released holds' documents left after the grace, want at most the last settled one", len(docs))
+	}
+}
+
+// A released hold's document whose delete fails holds up no other: the
+// repair deletes the rest in the same pass, and the failed one at the
+// next, without waiting a grace again.
+func TestTombstoneDeleteFailureHoldsUpNoOther(t *testing.T) {
+	h := newHoldsEngine(t, quota.Cores(1000), 4)
+	const n = 12
+	for i := range n {
+		h.set(t, fmt.Sprintf("cls-%02d", i), quota.Cores(1))
+	}
+	h.reconcile(t)
+	for i := range n {
+		h.set(t, fmt.Sprintf("cls-%02d", i), quota.Resources{})
+	}
+	for range 3 {
+		h.reconcile(t)
+	}
+	a, docs := h.stored(t)
+	if !a.Reserved().IsZero() || len(docs) < n-len(a.Pending)-1 {
+		t.Fatalf("after every release: reserved %s, %d documents, %d pending", a.Reserved(), len(docs), len(a.Pending))
+	}
+	// Fail the delete of a tombstone the repair will want to delete (not
+	// the one the account settled last, which it keeps).
+	var failing string
+	d, _ := h.b.Get(t.Context(), kindResourceGroup, "rg")
+	var stored quota.Account
+	if err := json.Unmarshal(d.Data, &stored); err != nil {
+		t.Fatal(err)
+	}
+	for holder := range docs {
+		id := holdID("rg", holder)
+		if hd, err := h.b.Get(t.Context(), kindHold, id); err == nil && hd.Version != stored.Settled {
+			if _, pending := stored.Pending[holder]; !pending {
+				failing = id
+				break
+			}
+		}
+	}
+	if failing == "" {
+		t.Fatal("no tombstone to fail")
+	}
+	h.mu.Lock()
+	h.failDelete = failing
+	h.mu.Unlock()
+	repair := func() error {
+		h.c.ledger.repairAgain("rg")
+		_, err := (resourceGroupReconciler{h.c}).reconcileResourceGroup(t.Context(), "rg")
+		return err
+	}
+	if err := repair(); err != nil { // sees them
+		t.Fatal(err)
+	}
+	h.clock.Advance(time.Minute) // past the grace
+	if err := repair(); !errors.Is(err, errs.ErrUnavailable) {
+		t.Fatalf("the repair with a failing delete: %v, want the failure", err)
+	}
+	left, err := h.b.List(t.Context(), kindHold, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range left {
+		if d.ID != failing && d.Version != stored.Settled {
+			if _, pending := stored.Pending[d.ID[len("rg."):]]; !pending {
+				t.Errorf("tombstone %s left beside the failing one", d.ID)
+			}
+		}
+	}
+	h.mu.Lock()
+	h.failDelete = ""
+	h.mu.Unlock()
+	if err := repair(); err != nil { // no grace again: it was seen
+		t.Fatal(err)
+	}
+	if _, err := h.b.Get(t.Context(), kindHold, failing); !errs.IsNotFound(err) {
+		t.Errorf("the tombstone whose delete failed is still there at the next repair: %v", err)
 	}
 }
 

@@ -64,7 +64,7 @@ func benchSpec(b *testing.B, name, groupID string) *cluster.Spec {
 // its work done (measured from the first create until the last one's
 // cluster is settled): cpu-ms/op of this process (the SDK, its
 // reconcilers, KubeRay's reconcilers, the kubelet stand-in) and
-// server-cpu-ms/op of the API server and etcd (see cpuNow). On a machine
+// server-cpu-ms/op of the API server and etcd (see kubetest.CPUNow). On a machine
 // of few cores, a create issued while the last ones' work goes on waits
 // for that CPU: what bare and sdk measure beside their quiet twins.
 //
