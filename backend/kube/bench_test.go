@@ -209,7 +209,7 @@ func BenchmarkOnDemandAdmissions(b *testing.B) {
 	// !waves, each caller creating its next as soon as its last returns.
 	bareRates := func(b *testing.B, n int, waves bool) baseline {
 		awaitQuiet(b)
-		rate := func(create func(i int) error) (float64, cpuUse) {
+		rate := func(create func(i int) error) (float64, kubetest.CPU) {
 			total, first := n*batch, made
 			made += total
 			cpu := cpuSince()
@@ -221,7 +221,7 @@ func BenchmarkOnDemandAdmissions(b *testing.B) {
 			} else {
 				inStream(b, batch, total, func(i int) error { return create(first + i) })
 			}
-			return float64(total) / time.Since(start).Seconds(), cpu().per(total)
+			return float64(total) / time.Since(start).Seconds(), cpuPer(cpu(), total)
 		}
 		var out baseline
 		out.configMaps, _ = rate(func(i int) error {
@@ -276,7 +276,7 @@ func BenchmarkOnDemandAdmissions(b *testing.B) {
 	}
 	// report reports runs admitted in took, with the API requests served
 	// meanwhile (used).
-	report := func(b *testing.B, runs int, took time.Duration, bare baseline, used apiCounts, cpu cpuUse) {
+	report := func(b *testing.B, runs int, took time.Duration, bare baseline, used apiCounts, cpu kubetest.CPU) {
 		b.ReportMetric(used.writes/float64(runs), "api-writes/admission")
 		b.ReportMetric(used.reads/float64(runs), "api-reads/admission")
 		b.ReportMetric(float64(runs)/took.Seconds(), "admissions/s")
@@ -285,12 +285,12 @@ func BenchmarkOnDemandAdmissions(b *testing.B) {
 		b.ReportMetric(bare.runs, "bare-run-creates/s")
 		b.ReportMetric(float64(runs)/took.Seconds()/bare.runs, "admissions/bare-run-create")
 		b.Logf("API writes per admission: %s", used.writesBy(runs))
-		if cpu.known() {
-			cpu = cpu.per(runs)
-			b.ReportMetric(cpu.total(), "cpu-ms/admission")
-			b.ReportMetric(cpu.test, "test-cpu-ms/admission")
-			b.ReportMetric(bare.runCPU.total(), "bare-run-cpu-ms/create")
-			b.Logf("CPU per admission: %s; per bare Run create: %s", cpu, bare.runCPU)
+		if cpu.Known() {
+			cpu = cpuPer(cpu, runs)
+			b.ReportMetric(ms(cpu.Total()), "cpu-ms/admission")
+			b.ReportMetric(ms(cpu.Self), "test-cpu-ms/admission")
+			b.ReportMetric(ms(bare.runCPU.Total()), "bare-run-cpu-ms/create")
+			b.Logf("CPU per admission: %s; per bare Run create: %s", cpuString(cpu), cpuString(bare.runCPU))
 		}
 	}
 
@@ -346,7 +346,7 @@ func BenchmarkOnDemandAdmissions(b *testing.B) {
 		bare := bareRates(b, b.N, true)
 		var took time.Duration
 		var used apiCounts
-		var cpu cpuUse
+		var cpu kubetest.CPU
 		b.ReportAllocs()
 		b.StopTimer()
 		for range b.N {
@@ -383,7 +383,7 @@ func BenchmarkOnDemandAdmissions(b *testing.B) {
 			awaitIn(b, rg, backlog)
 			took += time.Since(start)
 			b.StopTimer()
-			cpu = cpu.plus(cpuHere())
+			cpu = cpu.Add(cpuHere())
 			d := requests().minus(before)
 			used.writes += d.writes
 			used.reads += d.reads
@@ -404,50 +404,34 @@ func BenchmarkOnDemandAdmissions(b *testing.B) {
 // store writes a submitted one.
 type baseline struct {
 	configMaps, runs float64
-	runCPU           cpuUse // per bare Run create
+	runCPU           kubetest.CPU // per bare Run create
 }
 
-// cpuUse is CPU time in milliseconds (per object, once divided by per):
-// this test process's (the two clients with their stores, the simulated
-// Ray, the observer, the callers and the Go runtime's collector), the
-// API server's and etcd's, the two envtest runs as its children. All
-// three share the machine's cores, so that what a submission costs them
-// together bounds the rate once the cores are busy.
-type cpuUse struct{ test, apiServer, etcd float64 }
-
-// known reports whether the API server's CPU time was read (not where
-// /proc is not there).
-func (u cpuUse) known() bool { return u.apiServer > 0 }
-
-// total is the three's CPU time together.
-func (u cpuUse) total() float64 { return u.test + u.apiServer + u.etcd }
-
-// per is u divided among n objects.
-func (u cpuUse) per(n int) cpuUse {
-	f := float64(n)
-	return cpuUse{u.test / f, u.apiServer / f, u.etcd / f}
+// cpuPer is c divided among n objects.
+func cpuPer(c kubetest.CPU, n int) kubetest.CPU {
+	d := time.Duration(n)
+	return kubetest.CPU{Self: c.Self / d, APIServer: c.APIServer / d, Etcd: c.Etcd / d}
 }
 
-// plus is u and v added up.
-func (u cpuUse) plus(v cpuUse) cpuUse {
-	return cpuUse{u.test + v.test, u.apiServer + v.apiServer, u.etcd + v.etcd}
-}
+// ms is d in milliseconds.
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
-// String says u whole and by process.
-func (u cpuUse) String() string {
-	return fmt.Sprintf("%.2f ms (test process %.2f, API server %.2f, etcd %.2f)", u.total(), u.test, u.apiServer, u.etcd)
+// cpuString says c whole and by process, in milliseconds: this test
+// process's (the two clients with their stores, the simulated Ray, the
+// observer, the callers and the Go runtime's collector), the API
+// server's and etcd's. All three share the machine's cores, so that what
+// a submission costs them together bounds the rate once the cores are
+// busy.
+func cpuString(c kubetest.CPU) string {
+	return fmt.Sprintf("%.2f ms (test process %.2f, API server %.2f, etcd %.2f)", ms(c.Total()), ms(c.Self), ms(c.APIServer), ms(c.Etcd))
 }
 
 // cpuSince returns a function that returns the CPU time used since
 // cpuSince was called (kubetest.CPUNow: all zero where there is no /proc,
 // and then not reported).
-func cpuSince() func() cpuUse {
+func cpuSince() func() kubetest.CPU {
 	start := kubetest.CPUNow()
-	return func() cpuUse {
-		used := kubetest.CPUNow().Sub(start)
-		ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-		return cpuUse{ms(used.Self), ms(used.APIServer), ms(used.Etcd)}
-	}
+	return func() kubetest.CPU { return kubetest.CPUNow().Sub(start) }
 }
 
 // awaitQueued waits until client c's queue of resource group rg has n

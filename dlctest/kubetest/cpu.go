@@ -20,6 +20,14 @@ func (c CPU) Sub(before CPU) CPU {
 	return CPU{Self: c.Self - before.Self, APIServer: c.APIServer - before.APIServer, Etcd: c.Etcd - before.Etcd}
 }
 
+// Add returns c and o added up (windows measured apart).
+func (c CPU) Add(o CPU) CPU {
+	return CPU{Self: c.Self + o.Self, APIServer: c.APIServer + o.APIServer, Etcd: c.Etcd + o.Etcd}
+}
+
+// Total is the three's CPU time together.
+func (c CPU) Total() time.Duration { return c.Self + c.APIServer + c.Etcd }
+
 // Known reports whether the control plane's CPU time could be read (it
 // is zero where there is no /proc, or no control plane was started).
 func (c CPU) Known() bool { return c.APIServer > 0 }

@@ -207,11 +207,7 @@ func TestTombstoneDeleteFailureHoldsUpNoOther(t *testing.T) {
 	// Fail the delete of a tombstone the repair will want to delete (not
 	// the one the account settled last, which it keeps).
 	var failing string
-	d, _ := h.b.Get(t.Context(), kindResourceGroup, "rg")
-	var stored quota.Account
-	if err := json.Unmarshal(d.Data, &stored); err != nil {
-		t.Fatal(err)
-	}
+	stored := a // the account as stored: its last settled version and its pending holds
 	for holder := range docs {
 		id := holdID("rg", holder)
 		if hd, err := h.b.Get(t.Context(), kindHold, id); err == nil && hd.Version != stored.Settled {
