@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/aidlc/dlc"
+	"github.com/aidlc/dlc/backend"
 	"github.com/aidlc/dlc/backend/kube"
 	"github.com/aidlc/dlc/backend/kube/api/v1alpha1"
 	"github.com/aidlc/dlc/backend/memory"
@@ -80,8 +81,9 @@ func BenchmarkOnDemandAdmissions(b *testing.B) {
 		return st
 	}
 	var clients [2]*dlc.Client
+	wrote := newWriteLog() // both clients' store writes
 	for i := range clients {
-		c, err := dlc.New(dlc.WithBackend(hybrid{store(), memory.NewRay(memory.RayOptions{Delays: &never})}),
+		c, err := dlc.New(dlc.WithBackend(logged{hybrid{store(), memory.NewRay(memory.RayOptions{Delays: &never})}, wrote}),
 			dlc.WithRetries(20, time.Millisecond, 100*time.Millisecond),
 			// The two share the work from the start (the default probation
 			// would have both do a newcomer's share for ten minutes).
@@ -316,10 +318,16 @@ func BenchmarkOnDemandAdmissions(b *testing.B) {
 	// stream: b.N batches' worth of runs submitted by as many callers as a
 	// batch, each submitting its next run as soon as its last create
 	// returns, until every run is admitted: the rate a steady stream of
-	// submissions is admitted at.
+	// submissions is admitted at. The work an admission brings about (the
+	// run's cluster made, the run placed, its reservation's document
+	// written) follows it, and a short stream is admitted before most of
+	// that is done; so the stream also reports its rate until the stores'
+	// last write (wrote), every run placed ("placed/s"): the rate a stream
+	// can keep up, its runs' clusters then waiting on Ray.
 	b.Run("stream", func(b *testing.B) {
 		bare := bareRates(b, b.N, false)
 		before, cpu := requests(), cpuSince()
+		writesBefore := wrote.counts()
 		total := b.N * batch
 		b.ReportAllocs()
 		b.ResetTimer()
@@ -329,8 +337,35 @@ func BenchmarkOnDemandAdmissions(b *testing.B) {
 		awaitAdmitted(b)
 		took := time.Since(start)
 		used := cpu() // before the scrape of /metrics: the window is took's
+		writesAdmitted := wrote.counts()
+		// A scrape inside the longer window below: one request, tens of
+		// milliseconds of the API server's against seconds.
+		usedAPI := requests().minus(before)
+		last := wrote.awaitStill(b, 2*time.Second)
+		// Read once (a reading walks /proc: milliseconds, which polling
+		// would add to the window): the CPU until the last write and in
+		// the 2 s after it, when the clients only poll the simulated Ray;
+		// those 2 s are taken out as what the next 2 s cost.
+		usedAll := cpu()
 		b.StopTimer()
-		report(b, total, took, bare, requests().minus(before), used)
+		select { // what the still 2 s cost, read as the next 2 s cost
+		case <-time.After(2 * time.Second):
+		case <-ctx.Done():
+			b.Fatal(context.Cause(ctx))
+		}
+		idle := cpu().Sub(usedAll)
+		report(b, total, took, bare, usedAPI, used)
+		all := max(last.Sub(start), took) // the last write may be seen before the admission is
+		b.ReportMetric(requests().minus(before).writes/float64(total), "api-writes/placed")
+		b.ReportMetric(float64(total)/all.Seconds(), "placed/s")
+		b.ReportMetric(float64(total)/all.Seconds()/bare.runs, "placed/bare-run-create")
+		b.Logf("store writes per run until admitted (%s): %s; after, until the last (%s later): %s", took.Round(time.Millisecond),
+			writesAdmitted.minus(writesBefore).per(total), (all - took).Round(time.Millisecond), wrote.counts().minus(writesAdmitted).per(total))
+		if usedAll.Known() {
+			placed := cpuPer(usedAll.Sub(idle), total) // the still 2 s taken out
+			b.ReportMetric(ms(placed.Total()), "cpu-ms/placed")
+			b.Logf("CPU per run until the last write: %s (the 2 s still after it, as the next 2 s: %s in all)", cpuString(placed), cpuString(idle))
+		}
 	})
 	// drain: each iteration queues a backlog of runs, submitted through
 	// both clients, in a resource group of its own whose capacity is
@@ -396,6 +431,126 @@ func BenchmarkOnDemandAdmissions(b *testing.B) {
 		}
 		report(b, b.N*backlog, took, bare, used, cpu)
 	})
+}
+
+// logged is a backend whose store writes are counted in a writeLog.
+type logged struct {
+	hybrid
+	log *writeLog
+}
+
+// Create is the store's Create, logged.
+func (l logged) Create(ctx context.Context, d backend.Doc) (string, error) {
+	v, err := l.hybrid.Create(ctx, d)
+	l.log.wrote("create", d.Kind, err)
+	return v, err
+}
+
+// CreateStored is the store's CreateStored, logged.
+func (l logged) CreateStored(ctx context.Context, d backend.Doc) (string, func(context.Context), error) {
+	v, await, err := l.hybrid.CreateStored(ctx, d)
+	l.log.wrote("create", d.Kind, err)
+	return v, await, err
+}
+
+// Update is the store's Update, logged.
+func (l logged) Update(ctx context.Context, d backend.Doc) (string, error) {
+	v, err := l.hybrid.Update(ctx, d)
+	l.log.wrote("update", d.Kind, err)
+	return v, err
+}
+
+// Delete is the store's Delete, logged.
+func (l logged) Delete(ctx context.Context, kind, id, version string) error {
+	err := l.hybrid.Delete(ctx, kind, id, version)
+	l.log.wrote("delete", kind, err)
+	return err
+}
+
+// writeLog counts store writes by operation and kind, and keeps the time
+// of the last one but a membership renewal's (a replica's, every few
+// seconds whatever the load).
+type writeLog struct {
+	last atomic.Int64 // the last write's end, Unix nanoseconds
+	mu   sync.Mutex
+	n    writeCounts
+}
+
+func newWriteLog() *writeLog { return &writeLog{n: writeCounts{}} }
+
+// wrote counts a write of op ("create", "update", "delete") on a
+// document of kind, a failed one apart ("update run failed").
+func (l *writeLog) wrote(op, kind string, err error) {
+	key := op + " " + kind
+	if err != nil {
+		key += " failed"
+	}
+	l.mu.Lock()
+	l.n[key]++
+	l.mu.Unlock()
+	if kind != "replica" {
+		l.last.Store(time.Now().UnixNano())
+	}
+}
+
+// counts returns the writes counted so far.
+func (l *writeLog) counts() writeCounts {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return maps.Clone(l.n)
+}
+
+// awaitStill waits until no write has ended for still (polling the log,
+// no API call), for at most 2 minutes, and returns the time the last
+// one ended.
+func (l *writeLog) awaitStill(b *testing.B, still time.Duration) time.Time {
+	b.Helper()
+	const poll = 20 * time.Millisecond
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		last := time.Unix(0, l.last.Load())
+		if time.Since(last) >= still {
+			return last
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("the stores still wrote after 2 minutes: %v", l.counts())
+		}
+		select {
+		case <-time.After(poll):
+		case <-b.Context().Done():
+			b.Fatal(context.Cause(b.Context()))
+		}
+	}
+}
+
+// writeCounts are store writes by operation and kind ("update run").
+type writeCounts map[string]int
+
+// minus returns the writes made since before.
+func (w writeCounts) minus(before writeCounts) writeCounts {
+	out := writeCounts{}
+	for k, v := range w {
+		if d := v - before[k]; d > 0 {
+			out[k] = d
+		}
+	}
+	return out
+}
+
+// per returns the writes per run, the most first, as "create run 1.00,
+// create hold 0.31".
+func (w writeCounts) per(runs int) string {
+	keys := slices.SortedFunc(maps.Keys(w), func(x, y string) int {
+		return cmp.Or(cmp.Compare(w[y], w[x]), strings.Compare(x, y))
+	})
+	parts := []string{}
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%s %.2f", k, float64(w[k])/float64(runs)))
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
 }
 
 // baseline is the API server's own create rates in a benchmark's run, by
