@@ -291,7 +291,7 @@ func BenchmarkOnDemandAdmissions(b *testing.B) {
 		b.ReportMetric(float64(runs)/took.Seconds()/bare.configMaps, "admissions/bare-create")
 		b.ReportMetric(bare.runs, "bare-run-creates/s")
 		b.ReportMetric(float64(runs)/took.Seconds()/bare.runs, "admissions/bare-run-create")
-		b.Logf("API writes per admission: %s", used.writesBy(runs))
+		b.Logf("API writes per admission: %s", perRun(used.byWrite, runs))
 		if cpu.Known() {
 			cpu = cpuPer(cpu, runs)
 			b.ReportMetric(ms(cpu.Total()), "cpu-ms/admission")
@@ -364,10 +364,10 @@ func BenchmarkOnDemandAdmissions(b *testing.B) {
 		if now := writes.lastWrite(); now.After(last) {
 			b.Fatalf("a store wrote %s after the 2 s still that ended the stream: its work was not done", now.Sub(last))
 		}
-		after := writes.counts().minus(writesAdmitted)
-		placedNow := writes.counts().minus(writesBefore)
+		writesNow := writes.counts()
+		after, placedNow := countsSince(writesNow, writesAdmitted), countsSince(writesNow, writesBefore)
 		if placedNow["create cluster"] != total || placedNow["update run"] < total {
-			b.Fatalf("%d clusters made and %d run writes for %d runs: not every run placed (%s)", placedNow["create cluster"], placedNow["update run"], total, placedNow.per(total))
+			b.Fatalf("%d clusters made and %d run writes for %d runs: not every run placed (%s)", placedNow["create cluster"], placedNow["update run"], total, perRun(placedNow, total))
 		}
 		report(b, total, took, bare, usedAPI, used)
 		toPlaced := max(last.Sub(start), took) // the last write may be seen before the admission is
@@ -376,7 +376,7 @@ func BenchmarkOnDemandAdmissions(b *testing.B) {
 		b.ReportMetric(float64(total)/toPlaced.Seconds(), "placed/s")
 		b.ReportMetric(float64(total)/toPlaced.Seconds()/bare.runs, "placed/bare-run-create")
 		b.Logf("store writes per run until admitted (%s): %s; after, until the last (%s later): %s", took.Round(time.Millisecond),
-			writesAdmitted.minus(writesBefore).per(total), (toPlaced - took).Round(time.Millisecond), after.per(total))
+			perRun(countsSince(writesAdmitted, writesBefore), total), (toPlaced - took).Round(time.Millisecond), perRun(after, total))
 		if usedAll.Known() {
 			placedCPU := cpuPer(usedAll.Sub(idle), total) // the still 2 s taken out
 			b.ReportMetric(ms(placedCPU.Total()), "cpu-ms/placed")
@@ -494,11 +494,11 @@ type writeLog struct {
 	base time.Time    // the log's start, with the monotonic clock's reading
 	last atomic.Int64 // the latest end of a write, nanoseconds since base
 	mu   sync.Mutex
-	n    writeCounts
+	n    map[string]int // by operation and kind ("update run")
 }
 
 // newWriteLog returns an empty log.
-func newWriteLog() *writeLog { return &writeLog{base: time.Now(), n: writeCounts{}} }
+func newWriteLog() *writeLog { return &writeLog{base: time.Now(), n: map[string]int{}} }
 
 // wrote counts a write of op ("create", "update", "delete") on a
 // document of kind, a failed one apart ("update run failed").
@@ -528,7 +528,7 @@ func (l *writeLog) wrote(op, kind string, err error) {
 func (l *writeLog) lastWrite() time.Time { return l.base.Add(time.Duration(l.last.Load())) }
 
 // counts returns the writes counted so far.
-func (l *writeLog) counts() writeCounts {
+func (l *writeLog) counts() map[string]int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return maps.Clone(l.n)
@@ -557,13 +557,11 @@ func (l *writeLog) awaitStill(b *testing.B, still, bound time.Duration) time.Tim
 	}
 }
 
-// writeCounts are store writes by operation and kind ("update run").
-type writeCounts map[string]int
-
-// minus returns the writes made since before.
-func (w writeCounts) minus(before writeCounts) writeCounts {
-	out := writeCounts{}
-	for k, v := range w {
+// countsSince returns the counts in now that grew since before, each by
+// how much.
+func countsSince[V int | float64](now, before map[string]V) map[string]V {
+	out := map[string]V{}
+	for k, v := range now {
 		if d := v - before[k]; d > 0 {
 			out[k] = d
 		}
@@ -571,18 +569,18 @@ func (w writeCounts) minus(before writeCounts) writeCounts {
 	return out
 }
 
-// per returns the writes per run, the most first, as "create run 1.00,
-// create hold 0.31".
-func (w writeCounts) per(runs int) string {
-	keys := slices.SortedFunc(maps.Keys(w), func(x, y string) int {
-		return cmp.Or(cmp.Compare(w[y], w[x]), strings.Compare(x, y))
+// perRun returns counts per run, the most first, as "POST runs 1.00, PUT
+// resourcegroups 0.12", or "none".
+func perRun[V int | float64](counts map[string]V, runs int) string {
+	keys := slices.SortedFunc(maps.Keys(counts), func(x, y string) int {
+		return cmp.Or(cmp.Compare(counts[y], counts[x]), strings.Compare(x, y))
 	})
-	parts := []string{}
-	for _, k := range keys {
-		parts = append(parts, fmt.Sprintf("%s %.2f", k, float64(w[k])/float64(runs)))
-	}
-	if len(parts) == 0 {
+	if len(keys) == 0 {
 		return "none"
+	}
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s %.2f", k, float64(counts[k])/float64(runs))
 	}
 	return strings.Join(parts, ", ")
 }
@@ -692,26 +690,7 @@ type apiCounts struct {
 
 // minus returns the requests served since before.
 func (a apiCounts) minus(before apiCounts) apiCounts {
-	out := apiCounts{writes: a.writes - before.writes, reads: a.reads - before.reads, byWrite: map[string]float64{}}
-	for k, v := range a.byWrite {
-		if d := v - before.byWrite[k]; d > 0 {
-			out.byWrite[k] = d
-		}
-	}
-	return out
-}
-
-// writesBy returns the writes per run by verb and resource, the largest
-// first, as "POST runs 1.00, PUT resourcegroups 0.12".
-func (a apiCounts) writesBy(runs int) string {
-	keys := slices.SortedFunc(maps.Keys(a.byWrite), func(x, y string) int {
-		return cmp.Or(cmp.Compare(a.byWrite[y], a.byWrite[x]), strings.Compare(x, y))
-	})
-	var parts []string
-	for _, k := range keys {
-		parts = append(parts, fmt.Sprintf("%s %.2f", k, a.byWrite[k]/float64(runs)))
-	}
-	return strings.Join(parts, ", ")
+	return apiCounts{writes: a.writes - before.writes, reads: a.reads - before.reads, byWrite: countsSince(a.byWrite, before.byWrite)}
 }
 
 // apiRequests returns a function that reads the API server's
