@@ -147,12 +147,7 @@ func TestQuotaC7C14C15(t *testing.T) {
 	f := newFixture(t, dlctest.MemoryOptions{})
 	s := f.spec("ha", 1, 10) // head cu.4c16g, workers cu.4c8g
 	s.Head.HighAvailability = true
-	cl, err := f.c.Clusters().Create(f.ctx, s)
-	f.must(err)
-	f.settle()
-	_, err = f.c.Clusters().Start(f.ctx, cl.ID)
-	f.must(err)
-	f.settle()
+	cl := f.started(s)
 	u, _ := f.c.ResourceGroups().Get(f.ctx, "rg-1")
 	want := quota.Resources{MilliCPU: 2*4000 + 4000, Memory: 2*16*quota.GiB + 8*quota.GiB}
 	if u.Reserved != want {

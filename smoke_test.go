@@ -59,7 +59,13 @@ func (f *fixture) spec(name string, min, max int) *cluster.Spec {
 
 func (f *fixture) runningCluster(name string) *cluster.Cluster {
 	f.t.Helper()
-	cl, err := f.c.Clusters().Create(f.ctx, f.spec(name, 1, 3))
+	return f.started(f.spec(name, 1, 3))
+}
+
+// started creates a cluster of spec s, starts it and returns it running.
+func (f *fixture) started(s *cluster.Spec) *cluster.Cluster {
+	f.t.Helper()
+	cl, err := f.c.Clusters().Create(f.ctx, s)
 	f.must(err)
 	f.settle()
 	_, err = f.c.Clusters().Start(f.ctx, cl.ID)

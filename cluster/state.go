@@ -107,6 +107,16 @@ type Cluster struct {
 	// following it (Observation.Autoscaled), one worker above what that
 	// autoscaler runs while quota allows, so that it can ask for more.
 	Replicas map[string]int `json:"replicas,omitempty"`
+	// Draining is, per worker group whose ceiling was lowered while the
+	// cluster held quota, the workers Ray may still run above Replicas: the
+	// ceiling before, until Ray reports that it follows the lower one with
+	// no more workers than that (the cluster's reconciler lowers it then,
+	// and drops it once Ray runs no more than Replicas). The reservation
+	// covers HeldReplicas: a shrink gives its quota back only once Ray has
+	// applied it, and a group that grows meanwhile is reserved on top of
+	// the workers another group may still run. Only the platform's own
+	// writes raise it; Ray's reports only lower it.
+	Draining map[string]int `json:"draining,omitempty"`
 	// Growth is the cluster's request to grow that its resource group's
 	// quota did not grant at once: it waits in the group's queue, beside
 	// the on-demand runs, at the cluster's priority (Spec.Priority, C3),
@@ -152,6 +162,20 @@ type Cluster struct {
 	Events []event.Event `json:"events,omitempty"`
 }
 
+// HeldReplicas returns, per worker group, the workers the cluster's
+// reservation covers: its ceiling (Replicas), or, while a lowered ceiling
+// drains, the workers Ray may still run (Draining), whichever is more. It
+// is a new map: the caller may change it.
+func (c *Cluster) HeldReplicas() map[string]int {
+	out := maps.Clone(c.Replicas)
+	for g, n := range c.Draining {
+		if cur, ok := out[g]; ok && n > cur {
+			out[g] = n // a group with no ceiling has its minimum, and drains nothing
+		}
+	}
+	return out
+}
+
 // Growth is a running cluster's request for more workers in one worker
 // group than its resource group's quota granted when asked: Want workers
 // in Group, waiting since Since (what the queue's starvation bound
@@ -185,6 +209,7 @@ func (c *Cluster) DeepCopy() *Cluster {
 	out := *c
 	out.Spec = *c.Spec.DeepCopy()
 	out.Replicas = maps.Clone(c.Replicas)
+	out.Draining = maps.Clone(c.Draining)
 	out.PendingRestart = slices.Clone(c.PendingRestart)
 	out.Yielded = slices.Clone(c.Yielded)
 	if c.Growth != nil {

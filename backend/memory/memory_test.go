@@ -284,10 +284,36 @@ func TestRaySimulation(t *testing.T) {
 	}
 	cl.Generation = 2
 	_ = ray.ApplyCluster(ctx, cl)
-	if pods, _ := ray.Pods(ctx, "c1"); len(pods) != 3 {
-		t.Fatalf("after scale-down %d pods", len(pods))
+	// The two workers removed terminate for Delays.Terminate, then go; a
+	// worker added meanwhile takes a name no pod of its group has.
+	terminating := func(pods []cluster.Pod) (n int) {
+		for _, p := range pods {
+			if p.Status == "Terminating" {
+				n++
+			}
+		}
+		return n
 	}
-	if obs, _ := ray.ClusterStatus(ctx, "c1"); obs.Generation != 2 || obs.Phase != cluster.PhaseReady {
+	if pods, _ := ray.Pods(ctx, "c1"); len(pods) != 5 || terminating(pods) != 2 {
+		t.Fatalf("after scale-down %d pods, %d terminating; want 5, 2", len(pods), terminating(pods))
+	}
+	cl.Generation, cl.Replicas["w"] = 3, 2
+	_ = ray.ApplyCluster(ctx, cl)
+	pods, _ := ray.Pods(ctx, "c1")
+	names := map[string]bool{}
+	for _, p := range pods {
+		names[p.Name] = true
+	}
+	if len(pods) != 6 || terminating(pods) != 2 || len(names) != 6 {
+		t.Fatalf("scaled up while two terminate: %+v", pods)
+	}
+	cl.Generation, cl.Replicas["w"] = 4, 1
+	_ = ray.ApplyCluster(ctx, cl)
+	clk.Advance(memory.DefaultDelays.Terminate)
+	if pods, _ := ray.Pods(ctx, "c1"); len(pods) != 3 || terminating(pods) != 0 {
+		t.Fatalf("after the termination grace %d pods, %d terminating; want 3, 0", len(pods), terminating(pods))
+	}
+	if obs, _ := ray.ClusterStatus(ctx, "c1"); obs.Generation != 4 || obs.Phase != cluster.PhaseReady {
 		t.Fatalf("after scale-down %+v", obs)
 	}
 	if _, err := ray.RunStatus(ctx, "r1"); !errors.Is(err, errs.ErrNotFound) {

@@ -3,6 +3,7 @@ package memory
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -22,6 +23,12 @@ type Delays struct {
 	Delete    time.Duration // a delete until the cluster is gone
 	Submit    time.Duration // a submitted job until its driver runs
 	Run       time.Duration // a job's run time, unless its Outcome says otherwise
+	// Terminate is how long a worker a lowered ceiling removes still runs
+	// (Status "Terminating") before it is gone: KubeRay deletes the pod,
+	// which runs out its termination grace, while the same reconcile
+	// creates the pods of a group that grows (KubeRay v1.5.0,
+	// raycluster_controller.go, reconcilePods). 0: gone at once.
+	Terminate time.Duration
 }
 
 // DefaultDelays are short real-time delays, so that a program on the real
@@ -29,6 +36,7 @@ type Delays struct {
 var DefaultDelays = Delays{
 	Create: 20 * time.Millisecond, Start: 150 * time.Millisecond, Hibernate: 50 * time.Millisecond,
 	Delete: 50 * time.Millisecond, Submit: 30 * time.Millisecond, Run: 200 * time.Millisecond,
+	Terminate: 50 * time.Millisecond,
 }
 
 // Outcome is how a simulated run ends.
@@ -223,8 +231,9 @@ func (r *Ray) ApplyCluster(ctx context.Context, c *cluster.Cluster) error {
 	immediate := false
 	switch {
 	case run && sc.obs.Phase == cluster.PhaseReady:
-		// A running cluster takes new worker counts at once.
-		sc.obs = cluster.Observation{Generation: gen, Phase: cluster.PhaseReady, Pods: r.resizePods(c, sc.obs.Pods)}
+		// A running cluster takes new worker counts at once; the workers
+		// it removes terminate (Delays.Terminate).
+		sc.obs = cluster.Observation{Generation: gen, Phase: cluster.PhaseReady, Pods: r.terminate(sc, r.resizePods(c, sc.obs.Pods), sc.obs.Pods)}
 		r.podsChanged(sc)
 		sc.timerSeq++
 		immediate = true
@@ -585,10 +594,15 @@ func (r *Ray) pod(c *cluster.Cluster, role, group, nodeSpec string, i int) clust
 		res = s.Resources()
 	}
 	return cluster.Pod{
-		Name: fmt.Sprintf("%s-%s-%d", c.ID, group, i), IP: fmt.Sprintf("10.%d.%d.%d", (r.podSeq>>16)&255, (r.podSeq>>8)&255, r.podSeq&255),
+		Name: podName(c, group, i), IP: fmt.Sprintf("10.%d.%d.%d", (r.podSeq>>16)&255, (r.podSeq>>8)&255, r.podSeq&255),
 		Role: role, Group: group, Status: "Running", Node: fmt.Sprintf("node-%d", r.podSeq%16),
 		Requests: res, Limits: res, CreatedAt: r.clock.Now(), Image: c.Spec.Image, NodeSpec: nodeSpec,
 	}
+}
+
+// podName is the name of cluster c's i-th pod of node group group.
+func podName(c *cluster.Cluster, group string, i int) string {
+	return fmt.Sprintf("%s-%s-%d", c.ID, group, i)
 }
 
 // makePods gives the cluster its head pods (two with high availability)
@@ -609,19 +623,67 @@ func (r *Ray) makePods(c *cluster.Cluster) []cluster.Pod {
 	return r.resizePods(c, pods)
 }
 
+// podTerminating is the Status of a pod Ray has removed and that still
+// runs out its termination grace.
+const podTerminating = "Terminating"
+
+// terminate returns pods, what Ray runs of cluster sc now, with the pods
+// of before that are no longer among them still there, terminating, until
+// Delays.Terminate has passed; the caller holds r.mu.
+func (r *Ray) terminate(sc *simCluster, pods, before []cluster.Pod) []cluster.Pod {
+	kept := map[string]bool{}
+	for _, p := range pods {
+		kept[p.Name] = true
+	}
+	var gone []string
+	for _, p := range before {
+		if !kept[p.Name] && r.delays.Terminate > 0 {
+			p.Status = podTerminating
+			pods = append(pods, p)
+			gone = append(gone, p.Name)
+		}
+	}
+	if len(gone) == 0 {
+		return pods
+	}
+	r.clock.AfterFunc(r.delays.Terminate, func() {
+		r.mu.Lock()
+		if r.clusters[sc.id] != sc {
+			r.mu.Unlock()
+			return
+		}
+		n := len(sc.obs.Pods)
+		sc.obs.Pods = slices.DeleteFunc(slices.Clone(sc.obs.Pods), func(p cluster.Pod) bool {
+			return p.Status == podTerminating && slices.Contains(gone, p.Name)
+		})
+		if len(sc.obs.Pods) != n {
+			r.podsChanged(sc)
+		}
+		r.mu.Unlock()
+		r.notify("cluster", sc.id)
+	})
+	return pods
+}
+
 // resizePods keeps the head pods and gives each worker group as many pods
-// as c.Replicas says; the caller holds r.mu.
+// as c.Replicas says (terminating ones count for nothing, and keep their
+// names: a new pod takes the lowest index no pod of its group has); the
+// caller holds r.mu.
 func (r *Ray) resizePods(c *cluster.Cluster, pods []cluster.Pod) []cluster.Pod {
 	env := &c.Spec.Environment
 	if c.Live != nil {
 		env = &c.Live.Environment
 	}
 	byGroup := map[string][]cluster.Pod{}
+	taken := map[string]bool{}
 	var out []cluster.Pod
 	for _, p := range pods {
-		if p.Role == "head" {
+		taken[p.Name] = true
+		switch {
+		case p.Status == podTerminating:
+		case p.Role == "head":
 			out = append(out, p)
-		} else {
+		default:
 			byGroup[p.Group] = append(byGroup[p.Group], p)
 		}
 	}
@@ -631,8 +693,11 @@ func (r *Ray) resizePods(c *cluster.Cluster, pods []cluster.Pod) []cluster.Pod {
 		if !ok {
 			want = w.Instances.Min
 		}
-		for i := len(have); i < want; i++ {
-			have = append(have, r.pod(c, "worker", w.Name, w.NodeSpec, i))
+		for i := 0; len(have) < want; i++ {
+			if !taken[podName(c, w.Name, i)] {
+				taken[podName(c, w.Name, i)] = true
+				have = append(have, r.pod(c, "worker", w.Name, w.NodeSpec, i))
+			}
 		}
 		if len(have) > want {
 			have = have[:want]

@@ -26,6 +26,9 @@ import (
 const (
 	// KubeletHostIP is the status.hostIP of every pod the stand-in runs.
 	KubeletHostIP = "10.255.0.1"
+	// KubeletNode is the node the stand-in binds pods to where they are
+	// to linger once deleted ([Kubelet.Linger]); no Node object has it.
+	KubeletNode = "dlctest-node"
 	// kubeletPodNet is the first two octets of the pod IPs handed out.
 	kubeletPodNet = "10.254"
 )
@@ -60,6 +63,15 @@ type Kubelet struct {
 	breaks map[int]podBreak
 	nextB  int
 	runs   map[types.UID]*PodRun
+	linger map[string]time.Duration // namespace → how long a deleted pod still runs
+	dying  map[types.UID]dying      // the deleted pods that linger
+}
+
+// dying is a deleted pod that lingers: its key, and when the stand-in
+// first saw it deleted.
+type dying struct {
+	key   types.NamespacedName
+	since time.Time
 }
 
 // PodRun is one pod's stretch of running as the stand-in made it run:
@@ -112,6 +124,7 @@ func (k *Kubelet) ran(pod *corev1.Pod) {
 func (k *Kubelet) stopped(uid types.UID) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	delete(k.dying, uid)
 	if r, ok := k.runs[uid]; ok && r.End.IsZero() {
 		r.End = time.Now()
 	}
@@ -154,7 +167,8 @@ func startKubelet(cp *ControlPlane, namespaces []string, rayPods func(pod *corev
 	if err != nil {
 		return nil, err
 	}
-	k := &Kubelet{standIn: si, rayPods: rayPods, ips: map[types.UID]string{}, breaks: map[int]podBreak{}, runs: map[types.UID]*PodRun{}}
+	k := &Kubelet{standIn: si, rayPods: rayPods, ips: map[types.UID]string{}, breaks: map[int]podBreak{}, runs: map[types.UID]*PodRun{},
+		linger: map[string]time.Duration{}, dying: map[types.UID]dying{}}
 	enqueue := func(obj any) {
 		if pod, ok := obj.(*corev1.Pod); ok {
 			k.add(pod)
@@ -216,6 +230,10 @@ func (k *Kubelet) sync(ctx context.Context, key types.NamespacedName) error {
 		if len(pod.Finalizers) > 0 {
 			return nil // someone else's to remove; a later update brings it back
 		}
+		if left := k.lingers(&pod); left > 0 {
+			k.queue.AddAfter(key, left) // its containers still run out their grace
+			return nil
+		}
 		err := k.client.Delete(ctx, &pod, client.GracePeriodSeconds(0),
 			client.Preconditions{UID: &pod.UID})
 		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
@@ -239,6 +257,17 @@ func (k *Kubelet) sync(ctx context.Context, key types.NamespacedName) error {
 	}
 	if pod.Status.Phase != "" && pod.Status.Phase != corev1.PodPending {
 		return nil // Running already, or failed or succeeded: left alone
+	}
+	if pod.Spec.NodeName == "" && k.lingerOf(pod.Namespace) > 0 {
+		// Bound, as a scheduler binds it: the API server deletes a pod
+		// never bound at once, and only a bound one can linger.
+		b := &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace},
+			Target: corev1.ObjectReference{Kind: "Node", Name: KubeletNode}}
+		err := k.client.SubResource("binding").Create(ctx, &pod, b)
+		if err == nil || apierrors.IsNotFound(err) {
+			return nil // the binding's update brings it back here
+		}
+		return err // a conflict: read again
 	}
 	k.markRunning(&pod)
 	err := k.client.Status().Update(ctx, &pod)
@@ -358,6 +387,67 @@ func (k *Kubelet) FailMatching(namespace string, sel labels.Selector, reason str
 		delete(k.breaks, id)
 		k.mu.Unlock()
 	}
+}
+
+// Linger makes the pods of namespace that are deleted keep running for d
+// after the stand-in first sees them deleted, before it removes them: a
+// real kubelet stops a deleted pod's containers, which run out their
+// termination grace (terminationGracePeriodSeconds, 30 s unless the pod
+// says otherwise), and the pod keeps its node's resources meanwhile. By
+// default the stand-in removes a deleted pod at once. So that a pod can
+// linger, the stand-in binds the namespace's new pods to the node
+// [KubeletNode] (spec.nodeName), as a scheduler would: the API server
+// deletes a pod that was never bound at once. d is bounded by the pod's
+// own grace; undo ends it, and the pods lingering then go at once.
+func (k *Kubelet) Linger(namespace string, d time.Duration) (undo func()) {
+	k.mu.Lock()
+	k.linger[namespace] = d
+	k.mu.Unlock()
+	return func() {
+		k.mu.Lock()
+		delete(k.linger, namespace)
+		var now []types.NamespacedName
+		for _, p := range k.dying {
+			if p.key.Namespace == namespace {
+				now = append(now, p.key)
+			}
+		}
+		k.mu.Unlock()
+		for _, key := range now {
+			k.queue.Add(key)
+		}
+	}
+}
+
+// lingerOf returns how long namespace's deleted pods linger (Linger).
+func (k *Kubelet) lingerOf(namespace string) time.Duration {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.linger[namespace]
+}
+
+// lingers returns how much longer deleted pod keeps running (Linger), 0
+// when it is to go now.
+func (k *Kubelet) lingers(pod *corev1.Pod) time.Duration {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	d := k.linger[pod.Namespace]
+	if g := pod.DeletionGracePeriodSeconds; g != nil {
+		d = min(d, time.Duration(*g)*time.Second)
+	}
+	p, seen := k.dying[pod.UID]
+	if d <= 0 && !seen {
+		return 0
+	}
+	if !seen {
+		p = dying{key: types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}, since: time.Now()}
+		k.dying[pod.UID] = p
+	}
+	if left := time.Until(p.since.Add(d)); left > 0 {
+		return left
+	}
+	delete(k.dying, pod.UID)
+	return 0
 }
 
 // broken reports whether a FailMatching rule holds pod, and its reason.

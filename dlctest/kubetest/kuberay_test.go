@@ -166,3 +166,74 @@ func TestKubeRayRunsRayJob(t *testing.T) {
 		})
 	}
 }
+
+// A deleted pod of a namespace that lingers keeps running, bound to the
+// stand-in's node, until its time is up or Linger is undone; elsewhere, and
+// by default, it goes at once.
+func TestKubeletLinger(t *testing.T) {
+	cp := kubetest.StartControlPlane(t)
+	ns := cp.NewNamespace(t)
+	kubelet := cp.StartKubelet(t, ns)
+	c := cp.Client()
+	pod := func(name string) *corev1.Pod {
+		t.Helper()
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}}}
+		if err := c.Create(ctx(t), p); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, 20*time.Second, name+" running", func() (bool, string) {
+			if err := c.Get(ctx(t), client.ObjectKeyFromObject(p), p); err != nil {
+				return false, err.Error()
+			}
+			return p.Status.Phase == corev1.PodRunning, string(p.Status.Phase)
+		})
+		return p
+	}
+	gone := func(p *corev1.Pod) (bool, string) {
+		err := c.Get(ctx(t), client.ObjectKeyFromObject(p), &corev1.Pod{})
+		if err == nil {
+			return false, "still there"
+		}
+		return client.IgnoreNotFound(err) == nil, err.Error()
+	}
+
+	plain := pod("plain") // no linger: never bound, deleted at once
+	if plain.Spec.NodeName != "" {
+		t.Fatalf("a pod of a namespace that does not linger is bound to %q", plain.Spec.NodeName)
+	}
+	if err := c.Delete(ctx(t), plain); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 20*time.Second, "plain gone", func() (bool, string) { return gone(plain) })
+
+	undo := kubelet.Linger(ns, time.Hour)
+	slow := pod("slow")
+	if slow.Spec.NodeName != kubetest.KubeletNode {
+		t.Fatalf("a pod of a lingering namespace is bound to %q, want %q", slow.Spec.NodeName, kubetest.KubeletNode)
+	}
+	if err := c.Delete(ctx(t), slow); err != nil {
+		t.Fatal(err)
+	}
+	// Deleted and still running: the stand-in has seen the delete (its
+	// informer brings the deletionTimestamp) and left it.
+	waitFor(t, 20*time.Second, "slow deleting", func() (bool, string) {
+		var p corev1.Pod
+		if err := c.Get(ctx(t), client.ObjectKeyFromObject(slow), &p); err != nil {
+			return false, err.Error()
+		}
+		return p.DeletionTimestamp != nil && p.Status.Phase == corev1.PodRunning, string(p.Status.Phase)
+	})
+	if ok, _ := gone(slow); ok {
+		t.Fatal("a lingering pod went before its time")
+	}
+	undo()
+	waitFor(t, 20*time.Second, "slow gone once undone", func() (bool, string) { return gone(slow) })
+
+	defer kubelet.Linger(ns, 300*time.Millisecond)()
+	brief := pod("brief")
+	if err := c.Delete(ctx(t), brief); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 20*time.Second, "brief gone after its linger", func() (bool, string) { return gone(brief) })
+}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -111,6 +113,13 @@ func (d *describer) cluster(ctx context.Context, id string) error {
 	ki := kv{w: d.w, indent: "  "}
 	ki.line("Resource Group", c.Spec.ResourceGroup+" (package "+c.Spec.ResourcePackage+")")
 	ki.line("Reserved", det.Resources.String())
+	if len(c.Draining) > 0 {
+		var held []string
+		for _, g := range slices.Sorted(maps.Keys(c.Draining)) {
+			held = append(held, fmt.Sprintf("%s %d workers", g, c.Draining[g]))
+		}
+		ki.line("Draining", strings.Join(held, ", ")+" (held until Ray runs the lower ceiling)")
+	}
 	if g := c.Growth; g != nil {
 		ki.line("Growth Waiting", fmt.Sprintf("%s to %d workers, in the resource group's queue at priority %d since %s",
 			g.Group, g.Want, c.Spec.EffectivePriority(), g.Since.UTC().Format(time.RFC3339)))

@@ -171,3 +171,24 @@ func TestGoldenFieldErrors(t *testing.T) {
 		t.Errorf("the refused create left a cluster:\n%s", got)
 	}
 }
+
+// A lowered ceiling that Ray has not applied yet is held, and describe
+// says so until Ray runs it.
+func TestDescribeDraining(t *testing.T) {
+	s := newStory(t)
+	if _, err := s.m.Client.Clusters().Autoscale(s.admin, s.running, "cpu", 4); err != nil {
+		t.Fatal(err)
+	}
+	s.settle()
+	if _, err := s.m.Client.Clusters().Autoscale(s.admin, s.running, "cpu", 1); err != nil {
+		t.Fatal(err)
+	}
+	const line = "Draining:        cpu 4 workers (held until Ray runs the lower ceiling)"
+	if out := s.must("describe", "cluster", s.running); !strings.Contains(out, line) {
+		t.Fatalf("describe of a cluster whose ceiling was lowered has no %q:\n%s", line, out)
+	}
+	s.settle()
+	if out := s.must("describe", "cluster", s.running); strings.Contains(out, "Draining") {
+		t.Fatalf("describe once Ray runs the lower ceiling still says it drains:\n%s", out)
+	}
+}

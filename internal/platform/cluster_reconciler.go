@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -84,7 +85,7 @@ func (c clusterReconciler) reconcileCluster(ctx context.Context, id string) (aga
 		if cl.State == cluster.Running && cl.Live != nil {
 			inRay := podRequests(obs.Pods)
 			if a, _, aerr := cached[quota.Account](ctx, c.acc, kindResourceGroup, cl.Live.ResourceGroup); aerr == nil && !inRay.Fits(a.Held(cl.ID)) {
-				return 0, c.trueUpHold(ctx, cl, &inRay)
+				return 0, c.trueUpHold(ctx, cl, &inRay, nil)
 			}
 		}
 		return 0, c.fenceForeignGeneration(ctx, cl.ID, obs.Generation)
@@ -192,7 +193,7 @@ func (c clusterReconciler) startHeld(ctx context.Context, cl *cluster.Cluster, r
 	return false, c.clusterStepFailed(ctx, cl.ID, "its reservation in resource group "+cl.QuotaGroup+" is gone and the group cannot make it again; start it again",
 		func(next *cluster.Cluster) {
 			if rayIdle && next.Generation == cl.Generation {
-				next.Live, next.Replicas = nil, nil // it needs no hold while it waits to be started again
+				next.Live, next.Replicas, next.Draining = nil, nil, nil // it needs no hold while it waits to be started again
 			}
 		})
 }
@@ -214,7 +215,7 @@ func (c clusterReconciler) followRunning(ctx context.Context, cl *cluster.Cluste
 		return 0, err
 	}
 	inRay := podRequests(obs.Pods)
-	return sooner(again, idle), c.trueUpHold(ctx, cl, &inRay)
+	return sooner(again, idle), c.trueUpHold(ctx, cl, &inRay, workersAt(obs, cl.Generation))
 }
 
 // observedCluster moves cl on t, Ray's observation obs at its generation,
@@ -230,9 +231,9 @@ func (c clusterReconciler) observedCluster(ctx context.Context, cl *cluster.Clus
 	case cluster.Abnormal:
 		next.Reason, msg = obs.Reason, obs.Reason
 	case cluster.Hibernated:
-		next.Live, next.Replicas, msg = nil, nil, "compute released"
+		next.Live, next.Replicas, next.Draining, msg = nil, nil, nil, "compute released"
 	case cluster.Created:
-		next.Live, next.Replicas = nil, nil
+		next.Live, next.Replicas, next.Draining = nil, nil, nil
 	}
 	if cl.State == cluster.Abnormal && to != cluster.Abnormal {
 		msg = strings.TrimPrefix(msg+"; ", "; ") + "Ray's cluster at generation " + fmt.Sprint(cl.Generation) + " is " + string(obs.Phase) + " after all (it was abnormal: " + cl.Reason + ")"
@@ -271,7 +272,7 @@ func (c clusterReconciler) reconcileAbnormal(ctx context.Context, cl *cluster.Cl
 			return c.observedCluster(ctx, cl, t, obs)
 		}
 	}
-	return c.trueUpHold(ctx, cl, nil)
+	return c.trueUpHold(ctx, cl, nil, nil)
 }
 
 // backlogFactor is how many step timeouts a step may wait while Ray has
@@ -406,14 +407,21 @@ func (c clusterReconciler) releaseHold(ctx context.Context, cl *cluster.Cluster)
 // it otherwise). inRay is what the pods Ray reports request, or nil when
 // that is not known (an abnormal cluster): the hold is then never lowered,
 // for Ray may still run the old size. So a scale-down's quota is given
-// back only once Ray's pods have shrunk. A hold made for a newer
-// generation than the cluster as read is a write on its way, and is left
-// alone until it is older than the repair grace.
-func (c clusterReconciler) trueUpHold(ctx context.Context, cl *cluster.Cluster, inRay *quota.Resources) error {
+// back only once Ray's pods have shrunk. workers is, per worker group,
+// the workers Ray runs when it follows the cluster's generation (nil
+// otherwise): the workers a lowered ceiling drains go down to them first
+// (drained), and the hold with them. A hold made for a newer generation
+// than the cluster as read is a write on its way, and is left alone until
+// it is older than the repair grace.
+func (c clusterReconciler) trueUpHold(ctx context.Context, cl *cluster.Cluster, inRay *quota.Resources, workers map[string]int) error {
 	if cl.Live == nil {
 		return c.releaseHold(ctx, cl) // a start that never reached Ray
 	}
-	need, err := cl.Live.ResourcesAt(c.cat.Nodes, cl.Replicas)
+	cl, err := c.drained(ctx, cl, workers)
+	if err != nil || cl == nil {
+		return err
+	}
+	need, err := cl.Live.ResourcesAt(c.cat.Nodes, cl.HeldReplicas())
 	if err != nil {
 		return err
 	}
@@ -488,6 +496,69 @@ func (c clusterReconciler) trueUpHold(ctx context.Context, cl *cluster.Cluster, 
 		return c.noteQuota(ctx, cl.ID, cl.Live.ResourceGroup, "quota-restore-failed", shortMessage(cl.Live.ResourceGroup, holdReport{cluster: cl.ID, need: need, err: err}))
 	}
 	return err
+}
+
+// drained lowers what cluster cl drains (cluster.Cluster.Draining) to
+// what Ray runs of each worker group, workers, and writes it (a
+// compare-and-swap of the cluster: nothing else changes), before its
+// hold is lowered with it. workers is nil when Ray does not follow the
+// cluster's generation: it may still apply an older, larger ceiling, and
+// nothing drains. It returns the cluster as it is now, or nil when the
+// write found it changed (its watch brings it back here).
+func (c clusterReconciler) drained(ctx context.Context, cl *cluster.Cluster, workers map[string]int) (*cluster.Cluster, error) {
+	if workers == nil || len(cl.Draining) == 0 {
+		return cl, nil
+	}
+	left := drainLeft(cl, workers)
+	if maps.Equal(left, cl.Draining) {
+		return cl, nil
+	}
+	next := cl.DeepCopy()
+	next.Draining = left
+	switch err := c.clusters.putCluster(ctx, next, cl.Version); {
+	case errors.Is(err, errs.ErrConflict) || errs.IsNotFound(err):
+		return nil, nil
+	case err != nil:
+		return nil, err
+	}
+	return next, nil
+}
+
+// drainLeft is what cluster cl drains once Ray, following its
+// generation, runs workers of each worker group: no more than those, and
+// nothing of a group Ray runs no more of than its ceiling. Ray's report
+// only lowers it (a report of more is pods someone else made, which the
+// hold covers as they run, not as what the cluster may run).
+func drainLeft(cl *cluster.Cluster, workers map[string]int) map[string]int {
+	var left map[string]int
+	for g, n := range cl.Draining {
+		if runs := workers[g]; runs > cl.Replicas[g] {
+			if left == nil {
+				left = map[string]int{}
+			}
+			left[g] = min(n, runs)
+		}
+	}
+	return left
+}
+
+// workersAt returns, per worker group, the workers Ray runs of a cluster
+// whose observation is obs, when Ray follows generation gen and has taken
+// it up; nil when it does not, or when its operator still has the change
+// in its backlog (Observation.Queued: an on-demand cluster's generation
+// is its RayJob's, which says nothing of whether KubeRay has reconciled
+// the RayCluster's size): it may still apply an older ceiling.
+func workersAt(obs cluster.Observation, gen int64) map[string]int {
+	if obs.Generation != gen || obs.Queued {
+		return nil
+	}
+	out := map[string]int{}
+	for _, p := range obs.Pods {
+		if p.Role == "worker" {
+			out[p.Group]++
+		}
+	}
+	return out
 }
 
 // clusterStepFailed turns a cluster whose background step kept failing

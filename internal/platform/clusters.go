@@ -408,7 +408,7 @@ func (s *ClusterService) start(ctx context.Context, cl *cluster.Cluster) (*clust
 		return nil, err
 	}
 	next.Events = event.Append(next.Events, c.event(ctx, "user", "start", "reserving "+need.String()))
-	if err := c.clusters.writeWithHold(ctx, next, cl, need); err != nil {
+	if err := c.clusters.writeWithHold(ctx, next, cl); err != nil {
 		return nil, goneGroup(err, next.Live.ResourceGroup)
 	}
 	return next, nil
@@ -451,15 +451,49 @@ func (s *ClusterService) started(cl *cluster.Cluster) (*cluster.Cluster, quota.R
 	return next, need, nil
 }
 
-// writeWithHold reserves need for next in its live resource group, then
-// writes next over prev's version: reserve first, act second. The hold is
-// made for next's generation, which fences it against decisions taken
-// from an older one. A write that did not happen (a conflict, or a lost
-// reply that reading back shows was not written) leaves the hold as the
-// stored cluster needs it; a failure that cannot be told is left to the
-// repair reconciler.
-func (s *ClusterService) writeWithHold(ctx context.Context, next, prev *cluster.Cluster, need quota.Resources) error {
+// heldAfter sets what next, written over prev, keeps draining
+// (drainingAfter), and returns what its reservation is to cover: its
+// head and, per worker group, its held workers (HeldReplicas).
+func (s *ClusterService) heldAfter(prev, next *cluster.Cluster) (quota.Resources, error) {
+	next.Draining = drainingAfter(prev, next)
+	return next.Live.ResourcesAt(s.c.cat.Nodes, next.HeldReplicas())
+}
+
+// drainingAfter returns what next, written over prev, keeps draining: per
+// worker group whose ceiling next lowers below what prev held, the
+// workers Ray may still run of it (prev's held workers), for Ray applies
+// the lower ceiling only after the write. None when prev held nothing in
+// next's resource group that Ray may run (a start, or a start in another
+// group: there the old group's hold stays until the write is done).
+func drainingAfter(prev, next *cluster.Cluster) map[string]int {
+	if prev.Live == nil || next.Live == nil || !prev.State.HoldsQuota() || prev.Live.ResourceGroup != next.Live.ResourceGroup {
+		return nil
+	}
+	var out map[string]int
+	for g, n := range prev.HeldReplicas() {
+		if cur, ok := next.Replicas[g]; ok && n > cur {
+			if out == nil {
+				out = map[string]int{}
+			}
+			out[g] = n
+		}
+	}
+	return out
+}
+
+// writeWithHold reserves what next holds (heldAfter) in its live resource
+// group, then writes next over prev's version: reserve first, act second.
+// The hold is made for next's generation, which fences it against
+// decisions taken from an older one. A write that did not happen (a
+// conflict, or a lost reply that reading back shows was not written)
+// leaves the hold as the stored cluster needs it; a failure that cannot
+// be told is left to the repair reconciler.
+func (s *ClusterService) writeWithHold(ctx context.Context, next, prev *cluster.Cluster) error {
 	c := s.c
+	need, err := s.heldAfter(prev, next)
+	if err != nil {
+		return err
+	}
 	rg := next.Live.ResourceGroup
 	moved := prev.Live != nil && prev.Live.ResourceGroup != rg
 	sole := false // the hold is this operation's alone
@@ -476,7 +510,10 @@ func (s *ClusterService) writeWithHold(ctx context.Context, next, prev *cluster.
 		hold, gen := need, next.Generation
 		if had && !moved && prev.State.HoldsQuota() {
 			// Ray may run the old size until it reports the new one: a
-			// shrink gives its quota back then (trueUpHold), not now.
+			// shrink gives its quota back then (trueUpHold), not now. Per
+			// worker group that is next.Draining, in need; the hold as it
+			// is covers what no group accounts for (pods Ray ran beyond
+			// the ceilings, which the true-up reserved).
 			hold = need.Max(h.Resources)
 		}
 		if had && h.Generation >= gen {
@@ -570,7 +607,7 @@ func (s *ClusterService) holdAsStored(ctx context.Context, rg, id string, gen in
 		if err == nil {
 			storedGen = cl.Generation
 			if cl.Live != nil && cl.State.HoldsQuota() && cl.QuotaGroup == rg {
-				if need, err = cl.Live.ResourcesAt(c.cat.Nodes, cl.Replicas); err != nil {
+				if need, err = cl.Live.ResourcesAt(c.cat.Nodes, cl.HeldReplicas()); err != nil {
 					c.o.log.Error(err, "sizing a cluster's reservation failed", "cluster", id)
 					return
 				}
@@ -812,7 +849,7 @@ func (s *ClusterService) Update(ctx context.Context, in *cluster.Cluster) (*clus
 		}
 	} else {
 		next.Events = event.Append(next.Events, c.event(ctx, "user", "edit", strings.Join(append(live, restart...), ", ")))
-		werr = c.clusters.writeWithHold(ctx, next, cur, e.need)
+		werr = c.clusters.writeWithHold(ctx, next, cur)
 	}
 	if werr != nil {
 		if renamed {
@@ -879,7 +916,7 @@ func (s *ClusterService) edited(ctx context.Context, in *cluster.Cluster) (*edit
 			}
 		}
 	}
-	if e.need, err = next.Live.ResourcesAt(c.cat.Nodes, next.Replicas); err != nil {
+	if e.need, err = s.heldAfter(cur, next); err != nil {
 		return nil, err
 	}
 	next.PendingRestart = mergeSorted(cur.PendingRestart, e.restart)
@@ -1083,7 +1120,11 @@ func (s *ClusterService) autoscale(ctx context.Context, req growRequest) (res cl
 		rg := cl.Live.ResourceGroup
 		res.Granted, res.QuotaRefused, res.Reason = want, false, ""
 		canEver := want // the most workers the group's whole capacity could ever hold
-		if want > cur {
+		// Workers of the group Ray may still run (a lowered ceiling not
+		// applied yet) are held already: raising the ceiling up to them
+		// takes no more quota.
+		held := max(cur, cl.HeldReplicas()[group])
+		if want > held {
 			var a *quota.Account
 			if req.mode == growAdmitted {
 				// The queue's pass has just written the account: what it
@@ -1100,14 +1141,14 @@ func (s *ClusterService) autoscale(ctx context.Context, req growRequest) (res cl
 			if req.mode == growAdmitted {
 				free = free.Add(s.reservedAhead(cl, a))
 			}
-			switch fits := int64(cur) + free.CountFits(node.Resources()); {
+			switch fits := int64(held) + free.CountFits(node.Resources()); {
 			case req.mode != growAdmitted && c.queueWaits(rg, growthEntry(cl.ID), cl.Spec.EffectivePriority()):
 				// Quota serves the queue first: a growth waits its turn
 				// there, behind what waits before it.
-				res.Granted, res.QuotaRefused = cur, true
+				res.Granted, res.QuotaRefused = held, true
 				res.Reason = fmt.Sprintf("runs or growths wait in resource group %s's queue, which quota serves first", rg)
 				if req.mode != growLend {
-					res.Reason += fmt.Sprintf(": the %d more %s workers wait there at priority %d", want-cur, wg.NodeSpec, cl.Spec.EffectivePriority())
+					res.Reason += fmt.Sprintf(": the %d more %s workers wait there at priority %d", want-held, wg.NodeSpec, cl.Spec.EffectivePriority())
 				}
 			case fits < int64(want):
 				res.Granted, res.QuotaRefused = int(fits), true
@@ -1142,11 +1183,7 @@ func (s *ClusterService) autoscale(ctx context.Context, req growRequest) (res cl
 		if res.Granted != cur {
 			next.Replicas[group] = res.Granted
 			next.Generation++
-			need, nerr := next.Live.ResourcesAt(c.cat.Nodes, next.Replicas)
-			if nerr != nil {
-				return res, false, nerr
-			}
-			err = c.clusters.writeWithHold(ctx, next, cl, need)
+			err = c.clusters.writeWithHold(ctx, next, cl)
 		} else {
 			// Only its marks and log change (a growth that waits, headroom
 			// given back): no hold to make, nothing for Ray to do.
@@ -1241,7 +1278,7 @@ func (s *ClusterService) reservedAhead(cl *cluster.Cluster, a *quota.Account) qu
 	if !ok || h.Generation <= cl.Generation {
 		return quota.Resources{}
 	}
-	need, err := cl.Live.ResourcesAt(s.c.cat.Nodes, cl.Replicas)
+	need, err := cl.Live.ResourcesAt(s.c.cat.Nodes, cl.HeldReplicas())
 	if err != nil {
 		return quota.Resources{}
 	}

@@ -600,13 +600,15 @@ func idFor(prefix string, parts ...string) string {
 // fields, as the platform computes it when it writes, so that an edit
 // from outside (anyone with edit rights on the store) cannot make the
 // copy disagree with what it copies: a cluster's quota group is its live
-// resource group's, its worker counts lie within the live ranges; a
-// run's priority is its config's. (A run's demand needs the catalog: see
+// resource group's, its worker counts lie within the live ranges, what
+// drains is above them (and nothing without a live environment); a run's
+// priority is its config's. (A run's demand needs the catalog: see
 // RunService.rederive.)
 func normalise(v any) {
 	switch x := v.(type) {
 	case *cluster.Cluster:
 		if x.Live == nil {
+			x.Draining = nil
 			return
 		}
 		x.QuotaGroup = x.Live.ResourceGroup
@@ -614,6 +616,15 @@ func normalise(v any) {
 			if n, ok := x.Replicas[w.Name]; ok {
 				x.Replicas[w.Name] = min(max(n, w.Instances.Min), w.Instances.MaxOrMin())
 			}
+		}
+		// What drains is above a live group's ceiling, or nothing.
+		for g, n := range x.Draining {
+			if cur, ok := x.Replicas[g]; !ok || n <= cur {
+				delete(x.Draining, g)
+			}
+		}
+		if len(x.Draining) == 0 {
+			x.Draining = nil
 		}
 	case *job.Run:
 		x.Priority = x.Config.Priority()

@@ -42,8 +42,9 @@ func (c *Engine) clusterNeedsMore(holder string, a *quota.Account) bool {
 	return lacks
 }
 
-// lacksHold returns what cluster cl runs, and whether resource group a
-// holds less for it than that: no hold, or one below it, whatever
+// lacksHold returns what cluster cl may run (its head and held workers,
+// cluster.Cluster.HeldReplicas), and whether resource group a holds less
+// for it than that: no hold, or one below it, whatever
 // generation it was made for (the platform never lowers a live cluster's
 // hold below what it runs at its stored generation: an operation on its
 // way reserves the larger of the two, writeWithHold; so a hold below it
@@ -55,7 +56,7 @@ func (c *Engine) lacksHold(cl *cluster.Cluster, a *quota.Account) (quota.Resourc
 	if !cl.State.HoldsQuota() || cl.State == cluster.Deleting || cl.Live == nil || cl.Live.ResourceGroup != a.ID {
 		return quota.Resources{}, false
 	}
-	need, err := cl.Live.ResourcesAt(c.cat.Nodes, cl.Replicas)
+	need, err := cl.Live.ResourcesAt(c.cat.Nodes, cl.HeldReplicas())
 	if err != nil {
 		return quota.Resources{}, false
 	}

@@ -172,14 +172,15 @@ func (c *Engine) growthDemand(cl *cluster.Cluster) (quota.Resources, bool) {
 		if w.Name != g.Group {
 			continue
 		}
-		cur := cl.Replicas[w.Name]
+		held := cl.HeldReplicas() // what the hold covers, draining workers included
+		cur := held[w.Name]
 		want := min(max(g.Want, w.Instances.Min), w.Instances.MaxOrMin())
 		if want <= cur {
 			return quota.Resources{}, false
 		}
-		more := maps.Clone(cl.Replicas)
+		more := maps.Clone(held)
 		more[w.Name] = want
-		now, err := cl.Live.ResourcesAt(c.cat.Nodes, cl.Replicas)
+		now, err := cl.Live.ResourcesAt(c.cat.Nodes, held)
 		if err != nil {
 			return quota.Resources{}, false
 		}

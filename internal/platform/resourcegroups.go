@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"sort"
 	"strings"
 	"time"
@@ -192,11 +191,12 @@ func (c *Engine) usage(ctx context.Context, a *quota.Account) quota.Usage {
 	return u
 }
 
-// running returns the workers Ray runs of cl per worker group: its
-// ceilings (Replicas), each autoscaling group's taken down to what Ray's
-// autoscaler runs (obs, bounded as followAutoscaler bounds it).
+// running returns the workers Ray runs of cl per worker group: its held
+// workers (HeldReplicas: its ceilings, or what a lowered one still
+// drains), each autoscaling group's taken down to what Ray's autoscaler
+// runs (obs, bounded as followAutoscaler bounds it).
 func running(cl *cluster.Cluster, obs *cluster.Autoscaled) map[string]int {
-	out := maps.Clone(cl.Replicas)
+	out := cl.HeldReplicas()
 	if obs == nil {
 		return out
 	}

@@ -194,15 +194,22 @@ func (a *autoscaleScene) start(name string, lo, hi int) *cluster.Cluster {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return a.run(spec)
+}
+
+// run creates and starts a cluster of spec, and waits until it runs.
+func (a *autoscaleScene) run(spec *cluster.Spec) *cluster.Cluster {
+	t := a.t
+	t.Helper()
 	cl, err := a.c.Clusters().Create(a.ctx, spec)
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, name+" created", func() (bool, string) { s := state(t, a.c, cl.ID); return s == cluster.Created, string(s) })
+	waitFor(t, spec.Name+" created", func() (bool, string) { s := state(t, a.c, cl.ID); return s == cluster.Created, string(s) })
 	if _, err := a.c.Clusters().Start(a.ctx, cl.ID); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, name+" running", func() (bool, string) { s := state(t, a.c, cl.ID); return s == cluster.Running, string(s) })
+	waitFor(t, spec.Name+" running", func() (bool, string) { s := state(t, a.c, cl.ID); return s == cluster.Running, string(s) })
 	return cl
 }
 
@@ -286,6 +293,14 @@ func (a *autoscaleScene) within(id string) {
 		}
 		return u.Reserved.MilliCPU == 12000, u.Reserved.String()
 	})
+	a.clean()
+}
+
+// clean checks that CheckQuota finds nothing and that the watcher of the
+// store saw no version of the resource group over capacity.
+func (a *autoscaleScene) clean() {
+	t := a.t
+	t.Helper()
 	if err := a.c.CheckQuota(a.ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -74,14 +74,7 @@ func TestIdleHeadroomServesTheQueueOnKubernetes(t *testing.T) {
 		}
 		return got.State.Terminal(), string(got.State)
 	})
-	if err := a.c.CheckQuota(a.ctx); err != nil {
-		t.Fatal(err)
-	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.over != "" {
-		t.Fatalf("the resource group: %s", a.over)
-	}
+	a.clean()
 }
 
 // A starving priority-9 run holds back a priority-1 cluster's growth on

@@ -114,6 +114,12 @@ type ComputeClusterStatus struct {
 	// Replicas is the current number of workers per worker group.
 	// +optional
 	Replicas map[string]int32 `json:"replicas,omitempty"`
+	// Draining is, per worker group whose ceiling was lowered while Ray
+	// may still run more, the workers it may run above Replicas
+	// (cluster.Cluster.Draining): the reservation covers them until Ray
+	// has applied the lower ceiling.
+	// +optional
+	Draining map[string]int32 `json:"draining,omitempty"`
 	// Growth is the cluster's request to grow that waits in its resource
 	// group's queue (cluster.Cluster.Growth).
 	// +optional

@@ -353,6 +353,13 @@ func (in *ComputeClusterStatus) DeepCopyInto(out *ComputeClusterStatus) {
 			(*out)[key] = val
 		}
 	}
+	if in.Draining != nil {
+		in, out := &in.Draining, &out.Draining
+		*out = make(map[string]int32, len(*in))
+		for key, val := range *in {
+			(*out)[key] = val
+		}
+	}
 	if in.Growth != nil {
 		in, out := &in.Growth, &out.Growth
 		*out = new(ClusterGrowth)
