@@ -55,7 +55,7 @@ func TestQuotaDrainingC14(t *testing.T) {
 			settle(28000),
 			{group: "x", n: 1, granted: 1, reserved: 28000, draining: map[string]int{"x": 5}},
 			{group: "x", n: 3, granted: 3, reserved: 28000, draining: map[string]int{"x": 5}},
-			// 6 → 1 → 3 never asks for 9 workers' worth: Ray runs 5 at most.
+			// 5 → 1 → 3 never asks for 8 workers' worth: Ray runs 5 at most.
 			{group: "x", n: 5, granted: 5, reserved: 28000},
 			settle(28000),
 			{group: "x", n: 2, granted: 2, reserved: 28000, draining: map[string]int{"x": 5}},

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/aidlc/dlc/cluster"
+	"github.com/aidlc/dlc/quota"
 )
 
 // HeldReplicas covers the larger of a group's ceiling and what it drains;
@@ -18,5 +19,50 @@ func TestHeldReplicas(t *testing.T) {
 	got["x"] = 0
 	if cl.Replicas["x"] != 1 {
 		t.Fatal("HeldReplicas shares its map with Replicas")
+	}
+}
+
+// What Ray may run of a live cluster: per node group, the larger of its
+// held workers and its pods, and the pods of a group it no longer has.
+func TestMayRun(t *testing.T) {
+	cpu := func(cores int64) int64 { return cores * 1000 }
+	pod := func(role, group string, cores int64) cluster.Pod {
+		return cluster.Pod{Role: role, Group: group, Requests: quota.Resources{MilliCPU: cpu(cores)}}
+	}
+	live := func() *cluster.Cluster {
+		cl := &cluster.Cluster{Replicas: map[string]int{"x": 1, "y": 2}, Live: &cluster.Live{ResourceGroup: "rg"}}
+		cl.Live.Head = cluster.HeadGroup{NodeGroup: cluster.NodeGroup{Name: "head", NodeSpec: "cu.4c16g"}}
+		cl.Live.AddWorkerGroup("x", "cu.4c8g", 1, 5)
+		cl.Live.AddWorkerGroup("y", "cu.4c8g", 0, 5)
+		return cl
+	}
+	for _, tc := range []struct {
+		name     string
+		draining map[string]int
+		pods     []cluster.Pod
+		want     int64 // cores
+	}{
+		{"Ray cannot tell: the held workers", nil, nil, 4 + 4 + 8},
+		{"fewer pods than the ceilings: the ceilings", nil, []cluster.Pod{pod("head", "head", 4), pod("worker", "x", 4)}, 16},
+		{"what drains counts per group", map[string]int{"x": 4}, nil, 4 + 16 + 8},
+		{"more pods of a group than it holds: the pods", nil, []cluster.Pod{pod("worker", "x", 4), pod("worker", "x", 4), pod("worker", "x", 4)}, 4 + 12 + 8},
+		{"a head asking more than its spec: the pod", nil, []cluster.Pod{pod("head", "head", 5)}, 5 + 4 + 8},
+		{"pods of a group it no longer has: on top", nil, []cluster.Pod{pod("worker", "gone", 4), pod("worker", "gone", 4)}, 4 + 4 + 8 + 8},
+		{"a y pod does not make up for an x one", nil, []cluster.Pod{pod("worker", "y", 4), pod("worker", "y", 4), pod("worker", "y", 4)}, 4 + 4 + 12},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cl := live()
+			cl.Draining = tc.draining
+			got, err := cl.MayRun(quota.DefaultCatalog(), tc.pods)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.MilliCPU != cpu(tc.want) {
+				t.Fatalf("MayRun = %v, want %d cores", got, tc.want)
+			}
+		})
+	}
+	if got, err := (&cluster.Cluster{}).MayRun(quota.DefaultCatalog(), []cluster.Pod{pod("head", "head", 4)}); err != nil || !got.IsZero() {
+		t.Fatalf("no live environment: %v %v, want nothing", got, err)
 	}
 }

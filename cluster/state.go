@@ -170,7 +170,7 @@ func (c *Cluster) HeldReplicas() map[string]int {
 	out := maps.Clone(c.Replicas)
 	for g, n := range c.Draining {
 		if cur, ok := out[g]; ok && n > cur {
-			out[g] = n // a group with no ceiling has its minimum, and drains nothing
+			out[g] = n // a group with no ceiling counts its minimum (pods of a group the cluster no longer has are MayRun's)
 		}
 	}
 	return out
@@ -465,30 +465,99 @@ func (e *Environment) ResourcesAt(nodes quota.Catalog, replicas map[string]int) 
 }
 
 func (e *Environment) resources(nodes quota.Catalog, count func(WorkerGroup) int) (quota.Resources, error) {
-	head, ok := nodes.Lookup(e.Head.NodeSpec)
+	total, workers, err := e.perGroup(nodes, count)
+	for i, w := range workers {
+		if err == nil {
+			if total, err = total.AddChecked(w); err != nil {
+				err = e.tooMany(i, count(e.Workers[i]))
+			}
+		}
+	}
+	return total, err
+}
+
+// perGroup returns what the environment's head group takes, and each of
+// its worker groups with count workers.
+func (e *Environment) perGroup(nodes quota.Catalog, count func(WorkerGroup) int) (head quota.Resources, workers []quota.Resources, err error) {
+	hs, ok := nodes.Lookup(e.Head.NodeSpec)
 	if !ok {
-		return quota.Resources{}, errs.List{errs.Invalid("headGroup.nodeSpec", "C7", e.Head.NodeSpec, nodes.UnknownDetail(e.Head.NodeSpec))}.ToError()
+		return quota.Resources{}, nil, errs.List{errs.Invalid("headGroup.nodeSpec", "C7", e.Head.NodeSpec, nodes.UnknownDetail(e.Head.NodeSpec))}.ToError()
 	}
 	heads := int64(1)
 	if e.Head.HighAvailability {
 		heads = HighAvailabilityGx
 	}
-	total := head.Resources().Mul(heads) // a catalog's node maxima keep this small
+	head = hs.Resources().Mul(heads) // a catalog's node maxima keep this small
+	workers = make([]quota.Resources, len(e.Workers))
 	for i, w := range e.Workers {
-		wp := errs.NewPath("workerGroups").Index(i)
 		s, ok := nodes.Lookup(w.NodeSpec)
 		if !ok {
-			return quota.Resources{}, errs.List{errs.Invalid(wp.Child("nodeSpec"), "C8", w.NodeSpec, nodes.UnknownDetail(w.NodeSpec))}.ToError()
+			wp := errs.NewPath("workerGroups").Index(i)
+			return quota.Resources{}, nil, errs.List{errs.Invalid(wp.Child("nodeSpec"), "C8", w.NodeSpec, nodes.UnknownDetail(w.NodeSpec))}.ToError()
 		}
 		n := count(w)
-		group, err := s.Resources().MulChecked(int64(n))
+		if workers[i], err = s.Resources().MulChecked(int64(n)); err != nil {
+			return quota.Resources{}, nil, e.tooMany(i, n)
+		}
+	}
+	return head, workers, nil
+}
+
+// tooMany is the error of worker group i counted at n workers, more than
+// can be added up.
+func (e *Environment) tooMany(i, n int) error {
+	wp := errs.NewPath("workerGroups").Index(i)
+	return errs.List{errs.Invalid(wp.Child("instances"), "C8", n, fmt.Sprintf(
+		"%d instances of %s are too many to count; a worker group has at most %d", n, e.Workers[i].NodeSpec, MaxInstances))}.ToError()
+}
+
+// MayRun returns what Ray may run of a live cluster whose pods Ray reports
+// as pods (nil when it cannot tell): per node group (the head, each worker
+// group), the larger of what the group takes at its held workers
+// (HeldReplicas) and what its pods request, and the pods of a group the
+// cluster no longer has (one a restart removed: KubeRay reconciles only
+// the groups in its spec, and leaves that group's pods). It is what the
+// cluster's reservation is to cover; zero for a cluster with no live
+// environment.
+func (c *Cluster) MayRun(nodes quota.Catalog, pods []Pod) (quota.Resources, error) {
+	if c.Live == nil {
+		return quota.Resources{}, nil
+	}
+	env := &c.Live.Environment
+	held := c.HeldReplicas()
+	head, workers, err := env.perGroup(nodes, func(w WorkerGroup) int {
+		if n, ok := held[w.Name]; ok {
+			return n
+		}
+		return w.Instances.Min
+	})
+	if err != nil {
+		return quota.Resources{}, err
+	}
+	index := make(map[string]int, len(env.Workers))
+	for i, w := range env.Workers {
+		index[w.Name] = i
+	}
+	var heads, stray quota.Resources
+	inGroup := make([]quota.Resources, len(env.Workers))
+	for _, p := range pods {
+		r := p.Requests.Max(quota.Resources{})
+		if i, ok := index[p.Group]; ok && p.Role != "head" {
+			inGroup[i] = inGroup[i].Add(r)
+		} else if p.Role == "head" {
+			heads = heads.Add(r)
+		} else {
+			stray = stray.Add(r)
+		}
+	}
+	total, err := head.Max(heads).AddChecked(stray)
+	for i, w := range workers {
 		if err == nil {
-			total, err = total.AddChecked(group)
+			total, err = total.AddChecked(w.Max(inGroup[i]))
 		}
-		if err != nil {
-			return quota.Resources{}, errs.List{errs.Invalid(wp.Child("instances"), "C8", n, fmt.Sprintf(
-				"%d instances of %s are too many to count; a worker group has at most %d", n, w.NodeSpec, MaxInstances))}.ToError()
-		}
+	}
+	if err != nil {
+		return quota.Resources{}, fmt.Errorf("%w: cluster %s: what its %d pods request is too much to count", errs.ErrInvalid, c.ID, len(pods))
 	}
 	return total, nil
 }

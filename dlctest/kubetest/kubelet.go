@@ -393,12 +393,15 @@ func (k *Kubelet) FailMatching(namespace string, sel labels.Selector, reason str
 // after the stand-in first sees them deleted, before it removes them: a
 // real kubelet stops a deleted pod's containers, which run out their
 // termination grace (terminationGracePeriodSeconds, 30 s unless the pod
-// says otherwise), and the pod keeps its node's resources meanwhile. By
-// default the stand-in removes a deleted pod at once. So that a pod can
+// says otherwise), and the pod keeps its node's resources meanwhile; a
+// node that does not answer keeps it longer still (until the pod garbage
+// collector, which this control plane does not run, takes it): d is not
+// bounded by the grace. By default the stand-in removes a deleted pod at
+// once. So that a pod can
 // linger, the stand-in binds the namespace's new pods to the node
 // [KubeletNode] (spec.nodeName), as a scheduler would: the API server
-// deletes a pod that was never bound at once. d is bounded by the pod's
-// own grace; undo ends it, and the pods lingering then go at once.
+// deletes a pod that was never bound at once. undo ends it, and the pods
+// lingering then go at once.
 func (k *Kubelet) Linger(namespace string, d time.Duration) (undo func()) {
 	k.mu.Lock()
 	k.linger[namespace] = d
@@ -432,9 +435,6 @@ func (k *Kubelet) lingers(pod *corev1.Pod) time.Duration {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	d := k.linger[pod.Namespace]
-	if g := pod.DeletionGracePeriodSeconds; g != nil {
-		d = min(d, time.Duration(*g)*time.Second)
-	}
 	p, seen := k.dying[pod.UID]
 	if d <= 0 && !seen {
 		return 0

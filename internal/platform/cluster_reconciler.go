@@ -85,7 +85,7 @@ func (c clusterReconciler) reconcileCluster(ctx context.Context, id string) (aga
 		if cl.State == cluster.Running && cl.Live != nil {
 			inRay := podRequests(obs.Pods)
 			if a, _, aerr := cached[quota.Account](ctx, c.acc, kindResourceGroup, cl.Live.ResourceGroup); aerr == nil && !inRay.Fits(a.Held(cl.ID)) {
-				return 0, c.trueUpHold(ctx, cl, &inRay, nil)
+				return 0, c.trueUpHold(ctx, cl, &obs)
 			}
 		}
 		return 0, c.fenceForeignGeneration(ctx, cl.ID, obs.Generation)
@@ -214,8 +214,7 @@ func (c clusterReconciler) followRunning(ctx context.Context, cl *cluster.Cluste
 	if err := c.noteRefused(ctx, cl, obs); err != nil {
 		return 0, err
 	}
-	inRay := podRequests(obs.Pods)
-	return sooner(again, idle), c.trueUpHold(ctx, cl, &inRay, workersAt(obs, cl.Generation))
+	return sooner(again, idle), c.trueUpHold(ctx, cl, &obs)
 }
 
 // observedCluster moves cl on t, Ray's observation obs at its generation,
@@ -272,7 +271,7 @@ func (c clusterReconciler) reconcileAbnormal(ctx context.Context, cl *cluster.Cl
 			return c.observedCluster(ctx, cl, t, obs)
 		}
 	}
-	return c.trueUpHold(ctx, cl, nil, nil)
+	return c.trueUpHold(ctx, cl, nil)
 }
 
 // backlogFactor is how many step timeouts a step may wait while Ray has
@@ -404,34 +403,35 @@ func (c clusterReconciler) releaseHold(ctx context.Context, cl *cluster.Cluster)
 
 // trueUpHold makes a started cluster's reservation cover what it is to
 // run and what Ray runs of it (a resize whose write failed may have left
-// it otherwise). inRay is what the pods Ray reports request, or nil when
-// that is not known (an abnormal cluster): the hold is then never lowered,
-// for Ray may still run the old size. So a scale-down's quota is given
-// back only once Ray's pods have shrunk. workers is, per worker group,
-// the workers Ray runs when it follows the cluster's generation (nil
-// otherwise): the workers a lowered ceiling drains go down to them first
-// (drained), and the hold with them. A hold made for a newer generation
-// than the cluster as read is a write on its way, and is left alone until
-// it is older than the repair grace.
-func (c clusterReconciler) trueUpHold(ctx context.Context, cl *cluster.Cluster, inRay *quota.Resources, workers map[string]int) error {
+// it otherwise): what it may run (cluster.Cluster.MayRun) with the pods of
+// obs, Ray's observation, or nil when that is not known (an abnormal
+// cluster): the hold is then never lowered, for Ray may still run the old
+// size. So a scale-down's quota is given back only once Ray's pods have
+// shrunk: when Ray follows the cluster's generation, the workers a lowered
+// ceiling drains go down to what it runs first (drained), and the hold
+// with them. A hold made for a newer generation than the cluster as read
+// is a write on its way, and is left alone until it is older than the
+// repair grace.
+func (c clusterReconciler) trueUpHold(ctx context.Context, cl *cluster.Cluster, obs *cluster.Observation) error {
 	if cl.Live == nil {
 		return c.releaseHold(ctx, cl) // a start that never reached Ray
 	}
-	cl, err := c.drained(ctx, cl, workers)
-	if err != nil || cl == nil {
-		return err
+	var pods []cluster.Pod
+	if obs != nil {
+		pods = obs.Pods
+		var err error
+		if cl, err = c.drained(ctx, cl, workersAt(*obs, cl.Generation)); err != nil || cl == nil {
+			return err
+		}
 	}
-	need, err := cl.Live.ResourcesAt(c.cat.Nodes, cl.HeldReplicas())
+	need, err := cl.MayRun(c.cat.Nodes, pods)
 	if err != nil {
 		return err
-	}
-	if inRay != nil {
-		need = need.Max(*inRay)
 	}
 	now := c.clock.Now()
 	// target is what the hold is to be, given the one a holds.
 	target := func(a *quota.Account) quota.Resources {
-		if h, ok := a.Hold(cl.ID); ok && inRay == nil {
+		if h, ok := a.Hold(cl.ID); ok && obs == nil {
 			return need.Max(h.Resources)
 		}
 		return need

@@ -494,6 +494,11 @@ func (s *ClusterService) writeWithHold(ctx context.Context, next, prev *cluster.
 	if err != nil {
 		return err
 	}
+	var prevNeed quota.Resources // what prev's groups take at their held workers
+	prevErr := errors.New("no live environment")
+	if prev.Live != nil {
+		prevNeed, prevErr = prev.Live.ResourcesAt(c.cat.Nodes, prev.HeldReplicas())
+	}
 	rg := next.Live.ResourceGroup
 	moved := prev.Live != nil && prev.Live.ResourceGroup != rg
 	sole := false // the hold is this operation's alone
@@ -507,24 +512,11 @@ func (s *ClusterService) writeWithHold(ctx context.Context, next, prev *cluster.
 		now := c.clock.Now()
 		h, had := a.Hold(next.ID)
 		sole = !had || h.Generation < next.Generation
-		hold, gen := need, next.Generation
-		if had && !moved && prev.State.HoldsQuota() {
-			// Ray may run the old size until it reports the new one: a
-			// shrink gives its quota back then (trueUpHold), not now. Per
-			// worker group that is next.Draining, in need; the hold as it
-			// is covers what no group accounts for (pods Ray ran beyond
-			// the ceilings, which the true-up reserved).
-			hold = need.Max(h.Resources)
+		var cur *quota.Hold
+		if had {
+			cur = &h
 		}
-		if had && h.Generation >= gen {
-			// Another operation reserved for this generation or a newer
-			// one: it read the cluster as this one did, or since (prev may
-			// be stale: a cache behind, an edit in between), and its write
-			// may land instead of this one's, and Ray run what it needs.
-			// Its hold is never lowered here, nor its generation: this
-			// reservation covers both.
-			hold, gen = need.Max(h.Resources), h.Generation
-		}
+		hold, gen := holdFor(need, next.Generation, cur, !moved && prev.State.HoldsQuota(), prevNeed, prevErr == nil)
 		changed, err := a.SetFor(next.ID, hold, gen, now)
 		if err == nil && !changed {
 			// Made for this generation already, by an earlier try of this
@@ -572,6 +564,41 @@ func (s *ClusterService) writeWithHold(ctx context.Context, next, prev *cluster.
 	return nil
 }
 
+// holdFor is the hold (and its generation) an operation reserves for a
+// cluster it writes at generation gen, whose head and held workers take
+// need. h is the hold the account has for it (nil: none); carry says
+// that the cluster held quota in this group before the write (not a
+// start, nor a move to another group), so that Ray may still run what h
+// covers; prevNeed is what the cluster's groups took at their held
+// workers before it (known false when it cannot be told).
+//
+// Carried, a hold made for an older generation is not lowered (Ray may
+// run the old size until it reports the new one: a shrink gives its quota
+// back then, trueUpHold; per worker group that is the write's Draining,
+// in need), and what it covers beyond prevNeed (pods of a group a restart
+// removed, pods beyond a group's ceiling: the true-up reserved them,
+// cluster.Cluster.MayRun) Ray may still run beside what the write adds:
+// it is kept on top of need, not taken for part of it. Unknown prevNeed
+// falls back to the larger of need and h.
+//
+// A hold made for gen or a newer one is another operation's (it read the
+// cluster as this one did, or since: prev may be stale), or an earlier
+// try of this one's: its write may land instead of this one's, so the
+// hold covers both, and is never lowered here, nor its generation.
+func holdFor(need quota.Resources, gen int64, h *quota.Hold, carry bool, prevNeed quota.Resources, known bool) (quota.Resources, int64) {
+	switch {
+	case h == nil:
+		return need, gen
+	case h.Generation >= gen:
+		return need.Max(h.Resources), h.Generation
+	case carry && known:
+		return need.Add(h.Resources.Sub(prevNeed).Max(quota.Resources{})), gen
+	case carry:
+		return need.Max(h.Resources), gen
+	}
+	return need, gen
+}
+
 // holdAsStored makes cluster id's hold in rg what the stored cluster
 // needs, after a write of generation gen that did not happen; a hold made
 // since for a newer generation is left alone. It never goes below what
@@ -607,20 +634,22 @@ func (s *ClusterService) holdAsStored(ctx context.Context, rg, id string, gen in
 		if err == nil {
 			storedGen = cl.Generation
 			if cl.Live != nil && cl.State.HoldsQuota() && cl.QuotaGroup == rg {
-				if need, err = cl.Live.ResourcesAt(c.cat.Nodes, cl.HeldReplicas()); err != nil {
-					c.o.log.Error(err, "sizing a cluster's reservation failed", "cluster", id)
-					return
-				}
-				// Ray may still run more than the stored cluster needs (a
-				// shrink written and not yet applied): the hold keeps
-				// covering it, as a shrink's quota is given back only once
-				// Ray runs the smaller size (trueUpHold).
+				// Ray may still run more than the stored cluster's ceilings
+				// (a shrink written and not yet applied, pods of a group it
+				// no longer has): the hold keeps covering what it may run
+				// (MayRun), as a shrink's quota is given back only once Ray
+				// runs the smaller size (trueUpHold).
+				var pods []cluster.Pod
 				switch obs, rerr := c.ray.ClusterStatus(ctx, id); {
 				case rerr == nil:
-					need = need.Max(podRequests(obs.Pods))
+					pods = obs.Pods
 				case !errs.IsNotFound(rerr):
 					keep = true
 					c.enqueue(kindCluster + "/" + id) // its reconcile trues the hold up once Ray answers
+				}
+				if need, err = cl.MayRun(c.cat.Nodes, pods); err != nil {
+					c.o.log.Error(err, "sizing a cluster's reservation failed", "cluster", id)
+					return
 				}
 			}
 		}

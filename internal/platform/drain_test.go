@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/aidlc/dlc/cluster"
+	"github.com/aidlc/dlc/quota"
 )
 
 // What a lowered ceiling drains follows Ray's report down, never up, and
@@ -46,5 +47,39 @@ func TestWorkersAt(t *testing.T) {
 	}
 	if got := workersAt(cluster.Observation{Generation: 5}, 5); got == nil || len(got) != 0 {
 		t.Fatalf("no pods at the generation: %v, want an empty count", got)
+	}
+}
+
+// The hold an operation reserves for the cluster it writes (holdFor).
+func TestHoldFor(t *testing.T) {
+	cpu := func(n int64) quota.Resources { return quota.Resources{MilliCPU: n * 1000} }
+	hold := func(n, gen int64) *quota.Hold { return &quota.Hold{Resources: cpu(n), Generation: gen} }
+	for _, tc := range []struct {
+		name     string
+		need     int64
+		h        *quota.Hold
+		carry    bool
+		prevNeed int64
+		known    bool
+		want     int64
+		wantGen  int64
+	}{
+		{"a start: what it needs", 12, nil, false, 0, false, 12, 5},
+		{"a start over a hold that went with a hibernate", 12, hold(28, 3), false, 28, true, 12, 5},
+		{"a resize exactly held: what it needs", 20, hold(16, 4), true, 16, true, 20, 5},
+		{"a shrink (need counts what drains): the same", 28, hold(28, 4), true, 28, true, 28, 5},
+		{"pods beyond the ceilings, reserved by the true-up, kept on top", 20, hold(20, 4), true, 8, true, 32, 5},
+		{"a hold made as one sum before Draining: its excess kept", 20, hold(28, 4), true, 16, true, 32, 5},
+		{"what came before unknown: the larger", 20, hold(28, 4), true, 0, false, 28, 5},
+		{"another operation's hold for this generation: both covered", 12, hold(20, 5), true, 16, true, 20, 5},
+		{"an earlier try of this one: not counted twice", 24, hold(24, 5), true, 16, true, 24, 5},
+		{"a newer generation's: kept, with its generation", 30, hold(20, 7), true, 16, true, 30, 7},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, gen := holdFor(cpu(tc.need), 5, tc.h, tc.carry, cpu(tc.prevNeed), tc.known)
+			if got != cpu(tc.want) || gen != tc.wantGen {
+				t.Fatalf("holdFor = %v at %d, want %v at %d", got, gen, cpu(tc.want), tc.wantGen)
+			}
+		})
 	}
 }

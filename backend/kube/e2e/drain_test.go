@@ -29,7 +29,7 @@ import (
 func TestShrinkHoldsWhileWorkersTerminate(t *testing.T) {
 	t.Parallel()
 	a := newAutoscaleScene(t)
-	undo := a.w.loop.Kubelet.Linger(a.ns, time.Minute) // the x pods go when undo says
+	undo := a.w.loop.Kubelet.Linger(a.ns, 10*time.Minute) // the x pods go when undo says
 	defer undo()
 	spec, err := dlc.NewCluster("drain").Groups(a.grp).Resources("pkg-1", "rg-20").Image("ray-2.46.0-py310-cpu").
 		Head("head", "cu.4c8g").WorkerGroup("x", "cu.4c8g", 3, 3).WorkerGroup("y", "cu.4c8g", 1, 1).Build()
@@ -70,13 +70,13 @@ func TestShrinkHoldsWhileWorkersTerminate(t *testing.T) {
 	}
 	draining := func(want map[string]int) {
 		t.Helper()
-		cl, err := a.c.Clusters().Get(a.ctx, id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !maps.Equal(cl.Draining, want) {
-			t.Fatalf("draining %v, want %v", cl.Draining, want)
-		}
+		waitFor(t, fmt.Sprintf("draining %v", want), func() (bool, string) {
+			cl, err := a.c.Clusters().Get(a.ctx, id)
+			if err != nil {
+				return false, err.Error()
+			}
+			return maps.Equal(cl.Draining, want), fmt.Sprint(cl.Draining)
+		})
 	}
 
 	workers("the cluster running", 4, 20000)
