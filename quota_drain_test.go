@@ -61,6 +61,17 @@ func TestQuotaDrainingC14(t *testing.T) {
 			{group: "x", n: 2, granted: 2, reserved: 28000, draining: map[string]int{"x": 5}},
 			settle(16000),
 		}},
+		{"a group grows back within what it drains while its workers terminate", []step{
+			{group: "x", n: 5, granted: 5, reserved: 28000},
+			settle(28000),
+			{group: "x", n: 1, granted: 1, reserved: 28000, draining: map[string]int{"x": 5}},
+			apply(28000, map[string]int{"x": 5}), // 4 x terminate
+			{group: "x", n: 3, granted: 3, reserved: 28000, draining: map[string]int{"x": 5}},
+			// Ray runs no new x beside the 4 until they are gone (KubeRay's
+			// scale expectations): never more than the 5 held.
+			apply(28000, map[string]int{"x": 5}),
+			settle(20000),
+		}},
 		{"two shrinks before Ray applies the first", []step{
 			{group: "x", n: 5, granted: 5, reserved: 28000},
 			settle(28000),

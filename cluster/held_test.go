@@ -66,3 +66,34 @@ func TestMayRun(t *testing.T) {
 		t.Fatalf("no live environment: %v %v, want nothing", got, err)
 	}
 }
+
+// What a cluster held of the groups another environment runs alike.
+func TestHeldAlike(t *testing.T) {
+	cl := &cluster.Cluster{Replicas: map[string]int{"x": 2, "y": 1}, Draining: map[string]int{"y": 3}, Live: &cluster.Live{ResourceGroup: "rg"}}
+	cl.Live.Head = cluster.HeadGroup{NodeGroup: cluster.NodeGroup{Name: "head", NodeSpec: "cu.4c16g"}}
+	cl.Live.AddWorkerGroup("x", "cu.4c8g", 1, 5)
+	cl.Live.AddWorkerGroup("y", "cu.4c8g", 0, 5)
+	env := func(edit func(*cluster.Environment)) *cluster.Environment {
+		e := cl.Live.Environment.DeepCopy()
+		edit(e)
+		return e
+	}
+	for _, tc := range []struct {
+		name string
+		env  *cluster.Environment
+		want int64 // cores
+	}{
+		{"the same environment: all it holds", env(func(*cluster.Environment) {}), 4 + 8 + 12},
+		{"a group removed", env(func(e *cluster.Environment) { e.Workers = e.Workers[:1] }), 4 + 8},
+		{"a group's node spec changed", env(func(e *cluster.Environment) { e.Workers[0].NodeSpec = "cu.8c32g" }), 4 + 12},
+		{"the head made highly available", env(func(e *cluster.Environment) { e.Head.HighAvailability = true }), 8 + 12},
+		{"a group added: nothing of it held", env(func(e *cluster.Environment) { e.AddWorkerGroup("z", "cu.4c8g", 1, 1) }), 4 + 8 + 12},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := cl.HeldAlike(quota.DefaultCatalog(), tc.env)
+			if err != nil || got.MilliCPU != tc.want*1000 {
+				t.Fatalf("HeldAlike = %v, %v; want %d cores", got, err, tc.want)
+			}
+		})
+	}
+}

@@ -511,6 +511,40 @@ func (e *Environment) tooMany(i, n int) error {
 		"%d instances of %s are too many to count; a worker group has at most %d", n, e.Workers[i].NodeSpec, MaxInstances))}.ToError()
 }
 
+// HeldAlike returns what the cluster's head and worker groups take at
+// their held workers (HeldReplicas), counting only those env runs alike:
+// a worker group of the same name and node spec, the head when env's has
+// the same node spec and availability. What a write that gives the cluster
+// env leaves of the groups Ray runs now; zero for a cluster with no live
+// environment.
+func (c *Cluster) HeldAlike(nodes quota.Catalog, env *Environment) (quota.Resources, error) {
+	if c.Live == nil {
+		return quota.Resources{}, nil
+	}
+	held := c.HeldReplicas()
+	head, workers, err := c.Live.perGroup(nodes, func(w WorkerGroup) int {
+		if n, ok := held[w.Name]; ok {
+			return n
+		}
+		return w.Instances.Min
+	})
+	if err != nil {
+		return quota.Resources{}, err
+	}
+	var total quota.Resources
+	if env.Head.NodeSpec == c.Live.Head.NodeSpec && env.Head.HighAvailability == c.Live.Head.HighAvailability {
+		total = head
+	}
+	for i, w := range c.Live.Workers {
+		if slices.ContainsFunc(env.Workers, func(n WorkerGroup) bool { return n.Name == w.Name && n.NodeSpec == w.NodeSpec }) {
+			if total, err = total.AddChecked(workers[i]); err != nil {
+				return quota.Resources{}, c.Live.tooMany(i, held[w.Name])
+			}
+		}
+	}
+	return total, nil
+}
+
 // MayRun returns what Ray may run of a live cluster whose pods Ray reports
 // as pods (nil when it cannot tell): per node group (the head, each worker
 // group), the larger of what the group takes at its held workers

@@ -284,8 +284,10 @@ func TestRaySimulation(t *testing.T) {
 	}
 	cl.Generation = 2
 	_ = ray.ApplyCluster(ctx, cl)
-	// The two workers removed terminate for Delays.Terminate, then go; a
-	// worker added meanwhile takes a name no pod of its group has.
+	// The two workers removed terminate for Delays.Terminate, then go; the
+	// group waits for them before it takes another size (as KubeRay's scale
+	// expectations make it), and a worker added then takes a name no pod
+	// of its group has.
 	terminating := func(pods []cluster.Pod) (n int) {
 		for _, p := range pods {
 			if p.Status == "Terminating" {
@@ -299,13 +301,17 @@ func TestRaySimulation(t *testing.T) {
 	}
 	cl.Generation, cl.Replicas["w"] = 3, 2
 	_ = ray.ApplyCluster(ctx, cl)
+	if pods, _ := ray.Pods(ctx, "c1"); len(pods) != 5 || terminating(pods) != 2 {
+		t.Fatalf("scaled up while two terminate: %d pods, %d terminating; want the group to wait", len(pods), terminating(pods))
+	}
+	clk.Advance(memory.DefaultDelays.Terminate)
 	pods, _ := ray.Pods(ctx, "c1")
 	names := map[string]bool{}
 	for _, p := range pods {
 		names[p.Name] = true
 	}
-	if len(pods) != 6 || terminating(pods) != 2 || len(names) != 6 {
-		t.Fatalf("scaled up while two terminate: %+v", pods)
+	if len(pods) != 4 || terminating(pods) != 0 || len(names) != 4 {
+		t.Fatalf("once the two are gone, the group at its size of 2: %+v", pods)
 	}
 	cl.Generation, cl.Replicas["w"] = 4, 1
 	_ = ray.ApplyCluster(ctx, cl)

@@ -657,6 +657,10 @@ func (r *Ray) terminate(sc *simCluster, pods, before []cluster.Pod) []cluster.Po
 			return p.Status == podTerminating && slices.Contains(gone, p.Name)
 		})
 		if len(sc.obs.Pods) != n {
+			if sc.obs.Phase == cluster.PhaseReady && sc.spec != nil {
+				// The groups that waited for them take their size now.
+				sc.obs.Pods = r.terminate(sc, r.resizePods(sc.spec, sc.obs.Pods), sc.obs.Pods)
+			}
 			r.podsChanged(sc)
 		}
 		r.mu.Unlock()
@@ -666,21 +670,23 @@ func (r *Ray) terminate(sc *simCluster, pods, before []cluster.Pod) []cluster.Po
 }
 
 // resizePods keeps the head pods and gives each worker group as many pods
-// as c.Replicas says (terminating ones count for nothing, and keep their
-// names: a new pod takes the lowest index no pod of its group has); the
-// caller holds r.mu.
+// as c.Replicas says; a new pod takes the lowest index no pod of its group
+// has. A group some of whose pods still terminate is left as it is until
+// they are gone (KubeRay v1.5.0 skips a group whose deletions its scale
+// expectations have not yet seen, reconcilePods); the caller holds r.mu.
 func (r *Ray) resizePods(c *cluster.Cluster, pods []cluster.Pod) []cluster.Pod {
 	env := &c.Spec.Environment
 	if c.Live != nil {
 		env = &c.Live.Environment
 	}
 	byGroup := map[string][]cluster.Pod{}
-	taken := map[string]bool{}
+	taken, waits := map[string]bool{}, map[string]bool{}
 	var out []cluster.Pod
 	for _, p := range pods {
 		taken[p.Name] = true
 		switch {
 		case p.Status == podTerminating:
+			waits[p.Group] = true
 		case p.Role == "head":
 			out = append(out, p)
 		default:
@@ -692,6 +698,9 @@ func (r *Ray) resizePods(c *cluster.Cluster, pods []cluster.Pod) []cluster.Pod {
 		want, ok := c.Replicas[w.Name]
 		if !ok {
 			want = w.Instances.Min
+		}
+		if waits[w.Name] {
+			want = len(have)
 		}
 		for i := 0; len(have) < want; i++ {
 			if !taken[podName(c, w.Name, i)] {

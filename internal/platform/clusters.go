@@ -494,11 +494,6 @@ func (s *ClusterService) writeWithHold(ctx context.Context, next, prev *cluster.
 	if err != nil {
 		return err
 	}
-	var prevNeed quota.Resources // what prev's groups take at their held workers
-	prevErr := errors.New("no live environment")
-	if prev.Live != nil {
-		prevNeed, prevErr = prev.Live.ResourcesAt(c.cat.Nodes, prev.HeldReplicas())
-	}
 	rg := next.Live.ResourceGroup
 	moved := prev.Live != nil && prev.Live.ResourceGroup != rg
 	sole := false // the hold is this operation's alone
@@ -512,11 +507,7 @@ func (s *ClusterService) writeWithHold(ctx context.Context, next, prev *cluster.
 		now := c.clock.Now()
 		h, had := a.Hold(next.ID)
 		sole = !had || h.Generation < next.Generation
-		var cur *quota.Hold
-		if had {
-			cur = &h
-		}
-		hold, gen := holdFor(need, next.Generation, cur, !moved && prev.State.HoldsQuota(), prevNeed, prevErr == nil)
+		hold, gen := s.holdAfter(a, prev, next, need)
 		changed, err := a.SetFor(next.ID, hold, gen, now)
 		if err == nil && !changed {
 			// Made for this generation already, by an earlier try of this
@@ -564,22 +555,37 @@ func (s *ClusterService) writeWithHold(ctx context.Context, next, prev *cluster.
 	return nil
 }
 
+// holdAfter is the hold (and its generation) that writing next over prev
+// reserves in account a, next's head and held workers taking need
+// (heldAfter): holdFor, with what a holds for the cluster, and what prev
+// held of the groups next runs alike (cluster.Cluster.HeldAlike).
+func (s *ClusterService) holdAfter(a *quota.Account, prev, next *cluster.Cluster, need quota.Resources) (quota.Resources, int64) {
+	moved := prev.Live != nil && prev.Live.ResourceGroup != next.Live.ResourceGroup
+	var cur *quota.Hold
+	if h, ok := a.Hold(next.ID); ok {
+		cur = &h
+	}
+	alike, err := prev.HeldAlike(s.c.cat.Nodes, &next.Live.Environment)
+	return holdFor(need, next.Generation, cur, !moved && prev.State.HoldsQuota(), alike, err == nil && prev.Live != nil)
+}
+
 // holdFor is the hold (and its generation) an operation reserves for a
 // cluster it writes at generation gen, whose head and held workers take
 // need. h is the hold the account has for it (nil: none); carry says
 // that the cluster held quota in this group before the write (not a
-// start, nor a move to another group), so that Ray may still run what h
-// covers; prevNeed is what the cluster's groups took at their held
-// workers before it (known false when it cannot be told).
+// start from nothing, nor a move to another group), so that Ray may still
+// run what h covers; prevNeed is what the cluster held before it of the
+// groups the write keeps alike (known false when it cannot be told).
 //
-// Carried, a hold made for an older generation is not lowered (Ray may
+// Carried, a hold made for an older generation is never lowered (Ray may
 // run the old size until it reports the new one: a shrink gives its quota
 // back then, trueUpHold; per worker group that is the write's Draining,
-// in need), and what it covers beyond prevNeed (pods of a group a restart
-// removed, pods beyond a group's ceiling: the true-up reserved them,
-// cluster.Cluster.MayRun) Ray may still run beside what the write adds:
-// it is kept on top of need, not taken for part of it. Unknown prevNeed
-// falls back to the larger of need and h.
+// in need), and what it covers beyond prevNeed (the groups a restart
+// removes or changes, which KubeRay leaves running, pods beyond a group's
+// ceiling: the true-up reserved them, cluster.Cluster.MayRun) Ray may
+// still run beside what the write adds: it is kept on top of need, not
+// taken for part of it. Unknown prevNeed falls back to the larger of need
+// and h.
 //
 // A hold made for gen or a newer one is another operation's (it read the
 // cluster as this one did, or since: prev may be stale), or an earlier
@@ -592,7 +598,7 @@ func holdFor(need quota.Resources, gen int64, h *quota.Hold, carry bool, prevNee
 	case h.Generation >= gen:
 		return need.Max(h.Resources), h.Generation
 	case carry && known:
-		return need.Add(h.Resources.Sub(prevNeed).Max(quota.Resources{})), gen
+		return need.Add(h.Resources.Sub(prevNeed).Max(quota.Resources{})).Max(h.Resources), gen
 	case carry:
 		return need.Max(h.Resources), gen
 	}

@@ -74,6 +74,9 @@ func TestHoldFor(t *testing.T) {
 		{"another operation's hold for this generation: both covered", 12, hold(20, 5), true, 16, true, 20, 5},
 		{"an earlier try of this one: not counted twice", 24, hold(24, 5), true, 16, true, 24, 5},
 		{"a newer generation's: kept, with its generation", 30, hold(20, 7), true, 16, true, 30, 7},
+		{"a restart that removes a group (not kept alike): the hold not lowered", 12, hold(20, 4), true, 12, true, 20, 5},
+		{"a restart that removes a group and grows another: on top of it", 20, hold(20, 4), true, 12, true, 28, 5},
+		{"need below what it keeps: never lowered", 8, hold(20, 4), true, 16, true, 20, 5},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, gen := holdFor(cpu(tc.need), 5, tc.h, tc.carry, cpu(tc.prevNeed), tc.known)

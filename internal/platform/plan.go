@@ -42,7 +42,7 @@ func (s *ClusterService) PlanCreate(ctx context.Context, spec *cluster.Spec) (*p
 		return nil, err
 	}
 	p := &plan.Plan{Operation: "create cluster", Cluster: cl}
-	if p.Quota, err = c.quotaPlan(ctx, cl.Spec.ResourceGroup, "", need, false); err != nil {
+	if p.Quota, err = c.quotaPlan(ctx, cl.Spec.ResourceGroup, "", need, nil); err != nil {
 		return nil, err
 	}
 	p.Notes = c.maxNote(&cl.Spec.Environment, p.Quota)
@@ -63,12 +63,16 @@ func (s *ClusterService) PlanStart(ctx context.Context, id string) (*plan.Plan, 
 	if err != nil {
 		return nil, err
 	}
-	next, need, err := c.clusters.started(cl)
+	next, _, err := c.clusters.started(cl)
+	if err != nil {
+		return nil, err
+	}
+	need, err := s.heldAfter(cl, next) // as the start's write holds it (writeWithHold)
 	if err != nil {
 		return nil, err
 	}
 	p := &plan.Plan{Operation: "start cluster", Cluster: next}
-	if p.Quota, err = c.quotaPlan(ctx, next.Live.ResourceGroup, id, need, true); err != nil {
+	if p.Quota, err = c.quotaPlan(ctx, next.Live.ResourceGroup, id, need, s.holdOf(cl, next, need)); err != nil {
 		return nil, err
 	}
 	p.Notes = c.maxNote(&next.Live.Environment, p.Quota)
@@ -111,13 +115,13 @@ func (s *ClusterService) PlanUpdate(ctx context.Context, in *cluster.Cluster) (*
 		if err != nil {
 			return nil, err
 		}
-		if p.Quota, err = c.quotaPlan(ctx, e.next.Spec.ResourceGroup, "", need, false); err != nil {
+		if p.Quota, err = c.quotaPlan(ctx, e.next.Spec.ResourceGroup, "", need, nil); err != nil {
 			return nil, err
 		}
 		p.Notes = append(p.Notes, c.maxNote(&e.next.Spec.Environment, p.Quota)...)
 		return p, nil // Ray runs nothing of it: nothing is applied
 	}
-	if p.Quota, err = c.quotaPlan(ctx, e.next.Live.ResourceGroup, e.cur.ID, e.need, true); err != nil {
+	if p.Quota, err = c.quotaPlan(ctx, e.next.Live.ResourceGroup, e.cur.ID, e.need, s.holdOf(e.cur, e.next, e.need)); err != nil {
 		return nil, err
 	}
 	if e.next.Generation == e.cur.Generation {
@@ -160,7 +164,7 @@ func (s *JobService) PlanRun(ctx context.Context, jobID string) (*plan.Plan, err
 			return nil, err
 		}
 		p.Cluster = cl
-		if p.Quota, err = c.quotaPlan(ctx, od.ResourceGroup, "", r.Demand, true); err != nil {
+		if p.Quota, err = c.quotaPlan(ctx, od.ResourceGroup, "", r.Demand, func(*quota.Account) quota.Resources { return r.Demand }); err != nil {
 			return nil, err
 		}
 		// It is admitted now only if it fits and no run waits before it.
@@ -225,9 +229,11 @@ func (c *Engine) planOnCluster(p *plan.Plan, r *job.Run, cl *cluster.Cluster) er
 }
 
 // quotaPlan is need's effect on resource group rg, where holder (when
-// not "") may hold a reservation already; reserve says whether the
-// operation reserves need now (ReservedAfter grows).
-func (c *Engine) quotaPlan(ctx context.Context, rg, holder string, need quota.Resources, reserve bool) (*plan.Quota, error) {
+// not "") may hold a reservation already. hold is what the operation
+// reserves now for holder, given the account (ReservedAfter grows by it,
+// less what holder held), and what must fit; nil when it reserves nothing
+// now (need must fit, at the next start).
+func (c *Engine) quotaPlan(ctx context.Context, rg, holder string, need quota.Resources, hold func(*quota.Account) quota.Resources) (*plan.Quota, error) {
 	a, _, err := get[quota.Account](ctx, c.acc, kindResourceGroup, "resource group", rg)
 	if err != nil {
 		return nil, err
@@ -237,15 +243,29 @@ func (c *Engine) quotaPlan(ctx context.Context, rg, holder string, need quota.Re
 		held = a.Held(holder)
 	}
 	free := a.Allocatable().Add(held)
+	takes := need
+	if hold != nil {
+		takes = hold(a)
+	}
 	q := &plan.Quota{ResourceGroup: rg, Capacity: a.Capacity, Needs: need, ReservedBefore: a.Reserved(),
-		ReservedAfter: a.Reserved(), Allocatable: free, Fits: need.Fits(free)}
-	if reserve {
-		q.ReservedAfter = a.Reserved().Sub(held).Add(need)
+		ReservedAfter: a.Reserved(), Allocatable: free, Fits: takes.Fits(free)}
+	if hold != nil {
+		q.ReservedAfter = a.Reserved().Sub(held).Add(takes)
 	}
 	if !q.Fits {
-		q.Lacks = lacks(need, free)
+		q.Lacks = lacks(takes, free)
 	}
 	return q, nil
+}
+
+// holdOf is what writing next over prev would reserve, next's head and
+// held workers taking need, given the account (holdAfter): a plan's
+// figures are the write's.
+func (s *ClusterService) holdOf(prev, next *cluster.Cluster, need quota.Resources) func(*quota.Account) quota.Resources {
+	return func(a *quota.Account) quota.Resources {
+		h, _ := s.holdAfter(a, prev, next, need)
+		return h
+	}
 }
 
 // queuedAhead counts the runs waiting in resource group rg's queue that a
