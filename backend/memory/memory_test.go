@@ -522,3 +522,47 @@ func TestRayFailAndRecoverCluster(t *testing.T) {
 		t.Fatalf("recovered: %+v", obs)
 	}
 }
+
+// A group that waits for its terminating workers takes its size when they
+// are gone only while the cluster still runs: a hibernate or a delete
+// applied meanwhile makes no new pods.
+func TestRayTerminatingGroupStops(t *testing.T) {
+	for _, stop := range []string{"hibernate", "delete"} {
+		t.Run(stop, func(t *testing.T) {
+			ctx := context.Background()
+			clk := backend.NewFakeClock(time.Unix(0, 0))
+			d := memory.DefaultDelays
+			d.Terminate, d.Hibernate, d.Delete = 10*time.Millisecond, time.Second, time.Second // the workers go first
+			ray := memory.NewRay(memory.RayOptions{Clock: clk, Delays: &d})
+			cl := &cluster.Cluster{ID: "c1", State: cluster.Starting, Generation: 1, Replicas: map[string]int{"w": 5}}
+			cl.Spec.Head = cluster.HeadGroup{NodeGroup: cluster.NodeGroup{Name: "head", NodeSpec: "cu.4c16g"}}
+			cl.Spec.AddWorkerGroup("w", "cu.4c8g", 1, 5)
+			apply := func(gen int64, st cluster.State, w int) {
+				cl.Generation, cl.State, cl.Replicas["w"] = gen, st, w
+				if err := ray.ApplyCluster(ctx, cl); err != nil {
+					t.Fatal(err)
+				}
+			}
+			apply(1, cluster.Starting, 5)
+			clk.Advance(time.Second)
+			started := clk.Now()
+			apply(2, cluster.Running, 1) // 4 terminate
+			apply(3, cluster.Running, 3) // waits for them
+			if stop == "hibernate" {
+				apply(4, cluster.Hibernating, 3)
+			} else if err := ray.DeleteCluster(ctx, "c1"); err != nil {
+				t.Fatal(err)
+			}
+			clk.Advance(d.Terminate)
+			pods, _ := ray.Pods(ctx, "c1")
+			if len(pods) != 2 { // the head and the one worker kept
+				t.Fatalf("a %s cluster's pods once its terminating workers went: %+v", stop, pods)
+			}
+			for _, p := range pods {
+				if p.CreatedAt.After(started) {
+					t.Fatalf("a %s cluster got a new pod %s once its terminating workers went: %+v", stop, p.Name, pods)
+				}
+			}
+		})
+	}
+}

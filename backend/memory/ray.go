@@ -657,7 +657,8 @@ func (r *Ray) terminate(sc *simCluster, pods, before []cluster.Pod) []cluster.Po
 			return p.Status == podTerminating && slices.Contains(gone, p.Name)
 		})
 		if len(sc.obs.Pods) != n {
-			if sc.obs.Phase == cluster.PhaseReady && sc.spec != nil {
+			if sc.obs.Phase == cluster.PhaseReady && !sc.deleting && sc.spec != nil &&
+				(sc.spec.State == cluster.Starting || sc.spec.State == cluster.Running) {
 				// The groups that waited for them take their size now.
 				sc.obs.Pods = r.terminate(sc, r.resizePods(sc.spec, sc.obs.Pods), sc.obs.Pods)
 			}

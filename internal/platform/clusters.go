@@ -462,15 +462,29 @@ func (s *ClusterService) heldAfter(prev, next *cluster.Cluster) (quota.Resources
 // drainingAfter returns what next, written over prev, keeps draining: per
 // worker group whose ceiling next lowers below what prev held, the
 // workers Ray may still run of it (prev's held workers), for Ray applies
-// the lower ceiling only after the write. None when prev held nothing in
-// next's resource group that Ray may run (a start, or a start in another
-// group: there the old group's hold stays until the write is done).
+// the lower ceiling only after the write. Only for a group next runs
+// alike (the same node spec): the workers of one a restart changes are
+// held as they were, beside it (holdFor, cluster.Cluster.HeldAlike). None
+// when prev held nothing in next's resource group that Ray may run (a
+// start, or a start in another group: there the old group's hold stays
+// until the write is done).
 func drainingAfter(prev, next *cluster.Cluster) map[string]int {
 	if prev.Live == nil || next.Live == nil || !prev.State.HoldsQuota() || prev.Live.ResourceGroup != next.Live.ResourceGroup {
 		return nil
 	}
+	spec := func(env *cluster.Environment, g string) string {
+		for _, w := range env.Workers {
+			if w.Name == g {
+				return w.NodeSpec
+			}
+		}
+		return ""
+	}
 	var out map[string]int
 	for g, n := range prev.HeldReplicas() {
+		if spec(&prev.Live.Environment, g) != spec(&next.Live.Environment, g) {
+			continue
+		}
 		if cur, ok := next.Replicas[g]; ok && n > cur {
 			if out == nil {
 				out = map[string]int{}

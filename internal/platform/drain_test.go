@@ -86,3 +86,32 @@ func TestHoldFor(t *testing.T) {
 		})
 	}
 }
+
+// What a write keeps draining: a lowered ceiling of a group it runs alike,
+// in the group the cluster held quota in.
+func TestDrainingAfter(t *testing.T) {
+	mk := func(st cluster.State, rg, spec string, x int) *cluster.Cluster {
+		cl := &cluster.Cluster{State: st, Replicas: map[string]int{"x": x}, Live: &cluster.Live{ResourceGroup: rg}}
+		cl.Live.Head = cluster.HeadGroup{NodeGroup: cluster.NodeGroup{Name: "head", NodeSpec: "cu.4c16g"}}
+		cl.Live.AddWorkerGroup("x", spec, 1, 5)
+		return cl
+	}
+	for _, tc := range []struct {
+		name       string
+		prev, next *cluster.Cluster
+		want       map[string]int
+	}{
+		{"a shrink", mk(cluster.Running, "rg", "cu.4c8g", 5), mk(cluster.Running, "rg", "cu.4c8g", 1), map[string]int{"x": 5}},
+		{"a growth", mk(cluster.Running, "rg", "cu.4c8g", 1), mk(cluster.Running, "rg", "cu.4c8g", 3), nil},
+		{"a restart from abnormal, smaller", mk(cluster.Abnormal, "rg", "cu.4c8g", 5), mk(cluster.Starting, "rg", "cu.4c8g", 1), map[string]int{"x": 5}},
+		{"a restart that changes the group's node spec: held beside, not drained", mk(cluster.Abnormal, "rg", "cu.4c8g", 5), mk(cluster.Starting, "rg", "cu.8c32g", 1), nil},
+		{"a start from hibernated", mk(cluster.Hibernated, "rg", "cu.4c8g", 5), mk(cluster.Starting, "rg", "cu.4c8g", 1), nil},
+		{"a start in another group", mk(cluster.Abnormal, "rg", "cu.4c8g", 5), mk(cluster.Starting, "rg-2", "cu.4c8g", 1), nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := drainingAfter(tc.prev, tc.next); !maps.Equal(got, tc.want) {
+				t.Fatalf("drainingAfter = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

@@ -230,9 +230,9 @@ func (c *Engine) planOnCluster(p *plan.Plan, r *job.Run, cl *cluster.Cluster) er
 
 // quotaPlan is need's effect on resource group rg, where holder (when
 // not "") may hold a reservation already. hold is what the operation
-// reserves now for holder, given the account (ReservedAfter grows by it,
-// less what holder held), and what must fit; nil when it reserves nothing
-// now (need must fit, at the next start).
+// reserves now for holder, given the account (Needs; ReservedAfter grows
+// by it, less what holder held), and what must fit; nil when it reserves
+// nothing now (need must fit, at the next start).
 func (c *Engine) quotaPlan(ctx context.Context, rg, holder string, need quota.Resources, hold func(*quota.Account) quota.Resources) (*plan.Quota, error) {
 	a, _, err := get[quota.Account](ctx, c.acc, kindResourceGroup, "resource group", rg)
 	if err != nil {
@@ -247,7 +247,7 @@ func (c *Engine) quotaPlan(ctx context.Context, rg, holder string, need quota.Re
 	if hold != nil {
 		takes = hold(a)
 	}
-	q := &plan.Quota{ResourceGroup: rg, Capacity: a.Capacity, Needs: need, ReservedBefore: a.Reserved(),
+	q := &plan.Quota{ResourceGroup: rg, Capacity: a.Capacity, Needs: takes, ReservedBefore: a.Reserved(),
 		ReservedAfter: a.Reserved(), Allocatable: free, Fits: takes.Fits(free)}
 	if hold != nil {
 		q.ReservedAfter = a.Reserved().Sub(held).Add(takes)
