@@ -1,6 +1,10 @@
 package cluster
 
-import "github.com/aidlc/dlc/errs"
+import (
+	"slices"
+
+	"github.com/aidlc/dlc/errs"
+)
 
 // SetHead replaces the head group's name, node spec and options, keeping
 // its high-availability setting.
@@ -23,6 +27,12 @@ func (e *Environment) EditWorkerGroup(name string, edit func(*WorkerGroup)) bool
 		}
 	}
 	return false
+}
+
+// RunsAlike reports whether the environment has a worker group of w's
+// name and node spec.
+func (e *Environment) RunsAlike(w WorkerGroup) bool {
+	return slices.ContainsFunc(e.Workers, func(n WorkerGroup) bool { return n.Name == w.Name && n.NodeSpec == w.NodeSpec })
 }
 
 // RemoveWorkerGroup removes the worker group called name, if there is one.

@@ -456,12 +456,18 @@ func (e *Environment) MaxResources(nodes quota.Catalog) (quota.Resources, error)
 // ResourcesAt returns what the environment takes with the given worker
 // counts per group (a group not named counts its minimum).
 func (e *Environment) ResourcesAt(nodes quota.Catalog, replicas map[string]int) (quota.Resources, error) {
-	return e.resources(nodes, func(w WorkerGroup) int {
+	return e.resources(nodes, countOf(replicas))
+}
+
+// countOf counts a worker group at its number in replicas, or at its
+// minimum when replicas does not name it.
+func countOf(replicas map[string]int) func(WorkerGroup) int {
+	return func(w WorkerGroup) int {
 		if n, ok := replicas[w.Name]; ok {
 			return n
 		}
 		return w.Instances.Min
-	})
+	}
 }
 
 func (e *Environment) resources(nodes quota.Catalog, count func(WorkerGroup) int) (quota.Resources, error) {
@@ -522,12 +528,7 @@ func (c *Cluster) HeldAlike(nodes quota.Catalog, env *Environment) (quota.Resour
 		return quota.Resources{}, nil
 	}
 	held := c.HeldReplicas()
-	head, workers, err := c.Live.perGroup(nodes, func(w WorkerGroup) int {
-		if n, ok := held[w.Name]; ok {
-			return n
-		}
-		return w.Instances.Min
-	})
+	head, workers, err := c.Live.perGroup(nodes, countOf(held))
 	if err != nil {
 		return quota.Resources{}, err
 	}
@@ -536,7 +537,7 @@ func (c *Cluster) HeldAlike(nodes quota.Catalog, env *Environment) (quota.Resour
 		total = head
 	}
 	for i, w := range c.Live.Workers {
-		if slices.ContainsFunc(env.Workers, func(n WorkerGroup) bool { return n.Name == w.Name && n.NodeSpec == w.NodeSpec }) {
+		if env.RunsAlike(w) {
 			if total, err = total.AddChecked(workers[i]); err != nil {
 				return quota.Resources{}, c.Live.tooMany(i, held[w.Name])
 			}
@@ -559,12 +560,7 @@ func (c *Cluster) MayRun(nodes quota.Catalog, pods []Pod) (quota.Resources, erro
 	}
 	env := &c.Live.Environment
 	held := c.HeldReplicas()
-	head, workers, err := env.perGroup(nodes, func(w WorkerGroup) int {
-		if n, ok := held[w.Name]; ok {
-			return n
-		}
-		return w.Instances.Min
-	})
+	head, workers, err := env.perGroup(nodes, countOf(held))
 	if err != nil {
 		return quota.Resources{}, err
 	}

@@ -472,24 +472,15 @@ func drainingAfter(prev, next *cluster.Cluster) map[string]int {
 	if prev.Live == nil || next.Live == nil || !prev.State.HoldsQuota() || prev.Live.ResourceGroup != next.Live.ResourceGroup {
 		return nil
 	}
-	spec := func(env *cluster.Environment, g string) string {
-		for _, w := range env.Workers {
-			if w.Name == g {
-				return w.NodeSpec
-			}
-		}
-		return ""
-	}
+	held := prev.HeldReplicas()
 	var out map[string]int
-	for g, n := range prev.HeldReplicas() {
-		if spec(&prev.Live.Environment, g) != spec(&next.Live.Environment, g) {
-			continue
-		}
-		if cur, ok := next.Replicas[g]; ok && n > cur {
+	for _, w := range prev.Live.Workers {
+		n, was := held[w.Name]
+		if cur, ok := next.Replicas[w.Name]; was && ok && n > cur && next.Live.RunsAlike(w) {
 			if out == nil {
 				out = map[string]int{}
 			}
-			out[g] = n
+			out[w.Name] = n
 		}
 	}
 	return out
