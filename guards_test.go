@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -321,5 +323,237 @@ func TestRetryMadeOnceByALaggingReplica(t *testing.T) {
 	}
 	if len(w.creates) != 2 {
 		t.Fatalf("%d runs made, want the attempt and its retry", len(w.creates))
+	}
+}
+
+// sharedFixture is a fixture whose clients share the work (a membership
+// TTL of ttl), with a running cluster, a job config on it whose runs take
+// a minute, and one more replica x, whose membership id is xID; h is the
+// store's write hook.
+type sharedFixture struct {
+	*fixture
+	h   *func(ctx context.Context, w memory.Write, next func(context.Context) (string, error)) (string, error)
+	rec *job.Record
+	cl  *cluster.Cluster
+	x   *dlc.Client
+	xID string
+}
+
+func newSharedFixture(t *testing.T, ttl time.Duration) *sharedFixture {
+	t.Helper()
+	f, h := hookedWith(t, dlctest.MemoryOptions{Options: []dlc.Option{dlc.WithWorkSharing(ttl)},
+		Ray: memory.RayHooks{RunOutcome: func(*job.Run) memory.Outcome { return memory.Outcome{Duration: time.Minute} }}})
+	s := &sharedFixture{fixture: f, h: h}
+	s.cl = f.runningCluster("c1")
+	s.rec = f.job(dlc.NewJob("j").OnCluster(s.cl.ID))
+	before := s.members()
+	s.x = f.m.NewClient()
+	for _, id := range s.members() {
+		if !slices.Contains(before, id) {
+			s.xID = id
+		}
+	}
+	if s.xID == "" {
+		t.Fatal("the new replica stored no membership document")
+	}
+	return s
+}
+
+// members returns the membership documents' ids.
+func (s *sharedFixture) members() []string {
+	docs, err := s.m.Backend.List(s.ctx, "replica", nil)
+	s.must(err)
+	var ids []string
+	for _, doc := range docs {
+		ids = append(ids, doc.ID)
+	}
+	return ids
+}
+
+// isMark reports whether w is a write of a cluster from a marked context.
+func isMark(ctx context.Context, w memory.Write) bool {
+	return marked(ctx) && w.Op == memory.OpUpdate && w.Doc.Kind == "cluster"
+}
+
+// killAfterMark makes x die once a write of kind from a marked context
+// (the mark of its operation) is stored: from then on x's writes with the
+// marked context and those of its membership document are refused, as
+// for a process killed there (its renewals stop; its close deletes
+// nothing).
+func (s *sharedFixture) killAfterMark(kind string) {
+	var dead atomic.Bool
+	*s.h = func(ctx context.Context, w memory.Write, next func(context.Context) (string, error)) (string, error) {
+		if dead.Load() && (marked(ctx) || w.Doc.Kind == "replica" && w.Doc.ID == s.xID) {
+			return "", errs.Unavailable("store "+string(w.Op)+" "+w.Doc.Kind, errors.New("the replica was killed"))
+		}
+		v, err := next(ctx)
+		if err == nil && marked(ctx) && w.Op == memory.OpUpdate && w.Doc.Kind == kind {
+			dead.Store(true)
+		}
+		return v, err
+	}
+}
+
+// A replica killed between a hibernate's mark and its last write leaves
+// the mark on a running cluster. A run placed on it afterwards waits for
+// the mark only until the replica that made it is seen gone (its
+// membership lapses: the TTL), then takes the mark off and is submitted.
+// Before: every such run waited for the mark's two-minute life (the
+// soak's replica killed during an idle hibernate: 20 and 40 runs held
+// back, then 19 ticks counted missed and 20 runs stopped by the next
+// ticks of Forbid and Replace configs).
+func TestDeadHibernateMarkHoldsRunsOnlyUntilItsReplicaIsGone(t *testing.T) {
+	const ttl = 15 * time.Second
+	s := newSharedFixture(t, ttl)
+	s.killAfterMark("cluster")
+	if _, err := s.x.Clusters().Hibernate(context.WithValue(s.ctx, markKey{}, true), s.cl.ID, dlc.HibernateOptions{}); !errors.Is(err, errs.ErrUnavailable) {
+		t.Fatalf("the dying replica's hibernate: %v, want it cut off", err)
+	}
+	s.m.CloseClient(s.x)
+	killed := s.m.Clock.Now()
+	if got, err := s.c.Clusters().Get(s.ctx, s.cl.ID); err != nil || got.Stopping.IsZero() || got.StoppingBy != s.xID || got.State != cluster.Running {
+		t.Fatalf("the cluster after the kill: %v, %v; want running, marked by %s", got, err, s.xID)
+	}
+	r, err := s.c.Runs().Create(s.ctx, s.rec.ID, dlc.RunOptions{})
+	s.must(err)
+	for !s.run(r.ID).RaySubmitted {
+		if waited := s.m.Clock.Now().Sub(killed); waited > 2*ttl {
+			now := s.run(r.ID)
+			t.Fatalf("the run is still not submitted %s after the replica died (%s: %q); its membership lapsed after %s", waited, now.State, now.Message, ttl)
+		}
+		s.m.Step(time.Second)
+	}
+	// (Should x own the run's key, the others take it over at the same
+	// lapse: the bound above is what tells the mark's life.)
+	if waited := s.m.Clock.Now().Sub(killed); waited < ttl {
+		t.Fatalf("the run was submitted %s after the replica died, before its membership lapsed (%s)", waited, ttl)
+	}
+	got, err := s.c.Clusters().Get(s.ctx, s.cl.ID)
+	s.must(err)
+	if !got.Stopping.IsZero() || got.StoppingBy != "" || got.State != cluster.Running {
+		t.Fatalf("the cluster after the run's submit: %s, mark %v by %q; want running, unmarked", got.State, got.Stopping, got.StoppingBy)
+	}
+	s.settle()
+	if r := s.run(r.ID); r.State != job.Succeeded {
+		t.Fatalf("the run ended %s: %q", r.State, r.Message)
+	}
+	s.must(s.c.CheckQuota(s.ctx))
+}
+
+// A hibernate that is only slow, whose replica is taken for gone while it
+// looks for runs (its renewals lost), loses to a run that takes its mark
+// off: its last write, over the marked version, conflicts, and the run
+// submitted meanwhile is not stopped by it.
+func TestSlowHibernateLosesToARunThatTookItsMarkOff(t *testing.T) {
+	const ttl = 15 * time.Second
+	s := newSharedFixture(t, ttl)
+	b := s.m.NewClient()
+	var (
+		lapse  atomic.Bool
+		writes int // x's marked cluster writes
+		r      *job.Run
+		rerr   error
+	)
+	*s.h = func(ctx context.Context, w memory.Write, next func(context.Context) (string, error)) (string, error) {
+		if lapse.Load() && w.Doc.Kind == "replica" && w.Doc.ID == s.xID {
+			return "", errs.Unavailable("store "+string(w.Op)+" replica", errors.New("the replica's renewals are lost"))
+		}
+		if isMark(ctx, w) {
+			if writes++; writes == 2 {
+				// x has marked the cluster and found no run; before its
+				// last write, its membership lapses and a run comes.
+				lapse.Store(true)
+				s.m.Step(2 * ttl)
+				if r, rerr = b.Runs().Create(s.ctx, s.rec.ID, dlc.RunOptions{}); rerr == nil {
+					s.m.Step(5 * time.Second)
+				}
+			}
+		}
+		return next(ctx)
+	}
+	_, err := s.x.Clusters().Hibernate(context.WithValue(s.ctx, markKey{}, true), s.cl.ID, dlc.HibernateOptions{})
+	s.must(rerr)
+	if r == nil {
+		t.Fatal("the hook never ran")
+	}
+	if err == nil {
+		t.Fatalf("the slow hibernate went through; the run placed meanwhile is %s (submitted %v)", s.run(r.ID).State, s.run(r.ID).RaySubmitted)
+	}
+	if !errors.Is(err, errs.ErrConflict) && !errors.Is(err, errs.ErrState) {
+		t.Fatalf("the slow hibernate: %v, want a conflict or a refusal for the active run", err)
+	}
+	if got := s.run(r.ID); !got.RaySubmitted {
+		t.Fatalf("the run was not submitted while the hibernate's replica seemed gone: %s %q", got.State, got.Message)
+	}
+	lapse.Store(false)
+	s.settle()
+	if got := s.run(r.ID); got.State != job.Succeeded {
+		t.Fatalf("the run ended %s: %q", got.State, got.Message)
+	}
+	if got, err := s.c.Clusters().Get(s.ctx, s.cl.ID); err != nil || got.State != cluster.Running || !got.Stopping.IsZero() {
+		t.Fatalf("the cluster: %v, %v; want running, unmarked", got, err)
+	}
+	s.must(s.c.CheckQuota(s.ctx))
+}
+
+// A replica killed inside a job config's delete, after its mark, leaves
+// the config marked: runs of it are refused while the mark holds, and
+// only until the replica is seen gone (before: for two minutes, a
+// schedule's ticks held back as long). The config is not deleted, and
+// its runs go on.
+func TestDeadJobDeleteMarkHoldsOnlyUntilItsReplicaIsGone(t *testing.T) {
+	const ttl = 15 * time.Second
+	s := newSharedFixture(t, ttl)
+	s.killAfterMark("job")
+	if err := s.x.Jobs().Delete(context.WithValue(s.ctx, markKey{}, true), s.rec.ID); err == nil {
+		t.Fatal("the dying replica's delete went through")
+	}
+	s.m.CloseClient(s.x)
+	if got, err := s.c.Jobs().Get(s.ctx, s.rec.ID); err != nil || got.Deleting.IsZero() || got.Deleting.Replica != s.xID {
+		t.Fatalf("the config after the kill: %+v, %v; want marked by %s", got, err, s.xID)
+	}
+	if _, err := s.c.Runs().Create(s.ctx, s.rec.ID, dlc.RunOptions{}); !errors.Is(err, errs.ErrState) {
+		t.Fatalf("a run while the dead delete's replica may still be live: %v, want refused", err)
+	}
+	s.m.Step(ttl + ttl/3 + time.Second) // its membership lapses: seen at the next renewal
+	r, err := s.c.Runs().Create(s.ctx, s.rec.ID, dlc.RunOptions{})
+	if err != nil {
+		t.Fatalf("a run %s after the replica died: %v", ttl+ttl/3+time.Second, err)
+	}
+	s.settle()
+	if got := s.run(r.ID); got.State != job.Succeeded {
+		t.Fatalf("the run ended %s: %q", got.State, got.Message)
+	}
+	if got, err := s.c.Jobs().Get(s.ctx, s.rec.ID); err != nil || !got.Deleting.IsZero() {
+		t.Fatalf("the config: %+v, %v; want it unmarked", got, err)
+	}
+}
+
+// The same for a cluster group's delete: a replica killed after its mark
+// leaves the group marked; clusters may join it again once the replica is
+// seen gone (before: for two minutes).
+func TestDeadGroupDeleteMarkHoldsOnlyUntilItsReplicaIsGone(t *testing.T) {
+	const ttl = 15 * time.Second
+	s := newSharedFixture(t, ttl)
+	target, err := s.c.Groups().Create(s.ctx, "target")
+	s.must(err)
+	s.killAfterMark("group")
+	if err := s.x.Groups().Delete(context.WithValue(s.ctx, markKey{}, true), s.grp, target.ID); err == nil {
+		t.Fatal("the dying replica's delete went through")
+	}
+	s.m.CloseClient(s.x)
+	if g, err := s.c.Groups().Get(s.ctx, s.grp); err != nil || g.Deleting.IsZero() || g.Deleting.Replica != s.xID {
+		t.Fatalf("the group after the kill: %+v, %v; want marked by %s", g, err, s.xID)
+	}
+	if _, err := s.c.Clusters().Create(s.ctx, s.spec("joins_early", 1, 1)); !errors.Is(err, errs.ErrInvalid) {
+		t.Fatalf("a cluster joining while the dead delete's replica may still be live: %v, want refused", err)
+	}
+	s.m.Step(ttl + ttl/3 + time.Second)
+	if _, err := s.c.Clusters().Create(s.ctx, s.spec("joins_late", 1, 1)); err != nil {
+		t.Fatalf("a cluster joining %s after the replica died: %v", ttl+ttl/3+time.Second, err)
+	}
+	s.settle()
+	if g, err := s.c.Groups().Get(s.ctx, s.grp); err != nil || !g.Deleting.IsZero() {
+		t.Fatalf("the group: %+v, %v; want it unmarked", g, err)
 	}
 }

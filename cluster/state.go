@@ -150,9 +150,15 @@ type Cluster struct {
 	// Stopping marks the cluster while a hibernate or a delete that is
 	// refused while runs are active looks for them in the store: its
 	// fence against a run placed meanwhile, which reads the mark before
-	// its submit and waits (it holds for two minutes at most, should the
-	// operation die). Zero otherwise.
+	// its submit and waits. Should the operation die, the mark holds for
+	// two minutes at most, and less once the replica that made it
+	// (StoppingBy) is seen gone: a waiting run then takes it off by
+	// compare-and-swap. Zero otherwise.
 	Stopping time.Time `json:"stopping,omitzero"`
+	// StoppingBy is the membership id of the replica whose operation made
+	// the Stopping mark ("" when it shares no work, or for a mark made by
+	// a release before this field).
+	StoppingBy string `json:"stoppingBy,omitempty"`
 	// QuotaGroup is the resource group its reservation was made in at the
 	// last start; the reservation is released there once Ray has let the
 	// compute go.

@@ -153,9 +153,10 @@ type Group struct {
 // client, reads the group again once it is written and, finding it marked
 // or gone, is taken out of it again (put back as it was), so that no
 // cluster is left in a deleted group. The zero value is no mark. While a
-// mark is held (it is less than two minutes old) putting clusters into
-// the group is refused; a mark left by a delete that died is then
-// ignored, and taken off by the next cluster put into the group.
+// mark is held (it is less than two minutes old, and the replica that
+// made it is not seen gone) putting clusters into the group is refused;
+// a mark left by a delete that died is then ignored, and taken off by the
+// next cluster put into the group.
 type Deletion struct {
 	// Target is the group the members move into.
 	Target string `json:"target,omitempty"`
@@ -163,6 +164,11 @@ type Deletion struct {
 	At time.Time `json:"at,omitzero"`
 	// By is who asked for it.
 	By string `json:"by,omitempty"`
+	// Replica is the membership id of the replica whose delete made the
+	// mark ("" when it shares no work, or for a mark made by a release
+	// before this field): once that replica is seen gone, the mark no
+	// longer holds, however young.
+	Replica string `json:"replica,omitempty"`
 }
 
 // IsZero reports whether d is no mark.

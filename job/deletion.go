@@ -9,7 +9,8 @@ import "time"
 // client, reads the config again once it is stored and ends at once when
 // it finds it marked or gone, so a delete and a new run of one config
 // never both succeed. The zero value is no mark. While a mark is held (it
-// is less than two minutes old) a new run or an edit of the config is
+// is less than two minutes old, and the replica that made it is not seen
+// gone) a new run or an edit of the config is
 // refused; a mark left by a delete that died is then ignored, and taken
 // off by the next run or edit.
 type Deletion struct {
@@ -17,6 +18,11 @@ type Deletion struct {
 	At time.Time `json:"at,omitzero"`
 	// By is who asked for it.
 	By string `json:"by,omitempty"`
+	// Replica is the membership id of the replica whose delete made the
+	// mark ("" when it shares no work, or for a mark made by a release
+	// before this field): once that replica is seen gone, the mark no
+	// longer holds, however young.
+	Replica string `json:"replica,omitempty"`
 }
 
 // IsZero reports whether d is no mark.

@@ -27,6 +27,12 @@ func CarryOver(rc, cur *rayv1.RayCluster) { carryOver(rc, cur) }
 // NameSurplus is nameSurplus.
 func NameSurplus(rc *rayv1.RayCluster, pods []corev1.Pod) { nameSurplus(rc, pods) }
 
+// KeepRemovedGroups is keepRemovedGroups with full as the RayCluster the
+// API server has.
+func KeepRemovedGroups(rc, full *rayv1.RayCluster, pods []corev1.Pod) {
+	keepGroups(rc, full, removedRunning(rc, pods))
+}
+
 // Listed returns how many objects s's ListLatest has read from the API server.
 func Listed(s *Store) int64 { return s.listed.Load() }
 

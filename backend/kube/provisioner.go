@@ -562,6 +562,9 @@ func (p *Provisioner) ApplyCluster(ctx context.Context, c *cluster.Cluster) erro
 			if err != nil {
 				return err
 			}
+			if err := p.keepRemovedGroups(ctx, rc, cur, pods); err != nil {
+				return err
+			}
 			nameSurplus(rc, pods)
 		}
 		obj = rc
@@ -1091,6 +1094,76 @@ func carryOver(rc, cur *rayv1.RayCluster) {
 				w.ScaleStrategy.WorkersToDelete = append(w.ScaleStrategy.WorkersToDelete, n)
 			}
 		}
+	}
+}
+
+// keepRemovedGroups keeps in rc, with no workers, each worker group of
+// cur that rc no longer has while workers of it still run (a start from
+// abnormal after an edit that removed the group): KubeRay (v1.5.0,
+// raycluster_controller.go reconcilePods) reconciles only the groups in
+// the spec, so a group dropped from it leaves its pods running, held and
+// metered, until the RayCluster goes. At replicas, minReplicas and
+// maxReplicas 0 KubeRay deletes them (where the autoscaler decides which
+// go, nameSurplus names them all); once they are gone, the next apply
+// drops the group. A worker group's suspend, which deletes its pods too,
+// is refused with the autoscaler on and behind a feature gate
+// (validation.go ValidateRayClusterSpec). Only pods named as KubeRay
+// names the group's workers count: another's are not ours to delete. The
+// cache keeps no pod templates (slimRayCluster), and KubeRay's schema
+// and its validation refuse a group without one: the groups kept are
+// copied from the RayCluster as the API server has it, at the version
+// carried over (a newer one, which the cache has not seen yet, makes the
+// apply conflict and be tried again).
+func (p *Provisioner) keepRemovedGroups(ctx context.Context, rc, cur *rayv1.RayCluster, pods []corev1.Pod) error {
+	removed := removedRunning(rc, pods)
+	if len(removed) == 0 {
+		return nil
+	}
+	live := &rayv1.RayCluster{}
+	if err := p.c.Get(ctx, client.ObjectKeyFromObject(cur), live); err != nil {
+		return apiError("get RayCluster", "cluster", rc.Labels[KeyClusterID], err)
+	}
+	if live.UID != cur.UID || live.ResourceVersion != cur.ResourceVersion {
+		return errs.Conflict("cluster", rc.Labels[KeyClusterID], "its RayCluster changed since it was read: applied again once it is seen")
+	}
+	keepGroups(rc, live, removed)
+	return nil
+}
+
+// removedRunning returns the worker groups rc does not have that run
+// workers of rc's (named as KubeRay names them) among pods.
+func removedRunning(rc *rayv1.RayCluster, pods []corev1.Pod) map[string]bool {
+	kept := map[string]bool{}
+	for _, w := range rc.Spec.WorkerGroupSpecs {
+		kept[w.GroupName] = true
+	}
+	var running map[string]bool
+	for i := range pods {
+		p := &pods[i]
+		g := p.Labels[rayLabelGroup]
+		if p.Labels[rayLabelNodeType] == "worker" && p.DeletionTimestamp == nil && !kept[g] &&
+			strings.HasPrefix(p.Name, workerPrefix(rc.Name, g)) {
+			if running == nil {
+				running = map[string]bool{}
+			}
+			running[g] = true
+		}
+	}
+	return running
+}
+
+// keepGroups appends to rc each worker group of full (a RayCluster read
+// whole) named in groups, with no workers and none named to delete.
+func keepGroups(rc, full *rayv1.RayCluster, groups map[string]bool) {
+	for i := range full.Spec.WorkerGroupSpecs {
+		w := &full.Spec.WorkerGroupSpecs[i]
+		if !groups[w.GroupName] {
+			continue
+		}
+		g := *w.DeepCopy()
+		g.Replicas, g.MinReplicas, g.MaxReplicas = ptr.To[int32](0), ptr.To[int32](0), ptr.To[int32](0)
+		g.ScaleStrategy.WorkersToDelete = nil
+		rc.Spec.WorkerGroupSpecs = append(rc.Spec.WorkerGroupSpecs, g)
 	}
 }
 

@@ -56,3 +56,70 @@ func TestWorkersToDeleteOnlyOwn(t *testing.T) {
 		t.Fatalf("named %v", got)
 	}
 }
+
+// An apply that drops a worker group whose workers still run (a start from
+// abnormal after an edit removed it) keeps the group at no workers, so
+// that KubeRay, which reconciles only the groups in the spec, deletes
+// them; the workers are named for the autoscaler's KubeRay. A group with
+// none of its workers left running (none, all terminating, or only
+// pods that are not the cluster's) is dropped.
+func TestKeepRemovedGroups(t *testing.T) {
+	worker := func(name, group string, deleting bool) corev1.Pod {
+		p := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{
+			"ray.io/node-type": "worker", "ray.io/group": group}}}
+		if deleting {
+			p.DeletionTimestamp = &metav1.Time{}
+		}
+		return p
+	}
+	template := corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"a": "b"}}}
+	for _, tc := range []struct {
+		name      string
+		pods      []corev1.Pod
+		wantGroup bool
+		wantNamed []string
+	}{
+		{"its workers run: kept at none, each named", []corev1.Pod{worker("cls-x-gone-worker-aaaaa", "gone", false),
+			worker("cls-x-gone-worker-bbbbb", "gone", true), worker("cls-x-cpu-worker-ccccc", "cpu", false)},
+			true, []string{"cls-x-gone-worker-aaaaa"}},
+		{"no worker of it", []corev1.Pod{worker("cls-x-cpu-worker-ccccc", "cpu", false)}, false, nil},
+		{"its workers all terminating", []corev1.Pod{worker("cls-x-gone-worker-aaaaa", "gone", true)}, false, nil},
+		{"only another's pod with its labels", []corev1.Pod{worker("cls-y-gone-worker-aaaaa", "gone", false)}, false, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cur := &rayv1.RayCluster{ObjectMeta: metav1.ObjectMeta{Name: "cls-x"}, Spec: rayv1.RayClusterSpec{
+				EnableInTreeAutoscaling: ptr.To(true),
+				WorkerGroupSpecs: []rayv1.WorkerGroupSpec{
+					{GroupName: "cpu", Replicas: ptr.To[int32](1), MinReplicas: ptr.To[int32](1), MaxReplicas: ptr.To[int32](1)},
+					{GroupName: "gone", Replicas: ptr.To[int32](2), MinReplicas: ptr.To[int32](1), MaxReplicas: ptr.To[int32](3),
+						Template: template, ScaleStrategy: rayv1.ScaleStrategy{WorkersToDelete: []string{"cls-x-gone-worker-bbbbb"}}},
+				}}}
+			rc := &rayv1.RayCluster{ObjectMeta: metav1.ObjectMeta{Name: "cls-x"}, Spec: rayv1.RayClusterSpec{
+				EnableInTreeAutoscaling: ptr.To(true),
+				WorkerGroupSpecs: []rayv1.WorkerGroupSpec{
+					{GroupName: "cpu", Replicas: ptr.To[int32](1), MinReplicas: ptr.To[int32](1), MaxReplicas: ptr.To[int32](1)}}}}
+			kube.CarryOver(rc, cur)
+			kube.KeepRemovedGroups(rc, cur, tc.pods)
+			kube.NameSurplus(rc, tc.pods)
+			if !tc.wantGroup {
+				if len(rc.Spec.WorkerGroupSpecs) != 1 {
+					t.Fatalf("groups %d, want the kept one alone", len(rc.Spec.WorkerGroupSpecs))
+				}
+				return
+			}
+			if len(rc.Spec.WorkerGroupSpecs) != 2 {
+				t.Fatalf("groups %d, want the removed one kept", len(rc.Spec.WorkerGroupSpecs))
+			}
+			g := rc.Spec.WorkerGroupSpecs[1]
+			if g.GroupName != "gone" || *g.Replicas != 0 || *g.MinReplicas != 0 || *g.MaxReplicas != 0 || g.Template.Labels["a"] != "b" {
+				t.Fatalf("the removed group as kept: %+v", g)
+			}
+			if !slices.Equal(g.ScaleStrategy.WorkersToDelete, tc.wantNamed) {
+				t.Fatalf("named %v, want %v", g.ScaleStrategy.WorkersToDelete, tc.wantNamed)
+			}
+			if cur.Spec.WorkerGroupSpecs[1].ScaleStrategy.WorkersToDelete[0] != "cls-x-gone-worker-bbbbb" || *cur.Spec.WorkerGroupSpecs[1].Replicas != 2 {
+				t.Fatal("the RayCluster as read was changed")
+			}
+		})
+	}
+}

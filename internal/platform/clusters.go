@@ -286,7 +286,7 @@ func (s *ClusterService) checkClusterSpec(ctx context.Context, spec *cluster.Spe
 			l = append(l, errs.Invalid(errs.NewPath("groups").Index(i), "C2", g, "no cluster group with this id; create it first"))
 		case err != nil:
 			return err
-		case !slices.Contains(was, g) && c.markHeld(grp.Deleting.At):
+		case !slices.Contains(was, g) && c.markHolds(grp.Deleting.At, grp.Deleting.Replica):
 			l = append(l, errs.Invalid(errs.NewPath("groups").Index(i), "C2", g, "this cluster group is being deleted; name another"))
 		}
 	}
@@ -771,7 +771,7 @@ func (s *ClusterService) hibernateAs(ctx context.Context, cl *cluster.Cluster, o
 		return nil, err
 	}
 	next := cl.DeepCopy()
-	next.Stopping = time.Time{}
+	next.Stopping, next.StoppingBy = time.Time{}, ""
 	if _, _, err := advanceCluster(next, cluster.Trigger(cluster.OpHibernate)); err != nil {
 		return nil, err
 	}
@@ -817,7 +817,7 @@ func (s *ClusterService) delete(ctx context.Context, cl *cluster.Cluster, opts c
 		return nil
 	}
 	next := cl.DeepCopy()
-	next.Stopping = time.Time{}
+	next.Stopping, next.StoppingBy = time.Time{}, ""
 	if _, _, err := advanceCluster(next, t); err != nil {
 		return err
 	}
@@ -1586,6 +1586,13 @@ func (s *ClusterService) freshRunsOn(ctx context.Context, id string, ids []strin
 	return out, nil
 }
 
+// unmarkStopping takes cl's Stopping mark off, on cl's version.
+func (s *ClusterService) unmarkStopping(ctx context.Context, cl *cluster.Cluster) error {
+	unmarked := cl.DeepCopy()
+	unmarked.Stopping, unmarked.StoppingBy = time.Time{}, ""
+	return s.putCluster(ctx, unmarked, cl.Version)
+}
+
 // stopActiveRuns refuses op while runs are active on cl, unless force:
 // then it stops them, saying why. It returns the cluster op is to be
 // written over. A refusal is fenced as the deletes of fences.go are: cl
@@ -1599,7 +1606,7 @@ func (s *ClusterService) stopActiveRuns(ctx context.Context, cl *cluster.Cluster
 	c := s.c
 	if !force {
 		marked := cl.DeepCopy()
-		marked.Stopping = c.clock.Now()
+		marked.Stopping, marked.StoppingBy = c.clock.Now(), c.share.self()
 		if err := c.clusters.putCluster(ctx, marked, cl.Version); err != nil {
 			return nil, err
 		}
@@ -1609,9 +1616,7 @@ func (s *ClusterService) stopActiveRuns(ctx context.Context, cl *cluster.Cluster
 		}
 		// Taken off: a conflict means the cluster moved on (its next
 		// writer drops the mark, or it goes when it no longer holds).
-		unmarked := marked.DeepCopy()
-		unmarked.Stopping = time.Time{}
-		if uerr := c.clusters.putCluster(context.WithoutCancel(ctx), unmarked, marked.Version); uerr != nil {
+		if uerr := s.unmarkStopping(context.WithoutCancel(ctx), marked); uerr != nil {
 			c.o.log.V(1).Info("a refused operation's mark could not be taken off; it holds for its life", "cluster", cl.ID, "err", uerr.Error())
 		}
 		if err != nil {

@@ -3,6 +3,8 @@ package platform
 import (
 	"context"
 	"time"
+
+	"github.com/aidlc/dlc/cluster"
 )
 
 // Deletes fenced against concurrent creates. A delete that is refused
@@ -26,17 +28,19 @@ import (
 // writes the object (an edit, a rename, a stale mark taken off) makes the
 // delete's last step conflict, and the delete begins again.
 //
-// A mark left by a delete that died between its steps holds for markLife;
-// after that it is ignored, and whoever meets it takes it off by
-// compare-and-swap (so that a delete that was only slow conflicts, and
-// looks again). Time decides only when a mark stops blocking creates,
-// never whether a dependent is missed, with two exceptions: a cluster
-// create's early read of its groups (below) rests on two clients' clocks
-// measuring a second alike within a tenth; and a group delete
-// whose target is deleted meanwhile puts the members it moved back into
-// the group, and if it has by then run for longer than markLife and
-// another delete of the group has taken the mark over, that delete may
-// miss them.
+// A mark left by a delete that died between its steps holds for markLife,
+// or until the replica that made it (its membership id is in the mark) is
+// seen gone (markHolds); after that it is ignored, and whoever meets it
+// takes it off by compare-and-swap (so that a delete that was only slow
+// conflicts, and looks again). Time and membership decide only when a
+// mark stops blocking creates, never whether a dependent is missed, with
+// two exceptions: a cluster create's early read of its groups (below)
+// rests on two clients' clocks measuring a second alike within a tenth;
+// and a group delete whose target is deleted meanwhile puts the members
+// it moved back into the group, and if its mark no longer holds by then
+// (it ran for longer than markLife, or its replica was taken for gone)
+// and another delete of the group has taken the mark over, that delete
+// may miss them.
 
 // A cluster's create does not wait for its write before it reads its
 // groups: it reads them beside the write (the read's round trip is then
@@ -98,6 +102,27 @@ func (c *Engine) markHeld(at time.Time) bool {
 	}
 	age := c.clock.Now().Sub(at)
 	return age < markLife && age > -markLife
+}
+
+// markHolds reports whether a mark made at, by the replica whose
+// membership id is by, holds: made within markLife (markHeld), and by a
+// replica not seen gone (workSharing.gone). A replica killed between its
+// mark and its operation's last write leaves the mark behind; what it
+// holds up (the runs placed on a cluster being hibernated, a job
+// config's runs and edits, the clusters joining a group) waited for
+// markLife before, and since 2026-12-08 waits until its maker's
+// membership lapses (the soak's replica killed during an idle hibernate
+// held every new run of the cluster for two minutes). A mark that no
+// longer holds is taken off, or taken over, by compare-and-swap, as one
+// past its life always was: an operation that was only slow conflicts,
+// and looks again.
+func (c *Engine) markHolds(at time.Time, by string) bool {
+	return c.markHeld(at) && !c.share.gone(by, c.clock.Now().Sub(at))
+}
+
+// stopMarkHeld reports whether cl's Stopping mark holds (markHolds).
+func (c *Engine) stopMarkHeld(cl *cluster.Cluster) bool {
+	return c.markHolds(cl.Stopping, cl.StoppingBy)
 }
 
 // sleepCtx waits d of real time, or until ctx is done (its error).

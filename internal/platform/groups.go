@@ -239,7 +239,7 @@ func (s *GroupService) changeMembers(ctx context.Context, groupID string, ids []
 	if err != nil {
 		return err
 	}
-	if adds && c.markHeld(g.Deleting.At) {
+	if adds && c.markHolds(g.Deleting.At, g.Deleting.Replica) {
 		return groupDeleting(g, "add members")
 	}
 	check := func(cl *cluster.Cluster) error {
@@ -392,7 +392,7 @@ func (s *GroupService) groupLive(ctx context.Context, id, op string) (target str
 			return "", err
 		case g.Deleting.IsZero():
 			return "", nil
-		case c.markHeld(g.Deleting.At):
+		case c.markHolds(g.Deleting.At, g.Deleting.Replica):
 			return g.Deleting.Target, groupDeleting(g, op)
 		}
 		next := g.DeepCopy()
@@ -565,7 +565,7 @@ func (s *GroupService) Delete(ctx context.Context, id, targetID string) error {
 			return failed(err)
 		}
 		own := !mark.IsZero() && sameMark(g.Deleting, mark)
-		if c.markHeld(g.Deleting.At) && !own {
+		if c.markHolds(g.Deleting.At, g.Deleting.Replica) && !own {
 			return groupDeleting(g, "delete") // not this delete's mark (a mark of its own taken off meanwhile is not put back)
 		}
 		if err := s.checkTarget(ctx, targetID); err != nil {
@@ -574,7 +574,7 @@ func (s *GroupService) Delete(ctx context.Context, id, targetID string) error {
 		fence := g.Version // carries this delete's mark (written before, then a rename) or gets it now
 		if !own {
 			marked := g.DeepCopy()
-			marked.Deleting = group.Deletion{Target: targetID, At: c.clock.Now(), By: UserFrom(ctx)}
+			marked.Deleting = group.Deletion{Target: targetID, At: c.clock.Now(), By: UserFrom(ctx), Replica: c.share.self()}
 			fence, err = c.acc.update(ctx, kindGroup, id, g.Version, nil, marked)
 			if errors.Is(err, errs.ErrConflict) && attempt < conflictRetries {
 				continue
@@ -614,7 +614,7 @@ func (s *GroupService) checkTarget(ctx context.Context, targetID string) error {
 		return errs.List{errs.Invalid("target", "G6", targetID, "no cluster group with this id")}.ToError()
 	case err != nil:
 		return err
-	case c.markHeld(t.Deleting.At):
+	case c.markHolds(t.Deleting.At, t.Deleting.Replica):
 		return errs.List{errs.Invalid("target", "G6", targetID, "this group is being deleted; name another")}.ToError()
 	}
 	return nil
@@ -695,7 +695,9 @@ func (s *GroupService) unmarkGroup(ctx context.Context, id string, mark group.De
 	}
 }
 
-// sameMark reports whether a and b are one delete's mark.
+// sameMark reports whether a and b are one delete's mark. The replica is
+// not compared: a release before Deletion.Replica rewrites a marked group
+// without it.
 func sameMark(a, b group.Deletion) bool {
 	return a.At.Equal(b.At) && a.By == b.By && a.Target == b.Target
 }

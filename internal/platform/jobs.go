@@ -234,7 +234,7 @@ func (s *JobService) Update(ctx context.Context, rec *job.Record) (*job.Record, 
 	if rec.Version != cur.Version {
 		return nil, errs.Conflict("job", rec.ID, "stale version: read it again")
 	}
-	if c.markHeld(cur.Deleting.At) {
+	if c.markHolds(cur.Deleting.At, cur.Deleting.Replica) {
 		return nil, jobDeleting(cur, "edit")
 	}
 	next := rec.Config.DeepCopy()
@@ -331,9 +331,9 @@ func (s *JobService) Delete(ctx context.Context, id string) error {
 			return err
 		}
 		fence, mine := rec.Version, false
-		if !c.markHeld(rec.Deleting.At) {
+		if !c.markHolds(rec.Deleting.At, rec.Deleting.Replica) {
 			marked := rec.DeepCopy()
-			marked.Deleting = job.Deletion{At: c.clock.Now(), By: UserFrom(ctx)}
+			marked.Deleting = job.Deletion{At: c.clock.Now(), By: UserFrom(ctx), Replica: c.share.self()}
 			fence, err = c.acc.update(ctx, kindJob, id, rec.Version, jobLabels(marked), marked)
 			if errors.Is(err, errs.ErrConflict) && attempt < conflictRetries {
 				continue
@@ -434,7 +434,7 @@ func (s *JobService) jobLive(ctx context.Context, id string) (string, error) {
 			return "its job config could not be read to check that it is not being deleted: " + err.Error(), err
 		case rec.Deleting.IsZero():
 			return "", nil
-		case c.markHeld(rec.Deleting.At):
+		case c.markHolds(rec.Deleting.At, rec.Deleting.Replica):
 			return "its job config is being deleted", jobDeleting(rec, "run")
 		}
 		next := rec.DeepCopy()

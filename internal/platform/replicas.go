@@ -316,6 +316,34 @@ func (w *workSharing) stopReplicas() {
 	_ = w.acc.store.Delete(ctx, kindReplica, rep.self, "")
 }
 
+// self returns this client's membership id, "" when it shares the work
+// with no one.
+func (w *workSharing) self() string {
+	if w.rep == nil {
+		return ""
+	}
+	return w.rep.self
+}
+
+// gone reports whether member id, whose mark is age old on this client's
+// clock, is gone as this client sees the members: not this client, not a
+// member whose document it has seen change within the TTL, and the mark
+// older than the TTL (a member that has just started may not be seen
+// yet). Without a membership of its own (sharing off) this client cannot
+// tell, and reports false. It decides only when a dead operation's mark
+// stops holding up the work: taking a mark off is a compare-and-swap that
+// a live operation's next write conflicts with (fences.go).
+func (w *workSharing) gone(id string, age time.Duration) bool {
+	rep := w.rep
+	if rep == nil || id == "" || id == rep.self || age < rep.ttl {
+		return false
+	}
+	rep.mu.Lock()
+	defer rep.mu.Unlock()
+	_, seen := rep.seen[id]
+	return !seen
+}
+
 // owns reports whether this client reconciles key: always when it shares
 // the work with no one.
 func (w *workSharing) owns(key string) bool {

@@ -356,7 +356,7 @@ func (c *Engine) madeRecorded(ctx context.Context, r finishedRun) (bool, error) 
 		case errs.IsNotFound(err):
 		case err != nil:
 			return false, err
-		case rec.Config.Schedule != nil && !rec.ScheduleStatus.Suspended && !c.markHeld(rec.Deleting.At) &&
+		case rec.Config.Schedule != nil && !rec.ScheduleStatus.Suspended && !c.markHolds(rec.Deleting.At, rec.Deleting.Replica) &&
 			rec.ScheduleStatus.LastTick.Before(r.tick):
 			// Suspended or being deleted, the schedule starts no tick (a
 			// resume counts from then): nothing would make the run again.

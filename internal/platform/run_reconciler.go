@@ -422,7 +422,10 @@ func (c runReconciler) followRun(ctx context.Context, r *job.Run) (time.Duration
 		// Fenced against a hibernate or delete that refuses while runs
 		// are active (stopActiveRuns): the cluster as the store has it
 		// now. Marked, the run waits for the operation to end (refused, or
-		// done: then it is displaced); moved on, it is displaced now.
+		// done: then it is displaced); moved on, it is displaced now. A
+		// mark that no longer holds (its operation died) is taken off by
+		// compare-and-swap before the submit: an operation that was only
+		// slow then conflicts, and looks for the runs again.
 		if !cl.Temporary {
 			fc, err := c.clusters.getFresh(ctx, cl.ID)
 			switch {
@@ -432,8 +435,12 @@ func (c runReconciler) followRun(ctx context.Context, r *job.Run) (time.Duration
 				return 0, err
 			case fc.State != cluster.Running:
 				return 0, c.displace(ctx, r, fc)
-			case c.markHeld(fc.Stopping):
+			case c.stopMarkHeld(fc):
 				return stoppingLook, nil
+			case !fc.Stopping.IsZero():
+				if err := c.clusters.unmarkStopping(ctx, fc); err != nil {
+					return 0, err // a conflict: looked at again
+				}
 			}
 		}
 		// Fenced on the cluster's generation: Ray refuses the submit

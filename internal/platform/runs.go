@@ -177,7 +177,7 @@ func (s *RunService) queuedRun(ctx context.Context, jobID, id string, now time.T
 	if err != nil {
 		return nil, err
 	}
-	if c.markHeld(rec.Deleting.At) {
+	if c.markHolds(rec.Deleting.At, rec.Deleting.Replica) {
 		return nil, jobDeleting(rec, "run")
 	}
 	r := &job.Run{ID: id, JobID: jobID, Revision: rec.Revision, Config: *rec.Config.DeepCopy(),

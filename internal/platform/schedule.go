@@ -89,7 +89,7 @@ func (c jobReconciler) reconcileSchedule(ctx context.Context, id string) (time.D
 		switch {
 		case s == nil || rec.ScheduleStatus.Suspended:
 			return 0, nil
-		case c.markHeld(rec.Deleting.At):
+		case c.markHolds(rec.Deleting.At, rec.Deleting.Replica):
 			return time.Minute, nil // being deleted: look again once the mark no longer holds
 		}
 		last := countFrom(rec)

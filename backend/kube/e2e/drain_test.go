@@ -8,7 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/labels"
+
 	"github.com/aidlc/dlc"
+	"github.com/aidlc/dlc/backend/kube"
 	"github.com/aidlc/dlc/cluster"
 )
 
@@ -115,5 +118,70 @@ func TestShrinkHoldsWhileWorkersTerminate(t *testing.T) {
 		t.Fatal(err)
 	}
 	workers("y grown", 3, 16000)
+	a.clean()
+}
+
+// A start from abnormal after an edit that removed a worker group: KubeRay
+// reconciles only the groups in the RayCluster's spec, so the removed
+// group's workers, still running, would run on (held and metered) until
+// the cluster hibernates or goes. The apply keeps the group at no workers
+// until they are gone (keepRemovedGroups); the hold covers them until
+// then, and is trued up to what the cluster runs after. In rg-20, a
+// cluster of a head, 1 x and 2 y workers (16 cores) whose head fails is
+// abnormal; y is removed, the cluster started again, and the head comes
+// back. Before: the two y workers ran on, the hold at 16,000m.
+func TestRestartFromAbnormalRemovesAGroupsWorkers(t *testing.T) {
+	t.Parallel()
+	a := newAutoscaleScene(t)
+	spec, err := dlc.NewCluster("restart").Groups(a.grp).Resources("pkg-1", "rg-20").Image("ray-2.46.0-py310-cpu").
+		Head("head", "cu.4c8g").WorkerGroup("x", "cu.4c8g", 1, 1).WorkerGroup("y", "cu.4c8g", 2, 2).Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := a.run(spec).ID
+	pods := func() (x, y int, all string) {
+		cl, err := a.c.Clusters().Details(a.ctx, id)
+		if err != nil {
+			return 0, 0, err.Error()
+		}
+		var b strings.Builder
+		for _, p := range cl.Pods {
+			switch p.Group {
+			case "x":
+				x++
+			case "y":
+				y++
+			}
+			fmt.Fprintf(&b, " %s/%s/%s", p.Name, p.Group, p.Status)
+		}
+		return x, y, b.String()
+	}
+	waitFor(t, "1 x and 2 y workers", func() (bool, string) { x, y, all := pods(); return x == 1 && y == 2, all })
+	undo := a.w.loop.Kubelet.FailMatching(a.ns, labels.SelectorFromSet(labels.Set{
+		kube.KeyClusterID: id, "ray.io/node-type": "head"}), "OOMKilled")
+	defer undo()
+	waitFor(t, "the cluster abnormal", func() (bool, string) { s := state(t, a.c, id); return s == cluster.Abnormal, string(s) })
+	cur, err := a.c.Clusters().Get(a.ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur.Spec.Workers = cur.Spec.Workers[:1]
+	if res, err := a.c.Clusters().Update(a.ctx, cur); err != nil || len(res.NeedsRestart) == 0 {
+		t.Fatalf("the edit removing y: %+v, %v; want it to need a restart", res, err)
+	}
+	if _, err := a.c.Clusters().Start(a.ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	undo()
+	waitFor(t, "the cluster running with x alone, y's workers gone, the hold trued up", func() (bool, string) {
+		x, y, all := pods()
+		u, err := a.c.ResourceGroups().Get(a.ctx, "rg-20")
+		if err != nil {
+			return false, err.Error()
+		}
+		s := state(t, a.c, id)
+		return s == cluster.Running && x == 1 && y == 0 && u.Holders[id].MilliCPU == 8000,
+			fmt.Sprintf("%s, pods%s, holding %s", s, all, u.Holders[id])
+	})
 	a.clean()
 }

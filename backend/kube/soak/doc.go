@@ -70,12 +70,15 @@
 //   - DLC_SOAK_IDLE_TIMEOUT (default 20s): their idle timeout (whole
 //     seconds).
 //   - DLC_SOAK_RESTART (default 5m): a replica is killed and started again
-//     this often, the two in turn; 0: never.
+//     this often (each interval jittered by up to a tenth either way, so
+//     that kills land at every phase of the minute), the two in turn; 0:
+//     never.
 //   - DLC_SOAK_RETENTION (default 10m): dlc.WithRunRetention's maxAge, and
 //     the first retention period of the flat verdict.
 //   - DLC_SOAK_RUNS_PER_JOB (default 5): dlc.WithRunRetention's perJob.
-//   - DLC_SOAK_STUCK (default 5m): longer than this in a transitional
-//     state is stuck.
+//   - DLC_SOAK_STUCK (default 90s): longer than this in a transitional
+//     state is stuck (a run of the workload takes seconds; a mark left by
+//     a killed replica held runs back for two minutes before 2026-12-08).
 //   - DLC_SOAK_TOLERANCE (default 0.10): how much a series may grow, as a
 //     fraction of its middle third's mean, and still be flat.
 //   - DLC_SOAK_NOFAIL (default unset): set, a growing series is reported

@@ -224,6 +224,14 @@ func (s *soak) report(final bool) (string, []string) {
 		c := s.final
 		fmt.Fprintf(&b, "- each tick once: %d ticks due = %d started + %d counted missed + %d unaccounted; %d ticks with two runs\n",
 			c.due, c.started, c.missed, c.unaccounted, len(c.twice))
+		failed, stopped := 0, 0
+		for _, r := range s.rows {
+			failed, stopped = failed+r.failed, stopped+r.stopped
+		}
+		// Not an invariant (a Replace config stops a run that overruns its
+		// tick), but a run of this workload takes seconds: one failed or
+		// stopped says a run was held back.
+		fmt.Fprintf(&b, "- runs failed: %d, stopped: %d\n", failed, stopped)
 		fmt.Fprintf(&b, "- broken: %d\n", len(s.broken))
 		for i, x := range s.broken {
 			if i == 20 {

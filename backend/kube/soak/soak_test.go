@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math/rand/v2"
 	"net/http/httptest"
 	"os"
 	"runtime"
@@ -40,7 +41,7 @@ const (
 	envRestart   = "DLC_SOAK_RESTART"         // a replica restarted this often (default 5m)
 	envRetention = "DLC_SOAK_RETENTION"       // WithRunRetention's maxAge (default 10m)
 	envPerJob    = "DLC_SOAK_RUNS_PER_JOB"    // WithRunRetention's perJob (default 5)
-	envStuck     = "DLC_SOAK_STUCK"           // the bound of a transitional state (default 5m)
+	envStuck     = "DLC_SOAK_STUCK"           // the bound of a transitional state (default 90s)
 	envTolerance = "DLC_SOAK_TOLERANCE"       // a flat series' growth (default 0.10)
 	envNoFail    = "DLC_SOAK_NOFAIL"          // a growing series does not fail the test
 	envReport    = "DLC_SOAK_REPORT"          // a file to write the report to
@@ -56,7 +57,7 @@ type params struct {
 
 func readParams() (params, error) {
 	p := params{idleAfter: 20 * time.Second, restart: 5 * time.Minute, retention: 10 * time.Minute,
-		stuck: 5 * time.Minute, tolerance: 0.10, noFail: os.Getenv(envNoFail) != ""}
+		stuck: 90 * time.Second, tolerance: 0.10, noFail: os.Getenv(envNoFail) != ""}
 	var errs []error
 	num := func(name string, def, least int) int {
 		s := os.Getenv(name)
@@ -305,9 +306,18 @@ func (s *soak) run() {
 	wg.Go(func() { s.starter(ctx) })
 	minute := time.NewTicker(time.Minute)
 	defer minute.Stop()
+	// Kills are jittered by up to a tenth of their interval either way,
+	// so that they land at every phase of the minute's ticks (at a fixed
+	// phase, a kill during an idle hibernate's mark was a matter of luck).
+	jitter := rand.New(rand.NewPCG(uint64(s.began.UnixNano()), 0))
+	nextKill := func() time.Duration {
+		spread := int64(s.p.restart / 10)
+		return s.p.restart + time.Duration(jitter.Int64N(2*spread+1)-spread)
+	}
 	var restart <-chan time.Time
+	var rt *time.Timer
 	if s.p.restart > 0 {
-		rt := time.NewTicker(s.p.restart)
+		rt = time.NewTimer(nextKill())
 		defer rt.Stop()
 		restart = rt.C
 	}
@@ -325,6 +335,7 @@ func (s *soak) run() {
 		case <-restart:
 			s.restart(s.replicas[next%len(s.replicas)])
 			next++
+			rt.Reset(nextKill())
 		}
 	}
 }

@@ -95,6 +95,10 @@ type Deletion struct {
 	// By is who asked for it.
 	// +optional
 	By string `json:"by,omitempty"`
+	// Replica is the membership id of the replica whose delete made the
+	// mark.
+	// +optional
+	Replica string `json:"replica,omitempty"`
 	// Target is the group a cluster group's members move into (G6).
 	// +optional
 	Target string `json:"target,omitempty"`

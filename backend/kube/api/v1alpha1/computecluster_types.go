@@ -152,6 +152,10 @@ type ComputeClusterStatus struct {
 	// +kubebuilder:validation:Format=date-time
 	// +optional
 	Stopping string `json:"stopping,omitempty"`
+	// StoppingBy is the replica whose operation made the Stopping mark
+	// (cluster.Cluster.StoppingBy).
+	// +optional
+	StoppingBy string `json:"stoppingBy,omitempty"`
 	// Record is the last change and the operation log.
 	Record `json:",inline"`
 }
