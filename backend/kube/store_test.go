@@ -115,6 +115,7 @@ func storeCases() []storeCase {
 	cl2.Live = &cluster.Live{ResourceGroup: "rg-1", Environment: testEnv()}
 	cl2.QuotaGroup = "rg-1"
 	cl2.PendingRestart = []string{"image"}
+	cl2.Stopping, cl2.StoppingBy = t0.Add(time.Minute), "replica-1a2b3c" // a hibernate's mark, and who made it
 	cl2.UpdatedAt = t0.Add(time.Minute)
 	cl2.Spec.IdleTimeoutSeconds = 1800     // L4
 	cl2.RunningSince = t0.Add(time.Minute) // L4
@@ -123,8 +124,8 @@ func storeCases() []storeCase {
 	g2 := *g
 	g2.Name = "组 B"
 	g2.UpdatedAt = t0.Add(time.Hour)
-	g2.Deleting = group.Deletion{Target: "grp-2", At: t0.Add(time.Hour), By: "bob"} // a delete in progress (G6)
-	g2.Policy, g2.Order = group.OrderedFailover, []string{"cls-9", "cls-1a2b3c"}    // G3
+	g2.Deleting = group.Deletion{Target: "grp-2", At: t0.Add(time.Hour), By: "bob", Replica: "replica-1a2b3c"} // a delete in progress (G6)
+	g2.Policy, g2.Order = group.OrderedFailover, []string{"cls-9", "cls-1a2b3c"}                               // G3
 
 	tp := &cluster.Template{Name: "模板 GPU", Description: "A10 workers", Environment: testEnv()}
 	tp2 := *tp
@@ -134,7 +135,7 @@ func storeCases() []storeCase {
 	rec2 := *rec
 	rec2.Config.Entrypoint = "python train.py --epochs 3"
 	rec2.Revision = 2
-	rec2.Deleting = job.Deletion{At: t0.Add(time.Minute), By: "bob"} // a delete in progress (J17)
+	rec2.Deleting = job.Deletion{At: t0.Add(time.Minute), By: "bob", Replica: "replica-1a2b3c"} // a delete in progress (J17)
 	rec2.Config.Schedule = &job.Schedule{Cron: "0 2 * * *", TimeZone: "Asia/Shanghai", ConcurrencyPolicy: job.ReplaceConcurrent, StartingDeadlineSeconds: new(60)}
 	rec2.Config.ActiveDeadlineSeconds, rec2.Config.BackoffLimit = 3600, 2                                                                                 // L2, L3
 	rec2.ScheduleStatus = job.ScheduleStatus{Suspended: true, LastTick: t0.Add(time.Hour), LastRun: "run-1", NextTick: t0.Add(25 * time.Hour), Missed: 3} // L1
