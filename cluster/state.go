@@ -168,6 +168,13 @@ type Cluster struct {
 	Events []event.Event `json:"events,omitempty"`
 }
 
+// MarkStopping marks the cluster as a hibernate or a delete does before
+// it looks for active runs (Stopping, StoppingBy).
+func (c *Cluster) MarkStopping(at time.Time, by string) { c.Stopping, c.StoppingBy = at, by }
+
+// Unmark takes the Stopping mark off.
+func (c *Cluster) Unmark() { c.MarkStopping(time.Time{}, "") }
+
 // HeldReplicas returns, per worker group, the workers the cluster's
 // reservation covers: its ceiling (Replicas), or, while a lowered ceiling
 // drains, the workers Ray may still run (Draining), whichever is more. It

@@ -1133,16 +1133,9 @@ func (p *Provisioner) keepRemovedGroups(ctx context.Context, rc, cur *rayv1.RayC
 // removedRunning returns the worker groups rc does not have that run
 // workers of rc's (named as KubeRay names them) among pods.
 func removedRunning(rc *rayv1.RayCluster, pods []corev1.Pod) map[string]bool {
-	kept := map[string]bool{}
-	for _, w := range rc.Spec.WorkerGroupSpecs {
-		kept[w.GroupName] = true
-	}
 	var running map[string]bool
-	for i := range pods {
-		p := &pods[i]
-		g := p.Labels[rayLabelGroup]
-		if p.Labels[rayLabelNodeType] == "worker" && p.DeletionTimestamp == nil && !kept[g] &&
-			strings.HasPrefix(p.Name, workerPrefix(rc.Name, g)) {
+	for g := range ownWorkers(rc.Name, pods) {
+		if !slices.ContainsFunc(rc.Spec.WorkerGroupSpecs, func(w rayv1.WorkerGroupSpec) bool { return w.GroupName == g }) {
 			if running == nil {
 				running = map[string]bool{}
 			}
@@ -1150,6 +1143,23 @@ func removedRunning(rc *rayv1.RayCluster, pods []corev1.Pod) map[string]bool {
 		}
 	}
 	return running
+}
+
+// ownWorkers returns, by worker group, the pods among pods that are
+// RayCluster rc's running workers (not being deleted): those named as
+// KubeRay names a worker of their group. A pod that carries a group's
+// labels but not such a name is not ours to count or name (nor would
+// admission let us name it).
+func ownWorkers(rc string, pods []corev1.Pod) map[string][]*corev1.Pod {
+	byGroup := map[string][]*corev1.Pod{}
+	for i := range pods {
+		p := &pods[i]
+		g := p.Labels[rayLabelGroup]
+		if p.Labels[rayLabelNodeType] == "worker" && p.DeletionTimestamp == nil && strings.HasPrefix(p.Name, workerPrefix(rc, g)) {
+			byGroup[g] = append(byGroup[g], p)
+		}
+	}
+	return byGroup
 }
 
 // keepGroups appends to rc each worker group of full (a RayCluster read
@@ -1190,13 +1200,7 @@ func nameSurplus(rc *rayv1.RayCluster, pods []corev1.Pod) {
 	if !ptr.Deref(rc.Spec.EnableInTreeAutoscaling, false) || ptr.Deref(rc.Spec.Suspend, false) {
 		return
 	}
-	byGroup := map[string][]*corev1.Pod{}
-	for i := range pods {
-		p := &pods[i]
-		if p.Labels[rayLabelNodeType] == "worker" && p.DeletionTimestamp == nil {
-			byGroup[p.Labels[rayLabelGroup]] = append(byGroup[p.Labels[rayLabelGroup]], p)
-		}
-	}
+	byGroup := ownWorkers(rc.Name, pods)
 	for i := range rc.Spec.WorkerGroupSpecs {
 		w := &rc.Spec.WorkerGroupSpecs[i]
 		allowed := int(ptr.Deref(w.MaxReplicas, 0))
@@ -1204,12 +1208,8 @@ func nameSurplus(rc *rayv1.RayCluster, pods []corev1.Pod) {
 			allowed = min(allowed, int(*w.Replicas))
 		}
 		var rest []*corev1.Pod
-		prefix := workerPrefix(rc.Name, w.GroupName)
 		for _, p := range byGroup[w.GroupName] {
-			// A pod that carries the group's labels but not a name KubeRay
-			// gave a worker of the group is not ours to name (nor would
-			// admission let us).
-			if strings.HasPrefix(p.Name, prefix) && !slices.Contains(w.ScaleStrategy.WorkersToDelete, p.Name) {
+			if !slices.Contains(w.ScaleStrategy.WorkersToDelete, p.Name) {
 				rest = append(rest, p)
 			}
 		}

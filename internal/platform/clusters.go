@@ -771,7 +771,7 @@ func (s *ClusterService) hibernateAs(ctx context.Context, cl *cluster.Cluster, o
 		return nil, err
 	}
 	next := cl.DeepCopy()
-	next.Stopping, next.StoppingBy = time.Time{}, ""
+	next.Unmark()
 	if _, _, err := advanceCluster(next, cluster.Trigger(cluster.OpHibernate)); err != nil {
 		return nil, err
 	}
@@ -817,7 +817,7 @@ func (s *ClusterService) delete(ctx context.Context, cl *cluster.Cluster, opts c
 		return nil
 	}
 	next := cl.DeepCopy()
-	next.Stopping, next.StoppingBy = time.Time{}, ""
+	next.Unmark()
 	if _, _, err := advanceCluster(next, t); err != nil {
 		return err
 	}
@@ -1589,7 +1589,7 @@ func (s *ClusterService) freshRunsOn(ctx context.Context, id string, ids []strin
 // unmarkStopping takes cl's Stopping mark off, on cl's version.
 func (s *ClusterService) unmarkStopping(ctx context.Context, cl *cluster.Cluster) error {
 	unmarked := cl.DeepCopy()
-	unmarked.Stopping, unmarked.StoppingBy = time.Time{}, ""
+	unmarked.Unmark()
 	return s.putCluster(ctx, unmarked, cl.Version)
 }
 
@@ -1606,7 +1606,7 @@ func (s *ClusterService) stopActiveRuns(ctx context.Context, cl *cluster.Cluster
 	c := s.c
 	if !force {
 		marked := cl.DeepCopy()
-		marked.Stopping, marked.StoppingBy = c.clock.Now(), c.share.self()
+		marked.MarkStopping(c.clock.Now(), c.share.self())
 		if err := c.clusters.putCluster(ctx, marked, cl.Version); err != nil {
 			return nil, err
 		}
